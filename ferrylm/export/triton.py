@@ -1,0 +1,22 @@
+"""Write a Triton model repository for the Python backend in decoupled (streaming) mode."""
+from __future__ import annotations
+
+import shutil
+from importlib import resources
+from pathlib import Path
+
+
+def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path) -> Path:
+    """`triton_dir/name/config.pbtxt` + `1/model.py`, serving the merged model at `model_dir`."""
+    templates = resources.files("ferrylm") / "templates"
+    target = Path(triton_dir) / name
+    tmp = Path(triton_dir) / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "1").mkdir(parents=True)
+    config = (templates / "triton_config.pbtxt").read_text()
+    config = config.replace("{{name}}", name).replace("{{model_dir}}", str(Path(model_dir).resolve()))
+    (tmp / "config.pbtxt").write_text(config)
+    (tmp / "1" / "model.py").write_text((templates / "triton_model.py").read_text())
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.replace(target)
+    return target

@@ -1,0 +1,64 @@
+"""A small client for OpenAI-compatible endpoints (vLLM's server), plain and streaming."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import requests
+
+
+class EndpointError(RuntimeError):
+    pass
+
+
+def _post(url: str, payload: dict, timeout: float, stream: bool = False) -> requests.Response:
+    try:
+        r = requests.post(url, json=payload, timeout=timeout, stream=stream)
+    except requests.RequestException as e:
+        raise EndpointError(f"{url}: {e}") from None
+    if r.status_code != 200:
+        raise EndpointError(f"{url}: HTTP {r.status_code}: {r.text[:300]}")
+    return r
+
+
+def chat(base_url: str, model: str, messages: list[dict], max_tokens: int, temperature: float = 0.0,
+         timeout: float = 600, **extra) -> str:
+    payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature, **extra}
+    body = _post(f"{base_url}/v1/chat/completions", payload, timeout).json()
+    return body["choices"][0]["message"]["content"] or ""
+
+
+@dataclass
+class StreamTiming:
+    ttft_s: float            # request sent → first generated text
+    total_s: float           # request sent → stream closed
+    completion_tokens: int
+
+    @property
+    def tokens_per_s(self) -> float:
+        decode = self.total_s - self.ttft_s
+        return (self.completion_tokens - 1) / decode if decode > 0 and self.completion_tokens > 1 else 0.0
+
+
+def timed_chat_stream(base_url: str, model: str, messages: list[dict], max_tokens: int,
+                      ignore_eos: bool = True, timeout: float = 600) -> StreamTiming:
+    """Stream a chat completion and time it; ignore_eos makes the server generate exactly max_tokens."""
+    payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0,
+               "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos}
+    start = time.perf_counter()
+    first = None
+    tokens = 0
+    with _post(f"{base_url}/v1/chat/completions", payload, timeout, stream=True) as r:
+        for line in r.iter_lines():
+            if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if first is None and any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
+                first = time.perf_counter()
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    end = time.perf_counter()
+    if first is None:
+        raise EndpointError(f"{base_url}: the stream carried no text")
+    return StreamTiming(first - start, end - start, tokens)

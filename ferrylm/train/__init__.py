@@ -1,0 +1,213 @@
+"""Train stage: LoRA on the rendered pairs with the HF Trainer, optionally under DeepSpeed ZeRO-2.
+
+The recipe reads top to bottom: load data → load model → wrap in LoRA → evaluate the untouched
+model (LoRA starts as the identity, so this is the base model's held-out loss) → train with
+marked checkpoints → evaluate → save the adapter atomically → write the record.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import socket
+from pathlib import Path
+
+from ..config import Config
+from ..log import get_logger
+from ..manifest import StageRecord, sha256_file, sha256_tree
+from ..models import load_tokenizer, resolve_model_path
+from .checkpoints import MarkComplete, latest_complete
+
+log = get_logger("train")
+
+
+def deepspeed_config(stage: str, bf16: bool) -> dict:
+    """ZeRO-2 with the Trainer's own AdamW ("auto" values are filled in from TrainingArguments)."""
+    assert stage == "zero2"
+    return {
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "bf16": {"enabled": bf16},
+        "zero_optimization": {
+            "stage": 2,
+            "overlap_comm": False,
+            "contiguous_gradients": True,
+            "allgather_bucket_size": 2e8,
+            "reduce_bucket_size": 2e8,
+        },
+        # The Trainer builds torch's AdamW; ZeRO shards it. No DeepSpeed op needs compiling.
+        "zero_allow_untested_optimizer": True,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
+    if use_deepspeed and not has_cuda:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    if use_deepspeed and "RANK" not in os.environ:
+        # A single process still needs a process group for DeepSpeed; launchers set these themselves.
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))
+
+
+def _use_bf16(precision: str, has_cuda: bool) -> bool:
+    import torch
+
+    if precision == "auto":
+        return has_cuda and torch.cuda.is_bf16_supported()
+    return precision == "bf16"
+
+
+class _HistoryWriter:
+    """Appends every Trainer log line to log_history.jsonl (the report plots it)."""
+
+    def __new__(cls, path: Path):
+        from transformers import TrainerCallback
+
+        class Writer(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if state.is_world_process_zero and logs:
+                    with open(path, "a") as fh:
+                        fh.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+
+        return Writer()
+
+
+def _truncate_history(path: Path, step: int) -> None:
+    """Drop what a killed run logged after the checkpoint we resume from; it will be logged again."""
+    if path.is_file():
+        keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
+        path.write_text("".join(ln + "\n" for ln in keep))
+
+
+def _summarise(history: list[dict]) -> dict:
+    train = [h for h in history if "loss" in h and "eval_loss" not in h]
+    grads = [h["grad_norm"] for h in train if h.get("grad_norm") is not None]
+    return {
+        "first_train_loss": train[0]["loss"] if train else None,
+        "final_train_loss": train[-1]["loss"] if train else None,
+        "final_grad_norm": grads[-1] if grads else None,
+        "max_grad_norm_seen": max(grads) if grads else None,
+    }
+
+
+def run_train(cfg: Config) -> StageRecord:
+    import torch
+
+    t = cfg.train
+    has_cuda = torch.cuda.is_available()
+    _prepare_distributed_env(t.deepspeed is not None, has_cuda)
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments, set_seed
+
+    from .dataset import JsonlExamples, PadCollator
+
+    out = cfg.stage_dir("train")
+    ckpt_dir = out / "checkpoints"
+    record = StageRecord("train", cfg.digest())
+    data_dir = cfg.stage_dir("data")
+    train_set = JsonlExamples(data_dir / "train.jsonl")
+    eval_set = JsonlExamples(data_dir / "eval.jsonl", limit=t.eval_batches * t.per_device_batch_size)
+    model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
+    tokenizer = load_tokenizer(model_dir)
+    bf16 = _use_bf16(t.precision, has_cuda)
+
+    set_seed(t.seed)  # before LoRA's init, so a run is reproducible from its config alone
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if bf16 and has_cuda else torch.float32)
+    model.config.use_cache = False
+    lora = LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
+                      target_modules=t.target_modules, task_type="CAUSAL_LM")
+    model = get_peft_model(model, lora)
+    trainable, total = model.get_nb_trainable_parameters()
+    log.info("LoRA r=%d: %.2f M trainable of %.1f M parameters", t.lora_r, trainable / 1e6, total / 1e6)
+
+    history_path = out / "log_history.jsonl"
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    resume = latest_complete(ckpt_dir, clean=rank0) if t.resume else None
+    if resume is None and rank0:
+        # A fresh run: checkpoints of an earlier run must not mix with this one's.
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
+        history_path.unlink(missing_ok=True)
+    elif resume is not None and rank0:
+        log.info("resuming from %s", resume)
+        _truncate_history(history_path, int(resume.name.split("-")[1]))
+    args = TrainingArguments(
+        output_dir=str(ckpt_dir),
+        max_steps=t.max_steps,
+        per_device_train_batch_size=t.per_device_batch_size,
+        per_device_eval_batch_size=t.per_device_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        learning_rate=t.learning_rate,
+        weight_decay=t.weight_decay,
+        warmup_steps=t.warmup_steps,
+        lr_scheduler_type="cosine",
+        max_grad_norm=t.max_grad_norm,
+        bf16=bf16,
+        gradient_checkpointing=t.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        logging_steps=t.logging_steps,
+        save_strategy="steps",
+        save_steps=t.save_steps,
+        save_total_limit=t.save_total_limit,
+        # Evaluating at step 0 inside the training loop (not via evaluate() before it) works under
+        # ZeRO-2 too, which refuses evaluate() before its engine exists. LoRA starts as the
+        # identity, so the step-0 eval loss is the base model's.
+        eval_strategy="steps",
+        eval_steps=t.max_steps,
+        eval_on_start=resume is None,
+        report_to=[],
+        seed=t.seed,
+        data_seed=t.seed,
+        use_cpu=not has_cuda,
+        ddp_backend="gloo" if ("RANK" in os.environ and not has_cuda) else None,
+        deepspeed=deepspeed_config(t.deepspeed, bf16) if t.deepspeed else None,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        include_num_input_tokens_seen="non_padding",
+        disable_tqdm=not os.isatty(2),
+    )
+    trainer = Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
+                      data_collator=PadCollator(tokenizer.pad_token_id),
+                      callbacks=[MarkComplete(), _HistoryWriter(history_path)])
+
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+
+    if trainer.is_world_process_zero():
+        adapter = out / "adapter"
+        tmp = out / ".adapter.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        trainer.model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        shutil.rmtree(adapter, ignore_errors=True)
+        tmp.replace(adapter)
+        history = [json.loads(line) for line in history_path.read_text().splitlines() if line.strip()]
+        evals = [h["eval_loss"] for h in history if "eval_loss" in h]
+        base_eval, final_eval = evals[0], evals[-1]
+        record.inputs = {"train.jsonl": sha256_file(data_dir / "train.jsonl"), "base_model": str(model_dir)}
+        record.outputs = {"adapter": str(adapter), "checkpoints": str(ckpt_dir), "log_history": str(history_path)}
+        record.metrics = {
+            "steps": trainer.state.global_step,
+            "resumed_from": str(resume) if resume else None,
+            "base_eval_loss": base_eval,
+            "base_perplexity": math.exp(base_eval),
+            "eval_loss": final_eval,
+            "perplexity": math.exp(final_eval),
+            "train_runtime_s": result.metrics.get("train_runtime"),
+            "tokens_seen": int(trainer.state.num_input_tokens_seen),
+            "precision": "bf16" if bf16 else "fp32",
+            "deepspeed": t.deepspeed,
+            "world_size": args.world_size,
+            "adapter_sha256": sha256_tree(adapter),
+            **_summarise(history),
+        }
+        log.info("train: eval loss %.4f → %.4f", base_eval, final_eval)
+        record.finish(out)
+    return record
