@@ -1,0 +1,30 @@
+"""Bad serve input fails before anything starts: occupied port, missing model, no export."""
+import socket
+
+import pytest
+
+from ferrylm.cli import main
+from ferrylm.config import load_config
+from ferrylm.serve import ServeError, server_for, served_model_dir
+
+
+def test_occupied_port_is_one_clear_error(tmp_path, tiny_qwen2_dir):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        cfg = load_config("default", [f"run_dir={tmp_path}", f"serve.port={port}"])
+        server = server_for(cfg, tiny_qwen2_dir)
+        with pytest.raises(ServeError, match=f"serve.port: 127.0.0.1:{port} is already in use"):
+            server.start()
+        assert server.proc is None  # nothing was launched
+
+
+def test_missing_model_and_missing_export(tmp_path, capsys):
+    cfg = load_config("default", [f"run_dir={tmp_path}"])
+    with pytest.raises(ServeError, match="no config.json"):
+        server_for(cfg, tmp_path / "nope").start()
+    with pytest.raises(ServeError, match="holds no export"):
+        served_model_dir(cfg)
+    assert main(["serve", f"run_dir={tmp_path}", f"serve.model={tmp_path / 'nope'}"]) == 2
+    assert capsys.readouterr().err.strip().startswith("ferrylm: error: serve.model:")

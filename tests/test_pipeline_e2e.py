@@ -1,0 +1,91 @@
+"""The whole pipeline on a small slice with the real SmolLM2, the real vLLM engine and real executions.
+
+data → train (LoRA) → export (merge + parity) → `ferrylm serve` (vLLM, OpenAI API) → eval against
+that endpoint → SIGTERM stops the server and every process it started.
+"""
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import requests
+
+from ferrylm.config import load_config
+from ferrylm.data import run_data
+from ferrylm.eval import run_eval
+from ferrylm.export import run_export
+from ferrylm.train import run_train
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
+    port = _free_port()
+    overrides = [f"run_dir={tmp_path / 'run'}", f"model.path={smollm2_dir}", f"data.sources=[{tiny_corpus}]",
+                 "data.max_pairs=120", "data.eval_fraction=0.2", "data.max_seq_len=384",
+                 "train.max_steps=6", "train.per_device_batch_size=2", "train.save_steps=3", "train.logging_steps=1",
+                 "train.eval_batches=4", "train.lora_dropout=0", "train.warmup_steps=0",
+                 f"export.triton_dir={tmp_path / 'triton_models'}", f"serve.port={port}",
+                 "eval.humaneval_limit=4", "eval.bleu_limit=4", "eval.max_new_tokens=128",
+                 "eval.latency_new_tokens=64", "eval.concurrency=4"]
+    cfg = load_config("default", overrides)
+
+    data = run_data(cfg)
+    assert data.metrics["train_examples"] > 50 and data.metrics["eval_examples"] > 0
+
+    train = run_train(cfg).metrics
+    assert train["steps"] == 6
+    assert train["eval_loss"] < train["base_eval_loss"]  # six real steps already move held-out loss
+
+    parity = run_export(cfg).metrics["parity"]
+    assert parity["greedy_tokens_equal"] == parity["prompts"] and parity["max_abs_logit_diff"] < 1e-3
+
+    server = subprocess.Popen([sys.executable, "-m", "ferrylm", "serve", *overrides],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline:
+            assert server.poll() is None, server.stdout.read()[-3000:]
+            try:
+                if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                time.sleep(2)
+        from openai import OpenAI
+
+        client = OpenAI(base_url=f"{url}/v1", api_key="none")
+        reply = client.chat.completions.create(model="ferrylm", max_tokens=16, temperature=0,
+                                               messages=[{"role": "user", "content": "Say hi."}])
+        assert reply.choices[0].message.content.strip()
+
+        report = run_eval(load_config("default", [*overrides, f"eval.endpoint={url}"]))
+        children = psutil.Process(server.pid).children(recursive=True)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=120)
+    assert code == 0
+    time.sleep(1)
+    assert not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+    results = [json.loads(l) for l in open(tmp_path / "run" / "eval" / "humaneval_fine-tuned.jsonl")]
+    assert len(results) == 4 and all(r["result"] in ("passed", "timed out") or r["result"].startswith("failed")
+                                     for r in results)
+    full = json.loads((tmp_path / "run" / "eval" / "report.json").read_text())
+    ft = full["details"]["fine-tuned"]
+    assert ft["pass_at_1"] == sum(r["passed"] for r in results) / 4
+    assert 0 <= ft["bleu"]["sacrebleu"] <= 100 and "tok:13a" in ft["bleu"]["signature"]
+    assert ft["latency"]["new_tokens"] == 64 and ft["latency"]["ttft_s"] < ft["latency"]["total_s"]
+    assert {row["criterion"] for row in full["criteria"]} == {"loss", "perplexity", "grad_norm", "bleu",
+                                                               "pass_at_1", "latency_512_s"}
+    assert report.metrics["models"]["fine-tuned"]["loss"] == pytest.approx(train["eval_loss"])
