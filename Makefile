@@ -8,7 +8,7 @@ CONFIG ?= default
 ARGS   ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-fast data train export serve eval run clean
+.PHONY: install chromium demo test test-fast data train export serve eval run clean
 
 install: $(STAMP)
 
@@ -26,7 +26,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/ferrylm run --config default $(ARGS)
 
-test: $(STAMP)
+# The HTML report's render test drives headless Chromium (Debian's package; needs root to install).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
+	  echo "ferrylm: chromium not installed (not root): the HTML render test will be skipped"
+
+test: $(STAMP) chromium
 	$(PY) -m pytest -q -ra $(ARGS)
 
 test-fast: $(STAMP)

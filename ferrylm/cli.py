@@ -4,7 +4,7 @@
     ferrylm eval humaneval --samples samples.jsonl
 
 Known failures (bad config, missing paths, empty corpus, occupied port, parity) print one line
-and exit 2; nothing half-written is left behind by the stages.
+and exit 2 (a failed gating criterion exits 3, after the report is written); nothing half-written is left behind by the stages.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
 def _known_errors() -> tuple[type[BaseException], ...]:
     from .config import ConfigError
     from .data import EmptyCorpus
+    from .eval import GateFailed
     from .eval.humaneval import SamplesError
     from .export import ExportError
     from .models import ModelNotFound
@@ -41,7 +42,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from .serve.client import EndpointError
 
     return (ConfigError, EmptyCorpus, ExportError, ModelNotFound, ServeError, EndpointError,
-            FileNotFoundError, SamplesError)
+            FileNotFoundError, SamplesError, GateFailed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,8 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except _known_errors() as e:
+        from .eval import GateFailed
+
         print(f"ferrylm: error: {e}", file=sys.stderr)
-        return 2
+        return 3 if isinstance(e, GateFailed) else 2
     except KeyboardInterrupt:
         print("ferrylm: interrupted", file=sys.stderr)
         return 130

@@ -98,6 +98,7 @@ class ServeConfig(_Section):
 class EvalConfig(_Section):
     # None: the eval stage starts its own endpoints (fine-tuned, and base when compare_base).
     endpoint: Optional[str] = None
+    local: bool = False                          # run the models in-process instead of serving them
     compare_base: bool = True
     humaneval_limit: Optional[int] = Field(None, gt=0)
     bleu_limit: int = Field(64, gt=0)
@@ -107,16 +108,14 @@ class EvalConfig(_Section):
     exec_timeout_s: float = Field(10.0, gt=0)
     exec_memory_mb: int = Field(1024, gt=0)
     exec_workers: int = Field(2, gt=0)
-
-
-class Criteria(_Section):
-    """The seed's success criteria ("Qwen 2.5 7B Code 双A40训练方案", 成功标准)."""
-    loss_max: float = 2.0
-    perplexity_max: float = 20.0
-    grad_norm_max: float = 1.0
-    bleu_min: float = 0.6  # sacreBLEU / 100
-    pass_at_1_min: float = 0.4
-    latency_512_max_s: float = 2.0
+    prompt_mode: Literal["chat", "base"] = "chat"
+    samples_per_task: int = Field(1, gt=0)       # n; temperature 0 with n=1 is greedy
+    temperature: float = Field(0.0, ge=0)
+    pass_k: list[int] = Field(default_factory=lambda: [1, 10, 100])  # reported where k <= n
+    latency_runs: int = Field(3, gt=0)
+    latency_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4])
+    criteria: str = "seed"                       # shipped set name or a YAML path
+    enforce_gates: bool = True                   # exit non-zero when a gating criterion fails
 
 
 class Config(_Section):
@@ -127,7 +126,6 @@ class Config(_Section):
     export: ExportConfig = Field(default_factory=ExportConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
-    criteria: Criteria = Field(default_factory=Criteria)
 
     @model_validator(mode="after")
     def _check(self) -> "Config":

@@ -2,9 +2,22 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time (test harnesses and daemons swap it)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        pass
 
 
 def get_logger(name: str) -> logging.Logger:
@@ -12,10 +25,15 @@ def get_logger(name: str) -> logging.Logger:
 
 
 def setup_logging(log_file: str | Path | None = None, level: int = logging.INFO) -> None:
+    """Idempotent: one stderr handler, and at most one file handler (the latest run's)."""
     root = logging.getLogger("ferrylm")
     root.setLevel(level)
-    if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler) for h in root.handlers):
-        handler = logging.StreamHandler()
+    for h in list(root.handlers):
+        if isinstance(h, logging.FileHandler):
+            root.removeHandler(h)
+            h.close()
+    if not any(isinstance(h, _Stderr) for h in root.handlers):
+        handler = _Stderr()
         handler.setFormatter(logging.Formatter(_FORMAT, "%H:%M:%S"))
         root.addHandler(handler)
     if log_file is not None:

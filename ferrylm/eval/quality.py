@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import sacrebleu
 
 from ..data.render import extract_code, user_message
-from ..serve.client import chat, timed_chat_stream
+from ..serve.client import timed_chat_stream
 
 # A fixed prompt, so latency numbers compare across runs and models.
 LATENCY_PROMPT = 'def fibonacci(n: int) -> list[int]:\n    """Return the first n Fibonacci numbers."""\n'
@@ -25,10 +26,9 @@ def held_out_pairs(eval_jsonl: str | Path, limit: int) -> list[dict]:
     return rows
 
 
-def bleu(base_url: str, model: str, pairs: list[dict], max_tokens: int, concurrency: int) -> dict:
+def bleu(generator, pairs: list[dict], max_tokens: int, concurrency: int) -> dict:
     def one(row: dict) -> str:
-        return extract_code(chat(base_url, model, [{"role": "user", "content": user_message(row["prompt_code"])}],
-                                 max_tokens))
+        return extract_code(generator.chat([{"role": "user", "content": user_message(row["prompt_code"])}], max_tokens)[0])
 
     with ThreadPoolExecutor(concurrency) as pool:
         hyps = list(pool.map(one, pairs))
@@ -39,9 +39,45 @@ def bleu(base_url: str, model: str, pairs: list[dict], max_tokens: int, concurre
             "pairs": len(pairs)}
 
 
-def latency(base_url: str, model: str, new_tokens: int) -> dict:
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile, q in [0, 100]."""
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _stats(values: list[float]) -> dict:
+    return {"p50": percentile(values, 50), "p95": percentile(values, 95), "p99": percentile(values, 99),
+            "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+
+
+def latency(base_url: str, model: str, new_tokens: int, runs: int = 3, concurrency: list[int] | None = None) -> dict:
+    """Single-stream latency over `runs` repeats (percentiles), then a concurrency sweep.
+
+    Each request generates exactly `new_tokens` (ignore_eos), so runs compare like with like.
+    """
     messages = [{"role": "user", "content": user_message(LATENCY_PROMPT)}]
     timed_chat_stream(base_url, model, messages, 8)  # warm-up: the first request pays one-off costs
-    t = timed_chat_stream(base_url, model, messages, new_tokens)
-    return {"new_tokens": t.completion_tokens, "ttft_s": t.ttft_s, "total_s": t.total_s,
-            "tokens_per_s": t.tokens_per_s}
+    single = [timed_chat_stream(base_url, model, messages, new_tokens) for _ in range(runs)]
+    out = {
+        "new_tokens": single[0].completion_tokens,
+        "runs": runs,
+        "ttft_s": _stats([t.ttft_s for t in single]),
+        "total_s": _stats([t.total_s for t in single]),
+        "tpot_s": _stats([(t.total_s - t.ttft_s) / max(t.completion_tokens - 1, 1) for t in single]),
+        "tokens_per_s": _stats([t.tokens_per_s for t in single]),
+        "samples_total_s": [t.total_s for t in single],
+        "sweep": [],
+    }
+    for c in concurrency or []:
+        start = time.perf_counter()
+        with ThreadPoolExecutor(c) as pool:
+            timings = list(pool.map(lambda _: timed_chat_stream(base_url, model, messages, new_tokens), range(c)))
+        wall = time.perf_counter() - start
+        out["sweep"].append({"concurrency": c, "wall_s": wall,
+                             "aggregate_tokens_per_s": sum(t.completion_tokens for t in timings) / wall,
+                             "total_s": _stats([t.total_s for t in timings]),
+                             "ttft_s": _stats([t.ttft_s for t in timings])})
+    return out

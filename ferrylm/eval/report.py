@@ -1,72 +1,131 @@
-"""The report: every measured number against the seed's success criteria, base and fine-tuned side by side."""
+"""The report: every measured number against the success criteria, models side by side.
+
+Three forms of the same content: report.json (every number), report.md, and report.html — one
+self-contained page (inline CSS, plots embedded as PNG data) that opens anywhere.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+import html
+import io
 from pathlib import Path
 from typing import Optional
 
-from ..config import Criteria
 from ..manifest import write_json_atomic
-
-
-@dataclass
-class Row:
-    key: str
-    label: str
-    threshold: float
-    lower_is_better: bool
-    note: str = ""
-
-    def verdict(self, value: Optional[float]) -> str:
-        if value is None:
-            return "not measured"
-        ok = value < self.threshold if self.lower_is_better else value > self.threshold
-        return "pass" if ok else "fail"
-
-
-def criteria_rows(c: Criteria) -> list[Row]:
-    return [
-        Row("loss", "Held-out loss (answer tokens)", c.loss_max, True),
-        Row("perplexity", "Held-out perplexity", c.perplexity_max, True),
-        Row("grad_norm", "Gradient norm (last logged step)", c.grad_norm_max, True, "training only"),
-        Row("bleu", "BLEU (sacreBLEU/100)", c.bleu_min, False),
-        Row("pass_at_1", "HumanEval Pass@1", c.pass_at_1_min, False),
-        Row("latency_512_s", "512-token latency (s)", c.latency_512_max_s, True),
-    ]
+from .criteria import Criterion
 
 
 def _fmt(v: Optional[float]) -> str:
     return "—" if v is None else f"{v:.4g}"
 
 
-def write_report(out_dir: Path, criteria: Criteria, models: dict[str, dict], details: dict) -> dict:
-    """models: label → {criterion key → value}. Writes report.md and report.json; returns the JSON."""
-    rows = criteria_rows(criteria)
-    labels = list(models)
+def criteria_table(criteria: list[Criterion], models: dict[str, dict]) -> list[dict]:
     table = []
-    for row in rows:
-        entry = {"criterion": row.key, "label": row.label, "threshold": row.threshold,
-                 "comparison": "<" if row.lower_is_better else ">"}
-        for m in labels:
-            value = models[m].get(row.key)
-            entry[m] = {"value": value, "verdict": row.verdict(value)}
+    for c in criteria:
+        entry = {"criterion": c.key, "label": c.label, "op": c.op, "target": c.target, "gate": c.gate}
+        for m, values in models.items():
+            v = values.get(c.key)
+            entry[m] = {"value": v, "verdict": c.verdict(v)}
         table.append(entry)
-    report = {"criteria": table, "models": models, "details": details}
-    write_json_atomic(out_dir / "report.json", report)
+    return table
 
-    lines = ["# ferrylm evaluation report", "",
-             "Criteria from the seed plan (\"Qwen 2.5 7B Code 双A40训练方案\", 成功标准). "
-             "BLEU is sacreBLEU on a 0–100 scale divided by 100.", "",
-             "| criterion | target | " + " | ".join(labels) + " |",
-             "|---|---|" + "---|" * len(labels)]
-    for entry in table:
-        cells = [f"{_fmt(entry[m]['value'])} ({entry[m]['verdict']})" for m in labels]
-        lines.append(f"| {entry['label']} | {entry['comparison']} {entry['threshold']} | " + " | ".join(cells) + " |")
+
+def failed_gates(table: list[dict], model: str) -> list[str]:
+    return [e["criterion"] for e in table if e["gate"] and model in e and e[model]["verdict"] == "fail"]
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _plots(history: list[dict], details: dict) -> dict[str, str]:
+    """title → base64 PNG; only plots that have data."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots = {}
+    train = [(h["step"], h["loss"]) for h in history if "loss" in h and "eval_loss" not in h]
+    evals = [(h["step"], h["eval_loss"]) for h in history if "eval_loss" in h]
+    if train:
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        ax.plot(*zip(*train), label="train loss")
+        if evals:
+            ax.plot(*zip(*evals), "o--", label="held-out loss")
+        ax.set_xlabel("step"), ax.set_ylabel("loss"), ax.legend(), ax.grid(alpha=0.3)
+        plots["Training loss"] = _png(fig)
+        plt.close(fig)
+    lat = {m: d["latency"]["samples_total_s"] for m, d in details.items() if isinstance(d, dict) and d.get("latency")}
+    if lat:
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        for i, (m, xs) in enumerate(lat.items()):
+            ax.scatter(xs, [i] * len(xs), alpha=0.7, label=m)
+        ax.set_yticks(range(len(lat)), list(lat)), ax.set_xlabel("512-token completion, seconds"), ax.grid(alpha=0.3)
+        plots["Latency distribution"] = _png(fig)
+        plt.close(fig)
+    per_task = {m: d["humaneval"]["per_task"] for m, d in details.items() if isinstance(d, dict) and "humaneval" in d}
+    if per_task:
+        tasks = list(next(iter(per_task.values())))
+        fig, ax = plt.subplots(figsize=(max(6, len(tasks) * 0.06), 1 + 0.5 * len(per_task)))
+        ax.imshow([[per_task[m].get(t, 0) for t in tasks] for m in per_task], aspect="auto", cmap="Greens", vmin=0, vmax=1)
+        ax.set_yticks(range(len(per_task)), list(per_task)), ax.set_xlabel(f"HumanEval task (0–{len(tasks) - 1})")
+        plots["Pass@1 per task"] = _png(fig)
+        plt.close(fig)
+    return plots
+
+
+def _markdown(table: list[dict], labels: list[str], details: dict, source: str) -> str:
+    lines = ["# ferrylm evaluation report", "", f"Criteria: {source}. BLEU is sacreBLEU (0–100) divided by 100.", "",
+             "| criterion | target | gate | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
+    for e in table:
+        cells = [f"{_fmt(e[m]['value'])} ({e[m]['verdict']})" for m in labels]
+        lines.append(f"| {e['label']} | {e['op']} {e['target']:g} | {'yes' if e['gate'] else 'no'} | " + " | ".join(cells) + " |")
     lines += ["", "## Details", ""]
     for m, d in details.items():
         lines.append(f"### {m}")
         for k, v in d.items():
-            lines.append(f"- {k}: {v}")
+            if k != "humaneval" or not isinstance(v, dict):
+                lines.append(f"- {k}: {v}")
+            else:
+                lines.append(f"- humaneval: { {kk: vv for kk, vv in v.items() if kk != 'per_task'} }")
         lines.append("")
-    (out_dir / "report.md").write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def _html(table: list[dict], labels: list[str], plots: dict[str, str], md_details: str, source: str) -> str:
+    rows = []
+    for e in table:
+        cells = "".join(f'<td class="{e[m]["verdict"].replace(" ", "-")}">{_fmt(e[m]["value"])}<br><small>{e[m]["verdict"]}</small></td>'
+                        for m in labels)
+        rows.append(f"<tr><td>{html.escape(e['label'])}</td><td>{html.escape(e['op'])} {e['target']:g}</td>"
+                    f"<td>{'yes' if e['gate'] else 'no'}</td>{cells}</tr>")
+    figs = "".join(f'<figure><img alt="{html.escape(t)}" src="data:image/png;base64,{b}"><figcaption>{html.escape(t)}'
+                   f"</figcaption></figure>" for t, b in plots.items())
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in labels)
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>ferrylm evaluation report</title>
+<style>body{{font:15px system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;text-align:left}}
+.pass{{background:#d9f2d9}}.fail{{background:#f8d7d7}}.not-measured{{background:#eee}}
+figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap}}</style>
+</head><body><h1>ferrylm evaluation report</h1><p>Criteria: {html.escape(source)}. BLEU is sacreBLEU (0–100) divided by 100.</p>
+<table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
+<h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2><pre>{html.escape(md_details)}</pre></body></html>
+"""
+
+
+def write_report(out_dir: Path, criteria: list[Criterion], models: dict[str, dict], details: dict,
+                 history: list[dict] | None = None, source: str = "seed") -> dict:
+    """models: label → {criterion key → value}. Writes report.{json,md,html}; returns the JSON."""
+    table = criteria_table(criteria, models)
+    labels = list(models)
+    report = {"criteria": table, "models": models, "details": details,
+              "failed_gates": {m: failed_gates(table, m) for m in labels}}
+    write_json_atomic(out_dir / "report.json", report)
+    md = _markdown(table, labels, details, source)
+    (out_dir / "report.md").write_text(md)
+    detail_text = md.split("## Details", 1)[1]
+    (out_dir / "report.html").write_text(_html(table, labels, _plots(history or [], details), detail_text, source))
     return report

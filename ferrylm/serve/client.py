@@ -23,10 +23,21 @@ def _post(url: str, payload: dict, timeout: float, stream: bool = False) -> requ
 
 
 def chat(base_url: str, model: str, messages: list[dict], max_tokens: int, temperature: float = 0.0,
-         timeout: float = 600, **extra) -> str:
-    payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature, **extra}
+         n: int = 1, timeout: float = 600, **extra) -> list[str]:
+    """n replies to one conversation (the server applies the model's chat template)."""
+    payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
+               "n": n, **extra}
     body = _post(f"{base_url}/v1/chat/completions", payload, timeout).json()
-    return body["choices"][0]["message"]["content"] or ""
+    return [c["message"]["content"] or "" for c in sorted(body["choices"], key=lambda c: c["index"])]
+
+
+def complete(base_url: str, model: str, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
+             stop: list[str] | None = None, timeout: float = 600) -> list[str]:
+    """n raw completions of a prompt (no chat template)."""
+    payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": temperature, "n": n,
+               "stop": stop or []}
+    body = _post(f"{base_url}/v1/completions", payload, timeout).json()
+    return [c["text"] for c in sorted(body["choices"], key=lambda c: c["index"])]
 
 
 @dataclass

@@ -206,6 +206,7 @@ def run_train(cfg: Config) -> StageRecord:
             "deepspeed": t.deepspeed,
             "world_size": args.world_size,
             "adapter_sha256": sha256_tree(adapter),
+            "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if has_cuda else None,
             **_summarise(history),
         }
         log.info("train: eval loss %.4f → %.4f", base_eval, final_eval)

@@ -1,20 +1,69 @@
 import json
+import shutil
+import subprocess
 
-from ferrylm.config import Criteria
+import pytest
+
+from ferrylm.config import ConfigError
+from ferrylm.eval.criteria import load_criteria
 from ferrylm.eval.report import write_report
+
+MODELS = {
+    "fine-tuned": {"loss": 1.5, "perplexity": 4.5, "grad_norm": 0.4, "gpu_memory_gib": None, "bleu": 0.12,
+                   "pass_at_1": 0.05, "latency_512_s": 21.0},
+    "base": {"loss": 2.5, "perplexity": 12.2, "grad_norm": None, "gpu_memory_gib": None, "bleu": 0.08,
+             "pass_at_1": 0.0, "latency_512_s": 20.0},
+}
+HISTORY = [{"step": 0, "eval_loss": 2.4}] + [{"step": i, "loss": 2.5 - i / 20} for i in range(1, 11)] + [{"step": 10, "eval_loss": 1.9}]
+DETAILS = {m: {"humaneval": {"per_task": {f"HumanEval/{i}": float(i % 3 == 0) for i in range(20)}},
+               "latency": {"samples_total_s": [20.1, 20.5, 21.0]}} for m in MODELS}
 
 
 def test_report_says_pass_or_fail_for_every_criterion(tmp_path):
-    models = {
-        "fine-tuned": {"loss": 1.5, "perplexity": 4.5, "grad_norm": 0.4, "bleu": 0.12, "pass_at_1": 0.05,
-                       "latency_512_s": 21.0},
-        "base": {"loss": 2.5, "perplexity": 12.2, "grad_norm": None, "bleu": 0.08, "pass_at_1": 0.0,
-                 "latency_512_s": 20.0},
-    }
-    report = write_report(tmp_path, Criteria(), models, {"fine-tuned": {"x": 1}})
+    report = write_report(tmp_path, load_criteria("seed"), MODELS, DETAILS, HISTORY)
     verdicts = {row["criterion"]: (row["fine-tuned"]["verdict"], row["base"]["verdict"]) for row in report["criteria"]}
     assert verdicts == {"loss": ("pass", "fail"), "perplexity": ("pass", "pass"), "grad_norm": ("pass", "not measured"),
-                        "bleu": ("fail", "fail"), "pass_at_1": ("fail", "fail"), "latency_512_s": ("fail", "fail")}
+                        "gpu_memory_gib": ("not measured", "not measured"), "bleu": ("fail", "fail"),
+                        "pass_at_1": ("fail", "fail"), "latency_512_s": ("fail", "fail")}
+    assert report["failed_gates"]["fine-tuned"] == ["bleu", "pass_at_1", "latency_512_s"]
     md = (tmp_path / "report.md").read_text()
-    assert "| HumanEval Pass@1 | > 0.4 | 0.05 (fail) | 0 (fail) |" in md
-    assert json.loads((tmp_path / "report.json").read_text())["models"] == models
+    assert "| HumanEval Pass@1 | > 0.4 | yes | 0.05 (fail) | 0 (fail) |" in md
+    assert json.loads((tmp_path / "report.json").read_text())["models"] == MODELS
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3  # loss curve, latency, pass@1 per task
+
+
+def test_criteria_files(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("pass_at_1: {op: '>=', target: 0.05, gate: false}\n")
+    (c,) = load_criteria(str(mine))
+    assert c.verdict(0.05) == "pass" and c.gate is False
+    mine.write_text("pass_at_1: {op: '~', target: 1}\n")
+    with pytest.raises(ConfigError, match="pass_at_1: needs op"):
+        load_criteria(str(mine))
+    with pytest.raises(ConfigError, match="neither a YAML file"):
+        load_criteria("nope")
+
+
+def _chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium is installed by `make test` (needs root for apt-get)")
+def test_html_report_renders_in_headless_chromium(tmp_path):
+    from PIL import Image, ImageStat
+
+    write_report(tmp_path, load_criteria("seed"), MODELS, DETAILS, HISTORY)
+    shot = tmp_path / "shot.png"
+    subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'prof'}",
+                    f"--screenshot={shot}", "--window-size=1200,1400", (tmp_path / "report.html").as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    img = Image.open(shot).convert("RGB")
+    assert img.size == (1200, 1400)
+    stat = ImageStat.Stat(img)
+    assert max(stat.stddev) > 20  # not a blank page: text, a coloured table and plots
+    colours = img.getcolors(maxcolors=1 << 20)
+    assert colours and len(colours) > 50
+    green = (0xD9, 0xF2, 0xD9)  # the "pass" cell background
+    assert any(c == green for _, c in colours)

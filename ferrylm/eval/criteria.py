@@ -1,0 +1,44 @@
+"""Success criteria as data: a YAML of {key: {label, op, target, gate}}, shipped or the user's own."""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from ..config import ConfigError
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+@dataclass
+class Criterion:
+    key: str
+    label: str
+    op: str
+    target: float
+    gate: bool = True
+
+    def verdict(self, value: Optional[float]) -> str:
+        if value is None:
+            return "not measured"
+        return "pass" if _OPS[self.op](value, self.target) else "fail"
+
+
+def load_criteria(source: str = "seed") -> list[Criterion]:
+    """A shipped criteria set by name (ferrylm/criteria/NAME.yaml) or a YAML path."""
+    shipped = resources.files("ferrylm") / "criteria" / f"{source}.yaml"
+    path = Path(source)
+    text = path.read_text() if path.suffix in (".yaml", ".yml") and path.is_file() else (
+        shipped.read_text() if shipped.is_file() else None)
+    if text is None:
+        raise ConfigError(f"eval.criteria: {source!r} is neither a YAML file nor a shipped criteria set")
+    out = []
+    for key, spec in (yaml.safe_load(text) or {}).items():
+        if not isinstance(spec, dict) or spec.get("op") not in _OPS or not isinstance(spec.get("target"), (int, float)):
+            raise ConfigError(f"eval.criteria: {key}: needs op (one of {', '.join(_OPS)}) and a numeric target")
+        out.append(Criterion(key, spec.get("label", key), spec["op"], float(spec["target"]), bool(spec.get("gate", True))))
+    return out

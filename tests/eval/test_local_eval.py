@@ -1,0 +1,27 @@
+"""The eval stage with in-process models (no server): a tiny trained Qwen2, base beside fine-tuned."""
+import json
+
+from ferrylm.eval import run_eval
+from ferrylm.export import run_export
+from ferrylm.train import run_train
+
+
+def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
+    run = copy_run()
+    cfg = make_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=2", "eval.local=true",
+                      "eval.humaneval_limit=3", "eval.bleu_limit=2", "eval.max_new_tokens=12",
+                      "eval.samples_per_task=2", "eval.temperature=0.7", "eval.pass_k=[1,2]", "eval.enforce_gates=false")
+    run_train(cfg)
+    run_export(cfg)
+    rec = run_eval(cfg)
+    report = json.loads((run / "eval" / "report.json").read_text())
+    assert set(report["models"]) == {"fine-tuned", "base"}
+    for label in ("fine-tuned", "base"):
+        he = report["details"][label]["humaneval"]
+        assert he["tasks"] == 3 and he["samples"] == 6 and "pass@2" in he
+        assert report["details"][label]["latency"] is None  # no endpoint, no streaming latency
+        rows = [json.loads(l) for l in open(run / "eval" / f"humaneval_{label}.jsonl")]
+        assert len(rows) == 6 and all(r["result"] for r in rows)
+    lat = next(r for r in report["criteria"] if r["criterion"] == "latency_512_s")
+    assert lat["fine-tuned"]["verdict"] == "not measured"
+    assert rec.outputs["html"].endswith("report.html")

@@ -1,0 +1,23 @@
+import pytest
+
+from ferrylm.eval.humaneval import pass_at_k, summarise
+
+
+def test_unbiased_estimator_against_enumeration():
+    # pass@k = P(at least one of k draws without replacement passes); enumerate for small n.
+    from itertools import combinations
+
+    for n, c in [(5, 0), (5, 1), (5, 3), (10, 2), (4, 4)]:
+        for k in range(1, n + 1):
+            draws = list(combinations([1] * c + [0] * (n - c), k))
+            assert pass_at_k(n, c, k) == pytest.approx(sum(any(d) for d in draws) / len(draws))
+    with pytest.raises(ValueError, match="at least 10 samples"):
+        pass_at_k(5, 1, 10)
+
+
+def test_summary_means_over_tasks():
+    results = [{"task_id": "a", "passed": p} for p in (1, 0, 0, 0)] + [{"task_id": "b", "passed": p} for p in (1, 1, 0, 0)]
+    s = summarise(results, [1, 2, 10])
+    assert s["pass@1"] == pytest.approx((0.25 + 0.5) / 2)
+    assert s["pass@2"] == pytest.approx((0.5 + 5 / 6) / 2)
+    assert "pass@10" not in s and s["per_task"] == {"a": 0.25, "b": 0.5}
