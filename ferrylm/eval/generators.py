@@ -17,7 +17,10 @@ class EndpointGenerator:
 
     def complete(self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
                  stop: list[str] | None = None) -> list[str]:
-        return client.complete(self.base_url, self.model, prompt, max_tokens, temperature, n=n, stop=stop)
+        # The OpenAI API (and vLLM) take at most 4 stop sequences; apply the rest here.
+        stop = stop or []
+        texts = client.complete(self.base_url, self.model, prompt, max_tokens, temperature, n=n, stop=stop[:4])
+        return [_cut(t, stop[4:]) for t in texts]
 
 
 class LocalGenerator:

@@ -21,3 +21,10 @@ def test_summary_means_over_tasks():
     assert s["pass@1"] == pytest.approx((0.25 + 0.5) / 2)
     assert s["pass@2"] == pytest.approx((0.5 + 5 / 6) / 2)
     assert "pass@10" not in s and s["per_task"] == {"a": 0.25, "b": 0.5}
+
+
+def test_stop_sequences_cut_like_a_server():
+    from ferrylm.eval.generators import _cut
+
+    assert _cut("    return x\n\nprint(f(1))\n", ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]) == "    return x\n"
+    assert _cut("    return x\n", ["\ndef"]) == "    return x\n"

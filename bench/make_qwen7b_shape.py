@@ -1,0 +1,34 @@
+"""Write a randomly initialised model with Qwen2.5-7B's exact shapes (for GPU runs of the real recipe).
+
+    python bench/make_qwen7b_shape.py OUT_DIR TOKENIZER_DIR
+
+Qwen2.5-7B: Qwen2ForCausalLM, hidden 3584, 28 layers, 28 heads / 4 KV heads, intermediate 18944,
+vocab 152064, untied lm_head, 7.62 B parameters. Built on the GPU in bf16 (seconds, not minutes on
+CPU), saved as safetensors. The tokenizer is borrowed (Qwen's own is not shipped here); its ids all
+fall inside Qwen's vocabulary.
+"""
+import sys
+import time
+
+import torch
+from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+
+def main(out_dir: str, tokenizer_dir: str) -> None:
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                         num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
+                         rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    t = time.time()
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    n = sum(p.numel() for p in model.parameters())
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    print(f"wrote {out_dir}: {n / 1e9:.3f} B parameters in {time.time() - t:.0f} s")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
