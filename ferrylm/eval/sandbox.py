@@ -60,7 +60,7 @@ class Sandbox:
             if os.geteuid() == 0:
                 os.chown(workdir, uid, uid)
                 os.chown(workdir / "program.py", uid, uid)
-            args = [sys.executable, "-I", "-B", _JAIL, str(workdir), str(uid), str(int(self.timeout_s) + 1),
+            args = [sys.executable, "-I", "-S", "-B", _JAIL, str(workdir), str(uid), str(int(self.timeout_s) + 1),
                     str(self.memory_mb << 20), str(self.file_mb << 20), str(self.nproc)]
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, start_new_session=True)
