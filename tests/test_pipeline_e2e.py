@@ -6,7 +6,6 @@ that endpoint → SIGTERM stops the server and every process it started.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,18 +20,14 @@ from ferrylm.eval import GateFailed, humaneval, run_eval
 from ferrylm.eval.generators import EndpointGenerator
 from ferrylm.export import run_export
 from ferrylm.train import run_train
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
-    port = _free_port()
+    port = free_port()
     overrides = [f"run_dir={tmp_path / 'run'}", f"model.path={smollm2_dir}", f"data.sources=[{tiny_corpus}]",
                  "data.max_pairs=120", "data.eval_fraction=0.2", "data.max_seq_len=384",
                  "train.max_steps=6", "train.per_device_batch_size=2", "train.save_steps=3", "train.logging_steps=1",

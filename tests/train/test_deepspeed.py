@@ -1,14 +1,9 @@
 """The same train stage under DeepSpeed ZeRO-2, two processes on CPU (gloo), launched by torchrun."""
 import json
-import socket
 import subprocess
 import sys
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import free_port
 
 
 def test_zero2_two_processes(copy_run, tiny_qwen2_dir, tiny_corpus):
@@ -18,7 +13,7 @@ def test_zero2_two_processes(copy_run, tiny_qwen2_dir, tiny_corpus):
                  "train.per_device_batch_size=2", "train.learning_rate=3e-3", "train.lora_dropout=0",
                  "train.warmup_steps=0", "train.eval_batches=2"]
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master_port", str(_free_port()), "-m", "ferrylm", "train", *overrides],
+                           "--master_port", str(free_port()), "-m", "ferrylm", "train", *overrides],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
