@@ -1,19 +1,19 @@
-"""Run untrusted generated code, contained (see jail.py for the confinement itself).
+"""Run untrusted generated code, contained, through a pool of confined workers (see jail.py).
 
-Each program gets a fresh work directory owned by its slot's uid, a clean environment, CPU-time,
-address-space, file-size, open-file and process-count limits, and a wall-clock timeout after which
-its whole process group is killed. Slots give concurrent programs different uids, so one program's
-fork bomb cannot use up another's process budget.
+Each slot is one worker process, confined once (namespaces, limits) and forking a child per
+program, which gets a fresh directory, a clean environment, CPU-time, address-space, file-size,
+open-file and process-count limits, its slot's own uid, and a wall-clock timeout after which its
+process group and everything running as its uid are killed. A worker that dies (a program killed
+it, where it could) is replaced and that program counts as failed.
 """
 from __future__ import annotations
 
-import os
+import json
 import queue
-import shutil
-import signal
+import secrets
+import select
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,21 +24,57 @@ _BASE_UID = 61000
 @dataclass
 class Outcome:
     status: str      # 'passed', 'timed out' or 'failed: <last stderr line>'
-    isolation: str   # 'namespaces+uid', 'namespaces', 'limits+uid' or 'limits'
+    isolation: str   # 'namespaces+uid', 'namespaces' or 'limits'
+
+
+class _Worker:
+    def __init__(self, uid: int, cpu_s: int, memory_bytes: int, file_bytes: int, nproc: int):
+        # -S: no site-packages — programs see the standard library only, and start-up is faster.
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-B", _JAIL, str(uid), str(cpu_s), str(memory_bytes), str(file_bytes),
+             str(nproc)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, start_new_session=True)
+        hello = self._read(30)
+        if hello is None:
+            raise RuntimeError("the sandbox worker did not start")
+        self.isolation = json.loads(hello)["isolation"]
+
+    def _read(self, timeout: float) -> str | None:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        return line or None
+
+    def run(self, code: str, timeout_s: float) -> str | None:
+        """The program's status, or None if the worker died or stopped answering."""
+        nonce = secrets.token_hex(8)
+        try:
+            self.proc.stdin.write(json.dumps({"nonce": nonce, "code": code, "timeout": timeout_s}) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return None
+        line = self._read(timeout_s + 30)
+        if line is None:
+            return None
+        reply = json.loads(line)
+        return reply["status"] if reply.get("nonce") == nonce else None
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
 
 
 class Sandbox:
     def __init__(self, slots: int = 2, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16,
                  nproc: int = 64):
-        self.timeout_s, self.memory_mb, self.file_mb, self.nproc = timeout_s, memory_mb, file_mb, nproc
-        self._slots: queue.Queue[int] = queue.Queue()
+        self.timeout_s = timeout_s
+        self._spec = (int(timeout_s) + 1, memory_mb << 20, file_mb << 20, nproc)
+        self._idle: queue.Queue[tuple[int, _Worker]] = queue.Queue()
         for i in range(slots):
-            self._slots.put(_BASE_UID + i)
-        self._base = Path(tempfile.mkdtemp(prefix="ferrylm-exec-"))
-        os.chmod(self._base, 0o711)  # slots may enter their own dir, but not list the others
+            self._idle.put((_BASE_UID + i, _Worker(_BASE_UID + i, *self._spec)))
 
     def close(self) -> None:
-        shutil.rmtree(self._base, ignore_errors=True)
+        while not self._idle.empty():
+            self._idle.get()[1].close()
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -47,45 +83,17 @@ class Sandbox:
         self.close()
 
     def run(self, code: str) -> Outcome:
-        uid = self._slots.get()
+        uid, worker = self._idle.get()
         try:
-            return self._run(code, uid)
+            status = worker.run(code, self.timeout_s)
+            isolation = worker.isolation
+            if status is None:
+                worker.close()
+                worker = _Worker(uid, *self._spec)
+                status = "failed: the program killed or hung its sandbox worker"
+            return Outcome(status, isolation)
         finally:
-            self._slots.put(uid)
-
-    def _run(self, code: str, uid: int) -> Outcome:
-        workdir = Path(tempfile.mkdtemp(dir=self._base))
-        try:
-            (workdir / "program.py").write_text(code)
-            if os.geteuid() == 0:
-                os.chown(workdir, uid, uid)
-                os.chown(workdir / "program.py", uid, uid)
-            args = [sys.executable, "-I", "-S", "-B", _JAIL, str(workdir), str(uid), str(int(self.timeout_s) + 1),
-                    str(self.memory_mb << 20), str(self.file_mb << 20), str(self.nproc)]
-            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, start_new_session=True)
-            try:
-                _, err = proc.communicate(timeout=self.timeout_s)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)  # whatever it forked goes too
-                except (ProcessLookupError, PermissionError):
-                    pass
-            if timed_out:
-                err = proc.communicate()[1]
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        lines = err.decode(errors="replace").splitlines()
-        isolation = lines.pop(0).removeprefix("ferrylm-jail: ") if lines and lines[0].startswith("ferrylm-jail: ") else "none"
-        if timed_out:
-            return Outcome("timed out", isolation)
-        if proc.returncode == 0:
-            return Outcome("passed", isolation)
-        last = next((ln for ln in reversed(lines) if ln.strip()), f"exit code {proc.returncode}")
-        return Outcome(f"failed: {last}", isolation)
+            self._idle.put((uid, worker))
 
 
 def run_program(code: str, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16) -> str:

@@ -31,7 +31,7 @@ def test_basic_outcomes():
     assert run_program("while True: pass", timeout_s=1) == "timed out"
     assert time.monotonic() - t < 5
     assert run_program("x = bytearray(4 << 30)", memory_mb=256).startswith("failed: MemoryError")
-    assert run_program("import os; assert 'PYTHONPATH' not in os.environ and os.environ['HOME'] == '.'") == "passed"
+    assert run_program("import os; assert 'PYTHONPATH' not in os.environ and os.environ['HOME'] == os.getcwd()") == "passed"
 
 
 @pytest.fixture
@@ -135,3 +135,12 @@ def test_score_sample_file_with_several_samples_per_task(tmp_path, capsys):
     with pytest.raises(SamplesError, match="bad.jsonl:1: expected a JSON object"):
         score_samples(bad)
     assert main(["eval", "humaneval", "--samples", str(tmp_path / "none.jsonl")]) == 2
+
+
+def test_programs_do_not_see_what_earlier_ones_left():
+    with Sandbox(1, timeout_s=3) as one:
+        assert one.run("open('/tmp/left-behind', 'w').write('x')").status == "passed"
+        assert one.run("import os\nassert not os.path.exists('/tmp/left-behind')").status == "passed"
+        # A program that takes its worker down costs only itself: the slot gets a new worker.
+        one.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
+        assert one.run("pass").status == "passed"
