@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -14,7 +15,9 @@ def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path) 
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "1").mkdir(parents=True)
     config = (templates / "triton_config.pbtxt").read_text()
-    config = config.replace("{{name}}", name).replace("{{model_dir}}", str(Path(model_dir).resolve()))
+    site_packages = ":".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    config = (config.replace("{{name}}", name).replace("{{model_dir}}", str(Path(model_dir).resolve()))
+              .replace("{{site_packages}}", site_packages))
     (tmp / "config.pbtxt").write_text(config)
     (tmp / "1" / "model.py").write_text((templates / "triton_model.py").read_text())
     shutil.rmtree(target, ignore_errors=True)

@@ -4,20 +4,27 @@
 from messages); each response carries the next decoded piece of text.
 """
 import json
+import sys
 import threading
 
 import numpy as np
-import torch
 import triton_python_backend_utils as pb_utils
-from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        config = json.loads(args["model_config"])
-        model_dir = config["parameters"]["model_dir"]["string_value"]
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        params = {k: v["string_value"] for k, v in json.loads(args["model_config"])["parameters"].items()}
+        # The stub runs the interpreter's own environment; torch and transformers live in the one
+        # that exported the model (config.pbtxt's site_packages).
+        for path in filter(None, params.get("site_packages", "").split(":")):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+        global torch, TextIteratorStreamer
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(params["model_dir"])
+        self.model = AutoModelForCausalLM.from_pretrained(params["model_dir"], dtype=torch.float32).eval()
 
     def execute(self, requests):
         for request in requests:

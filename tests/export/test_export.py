@@ -44,6 +44,7 @@ def test_merged_model_matches_adapter_and_carries_manifest(trained_run):
     triton = run / "triton_models" / "ferrylm"
     config = (triton / "config.pbtxt").read_text()
     assert "decoupled: true" in config and str(merged.resolve()) in config
+    assert 'key: "site_packages"' in config  # where the stub finds torch and transformers
     compile((triton / "1" / "model.py").read_text(), "model.py", "exec")
     assert rec.outputs["merged"] == str(merged)
 
