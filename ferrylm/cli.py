@@ -89,7 +89,8 @@ def _dispatch(args) -> int:
         from .pipeline import run_all
 
         records = run_all(cfg)
-        print(f"ferrylm: report at {records[-1].outputs['report_md']}")
+        out = records[-1].outputs
+        print(f"ferrylm: report at {out['md']} (also {out['html']} and {out['json']})")
         return 0
     module = __import__(f"ferrylm.{args.command}", fromlist=["_"])
     record = getattr(module, f"run_{args.command}")(cfg)
