@@ -42,3 +42,10 @@ def test_cli_prints_one_line_and_exits_2(capsys):
     assert main(["train", "train.lora_rr=4"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "ferrylm: error: train.lora_rr: unknown key (check the spelling)"
+
+
+def test_missing_model_path_is_one_clear_error(tmp_path, capsys):
+    assert main(["data", f"run_dir={tmp_path / 'run'}", f"model.path={tmp_path / 'no-model'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"ferrylm: error: model.path: {tmp_path / 'no-model'} is not a Hugging Face model directory (no config.json)"
+    assert not (tmp_path / "run" / "data").exists()

@@ -12,7 +12,6 @@ from ferrylm.eval.humaneval import SamplesError, completion_from_reply, execute,
 from ferrylm.eval.sandbox import Sandbox, run_program
 
 ROOT = os.geteuid() == 0
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_all_canonical_solutions_pass_and_wrong_ones_fail():
@@ -51,12 +50,14 @@ def test_no_network(box):
 
 @pytest.fixture
 def private_dir():
-    """An evaluator-owned 0700 directory outside /tmp (the sandbox gets its own /tmp)."""
+    """An evaluator-owned 0700 directory where the sandbox can see it: not under /tmp, /var/tmp,
+    /dev/shm (the sandbox's own tmpfs) nor under a closed home directory (hidden from it)."""
     import shutil
 
-    d = REPO / ".cache" / f"private-{os.getpid()}"
-    d.mkdir(mode=0o700, parents=True)
-    os.chmod(d, 0o700)
+    if not ROOT:
+        pytest.skip("uid separation (and this directory) need root")
+    d = Path("/var/lib") / f"ferrylm-test-private-{os.getpid()}"
+    d.mkdir(mode=0o700)
     yield d
     shutil.rmtree(d)
 
@@ -65,8 +66,9 @@ def test_writes_outside_its_directory_do_not_land(box, private_dir):
     marker = f"/tmp/ferrylm-escape-{os.getpid()}"
     assert box.run(f"open({marker!r}, 'w').write('x')").status == "passed"  # its own tmpfs ...
     assert not os.path.exists(marker)                                       # ... gone with it
-    out = box.run(f"open({str(REPO / 'escape.txt')!r}, 'w').write('x')\n")
-    assert out.status.startswith("failed: PermissionError") and not (REPO / "escape.txt").exists()
+    outside = Path("/var/lib") / f"ferrylm-escape-{os.getpid()}.txt"
+    out = box.run(f"open({str(outside)!r}, 'w').write('x')\n")
+    assert out.status.startswith("failed: PermissionError") and not outside.exists()
     assert box.run(f"open({str(private_dir / 'x')!r}, 'w')").status.startswith("failed: PermissionError")
 
 
