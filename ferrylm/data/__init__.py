@@ -21,6 +21,18 @@ class EmptyCorpus(ValueError):
     pass
 
 
+def read_jsonl(path: str | Path, limit: int | None = None) -> list[dict]:
+    """The rows of a JSONL file written by this stage (train/eval examples), the first `limit` of them."""
+    rows = []
+    with open(path) as fh:
+        for line in fh:
+            if line.strip():
+                rows.append(json.loads(line))
+            if limit and len(rows) == limit:
+                break
+    return rows
+
+
 def _is_eval(rel_path: str, fraction: float, seed: int) -> bool:
     # Split by file, deterministically: every function of a file lands on the same side.
     h = int(hashlib.sha256(f"{seed}:{rel_path}".encode()).hexdigest()[:8], 16)

@@ -18,7 +18,8 @@ from ..models import resolve_model_path
 from . import humaneval
 from .criteria import load_criteria
 from .generators import EndpointGenerator, LocalGenerator
-from .quality import bleu, held_out_pairs, latency
+from ..data import read_jsonl
+from .quality import bleu, latency
 from .report import write_report
 
 log = get_logger("eval")
@@ -75,7 +76,7 @@ def run_eval(cfg: Config) -> StageRecord:
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
     record = StageRecord("eval", cfg.digest())
     problems = humaneval.load_problems(e.humaneval_limit)
-    pairs = held_out_pairs(cfg.stage_dir("data") / "eval.jsonl", e.bleu_limit)
+    pairs = read_jsonl(cfg.stage_dir("data") / "eval.jsonl", e.bleu_limit)
     try:
         train = read_record(cfg.stage_dir("train"))["metrics"]
         history_file = cfg.stage_dir("train") / "log_history.jsonl"
@@ -87,17 +88,14 @@ def run_eval(cfg: Config) -> StageRecord:
     if e.endpoint:
         measured["fine-tuned"] = measure(cfg, EndpointGenerator(e.endpoint, cfg.serve.served_name), problems, pairs,
                                          out, "fine-tuned")
-    elif e.local:
-        targets = {"fine-tuned": served_model_dir(cfg)}
-        if e.compare_base:
-            targets["base"] = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
-        for label, model_dir in targets.items():
-            measured[label] = measure(cfg, LocalGenerator(model_dir), problems, pairs, out, label)
     else:
         targets = {"fine-tuned": served_model_dir(cfg)}
         if e.compare_base:
             targets["base"] = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
         for label, model_dir in targets.items():
+            if e.local:
+                measured[label] = measure(cfg, LocalGenerator(model_dir), problems, pairs, out, label)
+                continue
             with server_for(cfg, model_dir) as server:
                 measured[label] = measure(cfg, EndpointGenerator(server.url, server.served_name), problems, pairs,
                                           out, label)

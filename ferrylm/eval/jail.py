@@ -154,14 +154,13 @@ def _wipe_private_tmp() -> None:
     for d in ("/tmp", "/var/tmp", "/dev/shm"):
         for name in os.listdir(d) if os.path.isdir(d) else ():
             path = os.path.join(d, name)
-            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) and not os.path.islink(path) else _unlink(path)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
 
 
 def _wait(pid: int, timeout: float) -> int | None:

@@ -1,10 +1,8 @@
 """BLEU on held-out docstring→body pairs, and the 512-new-token latency, against a live endpoint."""
 from __future__ import annotations
 
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import sacrebleu
 
@@ -13,17 +11,6 @@ from ..serve.client import timed_chat_stream
 
 # A fixed prompt, so latency numbers compare across runs and models.
 LATENCY_PROMPT = 'def fibonacci(n: int) -> list[int]:\n    """Return the first n Fibonacci numbers."""\n'
-
-
-def held_out_pairs(eval_jsonl: str | Path, limit: int) -> list[dict]:
-    rows = []
-    with open(eval_jsonl) as fh:
-        for line in fh:
-            if line.strip():
-                rows.append(json.loads(line))
-            if len(rows) == limit:
-                break
-    return rows
 
 
 def bleu(generator, pairs: list[dict], max_tokens: int, concurrency: int) -> dict:

@@ -6,13 +6,13 @@ Nothing is written unless parity holds: the merged directory appears in one rena
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import torch
 
 from ..config import Config
+from ..data import read_jsonl
 from ..data.render import chat_prompt
 from ..log import get_logger
 from ..manifest import StageRecord, read_record, sha256_file, sha256_tree, write_json_atomic
@@ -37,12 +37,7 @@ def _check_adapter(peft_model, adapter_dir: Path) -> None:
 
 
 def _parity_prompts(cfg: Config, tokenizer) -> list[list[int]]:
-    rows = []
-    with open(cfg.stage_dir("data") / "eval.jsonl") as fh:
-        for line in fh:
-            rows.append(json.loads(line))
-            if len(rows) == cfg.export.parity_prompts:
-                break
+    rows = read_jsonl(cfg.stage_dir("data") / "eval.jsonl", cfg.export.parity_prompts)
     return [tokenizer(chat_prompt(tokenizer, r["prompt_code"]), add_special_tokens=False)["input_ids"] for r in rows]
 
 

@@ -1,11 +1,11 @@
 """The rendered JSONL examples as a torch dataset, and a collator that pads them."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
+from ..data import read_jsonl
 from ..data.render import IGNORE_INDEX
 
 
@@ -14,10 +14,7 @@ class JsonlExamples(torch.utils.data.Dataset):
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path} is missing: run `ferrylm data` first")
-        with open(path) as fh:
-            self.rows = [json.loads(line) for line in fh if line.strip()]
-        if limit:
-            self.rows = self.rows[:limit]
+        self.rows = read_jsonl(path, limit)
         if not self.rows:
             raise ValueError(f"{path} holds no examples")
 

@@ -150,7 +150,7 @@ def estimate(s: Setup) -> Plan:
         weights = weights / dp + 2 * largest_layer  # gathered working set: current + prefetched layer
     cpu = 0.0
     if s.offload_optimizer and s.zero_stage >= 1:
-        cpu += optim * dp / dp  # each rank's shard lives in its host's RAM
+        cpu += optim  # each rank's shard lives in its host's RAM
         optim = 0.0
     if s.offload_params and s.zero_stage >= 3:
         cpu += p * weight_bytes / dp
