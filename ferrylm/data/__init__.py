@@ -1,18 +1,32 @@
-"""Data stage: corpus → docstring→body pairs → chat-rendered, loss-masked train/eval JSONL."""
+"""Data stage: code trees (or chat files) → cleaned, deduplicated, split by repository → tokenized,
+loss-masked (and optionally packed) rows in memory-mapped Arrow files, plus a stats report.
+
+Formats: "sft" docstring→body pairs rendered with the model's chat template; "cpt" raw code with
+fill-in-the-middle for continued pre-training (always packed); "jsonl" the user's alpaca / sharegpt /
+OpenAI-messages files. Outputs in <run>/data: train.arrow, eval.arrow (input_ids, labels and, when
+packed, position_ids), eval.jsonl (held-out prompts and references for parity and BLEU),
+stats.json / stats.md / lengths.png.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
+import time
+from collections import Counter
 from pathlib import Path
 
 from ..config import Config
 from ..log import get_logger
-from ..manifest import StageRecord, sha256_file
+from ..manifest import StageRecord, sha256_file, write_json_atomic
 from ..models import load_tokenizer, resolve_model_path
-from .corpus import ScanStats, scan
-from .pairs import extract_pairs
-from .render import render_example
+from .collect import CleanStats, collect, worker_count
+from .corpus import ScanStats
+from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
+from .formats import read_conversations
+from .render import IGNORE_INDEX, assistant_message, render_messages, user_message
+from .stats import write_report
 
 log = get_logger("data")
 
@@ -22,7 +36,7 @@ class EmptyCorpus(ValueError):
 
 
 def read_jsonl(path: str | Path, limit: int | None = None) -> list[dict]:
-    """The rows of a JSONL file written by this stage (train/eval examples), the first `limit` of them."""
+    """The rows of a JSONL file written by this stage, the first `limit` of them."""
     rows = []
     with open(path) as fh:
         for line in fh:
@@ -33,69 +47,204 @@ def read_jsonl(path: str | Path, limit: int | None = None) -> list[dict]:
     return rows
 
 
-def _is_eval(rel_path: str, fraction: float, seed: int) -> bool:
-    # Split by file, deterministically: every function of a file lands on the same side.
-    h = int(hashlib.sha256(f"{seed}:{rel_path}".encode()).hexdigest()[:8], 16)
-    return h / 0xFFFFFFFF < fraction
+def eval_units(units: list[str], fraction: float, seed: int) -> set[str]:
+    """The held-out units (repositories, or rows for chat files): the ceil(fraction·n) whose seeded
+    hash is smallest — deterministic, at least one, never all."""
+    if len(units) < 2:
+        raise EmptyCorpus(f"data: {len(units)} repository/unit found; a train/eval split needs at least 2")
+    ranked = sorted(set(units), key=lambda u: hashlib.sha256(f"{seed}:{u}".encode()).digest())
+    n = min(len(ranked) - 1, max(1, math.ceil(fraction * len(ranked))))
+    return set(ranked[:n])
+
+
+class _Writer:
+    """One split's Arrow file (packed or not) and the lengths for the histogram."""
+
+    def __init__(self, path: Path, pack_len: int | None):
+        cols = ["input_ids", "labels"] + (["position_ids"] if pack_len else [])
+        self.rows = ArrowRows(path, cols)
+        self.packer = Packer(pack_len) if pack_len else None
+        self.example_lengths: list[int] = []
+        self.examples = 0
+        self.targets = 0
+
+    def add(self, ids: list[int], labels: list[int]) -> None:
+        self.examples += 1
+        self.targets += len(labels) - labels.count(IGNORE_INDEX)
+        self.example_lengths.append(len(ids))
+        if self.packer is None:
+            self.rows.write({"input_ids": ids, "labels": labels})
+        else:
+            for row in self.packer.add(ids, labels):
+                self.rows.write(row)
+
+    def close(self) -> Path:
+        if self.packer is not None:
+            for row in self.packer.finish():
+                self.rows.write(row)
+        return self.rows.close()
 
 
 def run_data(cfg: Config) -> StageRecord:
     d = cfg.data
+    t0 = time.perf_counter()
     out = cfg.stage_dir("data")
     record = StageRecord("data", cfg.digest())
     model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     tokenizer = load_tokenizer(model_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pack_len = d.max_seq_len if (d.pack or d.format == "cpt") else None
+    writers = {s: _Writer(out / f"{s}.arrow", pack_len) for s in ("train", "eval")}
+    held_out: list[dict] = []
+    stats: dict = {"format": d.format}
+    try:
+        if d.format == "jsonl":
+            _from_chat_files(cfg, tokenizer, writers, held_out, stats)
+        else:
+            _from_code(cfg, tokenizer, writers, held_out, stats)
+        if writers["train"].examples == 0 or writers["eval"].examples == 0:
+            raise EmptyCorpus(f"data: the split left train={writers['train'].examples} "
+                              f"eval={writers['eval'].examples} examples; add sources or change data.eval_fraction")
+        paths = {s: w.close() for s, w in writers.items()}
+    except BaseException:
+        for w in writers.values():
+            w.rows.tmp.unlink(missing_ok=True)
+        raise
+    _write_jsonl(out / "eval.jsonl", held_out)
 
-    stats = ScanStats()
-    pairs = []
-    for f in scan(d, stats):
-        if f.path.suffix == ".py":
-            pairs.extend(extract_pairs(f.text, f.rel, d.min_body_lines, d.max_body_lines))
-    if stats.kept == 0:
-        raise EmptyCorpus(f"data.sources: no code files passed the filters in {d.sources} "
-                          f"(seen {stats.seen}, dropped {dict(stats.dropped)})")
+    for s, w in writers.items():
+        stats[f"{s}_examples"] = w.examples
+        stats[f"{s}_tokens"] = w.rows.tokens
+    stats["train_target_tokens"] = writers["train"].targets
+    if pack_len:
+        w = writers["train"]
+        stats.update(packed=True, packed_rows=w.rows.rows, pack_fill=w.rows.tokens / max(1, w.rows.rows * pack_len))
+    stats["elapsed_s"] = time.perf_counter() - t0
+    stats["mb_per_s"] = stats.get("bytes_seen", 0) / 1e6 / stats["elapsed_s"]
+    record.outputs = {"train": str(paths["train"]), "eval": str(paths["eval"]), "eval_prompts": str(out / "eval.jsonl"),
+                      **write_report(out, stats, writers["train"].example_lengths)}
+    record.inputs = {f"source:{s}": "tree" for s in d.sources}
+    if d.manifest:
+        record.inputs["manifest"] = sha256_file(d.manifest)
+    for f in d.jsonl_files if d.format == "jsonl" else []:
+        record.inputs[f"jsonl:{f}"] = sha256_file(f)
+    tok_json = Path(model_dir) / "tokenizer.json"
+    record.inputs["tokenizer"] = sha256_file(tok_json) if tok_json.is_file() else str(model_dir)
+    record.metrics = stats
+    log.info("data: %s examples %d train / %d eval, %.1f s", d.format, stats["train_examples"],
+             stats["eval_examples"], stats["elapsed_s"])
+    return record.finish(out)
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    tmp.replace(path)
+
+
+def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stats: dict) -> None:
+    d = cfg.data
+    scan, clean = ScanStats(), CleanStats()
+    t0 = time.perf_counter()
+    docs = list(collect(d, scan, clean, want_pairs=d.format == "sft"))
+    stats["scan_clean_s"] = time.perf_counter() - t0
+    stats.update(scan.as_dict())
+    stats.update(clean.as_dict())
+    if not docs:
+        raise EmptyCorpus(f"data.sources: no code files passed the filters in {d.sources or d.manifest} "
+                          f"(seen {scan.seen}, dropped {dict(scan.dropped)})")
+    held = eval_units([doc.ref.repo for doc in docs], d.eval_fraction, d.seed)
+    repos = sorted({doc.ref.repo for doc in docs})
+    stats["train_repositories"] = len(repos) - len(held)
+    stats["eval_repositories"] = len(held)
+    write_json_atomic(cfg.stage_dir("data") / "splits.json",
+                      {"train": [r for r in repos if r not in held], "eval": [r for r in repos if r in held]})
+    if d.format == "sft":
+        _sft(cfg, tokenizer, docs, held, writers, held_out, stats)
+    else:
+        _cpt(cfg, tokenizer, docs, held, writers, held_out, stats)
+
+
+def _sft(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
+    d = cfg.data
+    pairs = [(p, doc.ref) for doc in docs for p in doc.pairs]
+    stats["pairs_extracted"] = len(pairs)
+    stats["pairs_by_language"] = dict(Counter(ref.language for _, ref in pairs))
     if not pairs:
-        raise EmptyCorpus(f"data.sources: {stats.kept} code files but no Python function with a docstring "
+        raise EmptyCorpus(f"data.sources: {len(docs)} code files but no function with a doc comment "
                           f"and a {d.min_body_lines}–{d.max_body_lines} line body")
-
     random.Random(d.seed).shuffle(pairs)
     if d.max_pairs:
         pairs = pairs[: d.max_pairs]
-    splits = {"train": [], "eval": []}
     too_long = 0
-    for p in pairs:
-        ex = render_example(tokenizer, p.prompt_code, p.body)
+    for p, ref in pairs:
+        lang = ref.language
+        messages = [{"role": "user", "content": user_message(p.prompt_code, lang)},
+                    {"role": "assistant", "content": assistant_message(p.body, lang)}]
+        ex = render_messages(tokenizer, messages)
         if len(ex["input_ids"]) > d.max_seq_len:
             too_long += 1
             continue
-        split = "eval" if _is_eval(p.source.split("::")[0], d.eval_fraction, d.seed) else "train"
-        splits[split].append({"source": p.source, "prompt_code": p.prompt_code, "body": p.body, **ex})
-    if not splits["train"] or not splits["eval"]:
-        raise EmptyCorpus(f"data: the split left train={len(splits['train'])} eval={len(splits['eval'])} "
-                          f"examples; add sources or change data.eval_fraction")
+        split = "eval" if ref.repo in held else "train"
+        writers[split].add(ex["input_ids"], ex["labels"])
+        if split == "eval":
+            held_out.append({"source": p.source, "language": lang, "messages": messages[:1], "reference": p.body,
+                             "prompt_code": p.prompt_code})
+    stats["pairs_too_long"] = too_long
 
-    out.mkdir(parents=True, exist_ok=True)
-    for name, rows in splits.items():
-        tmp = out / f".{name}.jsonl.tmp"
-        with open(tmp, "w") as fh:
-            for row in rows:
-                fh.write(json.dumps(row) + "\n")
-        tmp.replace(out / f"{name}.jsonl")
-        record.outputs[name] = str(out / f"{name}.jsonl")
-    record.inputs = {f"source:{s}": "tree" for s in d.sources}
-    record.inputs["tokenizer"] = sha256_file(Path(model_dir) / "tokenizer.json") if (Path(model_dir) / "tokenizer.json").is_file() else str(model_dir)
-    record.metrics = {
-        "files_seen": stats.seen,
-        "files_kept": stats.kept,
-        "files_dropped": dict(stats.dropped),
-        "files_by_extension": dict(stats.by_extension),
-        "pairs_extracted": len(pairs),
-        "pairs_too_long": too_long,
-        "train_examples": len(splits["train"]),
-        "eval_examples": len(splits["eval"]),
-        "train_tokens": sum(len(r["input_ids"]) for r in splits["train"]),
-        "train_answer_tokens": sum(sum(1 for x in r["labels"] if x != -100) for r in splits["train"]),
-    }
-    log.info("data: %d files kept of %d, %d train / %d eval examples", stats.kept, stats.seen,
-             len(splits["train"]), len(splits["eval"]))
-    return record.finish(out)
+
+def _cpt(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
+    d = cfg.data
+    encoder = Encoder(tokenizer, threads=worker_count(d))
+    fim = fim_token_ids(tokenizer)
+    if fim is None and d.fim_rate > 0:
+        log.warning("data: the tokenizer has no fill-in-the-middle tokens; cpt examples are plain code")
+    end_id = document_end_id(tokenizer)
+    from tqdm import tqdm
+
+    batch = 256
+    t0 = time.perf_counter()
+    for i in tqdm(range(0, len(docs), batch), desc="tokenize+pack", unit="batch", disable=None, mininterval=2):
+        chunk = docs[i:i + batch]
+        examples = cpt_examples([doc.text for doc in chunk], [doc.ref.rel for doc in chunk], encoder, fim,
+                                end_id, d.fim_rate, d.fim_spm_rate, d.seed)
+        for doc, (ids, labels) in zip(chunk, examples):
+            writers["eval" if doc.ref.repo in held else "train"].add(ids, labels)
+    for doc in docs:
+        if doc.ref.repo in held and len(held_out) < 256:
+            lines = doc.text.splitlines(keepends=True)
+            cut = min(30, len(lines) // 2)
+            held_out.append({"source": doc.ref.rel, "language": doc.ref.language, "reference": "".join(lines[cut:cut + 30]),
+                             "messages": [{"role": "user", "content": "Continue this code. Reply with the next lines "
+                                           f"only, in a ```{doc.ref.language} block.\n\n```{doc.ref.language}\n"
+                                           + "".join(lines[:cut]) + "```"}]})
+    stats["tokenizer_engine"] = encoder.engine
+    stats["tokenize_s"] = encoder.seconds
+    stats["tokenize_pack_write_s"] = time.perf_counter() - t0
+    stats["fim"] = fim is not None and d.fim_rate > 0
+
+
+def _from_chat_files(cfg, tokenizer, writers, held_out, stats) -> None:
+    d = cfg.data
+    dropped = Counter()
+    rows = list(read_conversations(d.jsonl_files, d.jsonl_format, dropped))
+    if not rows:
+        raise EmptyCorpus(f"data.jsonl_files: no usable rows in {d.jsonl_files} (dropped {dict(dropped)})")
+    held = eval_units([key for key, _ in rows], d.eval_fraction, d.seed)
+    for key, messages in rows:
+        try:
+            ex = render_messages(tokenizer, messages)
+        except ValueError:
+            dropped["template_mismatch"] += 1
+            continue
+        if len(ex["input_ids"]) > d.max_seq_len:
+            dropped["too_long"] += 1
+            continue
+        split = "eval" if key in held else "train"
+        writers[split].add(ex["input_ids"], ex["labels"])
+        if split == "eval":
+            last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+            held_out.append({"source": key, "messages": messages[:last], "reference": messages[last]["content"]})
+    stats.update(rows_read=len(rows), rows_dropped=dict(dropped))

@@ -1,92 +1,185 @@
-"""Scan source trees for code files with the seed's rules, counting every file dropped and why.
+"""Find and read code files in trees of repositories, never failing on what a tree holds.
 
 Rules (seed "Qwen 2.5 7B Code A40 训练方案", all configurable): the listed extensions, excluded
-directory names, size < 1 MB, 100 < characters < 50,000, at least 10 lines.
+directory names, size < 1 MB, 100 < characters < 50,000, at least 10 lines. Every file that does
+not make it is counted under a reason — binary, not UTF-8, a symlink, unreadable, vanished while we
+looked — and the scan goes on.
+
+A source directory holds repositories: each entry directly under it is one repository, the unit of
+the train/eval split. A manifest names repositories one by one, with priority and language.
 """
 from __future__ import annotations
 
 import os
+import stat
 import sysconfig
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import yaml
+
 from ..config import DataConfig
 
+LANGUAGES = {".py": "python", ".java": "java", ".go": "go", ".rs": "rust", ".c": "c", ".h": "c",
+             ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp"}
 
-@dataclass
-class CodeFile:
+
+class ManifestError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Tree:
     root: Path
-    path: Path
-    text: str
+    name: str
+    priority: str = "-"
+    language: str | None = None   # a manifest's claim; files are still labelled by extension
+    repo_per_entry: bool = True   # a directory of repositories, or (manifest) one repository
+    excludes: tuple[str, ...] = ()
 
-    @property
-    def rel(self) -> str:
-        return str(self.path.relative_to(self.root))
+
+@dataclass(frozen=True)
+class FileRef:
+    path: str
+    rel: str        # "<tree name>/<path in tree>": unique across trees, stable across machines
+    repo: str       # the split unit
+    priority: str
+    language: str
 
 
 @dataclass
 class ScanStats:
     seen: int = 0
     kept: int = 0
+    bytes_seen: int = 0
+    bytes_kept: int = 0
     dropped: Counter = field(default_factory=Counter)
-    by_extension: Counter = field(default_factory=Counter)
+    by_language: Counter = field(default_factory=Counter)
+    by_priority: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)   # directories not entered, by reason
+
+    def as_dict(self) -> dict:
+        return {"files_seen": self.seen, "files_kept": self.kept, "bytes_seen": self.bytes_seen,
+                "bytes_kept": self.bytes_kept, "files_dropped": dict(self.dropped),
+                "files_by_language": dict(self.by_language), "files_by_priority": dict(self.by_priority),
+                "directories_skipped": dict(self.skipped)}
 
 
-def resolve_source(source: str) -> tuple[Path, list[str]]:
-    """Return (root, extra excluded dir names) for a data source."""
-    if source == "stdlib":
-        # The interpreter's own standard library: real code nobody here wrote, on every machine.
-        return Path(sysconfig.get_paths()["stdlib"]), ["site-packages", "dist-packages"]
-    root = Path(source).expanduser()
-    if not root.is_dir():
-        raise FileNotFoundError(f"data.sources: {source} is not a directory")
-    return root, []
-
-
-def scan(cfg: DataConfig, stats: ScanStats) -> Iterator[CodeFile]:
-    extensions = set(cfg.extensions)
+def trees(cfg: DataConfig) -> list[Tree]:
+    out = []
     for source in cfg.sources:
-        root, extra_excludes = resolve_source(source)
-        excluded = set(cfg.exclude_dirs) | set(extra_excludes)
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d not in excluded)
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                if path.suffix not in extensions:
-                    continue
-                stats.seen += 1
-                text, reason = _read_checked(path, cfg)
-                if reason:
-                    stats.dropped[reason] += 1
-                    continue
-                stats.kept += 1
-                stats.by_extension[path.suffix] += 1
-                yield CodeFile(root, path, text)
-                if cfg.max_files and stats.kept >= cfg.max_files:
-                    return
+        if source == "stdlib":
+            # The interpreter's own standard library: real code nobody here wrote, on every machine.
+            # Its top-level modules and packages play the part of repositories.
+            out.append(Tree(Path(sysconfig.get_paths()["stdlib"]), "stdlib",
+                            excludes=("site-packages", "dist-packages")))
+            continue
+        root = Path(source).expanduser()
+        if not root.is_dir():
+            raise FileNotFoundError(f"data.sources: {source} is not a directory")
+        out.append(Tree(root, root.name or str(root)))
+    if cfg.manifest:
+        out.extend(load_manifest(cfg.manifest))
+    return out
 
 
-def _read_checked(path: Path, cfg: DataConfig) -> tuple[str, str | None]:
+def load_manifest(path: str | Path) -> list[Tree]:
+    """Repositories from a YAML manifest: `repositories: [{path, name?, priority?, language?}]`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data.manifest: {path} does not exist")
+    doc = yaml.safe_load(path.read_text()) or {}
+    entries = doc.get("repositories") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ManifestError(f"data.manifest: {path} has no 'repositories' list")
+    out = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or "path" not in e:
+            raise ManifestError(f"data.manifest: entry {i} of {path} needs a 'path'")
+        root = (path.parent / Path(e["path"]).expanduser())
+        if not root.is_dir():
+            raise FileNotFoundError(f"data.manifest: entry {i} ({e['path']}) is not a directory")
+        out.append(Tree(root, str(e.get("name") or root.name), str(e.get("priority", "-")),
+                        e.get("language"), repo_per_entry=False))
+    return out
+
+
+def manifest_from_layout(root: str | Path) -> dict:
+    """The seed's layout, <root>/<priority>/<language>/<repo>, as a manifest document."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a directory")
+    repos = []
+    for prio in sorted(p for p in root.iterdir() if p.is_dir()):
+        for lang in sorted(p for p in prio.iterdir() if p.is_dir()):
+            for repo in sorted(p for p in lang.iterdir() if p.is_dir()):
+                repos.append({"path": str(repo.resolve()), "name": f"{lang.name}/{repo.name}",
+                              "priority": prio.name, "language": lang.name})
+    if not repos:
+        raise ManifestError(f"{root} holds no <priority>/<language>/<repo> directories")
+    return {"repositories": repos}
+
+
+def walk(tree: Tree, cfg: DataConfig, stats: ScanStats) -> Iterator[FileRef]:
+    """Candidate files of a tree (by extension), in a stable order. Symlinks are never followed."""
+    extensions = set(cfg.extensions)
+    excluded = set(cfg.exclude_dirs) | set(tree.excludes)
+
+    def on_error(err: OSError) -> None:
+        stats.skipped["unreadable_dir"] += 1
+
+    for dirpath, dirnames, filenames in os.walk(tree.root, onerror=on_error, followlinks=False):
+        keep = []
+        for d in sorted(dirnames):
+            if d in excluded:
+                stats.skipped["excluded_dir"] += 1
+            elif os.path.islink(os.path.join(dirpath, d)):
+                stats.skipped["symlinked_dir"] += 1
+            else:
+                keep.append(d)
+        dirnames[:] = keep
+        rel_dir = os.path.relpath(dirpath, tree.root)
+        for name in sorted(filenames):
+            ext = os.path.splitext(name)[1]
+            if ext not in extensions:
+                continue
+            rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+            repo = tree.name
+            if tree.repo_per_entry:
+                repo = f"{tree.name}/{rel.split(os.sep, 1)[0]}"
+            yield FileRef(os.path.join(dirpath, name), f"{tree.name}/{rel}", repo, tree.priority,
+                          LANGUAGES.get(ext, ext.lstrip(".")))
+
+
+def read_checked(path: str, cfg: DataConfig) -> tuple[str, int, str | None]:
+    """(text, size in bytes, drop reason or None). Never raises for anything a tree can hold."""
     try:
-        if path.is_symlink() or not path.is_file():
-            return "", "not_regular_file"
-        if path.stat().st_size >= cfg.max_file_bytes:
-            return "", "too_large_bytes"
-        raw = path.read_bytes()
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            return "", 0, "symlink"
+        if not stat.S_ISREG(st.st_mode):
+            return "", 0, "not_regular_file"      # FIFOs, sockets, devices: opening could block
+        if st.st_size >= cfg.max_file_bytes:
+            return "", st.st_size, "too_large_bytes"
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(cfg.max_file_bytes)
+    except FileNotFoundError:
+        return "", 0, "vanished"
     except OSError:
-        return "", "unreadable"
+        return "", 0, "unreadable"
     if b"\0" in raw:
-        return "", "binary"
+        return "", len(raw), "binary"
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return "", "not_utf8"
+        return "", len(raw), "not_utf8"
     if len(text) <= cfg.min_chars:
-        return "", "too_short_chars"
+        return "", len(raw), "too_short_chars"
     if len(text) >= cfg.max_chars:
-        return "", "too_long_chars"
+        return "", len(raw), "too_long_chars"
     if text.count("\n") < cfg.min_lines:
-        return "", "too_few_lines"
-    return text, None
+        return "", len(raw), "too_few_lines"
+    return text, len(raw), None

@@ -9,18 +9,17 @@ import re
 
 IGNORE_INDEX = -100
 
-_INSTRUCTION = (
-    "Complete the body of this Python function. Reply with the body only, in a ```python block.\n\n"
-)
-_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+_NAMES = {"python": "Python", "java": "Java", "go": "Go", "rust": "Rust", "c": "C", "cpp": "C++"}
+_CODE_BLOCK = re.compile(r"```[\w+#.-]*[ \t]*\n(.*?)(?:```|\Z)", re.S)
 
 
-def user_message(prompt_code: str) -> str:
-    return f"{_INSTRUCTION}```python\n{prompt_code}```"
+def user_message(prompt_code: str, language: str = "python") -> str:
+    return (f"Complete the body of this {_NAMES.get(language, language)} function. Reply with the body only, "
+            f"in a ```{language} block.\n\n```{language}\n{prompt_code}```")
 
 
-def assistant_message(body: str) -> str:
-    return f"```python\n{body}```"
+def assistant_message(body: str, language: str = "python") -> str:
+    return f"```{language}\n{body}```"
 
 
 def extract_code(reply: str) -> str:
@@ -29,32 +28,44 @@ def extract_code(reply: str) -> str:
     return m.group(1) if m else reply
 
 
-def chat_prompt(tokenizer, prompt_code: str) -> str:
+def chat_prompt(tokenizer, prompt_code: str, language: str = "python") -> str:
     return tokenizer.apply_chat_template(
-        [{"role": "user", "content": user_message(prompt_code)}], tokenize=False, add_generation_prompt=True
+        [{"role": "user", "content": user_message(prompt_code, language)}], tokenize=False, add_generation_prompt=True
     )
 
 
-def render_example(tokenizer, prompt_code: str, body: str) -> dict:
-    """input_ids and labels for one pair: labels are IGNORE_INDEX over the prompt.
+def render_example(tokenizer, prompt_code: str, body: str, language: str = "python") -> dict:
+    """input_ids and labels for one pair: labels are IGNORE_INDEX over the prompt."""
+    return render_messages(tokenizer, [{"role": "user", "content": user_message(prompt_code, language)},
+                                       {"role": "assistant", "content": assistant_message(body, language)}])
 
-    The answer ends with the template's end-of-turn marker (what the server stops on), not with
+
+def render_messages(tokenizer, messages: list[dict]) -> dict:
+    """input_ids and labels for a conversation; only the assistant turns are targets.
+
+    Each assistant turn is cut at the prompt the server would build for it (the conversation so
+    far plus the generation prompt), so training sees token-for-token the serving prompt. Its
+    target ends with the template's end-of-turn marker (what the server stops on), not with
     whatever whitespace the template puts after it.
     """
-    prompt = chat_prompt(tokenizer, prompt_code)
-    answer = assistant_message(body)
-    full = tokenizer.apply_chat_template(
-        [{"role": "user", "content": user_message(prompt_code)}, {"role": "assistant", "content": answer}],
-        tokenize=False,
-    )
-    if not full.startswith(prompt):
-        raise ValueError("the chat template renders the prompt differently inside a full conversation")
-    answer_text = full[len(prompt):].rstrip()
-    if not answer_text.startswith(answer):
-        raise ValueError("the chat template alters the assistant's content")
-    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    answer_ids = tokenizer(answer_text, add_special_tokens=False)["input_ids"]
-    return {
-        "input_ids": prompt_ids + answer_ids,
-        "labels": [IGNORE_INDEX] * len(prompt_ids) + answer_ids,
-    }
+    ids: list[int] = []
+    labels: list[int] = []
+    done = ""        # text already turned into ids
+    for i, msg in enumerate(messages):
+        if msg["role"] != "assistant":
+            continue
+        prompt = tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True)
+        full = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)
+        if not prompt.startswith(done) or not full.startswith(prompt):
+            raise ValueError("the chat template renders earlier turns differently in a longer conversation")
+        answer = full[len(prompt):].rstrip()
+        if not answer.startswith(msg["content"].rstrip()):
+            raise ValueError("the chat template alters the assistant's content")
+        context = tokenizer(prompt[len(done):], add_special_tokens=False)["input_ids"]
+        target = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        ids += context + target
+        labels += [IGNORE_INDEX] * len(context) + target
+        done = prompt + answer
+    if not ids:
+        raise ValueError("the conversation has no assistant turn")
+    return {"input_ids": ids, "labels": labels}

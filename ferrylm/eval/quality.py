@@ -15,11 +15,11 @@ LATENCY_PROMPT = 'def fibonacci(n: int) -> list[int]:\n    """Return the first n
 
 def bleu(generator, pairs: list[dict], max_tokens: int, concurrency: int) -> dict:
     def one(row: dict) -> str:
-        return extract_code(generator.chat([{"role": "user", "content": user_message(row["prompt_code"])}], max_tokens)[0])
+        return extract_code(generator.chat(row["messages"], max_tokens)[0])
 
     with ThreadPoolExecutor(concurrency) as pool:
         hyps = list(pool.map(one, pairs))
-    refs = [r["body"] for r in pairs]
+    refs = [r["reference"] for r in pairs]
     metric = sacrebleu.BLEU()  # default 13a tokenizer, exp smoothing
     score = metric.corpus_score(hyps, [refs])
     return {"sacrebleu": score.score, "bleu_0_1": score.score / 100, "signature": str(metric.get_signature()),

@@ -13,7 +13,6 @@ import torch
 
 from ..config import Config
 from ..data import read_jsonl
-from ..data.render import chat_prompt
 from ..log import get_logger
 from ..manifest import StageRecord, read_record, sha256_file, sha256_tree, write_json_atomic
 from ..models import load_model, load_tokenizer, resolve_model_path
@@ -38,7 +37,8 @@ def _check_adapter(peft_model, adapter_dir: Path) -> None:
 
 def _parity_prompts(cfg: Config, tokenizer) -> list[list[int]]:
     rows = read_jsonl(cfg.stage_dir("data") / "eval.jsonl", cfg.export.parity_prompts)
-    return [tokenizer(chat_prompt(tokenizer, r["prompt_code"]), add_special_tokens=False)["input_ids"] for r in rows]
+    texts = [tokenizer.apply_chat_template(r["messages"], add_generation_prompt=True, tokenize=False) for r in rows]
+    return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
 
 
 def run_export(cfg: Config) -> StageRecord:
@@ -83,7 +83,7 @@ def run_export(cfg: Config) -> StageRecord:
             "base_model": str(base_dir),
             "base_model_config_sha256": sha256_file(Path(base_dir) / "config.json"),
             "adapter_sha256": sha256_tree(adapter_dir),
-            "dataset_train_sha256": train_rec["inputs"].get("train.jsonl"),
+            "dataset_train_sha256": train_rec["inputs"].get("train.arrow"),
             "data_config_digest": data_rec["config_digest"],
             "config_digest": cfg.digest(),
         },

@@ -98,6 +98,23 @@ def _summarise(history: list[dict]) -> dict:
     }
 
 
+class PackingLeak(RuntimeError):
+    pass
+
+
+def _check_packing(model, row: dict, bf16: bool) -> None:
+    """Packed rows are only right if attention stays inside each example: prove it on the first row."""
+    from .dataset import packing_self_test
+
+    packed, unpacked = packing_self_test(model, row)
+    tol = 2e-2 * max(1.0, abs(unpacked)) if bf16 else 1e-4 * max(1.0, abs(unpacked))
+    log.info("packing self-test: packed loss %.6f, unpacked %.6f", packed, unpacked)
+    if abs(packed - unpacked) > tol:
+        raise PackingLeak(f"data.pack: a packed row's loss {packed:.5f} differs from its examples' {unpacked:.5f}; "
+                          f"this model's attention ({model.config._attn_implementation}) lets packed examples see "
+                          f"each other — rebuild the data with data.pack=false")
+
+
 def run_train(cfg: Config) -> StageRecord:
     import torch
 
@@ -107,14 +124,14 @@ def run_train(cfg: Config) -> StageRecord:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments, set_seed
 
-    from .dataset import JsonlExamples, PadCollator
+    from .dataset import PadCollator, examples
 
     out = cfg.stage_dir("train")
     ckpt_dir = out / "checkpoints"
     record = StageRecord("train", cfg.digest())
     data_dir = cfg.stage_dir("data")
-    train_set = JsonlExamples(data_dir / "train.jsonl")
-    eval_set = JsonlExamples(data_dir / "eval.jsonl", limit=t.eval_batches * t.per_device_batch_size)
+    train_set = examples(data_dir / "train.arrow")
+    eval_set = examples(data_dir / "eval.arrow", limit=t.eval_batches * t.per_device_batch_size)
     model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     tokenizer = load_tokenizer(model_dir)
     bf16 = _use_bf16(t.precision, has_cuda)
@@ -125,6 +142,8 @@ def run_train(cfg: Config) -> StageRecord:
     lora = LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
                       target_modules=t.target_modules, task_type="CAUSAL_LM")
     model = get_peft_model(model, lora)
+    if "position_ids" in train_set.column_names:
+        _check_packing(model, train_set[0], bf16)
     trainable, total = model.get_nb_trainable_parameters()
     log.info("LoRA r=%d: %.2f M trainable of %.1f M parameters", t.lora_r, trainable / 1e6, total / 1e6)
 
@@ -191,7 +210,7 @@ def run_train(cfg: Config) -> StageRecord:
         history = [json.loads(line) for line in history_path.read_text().splitlines() if line.strip()]
         evals = [h["eval_loss"] for h in history if "eval_loss" in h]
         base_eval, final_eval = evals[0], evals[-1]
-        record.inputs = {"train.jsonl": sha256_file(data_dir / "train.jsonl"), "base_model": str(model_dir)}
+        record.inputs = {"train.arrow": sha256_file(data_dir / "train.arrow"), "base_model": str(model_dir)}
         record.outputs = {"adapter": str(adapter), "checkpoints": str(ckpt_dir), "log_history": str(history_path)}
         record.metrics = {
             "steps": trainer.state.global_step,

@@ -1,29 +1,24 @@
-"""The rendered JSONL examples as a torch dataset, and a collator that pads them."""
+"""The data stage's Arrow rows as training examples, and a collator that pads them.
+
+Packed rows carry position ids that restart per example; for those the collator passes position
+ids and no attention mask, so the model builds a block-diagonal causal mask and no example
+attends to another.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
 
-from ..data import read_jsonl
+from ..data.encode import load_rows
 from ..data.render import IGNORE_INDEX
 
 
-class JsonlExamples(torch.utils.data.Dataset):
-    def __init__(self, path: str | Path, limit: int | None = None):
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} is missing: run `ferrylm data` first")
-        self.rows = read_jsonl(path, limit)
-        if not self.rows:
-            raise ValueError(f"{path} holds no examples")
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> dict:
-        r = self.rows[i]
-        return {"input_ids": r["input_ids"], "labels": r["labels"]}
+def examples(path: str | Path, limit: int | None = None):
+    rows = load_rows(path)
+    if len(rows) == 0:
+        raise ValueError(f"{path} holds no examples")
+    return rows.select(range(min(limit, len(rows)))) if limit else rows
 
 
 class PadCollator:
@@ -32,12 +27,52 @@ class PadCollator:
 
     def __call__(self, batch: list[dict]) -> dict:
         width = max(len(b["input_ids"]) for b in batch)
+        packed = "position_ids" in batch[0]
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         labels = torch.full((len(batch), width), IGNORE_INDEX, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
+        # Padding gets its own run of positions: a separate "example" that nothing attends to.
+        pos = torch.arange(width).repeat(len(batch), 1)
         for i, b in enumerate(batch):
             n = len(b["input_ids"])
             ids[i, :n] = torch.tensor(b["input_ids"])
             labels[i, :n] = torch.tensor(b["labels"])
             mask[i, :n] = 1
+            if packed:
+                pos[i, :n] = torch.tensor(b["position_ids"])
+                pos[i, n:] = torch.arange(width - n)
+        if packed:
+            return {"input_ids": ids, "labels": labels, "position_ids": pos}
         return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+def split_packed(row: dict) -> list[dict]:
+    """The examples of a packed row, cut where the position ids restart."""
+    pos = list(row["position_ids"])
+    starts = [i for i, p in enumerate(pos) if p == 0] + [len(pos)]
+    return [{k: list(row[k][a:b]) for k in ("input_ids", "labels")} for a, b in zip(starts, starts[1:])]
+
+
+def packing_self_test(model, row: dict) -> tuple[float, float]:
+    """(loss of the packed row, token-weighted loss of its examples run one by one).
+
+    Equal when attention stays inside each example; a model or attention kernel that ignores the
+    restarting position ids would let examples see each other and the two would differ.
+    """
+    device = next(model.parameters()).device
+
+    def summed(ids, labels, pos=None) -> tuple[float, int]:
+        t = lambda x: torch.tensor([list(x)], device=device)  # noqa: E731
+        kwargs = {"position_ids": t(pos)} if pos is not None else {}
+        # use_cache=False as in training: with a cache object transformers ignores packed positions.
+        out = model(input_ids=t(ids), labels=t(labels), use_cache=False, **kwargs)
+        n = sum(1 for x in list(labels)[1:] if x != IGNORE_INDEX)
+        return float(out.loss) * n, n
+
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        packed, n = summed(row["input_ids"], row["labels"], row["position_ids"])
+        parts = [summed(ex["input_ids"], ex["labels"]) for ex in split_packed(row)]
+    model.train(was_training)
+    return packed / max(1, n), sum(s for s, _ in parts) / max(1, sum(k for _, k in parts))

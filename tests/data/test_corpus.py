@@ -1,44 +1,94 @@
+import os
+
 import pytest
 
 from ferrylm.config import load_config
 from ferrylm.data import EmptyCorpus, run_data
-from ferrylm.data.corpus import ScanStats, scan
+from ferrylm.data.collect import CleanStats, collect
+from ferrylm.data.corpus import ManifestError, ScanStats, load_manifest, manifest_from_layout, read_checked, trees, walk
 
 GOOD = "def f(x):\n    return x\n" * 8  # 16 lines, 200 chars
 
 
-def _cfg(root, *extra):
-    return load_config("default", [f"data.sources=[{root}]", *extra]).data
+def _cfg(*sources, extra=()):
+    return load_config("default", [f"data.sources=[{','.join(map(str, sources))}]", "data.workers=1", *extra]).data
+
+
+def _kept(cfg):
+    stats, clean = ScanStats(), CleanStats()
+    docs = list(collect(cfg, stats, clean, want_pairs=False))
+    return sorted(d.ref.rel for d in docs), stats, clean
 
 
 def test_seed_filters_count_each_drop(tmp_path):
-    (tmp_path / "keep.py").write_text(GOOD)
-    (tmp_path / "keep.go").write_text(GOOD)
-    (tmp_path / "notes.txt").write_text(GOOD)                      # not a code extension: not seen
-    (tmp_path / "short.py").write_text("x = 1\n")                  # <= 100 chars
-    (tmp_path / "few_lines.py").write_text("x = 1  # " + "a" * 200)  # < 10 lines
-    (tmp_path / "huge.py").write_text("x = 1\n" * 10_000)           # >= 50,000 chars
-    (tmp_path / "bin.c").write_bytes(b"\0\1\2" * 100)
-    (tmp_path / "latin1.py").write_bytes(("# caf\xe9\n" + GOOD).encode("latin-1"))
+    root = tmp_path / "repos"
+    repo = root / "r1"
+    repo.mkdir(parents=True)
+    (repo / "keep.py").write_text(GOOD)
+    (repo / "keep.go").write_text(GOOD.replace("def", "func"))
+    (repo / "notes.txt").write_text(GOOD)                      # not a code extension: not seen
+    (repo / "short.py").write_text("x = 1\n")                  # <= 100 chars
+    (repo / "few_lines.py").write_text("x = 1  # " + "a" * 200)  # < 10 lines
+    (repo / "huge.py").write_text("x = 1\n" * 10_000)           # >= 50,000 chars
+    (repo / "bin.c").write_bytes(b"\0\1\2" * 100)
+    (repo / "latin1.py").write_bytes(("# caf\xe9\n" + GOOD).encode("latin-1"))
     for skipped in ("node_modules", "build", "__pycache__", ".git"):
-        (tmp_path / skipped).mkdir()
-        (tmp_path / skipped / "x.py").write_text(GOOD)
-    (tmp_path / "link.py").symlink_to(tmp_path / "keep.py")
-    stats = ScanStats()
-    kept = sorted(f.rel for f in scan(_cfg(tmp_path), stats))
-    assert kept == ["keep.go", "keep.py"]
-    assert dict(stats.dropped) == {"too_short_chars": 1, "too_few_lines": 1, "too_long_chars": 1,
-                                   "binary": 1, "not_utf8": 1, "not_regular_file": 1}
-    assert stats.seen == 8
+        (repo / skipped).mkdir()
+        (repo / skipped / "x.py").write_text(GOOD)
+    (repo / "link.py").symlink_to(repo / "keep.py")
+    (repo / "dangling.c").symlink_to(repo / "gone.c")
+    (repo / "loop").symlink_to(repo)                           # a symlink loop: never followed
+    os.mkfifo(repo / "pipe.py")                                # opening it would block
+    (root / "empty_repo").mkdir()
+    kept, stats, _ = _kept(_cfg(root))
+    assert kept == ["repos/r1/keep.go", "repos/r1/keep.py"]
+    assert dict(stats.dropped) == {"too_short_chars": 1, "too_few_lines": 1, "too_long_chars": 1, "binary": 1,
+                                   "not_utf8": 1, "symlink": 2, "not_regular_file": 1}
+    assert stats.seen == 10
+    assert stats.skipped == {"excluded_dir": 4, "symlinked_dir": 1}
+    assert dict(stats.by_language) == {"python": 1, "go": 1}
+
+
+def test_file_that_vanishes_mid_scan_is_counted(tmp_path):
+    repo = tmp_path / "src" / "r"
+    repo.mkdir(parents=True)
+    for i in range(3):
+        (repo / f"m{i}.py").write_text(GOOD + f"# {i}\n")
+    cfg = _cfg(tmp_path / "src")
+    refs = [r for t in trees(cfg) for r in walk(t, cfg, ScanStats())]
+    (repo / "m1.py").unlink()                                  # gone between listing and reading
+    reasons = [read_checked(r.path, cfg)[2] for r in refs]
+    assert reasons == [None, "vanished", None]
 
 
 def test_missing_and_empty_sources_fail_clearly(tmp_path, tiny_qwen2_dir):
     with pytest.raises(FileNotFoundError, match="data.sources: .* is not a directory"):
-        list(scan(_cfg(tmp_path / "nope"), ScanStats()))
+        _kept(_cfg(tmp_path / "nope"))
     empty = tmp_path / "empty"
-    empty.mkdir()
-    (empty / "readme.md").write_text("no code here")
+    (empty / "repo").mkdir(parents=True)
+    (empty / "repo" / "readme.md").write_text("no code here")
     cfg = load_config("default", [f"data.sources=[{empty}]", f"model.path={tiny_qwen2_dir}", f"run_dir={tmp_path / 'run'}"])
     with pytest.raises(EmptyCorpus, match="no code files passed the filters"):
         run_data(cfg)
-    assert not (tmp_path / "run").exists()  # nothing half-written
+    assert not list((tmp_path / "run").rglob("*.arrow"))  # nothing half-written
+
+
+def test_manifest_from_the_seed_layout(tmp_path):
+    for prio, lang, repo in [("high_priority", "python", "a"), ("high_priority", "go", "b"), ("medium_priority", "rust", "c")]:
+        d = tmp_path / "codes" / prio / lang / repo
+        d.mkdir(parents=True)
+        (d / "x.py").write_text(GOOD + f"# {repo}\n")
+    doc = manifest_from_layout(tmp_path / "codes")
+    assert [(r["name"], r["priority"], r["language"]) for r in doc["repositories"]] == [
+        ("go/b", "high_priority", "go"), ("python/a", "high_priority", "python"), ("rust/c", "medium_priority", "rust")]
+    import yaml
+
+    path = tmp_path / "repos.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert [t.name for t in load_manifest(path)] == ["go/b", "python/a", "rust/c"]
+    cfg = load_config("default", ["data.sources=[]", f"data.manifest={path}", "data.workers=1"]).data
+    kept, stats, _ = _kept(cfg)
+    assert len(kept) == 3 and dict(stats.by_priority) == {"high_priority": 2, "medium_priority": 1}
+    (tmp_path / "bad.yaml").write_text("repositories: [{name: x}]\n")
+    with pytest.raises(ManifestError, match="entry 0 .* needs a 'path'"):
+        load_manifest(tmp_path / "bad.yaml")

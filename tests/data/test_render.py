@@ -1,5 +1,6 @@
 import json
 
+from ferrylm.data.encode import load_rows
 from ferrylm.data.render import IGNORE_INDEX, chat_prompt, extract_code, render_example
 from ferrylm.models import load_tokenizer
 
@@ -16,14 +17,22 @@ def test_loss_only_on_answer_which_ends_with_end_of_turn(smollm2_dir):
     assert tok.decode(ex["input_ids"][n_prompt:]) == "```python\n    return 2 * x\n```<|im_end|>"
 
 
-def test_data_stage_writes_split_without_leaks(tiny_data_run):
-    rows = {s: [json.loads(l) for l in open(tiny_data_run / "data" / f"{s}.jsonl")] for s in ("train", "eval")}
-    assert rows["train"] and rows["eval"]
-    files = {s: {r["source"].split("::")[0] for r in rows[s]} for s in rows}
-    assert not files["train"] & files["eval"]  # split by file: no function of a held-out file is trained on
-    rec = json.loads((tiny_data_run / "data" / "record.json").read_text())
-    assert rec["metrics"]["train_examples"] == len(rows["train"])
-    assert all(len(r["input_ids"]) <= 256 for r in rows["train"])
+def test_data_stage_splits_by_repository_without_leaks(tiny_data_run, tiny_qwen2_dir):
+    data = tiny_data_run / "data"
+    splits = json.loads((data / "splits.json").read_text())
+    assert splits["train"] and splits["eval"] and not set(splits["train"]) & set(splits["eval"])
+    held = [json.loads(l) for l in open(data / "eval.jsonl")]
+    assert held and all(h["source"].split("/")[1] in {r.split("/")[1] for r in splits["eval"]} for h in held)
+    # No held-out function's prompt appears anywhere in the training rows.
+    tok = load_tokenizer(tiny_qwen2_dir)
+    train_text = "\n".join(tok.decode(ids) for ids in load_rows(data / "train.arrow")["input_ids"])
+    assert all(h["prompt_code"] not in train_text for h in held)
+    rec = json.loads((data / "record.json").read_text())
+    assert rec["metrics"]["train_examples"] == len(load_rows(data / "train.arrow"))
+    assert rec["metrics"]["eval_examples"] == len(held)
+    assert all(len(ids) <= 256 for ids in load_rows(data / "train.arrow")["input_ids"])
+    report = (data / "stats.md").read_text()
+    assert f"{rec['metrics']['train_examples']:,} train" in report and (data / "lengths.png").stat().st_size > 5000
 
 
 def test_extract_code():
