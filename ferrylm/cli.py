@@ -1,4 +1,4 @@
-"""`ferrylm data | train | export | serve | eval | run | presets | plan | manifest` — one config, dotted overrides.
+"""`ferrylm data | train | export | serve | eval | run | presets | plan | launch | manifest | chat | complete`.
 
     ferrylm train --config my.yaml train.learning_rate=1e-4 train.max_steps=200
     ferrylm eval humaneval --samples samples.jsonl
@@ -27,6 +27,25 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="predict per-GPU peak memory of a training set-up (Qwen2.5-7B shapes)")
     pl.add_argument("setup", help="a set-up name (ferrylm plan --list) or a YAML file of its fields")
     pl.add_argument("overrides", nargs="*", help="key=value, e.g. seq_len=2048 gpus=4")
+    for name, what in (("chat", "send a chat message (the server applies the chat template)"),
+                       ("complete", "complete a raw prompt (no chat template)")):
+        c = sub.add_parser(name, help=f"{what}; streams the reply from a running endpoint")
+        c.add_argument("text", help="the message or prompt; '-' reads it from stdin")
+        c.add_argument("--url", default="http://127.0.0.1:8000", help="the endpoint (ferrylm serve prints it)")
+        c.add_argument("--model", default="ferrylm", help="served model name (serve.served_name)")
+        c.add_argument("--max-tokens", type=int, default=512)
+        c.add_argument("--temperature", type=float, default=0.0)
+        if name == "chat":
+            c.add_argument("--system", default=None, help="a system message")
+    la = sub.add_parser("launch", help="train on several processes / nodes (torchrun), or write a SLURM script")
+    la.add_argument("--config", "-c", default=None)
+    la.add_argument("--nproc", type=int, required=True, help="processes (GPUs) per node")
+    la.add_argument("--nnodes", type=int, default=1)
+    la.add_argument("--node-rank", type=int, default=0)
+    la.add_argument("--rdzv", default=None, help="HOST:PORT every node reaches (multi-node)")
+    la.add_argument("--slurm", default=None, help="write an sbatch script here instead of launching")
+    la.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    la.add_argument("overrides", nargs="*")
     mf = sub.add_parser("manifest", help="write a repository manifest (data.manifest) from a <priority>/<language>/<repo> tree")
     mf.add_argument("root")
     mf.add_argument("--output", "-o", required=True, help="YAML file to write")
@@ -47,10 +66,10 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from .models import ModelNotFound
     from .serve import ServeError
     from .serve.client import EndpointError
-    from .train import PackingLeak
+    from .train import PackingLeak, TrainingDiverged
 
     return (ConfigError, EmptyCorpus, ExportError, ModelNotFound, ServeError, EndpointError,
-            FileNotFoundError, SamplesError, GateFailed, ManifestError, PackingLeak)
+            FileNotFoundError, SamplesError, GateFailed, ManifestError, PackingLeak, TrainingDiverged)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +101,33 @@ def _dispatch(args) -> int:
 
         setup, notes = load_setup(args.setup, args.overrides)
         print(report(args.setup, setup, notes))
+        return 0
+    if args.command == "launch":
+        from .train.launch import sbatch_script, torchrun_command
+
+        load_config(args.config, args.overrides)   # a bad key fails here, not on every rank
+        if args.slurm:
+            with open(args.slurm, "w") as fh:
+                fh.write(sbatch_script(args.nproc, args.nnodes, args.config, args.overrides, workdir=os.getcwd()))
+            print(f"ferrylm: wrote {args.slurm}; submit it with: sbatch {args.slurm}")
+            return 0
+        cmd = torchrun_command(args.nproc, args.config, args.overrides, args.nnodes, args.node_rank, args.rdzv)
+        if args.dry_run:
+            print(" ".join(cmd))
+            return 0
+        os.execv(cmd[0], cmd)
+    if args.command in ("chat", "complete"):
+        from .serve.client import stream_text
+
+        text = sys.stdin.read() if args.text == "-" else args.text
+        kwargs = {"prompt": text}
+        if args.command == "chat":
+            system = [{"role": "system", "content": args.system}] if args.system else []
+            kwargs = {"messages": system + [{"role": "user", "content": text}]}
+        for piece in stream_text(args.url.rstrip("/"), args.model, args.max_tokens, temperature=args.temperature, **kwargs):
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
         return 0
     if args.command == "manifest":
         import yaml

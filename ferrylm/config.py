@@ -99,6 +99,12 @@ class TrainConfig(_Section):
     save_total_limit: int = Field(3, gt=0)
     eval_batches: int = Field(16, gt=0)
     deepspeed: Optional[Literal["zero2"]] = None
+    # Where loss, eval loss, learning rate, grad norm, tokens/s, MFU and GPU memory go besides
+    # log_history.jsonl: TensorBoard (in <run>/train/tensorboard) by default; wandb / mlflow when
+    # their packages are installed and configured.
+    report_to: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(default_factory=lambda: ["tensorboard"])
+    # Evaluate at every checkpoint and keep the best one (by eval loss) beside the last K.
+    keep_best: bool = False
     resume: bool = True
     seed: int = 0
 
@@ -107,6 +113,14 @@ class ExportConfig(_Section):
     parity_new_tokens: int = Field(16, gt=0)
     parity_prompts: int = Field(4, gt=0)
     max_logit_diff: float = Field(1e-3, gt=0)
+    # Dtype of the merged weights; "auto" keeps the base model's.
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    # ONNX with KV cache (fp32), and CPU-quantized variants of it. Each carries its own parity.
+    onnx: bool = False
+    quantize: list[Literal["int8", "int8-naive", "int4"]] = Field(default_factory=list)
+    onnx_max_logit_diff: float = Field(1e-2, gt=0)
+    # A quantized artifact whose greedy tokens agree with base+adapter less than this fails the export.
+    quantized_min_agreement: float = Field(0.5, ge=0, le=1)
     triton_dir: str = "triton_models"
     triton_name: str = Field("ferrylm", pattern=r"^[A-Za-z0-9_\-]+$")
 
@@ -122,6 +136,8 @@ class ServeConfig(_Section):
     max_model_len: int = Field(2048, gt=0)
     startup_timeout_s: float = Field(900, gt=0)
     kv_cache_gib: int = Field(1, gt=0)
+    # On SIGTERM, requests in flight get this long to finish (vLLM's drain) before the server exits.
+    drain_timeout_s: int = Field(60, ge=0)
 
 
 class EvalConfig(_Section):
@@ -162,6 +178,8 @@ class Config(_Section):
             raise ValueError("data.min_chars must be below data.max_chars")
         if self.data.min_body_lines > self.data.max_body_lines:
             raise ValueError("data.min_body_lines must not exceed data.max_body_lines")
+        if self.export.quantize and not self.export.onnx:
+            raise ValueError("export.quantize: the quantized artifacts are made from the ONNX one; set export.onnx=true")
         d = self.data
         if d.format == "jsonl" and not d.jsonl_files:
             raise ValueError("data.jsonl_files: format=jsonl needs at least one file")

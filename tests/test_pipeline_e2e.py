@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -19,6 +20,7 @@ from ferrylm.data import run_data
 from ferrylm.eval import GateFailed, humaneval, run_eval
 from ferrylm.eval.generators import EndpointGenerator
 from ferrylm.export import run_export
+from ferrylm.serve import load
 from ferrylm.train import run_train
 from tests.conftest import free_port
 
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.slow
 def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
     port = free_port()
     overrides = [f"run_dir={tmp_path / 'run'}", f"model.path={smollm2_dir}", f"data.sources=[{tiny_corpus}]",
-                 "data.max_pairs=120", "data.eval_fraction=0.2", "data.max_seq_len=384",
+                 "data.max_pairs=120", "data.eval_fraction=0.3", "data.max_seq_len=384",
                  "train.max_steps=6", "train.per_device_batch_size=2", "train.save_steps=3", "train.logging_steps=1",
                  "train.eval_batches=4", "train.lora_dropout=0", "train.warmup_steps=0",
                  f"export.triton_dir={tmp_path / 'triton_models'}", f"serve.port={port}",
@@ -66,6 +68,20 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
         reply = client.chat.completions.create(model="ferrylm", max_tokens=16, temperature=0,
                                                messages=[{"role": "user", "content": "Say hi."}])
         assert reply.choices[0].message.content.strip()
+        # Our CLI client streams from the same endpoint, chat and raw completion.
+        for cmd, text in (("chat", "Say hi."), ("complete", "def add(a, b):\n")):
+            cli = subprocess.run([sys.executable, "-m", "ferrylm", cmd, text, "--url", url, "--max-tokens", "12"],
+                                 capture_output=True, text=True, timeout=120)
+            assert cli.returncode == 0 and cli.stdout.strip(), cli.stderr[-2000:]
+        # Load with bad input: every malformed kind a 4xx with a message, no 5xx, the server alive;
+        # clients hanging up mid-stream leave no request running.
+        kinds = {"valid", "bad_json", "negative_max_tokens", "huge_max_tokens", "over_long_prompt", "unknown_model", "wrong_types"}
+        stats = load.hammer(url, "ferrylm", total=60, concurrency=16, malformed_fraction=0.2)
+        assert set(stats["statuses"]) == kinds, stats
+        assert (stats["server_errors"], stats["malformed_not_4xx"], stats["valid_not_200"], stats["4xx_without_message"]) == (0, 0, 0, 0), stats
+        assert load.hang_up_mid_stream(url, "ferrylm", clients=2) >= 2
+        load.wait_idle(url, timeout=60)
+        assert requests.get(f"{url}/health", timeout=5).status_code == 200
 
         # The seed's gates (BLEU > 0.6 ...) are out of a 135M model's reach: the report is written,
         # then the stage fails, which `ferrylm eval` turns into exit code 3.
@@ -76,9 +92,27 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
         samples = humaneval.generate(EndpointGenerator(url, "ferrylm"), problems, 64, 2, mode="base", n=3, temperature=0.8)
         sampled = humaneval.summarise(humaneval.execute(problems, samples, 10, 1024, 2), [1, 3])
         children = psutil.Process(server.pid).children(recursive=True)
+        # SIGTERM drains: a stream in flight when it arrives still gets every token.
+        first, usage = threading.Event(), {}
+
+        def in_flight():
+            payload = {"model": "ferrylm", "max_tokens": 48, "ignore_eos": True, "stream": True,
+                       "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": "Tell a story."}]}
+            with requests.post(f"{url}/v1/chat/completions", json=payload, stream=True, timeout=300) as r:
+                for line in r.iter_lines():
+                    if line.startswith(b"data: {"):
+                        chunk = json.loads(line[6:])
+                        first.set()
+                        usage.update(chunk.get("usage") or {})
+
+        reader = threading.Thread(target=in_flight)
+        reader.start()
+        assert first.wait(120)
     finally:
         server.send_signal(signal.SIGTERM)
-        code = server.wait(timeout=120)
+        code = server.wait(timeout=180)
+    reader.join(timeout=60)
+    assert usage.get("completion_tokens") == 48
     assert code == 0
     time.sleep(1)
     assert not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]

@@ -44,7 +44,7 @@ class Tree:
 class FileRef:
     path: str
     rel: str        # "<tree name>/<path in tree>": unique across trees, stable across machines
-    repo: str       # the split unit
+    repo: str       # the split unit (same-named repositories of two sources share a side)
     priority: str
     language: str
 
@@ -146,9 +146,9 @@ def walk(tree: Tree, cfg: DataConfig, stats: ScanStats) -> Iterator[FileRef]:
             if ext not in extensions:
                 continue
             rel = name if rel_dir == "." else os.path.join(rel_dir, name)
-            repo = tree.name
-            if tree.repo_per_entry:
-                repo = f"{tree.name}/{rel.split(os.sep, 1)[0]}"
+            # The split unit: an entry of a directory of repositories is named by itself, not by the
+            # directory holding it, so moving or renaming that directory keeps the split.
+            repo = rel.split(os.sep, 1)[0] if tree.repo_per_entry else tree.name
             yield FileRef(os.path.join(dirpath, name), f"{tree.name}/{rel}", repo, tree.priority,
                           LANGUAGES.get(ext, ext.lstrip(".")))
 

@@ -1,8 +1,10 @@
 """Export stage: fold the adapter into the base, prove parity, write the artifact and its manifest.
 
-Writes `<run>/export/merged/` (safetensors, tokenizer with its chat template, a generation config
-whose EOS is the template's end-of-turn token, `manifest.json`) and the Triton model repository.
-Nothing is written unless parity holds: the merged directory appears in one rename at the end.
+Writes `<run>/export/merged/` (safetensors merged shard by shard, tokenizer with its chat
+template, a generation config whose EOS is the template's end-of-turn token, `manifest.json`), with
+`export.onnx` also `<run>/export/onnx/{fp32,int8,int4,...}/` (one cached decode graph that also prefills, with a KV
+cache), and the Triton model repositories. Every artifact is held to base + adapter on a fixed
+prompt set (greedy tokens, max |Δlogit|, KL) and appears in one rename only once its parity holds.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, read_record, sha256_file, sha256_tree, write_json_atomic
 from ..models import load_model, load_tokenizer, resolve_model_path
 from .parity import compare, reference_outputs
+from .merge import MergeError, stream_merge
 from .triton import write_triton_repo
 
 log = get_logger("export")
@@ -41,6 +44,24 @@ def _parity_prompts(cfg: Config, tokenizer) -> list[list[int]]:
     return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
 
 
+def _lineage(cfg: Config, base_dir: Path, adapter_dir: Path) -> dict:
+    train_rec = read_record(cfg.stage_dir("train"))
+    data_rec = read_record(cfg.stage_dir("data"))
+    return {
+        "base_model": str(base_dir),
+        "base_model_config_sha256": sha256_file(Path(base_dir) / "config.json"),
+        "adapter_sha256": sha256_tree(adapter_dir),
+        "dataset_train_sha256": train_rec["inputs"].get("train.arrow"),
+        "data_config_digest": data_rec["config_digest"],
+        "config_digest": cfg.digest(),
+    }
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.replace(final)
+
+
 def run_export(cfg: Config) -> StageRecord:
     from peft import PeftModel
 
@@ -53,49 +74,104 @@ def run_export(cfg: Config) -> StageRecord:
     base_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     tokenizer = load_tokenizer(adapter_dir)
 
-    model = PeftModel.from_pretrained(load_model(base_dir), adapter_dir)
-    _check_adapter(model, adapter_dir)
+    # The reference every artifact is held to: base + adapter in PyTorch, as trained.
+    reference = PeftModel.from_pretrained(load_model(base_dir), adapter_dir)
+    _check_adapter(reference, adapter_dir)
     prompts = _parity_prompts(cfg, tokenizer)
-    ref = reference_outputs(model, prompts, e.parity_new_tokens, tokenizer.pad_token_id)
-    merged = model.merge_and_unload()
+    ref = reference_outputs(reference, prompts, e.parity_new_tokens, tokenizer.pad_token_id)
+    del reference
+
+    out.mkdir(parents=True, exist_ok=True)
+    final, tmp = out / "merged", out / ".merged.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        merge_info = stream_merge(base_dir, adapter_dir, tmp, e.dtype)
+    except MergeError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ExportError(str(err)) from err
+    tokenizer.save_pretrained(tmp)
+    _set_generation_eos(tmp, tokenizer)
+    merged = load_model(tmp)
     parity = compare(ref, reference_outputs(merged, prompts, e.parity_new_tokens, tokenizer.pad_token_id),
                      e.parity_new_tokens)
-    log.info("parity: %d/%d greedy continuations equal, max |Δlogit| %.2e",
+    del merged
+    log.info("parity (merged): %d/%d greedy continuations equal, max |Δlogit| %.2e",
              parity.greedy_tokens_equal, parity.prompts, parity.max_abs_logit_diff)
     if parity.greedy_tokens_equal < parity.prompts or parity.max_abs_logit_diff > e.max_logit_diff:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise ExportError(f"export parity failed: {parity.as_dict()} (export.max_logit_diff={e.max_logit_diff})")
-
-    final = out / "merged"
-    tmp = out / ".merged.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    eot = tokenizer.eos_token_id  # the chat template's end-of-turn token
-    merged.generation_config.eos_token_id = eot
-    merged.generation_config.pad_token_id = tokenizer.pad_token_id
-    merged.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    train_rec = read_record(cfg.stage_dir("train"))
-    data_rec = read_record(cfg.stage_dir("data"))
-    manifest = {
-        "artifact": "merged",
-        "format": "safetensors",
-        "dtype": str(merged.dtype).removeprefix("torch."),
-        "inputs": {
-            "base_model": str(base_dir),
-            "base_model_config_sha256": sha256_file(Path(base_dir) / "config.json"),
-            "adapter_sha256": sha256_tree(adapter_dir),
-            "dataset_train_sha256": train_rec["inputs"].get("train.arrow"),
-            "data_config_digest": data_rec["config_digest"],
-            "config_digest": cfg.digest(),
-        },
-        "parity": {"reference": "base + adapter (PyTorch)", **parity.as_dict()},
-        "eos_token": tokenizer.eos_token,
-    }
+    lineage = _lineage(cfg, base_dir, adapter_dir)
+    manifest = {"artifact": "merged", "format": "safetensors", "dtype": merge_info["dtype"], "merge": merge_info,
+                "inputs": lineage, "parity": {"reference": "base + adapter (PyTorch)", **parity.as_dict()},
+                "eos_token": tokenizer.eos_token}
     write_json_atomic(tmp / "manifest.json", manifest)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.replace(final)
+    _publish(tmp, final)
 
-    triton = write_triton_repo(e.triton_dir, e.triton_name, final)
-    record.inputs = manifest["inputs"]
-    record.outputs = {"merged": str(final), "manifest": str(final / "manifest.json"), "triton_model": str(triton)}
-    record.metrics = {"parity": parity.as_dict(), "merged_sha256": sha256_tree(final)}
+    record.inputs = lineage
+    record.outputs = {"merged": str(final), "manifest": str(final / "manifest.json")}
+    record.metrics = {"parity": parity.as_dict(), "merged_sha256": sha256_tree(final), "merge": merge_info}
+    record.outputs["triton_model"] = str(write_triton_repo(e.triton_dir, e.triton_name, final))
+    if e.onnx:
+        onnx_records = _export_onnx_artifacts(cfg, final, out, prompts, ref, tokenizer, lineage)
+        record.metrics["onnx"] = onnx_records
+        for name, rec in onnx_records.items():
+            record.outputs[f"onnx_{name}"] = rec["path"]
+        record.outputs["triton_model_onnx"] = str(write_triton_repo(e.triton_dir, f"{e.triton_name}-onnx",
+                                                                    out / "onnx" / "fp32", engine="onnx"))
     return record.finish(out)
+
+
+def _set_generation_eos(model_dir: Path, tokenizer) -> None:
+    """The generation config stops on the chat template's end-of-turn token (what the server stops on)."""
+    import json
+
+    path = model_dir / "generation_config.json"
+    gen = json.loads(path.read_text()) if path.is_file() else {}
+    gen.update(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    path.write_text(json.dumps(gen, indent=2))
+
+
+def _export_onnx_artifacts(cfg: Config, merged_dir: Path, out: Path, prompts, ref, tokenizer, lineage) -> dict:
+    """fp32 ONNX, then each quantized variant: written, measured against the reference, kept or refused."""
+    import time
+
+    from .onnx import OnnxCausalLM, copy_tokenizer, export_onnx, quantize
+    from .parity import onnx_outputs
+
+    e = cfg.export
+    root = out / "onnx"
+    root.mkdir(parents=True, exist_ok=True)
+    eos = (tokenizer.eos_token_id,)
+    records = {}
+    for name in ["fp32", *e.quantize]:
+        tmp, final = root / f".{name}.tmp", root / name
+        shutil.rmtree(tmp, ignore_errors=True)
+        info = export_onnx(merged_dir, tmp) if name == "fp32" else quantize(root / "fp32", tmp, name)
+        lm = OnnxCausalLM(tmp)
+        t0 = time.perf_counter()
+        got = onnx_outputs(lm, prompts, e.parity_new_tokens, eos)
+        seconds = time.perf_counter() - t0
+        parity = compare(ref, got, e.parity_new_tokens)
+        log.info("parity (onnx %s): %d/%d greedy equal, agreement %.3f, max |Δlogit| %.2e, KL %.2e", name,
+                 parity.greedy_tokens_equal, parity.prompts, parity.token_agreement, parity.max_abs_logit_diff, parity.mean_kl)
+        failed = None
+        if name == "fp32" and (parity.greedy_tokens_equal < parity.prompts or parity.max_abs_logit_diff > e.onnx_max_logit_diff):
+            failed = f"export.onnx: parity failed {parity.as_dict()} (export.onnx_max_logit_diff={e.onnx_max_logit_diff})"
+        elif name != "fp32" and parity.token_agreement < e.quantized_min_agreement:
+            failed = (f"export.quantize: {name} agrees with base+adapter on {parity.token_agreement:.0%} of greedy tokens, "
+                      f"below export.quantized_min_agreement={e.quantized_min_agreement}"
+                      + ("; int8 (per-channel, output layer in fp32) or int4 keep closer" if name == "int8-naive" else ""))
+        if failed:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ExportError(failed)
+        copy_tokenizer(merged_dir, tmp)
+        new_tokens = sum(len(t) for _, t in got)
+        manifest = {"artifact": f"onnx-{name}", "format": "onnx (model.onnx: cached multi-token decode step, prefill on an empty cache)",
+                    "inputs": {**lineage, "merged_sha256": sha256_tree(merged_dir)}, **info,
+                    "parity": {"reference": "base + adapter (PyTorch)", **parity.as_dict()},
+                    "parity_run_tokens_per_s": new_tokens / seconds}
+        write_json_atomic(tmp / "manifest.json", manifest)
+        _publish(tmp, final)
+        records[name] = {"path": str(final), "bytes": info["bytes"], "parity": parity.as_dict(),
+                         "parity_run_tokens_per_s": manifest["parity_run_tokens_per_s"]}
+    return records

@@ -24,7 +24,8 @@ def served_model_dir(cfg: Config) -> Path:
 def server_for(cfg: Config, model_dir: str | Path, served_name: str | None = None, port: int | None = None) -> VllmServer:
     s = cfg.serve
     return VllmServer(model_dir, served_name or s.served_name, s.host, port or s.port, s.dtype,
-                      s.max_model_len, s.kv_cache_gib, cfg.stage_dir("serve") / "vllm.log", s.startup_timeout_s)
+                      s.max_model_len, s.kv_cache_gib, cfg.stage_dir("serve") / "vllm.log", s.startup_timeout_s,
+                      s.drain_timeout_s)
 
 
 def run_serve(cfg: Config, block: bool = True) -> StageRecord:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Iterator
 
 import requests
 
@@ -52,6 +53,32 @@ class StreamTiming:
         return (self.completion_tokens - 1) / decode if decode > 0 and self.completion_tokens > 1 else 0.0
 
 
+def _sse(response: requests.Response) -> Iterator[dict]:
+    """The JSON chunks of a server-sent-events stream, up to [DONE]."""
+    for line in response.iter_lines():
+        if not line.startswith(b"data: "):
+            continue
+        if line == b"data: [DONE]":
+            return
+        yield json.loads(line[6:])
+
+
+def stream_text(base_url: str, model: str, max_tokens: int, messages: list[dict] | None = None,
+                prompt: str | None = None, temperature: float = 0.0, timeout: float = 600) -> Iterator[str]:
+    """Pieces of generated text as they arrive: a chat reply (messages) or a raw completion (prompt)."""
+    payload = {"model": model, "max_tokens": max_tokens, "temperature": temperature, "stream": True}
+    if messages is not None:
+        url, payload["messages"] = f"{base_url}/v1/chat/completions", messages
+    else:
+        url, payload["prompt"] = f"{base_url}/v1/completions", prompt
+    with _post(url, payload, timeout, stream=True) as r:
+        for chunk in _sse(r):
+            for c in chunk.get("choices", []):
+                piece = c.get("delta", {}).get("content") if messages is not None else c.get("text")
+                if piece:
+                    yield piece
+
+
 def timed_chat_stream(base_url: str, model: str, messages: list[dict], max_tokens: int,
                       ignore_eos: bool = True, timeout: float = 600) -> StreamTiming:
     """Stream a chat completion and time it; ignore_eos makes the server generate exactly max_tokens."""
@@ -61,10 +88,7 @@ def timed_chat_stream(base_url: str, model: str, messages: list[dict], max_token
     first = None
     tokens = 0
     with _post(f"{base_url}/v1/chat/completions", payload, timeout, stream=True) as r:
-        for line in r.iter_lines():
-            if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
+        for chunk in _sse(r):
             if first is None and any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
                 first = time.perf_counter()
             if chunk.get("usage"):

@@ -52,13 +52,15 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 class VllmServer:
     def __init__(self, model_dir: str | Path, served_name: str, host: str, port: int, dtype: str,
-                 max_model_len: int, kv_cache_gib: int, log_file: str | Path, startup_timeout_s: float):
+                 max_model_len: int, kv_cache_gib: int, log_file: str | Path, startup_timeout_s: float,
+                 drain_timeout_s: int = 60):
         self.model_dir = Path(model_dir)
         self.served_name = served_name
         self.host, self.port = host, port
         self.dtype, self.max_model_len, self.kv_cache_gib = dtype, max_model_len, kv_cache_gib
         self.log_file = Path(log_file)
         self.startup_timeout_s = startup_timeout_s
+        self.drain_timeout_s = drain_timeout_s
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -69,7 +71,8 @@ class VllmServer:
         # `python -m` rather than the `vllm` console script, which the CPU build's metadata breaks.
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
                 "--host", self.host, "--port", str(self.port), "--dtype", self.dtype,
-                "--max-model-len", str(self.max_model_len), "--served-model-name", self.served_name]
+                "--max-model-len", str(self.max_model_len), "--served-model-name", self.served_name,
+                "--shutdown-timeout", str(self.drain_timeout_s)]
 
     def start(self) -> "VllmServer":
         if not (self.model_dir / "config.json").is_file():
@@ -105,26 +108,39 @@ class VllmServer:
     def wait(self) -> int:
         return self.proc.wait() if self.proc else 0
 
-    def stop(self, grace_s: float = 30) -> None:
-        """SIGTERM the whole group (vLLM finishes in-flight work), then SIGKILL what is left."""
+    def stop(self, grace_s: float | None = None) -> None:
+        """Drain, then make sure nothing is left: SIGTERM the API server alone (it stops accepting,
+        finishes the requests in flight, then shuts its engine down), then the whole group, then
+        SIGKILL whatever of the group remains."""
         if self.proc is None:
             return
-        pgid = self.proc.pid  # setsid made the child the group leader
-        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+        leader = self.proc.pid  # setsid made the child the group leader; pgid == its pid
+        grace_s = self.drain_timeout_s + 30 if grace_s is None else grace_s
+        steps = ((lambda sig: os.kill(leader, sig), signal.SIGTERM, grace_s),
+                 (lambda sig: os.killpg(leader, sig), signal.SIGTERM, 10),
+                 (lambda sig: os.killpg(leader, sig), signal.SIGKILL, 10))
+        for send, sig, wait_s in steps:
             try:
-                os.killpg(pgid, sig)
+                send(sig)
             except ProcessLookupError:
                 break
             try:
                 self.proc.wait(timeout=wait_s)
+                break
             except subprocess.TimeoutExpired:
                 continue
-            # The leader is gone; make sure nothing else of the group is left either.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:   # the engine processes follow their server out
             try:
-                os.killpg(pgid, signal.SIGKILL)
+                os.killpg(leader, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            try:
+                os.killpg(leader, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            break
         log.info("vLLM stopped")
         self.proc = None
 

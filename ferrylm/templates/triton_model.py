@@ -1,10 +1,11 @@
-"""Triton Python-backend model written by `ferrylm export`: streams the merged model's greedy text.
+"""Triton Python-backend model written by `ferrylm export`: streams greedy text from the merged
+model (engine "transformers") or from its ONNX artifact (engine "onnx", ONNX Runtime with KV cache).
 
 `text_input` is a prompt already rendered with the chat template (what the vLLM endpoint builds
 from messages); each response carries the next decoded piece of text.
 """
 import json
-import sys
+import site
 import threading
 
 import numpy as np
@@ -14,17 +15,25 @@ import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
     def initialize(self, args):
         params = {k: v["string_value"] for k, v in json.loads(args["model_config"])["parameters"].items()}
-        # The stub runs the interpreter's own environment; torch and transformers live in the one
-        # that exported the model (config.pbtxt's site_packages).
+        # The stub runs the interpreter's own environment; torch, transformers (and ferrylm itself,
+        # installed editable: hence addsitedir, which reads .pth files) live in the one that exported
+        # the model (config.pbtxt's site_packages).
         for path in filter(None, params.get("site_packages", "").split(":")):
-            if path not in sys.path:
-                sys.path.insert(0, path)
-        global torch, TextIteratorStreamer
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
+            site.addsitedir(path)
+        from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(params["model_dir"])
-        self.model = AutoModelForCausalLM.from_pretrained(params["model_dir"], dtype=torch.float32).eval()
+        self.engine = params.get("engine", "transformers")
+        if self.engine == "onnx":
+            from ferrylm.export.onnx import OnnxCausalLM
+
+            self.model = OnnxCausalLM(params["model_dir"])
+        else:
+            global torch, TextIteratorStreamer
+            import torch
+            from transformers import AutoModelForCausalLM, TextIteratorStreamer
+
+            self.model = AutoModelForCausalLM.from_pretrained(params["model_dir"], dtype=torch.float32).eval()
 
     def execute(self, requests):
         for request in requests:
@@ -41,6 +50,8 @@ class TritonPythonModel:
         prompt = prompt.decode() if isinstance(prompt, bytes) else str(prompt)
         max_t = pb_utils.get_input_tensor_by_name(request, "max_tokens")
         max_tokens = int(max_t.as_numpy().reshape(-1)[0]) if max_t is not None else 256
+        if self.engine == "onnx":
+            return self._stream_onnx(prompt, max_tokens, sender)
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
         streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
         kwargs = dict(**ids, max_new_tokens=max_tokens, do_sample=False, streamer=streamer,
@@ -52,4 +63,17 @@ class TritonPythonModel:
                 out = pb_utils.Tensor("text_output", np.array([piece.encode()], dtype=np.object_))
                 sender.send(pb_utils.InferenceResponse(output_tensors=[out]))
         worker.join()
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def _stream_onnx(self, prompt, max_tokens, sender):
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        eos = (self.tokenizer.eos_token_id,)
+        new, sent = [], ""
+        for tok in self.model.stream(ids, max_tokens, eos):
+            new.append(tok)
+            text = self.tokenizer.decode(new, skip_special_tokens=True)
+            if len(text) > len(sent) and not text.endswith("\ufffd"):   # whole characters only
+                out = pb_utils.Tensor("text_output", np.array([text[len(sent):].encode()], dtype=np.object_))
+                sender.send(pb_utils.InferenceResponse(output_tensors=[out]))
+                sent = text
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

@@ -18,6 +18,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
 from .checkpoints import MarkComplete, latest_complete
+from .observe import NonFiniteLoss, guarded_trainer_class
 
 log = get_logger("train")
 
@@ -102,6 +103,10 @@ class PackingLeak(RuntimeError):
     pass
 
 
+class TrainingDiverged(RuntimeError):
+    pass
+
+
 def _check_packing(model, row: dict, bf16: bool) -> None:
     """Packed rows are only right if attention stays inside each example: prove it on the first row."""
     from .dataset import packing_self_test
@@ -122,7 +127,7 @@ def run_train(cfg: Config) -> StageRecord:
     has_cuda = torch.cuda.is_available()
     _prepare_distributed_env(t.deepspeed is not None, has_cuda)
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments, set_seed
+    from transformers import AutoModelForCausalLM, TrainingArguments, set_seed
 
     from .dataset import PadCollator, examples
 
@@ -158,6 +163,8 @@ def run_train(cfg: Config) -> StageRecord:
     elif resume is not None and rank0:
         log.info("resuming from %s", resume)
         _truncate_history(history_path, int(resume.name.split("-")[1]))
+    # TensorBoard's callback takes its directory from the environment in transformers 5.
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(out / "tensorboard")
     args = TrainingArguments(
         output_dir=str(ckpt_dir),
         max_steps=t.max_steps,
@@ -180,9 +187,11 @@ def run_train(cfg: Config) -> StageRecord:
         # ZeRO-2 too, which refuses evaluate() before its engine exists. LoRA starts as the
         # identity, so the step-0 eval loss is the base model's.
         eval_strategy="steps",
-        eval_steps=t.max_steps,
+        eval_steps=t.save_steps if t.keep_best else t.max_steps,
+        metric_for_best_model="eval_loss" if t.keep_best else None,
+        greater_is_better=False if t.keep_best else None,
         eval_on_start=resume is None,
-        report_to=[],
+        report_to=list(t.report_to),
         seed=t.seed,
         data_seed=t.seed,
         use_cpu=not has_cuda,
@@ -193,11 +202,20 @@ def run_train(cfg: Config) -> StageRecord:
         include_num_input_tokens_seen="non_padding",
         disable_tqdm=not os.isatty(2),
     )
-    trainer = Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
+    trainer = guarded_trainer_class()(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
                       data_collator=PadCollator(tokenizer.pad_token_id),
                       callbacks=[MarkComplete(), _HistoryWriter(history_path)])
 
-    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    try:
+        result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    except NonFiniteLoss as e:
+        # Raised before that step's optimizer update: the weights in hand are the last good ones.
+        last_good = out / "last-good-adapter"
+        if trainer.is_world_process_zero():
+            trainer.model.save_pretrained(last_good)
+        raise TrainingDiverged(f"train: the loss became {e.value} at step {e.step}; stopped before that step's "
+                               f"update. The last good weights (step {e.step - 1}) are in {last_good}; lower "
+                               f"train.learning_rate or check the data") from None
 
     if trainer.is_world_process_zero():
         adapter = out / "adapter"
@@ -226,6 +244,8 @@ def run_train(cfg: Config) -> StageRecord:
             "world_size": args.world_size,
             "adapter_sha256": sha256_tree(adapter),
             "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if has_cuda else None,
+            "best_checkpoint": trainer.state.best_model_checkpoint,
+            "best_eval_loss": trainer.state.best_metric,
             **_summarise(history),
         }
         log.info("train: eval loss %.4f → %.4f", base_eval, final_eval)

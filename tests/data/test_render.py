@@ -22,7 +22,7 @@ def test_data_stage_splits_by_repository_without_leaks(tiny_data_run, tiny_qwen2
     splits = json.loads((data / "splits.json").read_text())
     assert splits["train"] and splits["eval"] and not set(splits["train"]) & set(splits["eval"])
     held = [json.loads(l) for l in open(data / "eval.jsonl")]
-    assert held and all(h["source"].split("/")[1] in {r.split("/")[1] for r in splits["eval"]} for h in held)
+    assert held and all(h["source"].split("::")[0].split("/")[1] in splits["eval"] for h in held)
     # No held-out function's prompt appears anywhere in the training rows.
     tok = load_tokenizer(tiny_qwen2_dir)
     train_text = "\n".join(tok.decode(ids) for ids in load_rows(data / "train.arrow")["input_ids"])

@@ -67,3 +67,69 @@ def test_untrained_adapter_is_refused_and_nothing_written(trained_run, tmp_path)
     with pytest.raises(ExportError, match="every LoRA B matrix is zero"):
         run_export(cfg2)
     assert not (copy / "export").exists()
+
+
+def test_streaming_merge_equals_peft_merge_and_keeps_shards(trained_run, tmp_path, tiny_qwen2_dir):
+    from peft import PeftModel
+
+    from ferrylm.export.merge import stream_merge
+
+    run, cfg = trained_run
+    adapter = run / "train" / "adapter"
+    sharded = tmp_path / "base-sharded"
+    AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir).save_pretrained(sharded, max_shard_size="2MB")
+    shards = sorted(p.name for p in sharded.glob("*.safetensors"))
+    assert len(shards) > 1
+    info = stream_merge(sharded, adapter, tmp_path / "merged")
+    assert sorted(p.name for p in (tmp_path / "merged").glob("*.safetensors")) == shards
+    assert info["weights_merged"] == 2 * 7 and info["max_abs_delta"] > 0     # 2 layers × 7 linear layers
+    ours = dict(AutoModelForCausalLM.from_pretrained(tmp_path / "merged").named_parameters())
+    peft = dict(PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir), adapter)
+                .merge_and_unload().named_parameters())
+    assert ours.keys() == peft.keys()
+    assert max((ours[k] - peft[k]).abs().max().item() for k in ours) < 1e-6
+    info16 = stream_merge(sharded, adapter, tmp_path / "merged-bf16", dtype="bfloat16")
+    assert info16["dtype"] == "bfloat16"
+    m16 = AutoModelForCausalLM.from_pretrained(tmp_path / "merged-bf16", dtype="auto")
+    assert m16.dtype == torch.bfloat16
+
+
+def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp_path):
+    import shutil
+
+    from ferrylm.export.onnx import OnnxCausalLM
+    from ferrylm.models import load_tokenizer
+
+    run, cfg = trained_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("export", "triton_models"))
+    rec = json.loads((copy / "train" / "record.json").read_text())
+    rec["outputs"]["adapter"] = str(copy / "train" / "adapter")
+    (copy / "train" / "record.json").write_text(json.dumps(rec))
+    export = cfg.export.model_copy(update={"onnx": True, "quantize": ["int8", "int4"], "quantized_min_agreement": 0.0,
+                                           "triton_dir": str(copy / "triton_models")})
+    cfg2 = cfg.model_copy(update={"run_dir": str(copy), "export": export})
+    out = run_export(cfg2)
+    onnx = out.metrics["onnx"]
+    assert set(onnx) == {"fp32", "int8", "int4"}
+    fp32 = onnx["fp32"]["parity"]
+    assert fp32["greedy_tokens_equal"] == fp32["prompts"] and fp32["max_abs_logit_diff"] < 1e-3 and fp32["mean_kl"] < 1e-6
+    for name in ("int8", "int4"):
+        assert 0 <= onnx[name]["parity"]["token_agreement"] <= 1 and onnx[name]["parity"]["mean_kl"] > 0
+        assert onnx[name]["bytes"] < onnx["fp32"]["bytes"]
+        manifest = json.loads((copy / "export" / "onnx" / name / "manifest.json").read_text())
+        assert manifest["inputs"]["adapter_sha256"] and manifest["parity"]["reference"] == "base + adapter (PyTorch)"
+    # The generation loop on ONNX Runtime gives the merged model's greedy tokens.
+    tok = load_tokenizer(copy / "export" / "merged")
+    ids = tok("def add(a, b):", add_special_tokens=False)["input_ids"]
+    merged = AutoModelForCausalLM.from_pretrained(copy / "export" / "merged")
+    want = merged.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, min_new_tokens=12)[0, len(ids):].tolist()
+    assert OnnxCausalLM(copy / "export" / "onnx" / "fp32").generate(ids, 12) == want
+    config = (copy / "triton_models" / "ferrylm-onnx" / "config.pbtxt").read_text()
+    assert 'string_value: "onnx"' in config and str((copy / "export" / "onnx" / "fp32").resolve()) in config
+
+    strict = cfg2.model_copy(update={"export": export.model_copy(update={"onnx_max_logit_diff": 1e-12, "quantize": []})})
+    shutil.rmtree(copy / "export" / "onnx")
+    with pytest.raises(ExportError, match="export.onnx: parity failed"):
+        run_export(strict)
+    assert not (copy / "export" / "onnx" / "fp32").exists() and not list((copy / "export" / "onnx").glob(".*"))

@@ -1,9 +1,8 @@
-"""The same train stage under DeepSpeed ZeRO-2, two processes on CPU (gloo), launched by torchrun."""
+"""The same train stage under DeepSpeed ZeRO-2, two processes on CPU (gloo), launched by `ferrylm launch`."""
 import json
 import subprocess
 import sys
 
-from tests.conftest import free_port
 
 
 def test_zero2_two_processes(copy_run, tiny_qwen2_dir, tiny_corpus):
@@ -12,8 +11,8 @@ def test_zero2_two_processes(copy_run, tiny_qwen2_dir, tiny_corpus):
                  "train.deepspeed=zero2", "train.max_steps=6", "train.save_steps=3", "train.logging_steps=1",
                  "train.per_device_batch_size=2", "train.learning_rate=3e-3", "train.lora_dropout=0",
                  "train.warmup_steps=0", "train.eval_batches=2"]
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master_port", str(free_port()), "-m", "ferrylm", "train", *overrides],
+    # Through our launcher: `ferrylm launch --nproc 2` execs torchrun (standalone rendezvous).
+    proc = subprocess.run([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", *overrides],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
@@ -24,3 +23,27 @@ def test_zero2_two_processes(copy_run, tiny_qwen2_dir, tiny_corpus):
     assert (ckpt / "COMPLETE").is_file()
     assert list(ckpt.glob("global_step6/*optim_states.pt"))
     assert (run / "train" / "adapter" / "adapter_model.safetensors").is_file()
+
+
+def test_launch_commands_and_slurm_script(tmp_path):
+    from ferrylm.train.launch import sbatch_script, torchrun_command
+
+    one = torchrun_command(4, "run.yaml", ["train.deepspeed=zero2"], python="py")
+    assert one == ["py", "-m", "torch.distributed.run", "--nproc_per_node=4", "--standalone", "-m", "ferrylm", "train",
+                   "--config", "run.yaml", "train.deepspeed=zero2"]
+    multi = torchrun_command(8, None, [], nnodes=4, node_rank=2, rdzv="node0:29500", python="py")
+    assert multi[3:9] == ["--nproc_per_node=8", "--nnodes=4", "--node_rank=2", "--rdzv_backend=c10d",
+                          "--rdzv_endpoint=node0:29500", "--rdzv_id=ferrylm"]
+    script = sbatch_script(8, 4, "run.yaml", ["train.max_steps=100"], workdir="/src/proj", python="py")
+    assert "#SBATCH --nodes=4" in script and "#SBATCH --gpus-per-node=8" in script
+    assert '"--rdzv_endpoint=$HEAD:29500"' in script and '"--rdzv_id=$SLURM_JOB_ID"' in script
+    assert "--node_rank" not in script and "train.max_steps=100" in script
+    path = tmp_path / "t.sbatch"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0      # valid shell
+    out = subprocess.run([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", "--dry-run", "train.max_steps=3"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "--nproc_per_node=2 --standalone -m ferrylm train train.max_steps=3" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", "train.max_stepz=3"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "train.max_stepz" in bad.stderr

@@ -1,0 +1,138 @@
+"""Batch-1 decode latency of a Qwen2.5-7B-shaped model (random bf16 weights) on one GPU.
+
+    python3 bench/gpu_decode.py --out results.json
+
+128-token prompt, 512 new tokens (no early stop), greedy. Engines: transformers `generate()` with
+its default dynamic cache; `generate()` with the static cache (which transformers compiles);
+`ferrylm.serve.engine.Engine` (static cache, decode step compiled with CUDA graphs, greedy
+inside the graph). Floor: the bytes of every weight read once per token (the embedding table is
+only gathered) over the GPU's peak HBM bandwidth.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
+
+
+def model_7b():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                         num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
+                         rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = Qwen2ForCausalLM(config).to(torch.bfloat16).eval()
+    model.generation_config.pad_token_id = 0
+    return model
+
+
+class Fp8W8A8Linear(torch.nn.Module):
+    """W8A8 FP8 (e4m3) linear via torch._scaled_mm: weights per output channel, activations per token."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        w = linear.weight.detach().float()
+        scale = w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0
+        self.weight = torch.nn.Parameter((w / scale).to(torch.float8_e4m3fn).t(), requires_grad=False)  # [in, out]
+        self.scale_w = torch.nn.Parameter(scale.t().contiguous(), requires_grad=False)                   # [1, out]
+        self.bias = linear.bias
+
+    def forward(self, x):
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])
+        sx = x2.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12) / 448.0
+        out = torch._scaled_mm((x2 / sx).to(torch.float8_e4m3fn), self.weight, scale_a=sx, scale_b=self.scale_w,
+                               out_dtype=torch.bfloat16, bias=self.bias)
+        return out.reshape(*shape[:-1], -1)
+
+
+def timed(fn, runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--new-tokens", type=int, default=512)
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--variants", default="untuned,tuned,fp8-weight",
+                    help="Engine variants in order: untuned (plain reduce-overhead), tuned (inductor "
+                         "coordinate-descent tuning), fp8-weight (tuned + FP8 weight-only linear layers), "
+                         "fp8-w8a8 (FP8 weights and activations through torch._scaled_mm); one FP8 kind per run")
+    ap.add_argument("--skip-hf", action="store_true")
+    args = ap.parse_args()
+    from ferrylm.serve.engine import Engine, fp8_weights
+
+    gpu = torch.cuda.get_device_name()
+    model = model_7b()
+    ids = torch.randint(100, 150000, (1, args.prompt), generator=torch.Generator().manual_seed(1)).cuda()
+    weight_bytes = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "embed_tokens" not in n)
+    bw = next((v for k, v in PEAK_BANDWIDTH.items() if k in gpu), None)
+    result = {"gpu": gpu, "torch": torch.__version__, "prompt_tokens": args.prompt, "new_tokens": args.new_tokens,
+              "weight_gb_read_per_token": weight_bytes / 1e9,
+              "hbm_floor_s": weight_bytes * args.new_tokens / bw if bw else None, "engines": {}}
+    n = args.new_tokens
+
+    def hf(**kw):
+        return lambda: model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, **kw)
+
+    runs, extra = {}, {}
+    if not args.skip_hf:
+        runs["transformers default"] = timed(hf(), 2)
+        hf(cache_implementation="static")()
+        runs["transformers static cache + compile"] = timed(hf(cache_implementation="static"), args.runs)
+    ref = None
+    for variant in args.variants.split(","):
+        torch._dynamo.reset()
+        if variant in ("fp8-weight", "fp8-w8a8"):
+            extra[f"{variant}_layers"] = fp8_weights(model, None if variant == "fp8-weight" else Fp8W8A8Linear)
+            torch.cuda.empty_cache()
+        engine = Engine(model, max_len=args.prompt + n + 8, tune=variant != "untuned")
+        t0 = time.perf_counter()
+        engine.generate_timed(ids[0].tolist(), n)
+        engine.generate_timed(ids[0].tolist(), n)
+        extra[f"warmup_s_{variant}"] = time.perf_counter() - t0
+        timings = [engine.generate_timed(ids[0].tolist(), n) for _ in range(args.runs)]
+        runs[f"Engine {variant}"] = [t["total_s"] for t in timings]
+        extra[f"ttft_s_{variant}"] = statistics.median(t["ttft_s"] for t in timings)
+        with torch.no_grad():
+            logits = model(ids, use_cache=False).logits[0].float()
+        if ref is None:
+            ref = logits
+        else:
+            extra[f"kl_vs_first_variant_{variant}"] = torch.nn.functional.kl_div(
+                logits.log_softmax(-1), ref.log_softmax(-1), log_target=True, reduction="batchmean").item()
+            extra[f"argmax_agreement_vs_first_variant_{variant}"] = (logits.argmax(-1) == ref.argmax(-1)).float().mean().item()
+        extra[f"weight_gb_read_per_token_{variant}"] = sum(
+            p.numel() * p.element_size() for n_, p in model.named_parameters() if "embed_tokens" not in n_) / 1e9
+        del engine
+    for name, ts in runs.items():
+        med = statistics.median(ts)
+        result["engines"][name] = {"runs_s": ts, "median_s": med, "tokens_per_s": n / med,
+                                   "fraction_of_bf16_floor": (result["hbm_floor_s"] / med) if bw else None}
+    result.update(extra)
+    result["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Load with bad input against an OpenAI-compatible endpoint on loopback: valid chat requests mixed with
+malformed ones, and clients that hang up mid-stream. Used by the end-to-end test and bench/serve_load.py.
+
+Every malformed kind must get a 4xx with a message, nothing may get a 5xx, and the server must
+answer /health afterwards with no request left running.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlparse
+
+import requests
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _malformed(model: str, long_prompt: str) -> dict[str, tuple[str, dict | str]]:
+    """kind → (path, JSON payload or raw body)."""
+    chat = "/v1/chat/completions"
+    msgs = [{"role": "user", "content": "hi"}]
+    return {
+        "bad_json": (chat, '{"model": "' + model + '", "messages": [ {"role": '),
+        "negative_max_tokens": (chat, {"model": model, "messages": msgs, "max_tokens": -5}),
+        "huge_max_tokens": (chat, {"model": model, "messages": msgs, "max_tokens": 10**9}),
+        "over_long_prompt": ("/v1/completions", {"model": model, "prompt": long_prompt, "max_tokens": 4}),
+        "unknown_model": (chat, {"model": "no-such-model", "messages": msgs, "max_tokens": 4}),
+        "wrong_types": (chat, {"model": model, "messages": "hi", "max_tokens": "four", "temperature": "hot"}),
+    }
+
+
+def _send(url: str, path: str, body, timeout: float) -> tuple[int, str]:
+    try:
+        if isinstance(body, str):
+            r = requests.post(url + path, data=body, headers={"Content-Type": "application/json"}, timeout=timeout)
+        else:
+            r = requests.post(url + path, json=body, timeout=timeout)
+        return r.status_code, r.text[:500]
+    except requests.RequestException as e:
+        return -1, str(e)[:500]
+
+
+def hammer(url: str, model: str, total: int, concurrency: int, malformed_fraction: float = 0.2,
+           max_tokens: int = 4, max_model_len: int = 2048, timeout: float = 300) -> dict:
+    """Send `total` requests, every 1/malformed_fraction-th one malformed (kinds in turn)."""
+    if urlparse(url).hostname not in LOOPBACK:
+        raise ValueError(f"{url}: load is only ever sent to loopback")
+    bad = _malformed(model, "word " * (max_model_len + 200))
+    kinds = list(bad)
+    every = max(1, round(1 / malformed_fraction)) if malformed_fraction > 0 else total + 1
+    plan = []
+    for i in range(total):
+        if (i + 1) % every == 0:
+            kind = kinds[(i // every) % len(kinds)]
+            plan.append((kind, *bad[kind]))
+        else:
+            plan.append(("valid", "/v1/chat/completions", {"model": model, "max_tokens": max_tokens, "temperature": 0,
+                                                           "messages": [{"role": "user", "content": f"Count to {i % 7 + 2}."}]}))
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        results = list(pool.map(lambda p: (p[0], *_send(url, p[1], p[2], timeout)), plan))
+    elapsed = time.perf_counter() - t0
+    statuses: dict[str, Counter] = defaultdict(Counter)
+    unexplained = []
+    for kind, status, text in results:
+        statuses[kind][status] += 1
+        if kind != "valid" and 400 <= status < 500 and not _has_message(text):
+            unexplained.append(kind)
+    return {"requests": total, "concurrency": concurrency, "elapsed_s": elapsed,
+            "requests_per_s": total / elapsed, "statuses": {k: dict(v) for k, v in statuses.items()},
+            "server_errors": sum(n for k, v in statuses.items() for s, n in v.items() if s >= 500 or s < 0),
+            "malformed_not_4xx": sum(n for k, v in statuses.items() if k != "valid" for s, n in v.items() if not 400 <= s < 500),
+            "valid_not_200": sum(n for s, n in statuses.get("valid", {}).items() if s != 200),
+            "4xx_without_message": len(unexplained)}
+
+
+def _has_message(text: str) -> bool:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return bool(text.strip())
+    err = body.get("error", body) if isinstance(body, dict) else body
+    return bool(isinstance(err, dict) and (err.get("message") or err.get("detail")) or body.get("detail"))
+
+
+def hang_up_mid_stream(url: str, model: str, clients: int = 4, max_tokens: int = 256) -> int:
+    """Open streams, read a little of each, close the connections; returns the chunks read."""
+    read = 0
+    for _ in range(clients):
+        r = requests.post(f"{url}/v1/chat/completions", stream=True, timeout=120,
+                          json={"model": model, "max_tokens": max_tokens, "stream": True, "ignore_eos": True,
+                                "messages": [{"role": "user", "content": "Write a long story."}]})
+        for i, _line in enumerate(r.iter_lines()):
+            read += 1
+            if i >= 3:
+                break
+        r.close()
+    return read
+
+
+def running_requests(url: str) -> float:
+    """vLLM's gauge of requests being processed now (from /metrics)."""
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    values = [float(m.group(1)) for m in re.finditer(r"^vllm:num_requests_running\{[^}]*\} ([0-9.e+-]+)$", text, re.M)]
+    if not values:
+        raise ValueError(f"{url}/metrics has no vllm:num_requests_running")
+    return sum(values)
+
+
+def wait_idle(url: str, timeout: float = 60) -> float:
+    """Seconds until no request is running (raises after `timeout`)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if running_requests(url) == 0:
+            return time.perf_counter() - t0
+        time.sleep(0.5)
+    raise TimeoutError(f"{url}: requests still running after {timeout} s")

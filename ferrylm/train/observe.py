@@ -1,0 +1,74 @@
+"""What a run reports while it runs, and the one failure it must stop on.
+
+`GuardedTrainer` is the HF Trainer with two additions:
+- every log line gains tokens/s (non-padding tokens since the last line), peak GPU memory and MFU
+  (on GPUs whose bf16 dense peak we know), so TensorBoard / W&B / MLflow and log_history all get them;
+- a non-finite loss raises `NonFiniteLoss` before that step's optimizer update, so the weights in
+  hand are the last good ones (the train stage saves them and stops with a clear message).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+# bf16 dense tensor-core peaks, FLOP/s (vendor data sheets).
+PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A800": 312e12, "A100": 312e12, "A40": 149.7e12,
+                   "A6000": 154.8e12, "L40S": 362e12, "4090": 165e12}
+
+
+class NonFiniteLoss(RuntimeError):
+    def __init__(self, step: int, value: float):
+        super().__init__(f"loss {value} at step {step}")
+        self.step, self.value = step, value
+
+
+def peak_flops() -> float | None:
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    return next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+
+
+def flops_per_token(model, trainable_only: bool) -> float:
+    """6·N for a full fine-tune; 4·N when the base is frozen (no weight gradients for it)."""
+    n = sum(p.numel() for p in model.parameters())
+    return (4.0 if trainable_only else 6.0) * n
+
+
+def guarded_trainer_class():
+    from transformers import Trainer
+
+    class GuardedTrainer(Trainer):
+        _last = None   # (time, tokens seen) at the previous log line
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            if self._last is None:
+                self._last = (time.perf_counter(), self.state.num_input_tokens_seen or 0)
+            loss = super().training_step(model, inputs, num_items_in_batch)
+            if not torch.isfinite(loss).all():
+                raise NonFiniteLoss(self.state.global_step + 1, float(loss))
+            return loss
+
+        def log(self, logs: dict, *args, **kwargs) -> None:
+            if "loss" in logs and "eval_loss" not in logs:
+                logs.update(self._throughput())
+            super().log(logs, *args, **kwargs)
+
+        def _throughput(self) -> dict:
+            now, seen = time.perf_counter(), self.state.num_input_tokens_seen or 0
+            out = {}
+            if self._last is not None and now > self._last[0]:
+                world = max(1, self.args.world_size)
+                tps = (seen - self._last[1]) / (now - self._last[0])
+                out["tokens_per_s"] = tps
+                peak = peak_flops()
+                if peak:
+                    frozen = any(not p.requires_grad for p in self.model.parameters())
+                    out["mfu"] = flops_per_token(self.model, frozen) * tps / world / peak
+            if torch.cuda.is_available():
+                out["gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+            self._last = (now, seen)
+            return out
+
+    return GuardedTrainer
