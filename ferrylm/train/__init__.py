@@ -18,7 +18,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
 from .checkpoints import MarkComplete, latest_complete
-from .observe import NonFiniteLoss, guarded_trainer_class
+from .observe import NonFiniteLoss, guarded_trainer_class, selective_checkpointing
 
 log = get_logger("train")
 
@@ -205,6 +205,8 @@ def run_train(cfg: Config) -> StageRecord:
     trainer = guarded_trainer_class()(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
                       data_collator=PadCollator(tokenizer.pad_token_id),
                       callbacks=[MarkComplete(), _HistoryWriter(history_path)])
+    if t.gradient_checkpointing and t.checkpoint_fraction < 1:
+        trainer.add_callback(selective_checkpointing(t.checkpoint_fraction))
 
     try:
         result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)

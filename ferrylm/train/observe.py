@@ -72,3 +72,22 @@ def guarded_trainer_class():
             return out
 
     return GuardedTrainer
+
+
+def selective_checkpointing(fraction: float):
+    """A callback that, once the Trainer has turned gradient checkpointing on, keeps it only on the
+    first `fraction` of the decoder layers."""
+    from transformers import TrainerCallback
+
+    class Selective(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            layers = [m for m in model.modules()
+                      if hasattr(m, "gradient_checkpointing") and type(m).__name__.endswith("DecoderLayer")]
+            keep = round(fraction * len(layers))
+            for i, layer in enumerate(layers):
+                layer.gradient_checkpointing = i < keep
+            from ..log import get_logger
+
+            get_logger("train").info("selective checkpointing: %d of %d decoder layers recompute", keep, len(layers))
+
+    return Selective()

@@ -46,3 +46,22 @@ def test_non_finite_loss_stops_with_last_good_weights(copy_run, tiny_qwen2_dir, 
         run_train(cfg)
     assert (run / "train" / "last-good-adapter" / "adapter_model.safetensors").is_file()
     assert not (run / "train" / "adapter").exists()
+
+
+def test_selective_checkpointing_recomputes_some_layers_with_the_same_losses(tiny_data_run, tmp_path, tiny_qwen2_dir,
+                                                                             tiny_corpus, caplog):
+    import logging
+    import shutil
+
+    losses = {}
+    for fraction in ("1.0", "0.5"):
+        run = tmp_path / f"run-{fraction}"
+        shutil.copytree(tiny_data_run, run)
+        cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=3", f"train.checkpoint_fraction={fraction}",
+                          "train.report_to=[]")
+        with caplog.at_level(logging.INFO, logger="ferrylm.train"):
+            run_train(cfg)
+        rows = [json.loads(l) for l in open(run / "train" / "log_history.jsonl")]
+        losses[fraction] = [r["loss"] for r in rows if "loss" in r and "eval_loss" not in r]
+    assert "selective checkpointing: 1 of 2 decoder layers recompute" in caplog.text
+    assert losses["0.5"] == losses["1.0"]     # recomputation changes memory, never the numbers (fp32)

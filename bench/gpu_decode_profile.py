@@ -1,0 +1,52 @@
+"""Where a decode step's time goes: CUDA kernels of 64 steps of `Engine` (tuned) on Qwen2.5-7B shapes.
+
+    python3 bench/gpu_decode_profile.py --out gpu_decode_profile.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=64)
+    args = ap.parse_args()
+    from gpu_decode import model_7b
+
+    from ferrylm.serve.engine import Engine
+
+    model = model_7b()
+    prompt = list(range(1000, 1128))
+    engine = Engine(model, max_len=128 + args.steps + 8)
+    for _ in range(2):
+        engine.generate_timed(prompt, args.steps)
+    wall = engine.generate_timed(prompt, args.steps)["total_s"]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        engine.generate_timed(prompt, args.steps)
+    kernels = defaultdict(lambda: [0.0, 0])
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels[e.name[:120]]
+            k[0] += e.device_time_total
+            k[1] += 1
+    total_us = sum(v[0] for v in kernels.values())
+    top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:20]
+    result = {"gpu": torch.cuda.get_device_name(), "steps": args.steps, "wall_s": wall,
+              "gpu_kernel_time_s": total_us / 1e6, "kernels_per_step": sum(v[1] for v in kernels.values()) / args.steps,
+              "top": [{"kernel": k, "ms_total": v[0] / 1e3, "calls": v[1], "share": v[0] / total_us} for k, v in top]}
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
