@@ -21,6 +21,8 @@ def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path, 
               .replace("{{site_packages}}", site_packages).replace("{{engine}}", engine))
     (tmp / "config.pbtxt").write_text(config)
     (tmp / "1" / "model.py").write_text((templates / "triton_model.py").read_text())
+    if engine == "onnx":
+        (tmp / "1" / "ferrylm_onnx.py").write_text((resources.files("ferrylm") / "export" / "onnx.py").read_text())
     shutil.rmtree(target, ignore_errors=True)
     tmp.replace(target)
     return target

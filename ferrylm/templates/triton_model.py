@@ -25,9 +25,16 @@ class TritonPythonModel:
         self.tokenizer = AutoTokenizer.from_pretrained(params["model_dir"])
         self.engine = params.get("engine", "transformers")
         if self.engine == "onnx":
-            from ferrylm.export.onnx import OnnxCausalLM
+            # The repository carries its engine (ferrylm/export/onnx.py, copied beside this file), so
+            # a Triton environment needs only numpy, onnxruntime and tokenizers — not ferrylm or torch.
+            import importlib.util
+            import os
 
-            self.model = OnnxCausalLM(params["model_dir"])
+            here = os.path.join(args["model_repository"], args["model_version"], "ferrylm_onnx.py")
+            spec = importlib.util.spec_from_file_location("ferrylm_onnx", here)
+            engine = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(engine)
+            self.model = engine.OnnxCausalLM(params["model_dir"])
         else:
             global torch, TextIteratorStreamer
             import torch

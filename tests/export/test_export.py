@@ -1,5 +1,6 @@
 """Merge a real trained adapter into the tiny Qwen2, with parity and lineage; refuse an untrained one."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -127,6 +128,10 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     assert OnnxCausalLM(copy / "export" / "onnx" / "fp32").generate(ids, 12) == want
     config = (copy / "triton_models" / "ferrylm-onnx" / "config.pbtxt").read_text()
     assert 'string_value: "onnx"' in config and str((copy / "export" / "onnx" / "fp32").resolve()) in config
+    # The repository carries its engine: a Triton environment needs no ferrylm or torch.
+    carried = (copy / "triton_models" / "ferrylm-onnx" / "1" / "ferrylm_onnx.py").read_text()
+    assert carried == (Path(__file__).parents[2] / "ferrylm" / "export" / "onnx.py").read_text()
+    compile((copy / "triton_models" / "ferrylm-onnx" / "1" / "model.py").read_text(), "model.py", "exec")
 
     strict = cfg2.model_copy(update={"export": export.model_copy(update={"onnx_max_logit_diff": 1e-12, "quantize": []})})
     shutil.rmtree(copy / "export" / "onnx")
