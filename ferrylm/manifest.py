@@ -35,12 +35,17 @@ def sha256_tree(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> None:
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write through a temporary file and one rename: a reader never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 @dataclass

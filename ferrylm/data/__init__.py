@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..log import get_logger
-from ..manifest import StageRecord, sha256_file, write_json_atomic
+from ..manifest import StageRecord, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
 from .collect import CleanStats, collect, worker_count
 from .corpus import ScanStats
@@ -110,7 +110,7 @@ def run_data(cfg: Config) -> StageRecord:
         for w in writers.values():
             w.rows.tmp.unlink(missing_ok=True)
         raise
-    _write_jsonl(out / "eval.jsonl", held_out)
+    write_text_atomic(out / "eval.jsonl", "".join(json.dumps(row) + "\n" for row in held_out))
 
     for s, w in writers.items():
         stats[f"{s}_examples"] = w.examples
@@ -134,14 +134,6 @@ def run_data(cfg: Config) -> StageRecord:
     log.info("data: %s examples %d train / %d eval, %.1f s", d.format, stats["train_examples"],
              stats["eval_examples"], stats["elapsed_s"])
     return record.finish(out)
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
-    tmp.replace(path)
 
 
 def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stats: dict) -> None:

@@ -187,13 +187,11 @@ class ArrowRows:
         self._writer = pa.ipc.new_stream(self._sink, schema)
         self._buf: list[dict] = []
         self.rows = self.tokens = 0
-        self.lengths: list[int] = []
 
     def write(self, row: dict) -> None:
         self._buf.append(row)
         self.rows += 1
         self.tokens += len(row["input_ids"])
-        self.lengths.append(len(row["input_ids"]))
         if len(self._buf) >= self.batch_rows:
             self._write_batch()
 

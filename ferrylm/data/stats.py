@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..manifest import write_json_atomic
+from ..manifest import write_json_atomic, write_text_atomic
 
 
 def length_histogram(lengths: list[int], path: Path, title: str) -> Path:
@@ -64,7 +64,5 @@ def write_report(out: Path, stats: dict, lengths: list[int]) -> dict:
     lines += _table("Rows dropped, by reason", stats.get("rows_dropped", {}))
     if lengths:
         lines += ["![lengths](lengths.png)", ""]
-    tmp = paths["stats_md"].with_name(".stats.md.tmp")
-    tmp.write_text("\n".join(lines))
-    tmp.replace(paths["stats_md"])
+    write_text_atomic(paths["stats_md"], "\n".join(lines))
     return {k: str(v) for k, v in paths.items()}

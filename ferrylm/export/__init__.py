@@ -8,6 +8,7 @@ prompt set (greedy tokens, max |Δlogit|, KL) and appears in one rename only onc
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -123,8 +124,6 @@ def run_export(cfg: Config) -> StageRecord:
 
 def _set_generation_eos(model_dir: Path, tokenizer) -> None:
     """The generation config stops on the chat template's end-of-turn token (what the server stops on)."""
-    import json
-
     path = model_dir / "generation_config.json"
     gen = json.loads(path.read_text()) if path.is_file() else {}
     gen.update(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)

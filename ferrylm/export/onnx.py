@@ -41,12 +41,10 @@ def dir_bytes(path: Path) -> int:
 
 def _lm_head_nodes(model) -> list[str]:
     """MatMul nodes whose constant weight has the vocabulary as a dimension (the output layer)."""
-    import onnx
-
     dims = {i.name: list(i.dims) for i in model.graph.initializer}
     vocab = max((max(d) for d in dims.values() if len(d) == 2), default=0)
     return [n.name for n in model.graph.node if n.op_type == "MatMul"
-            and any(vocab in dims.get(x, []) for x in n.input)] if isinstance(model, onnx.ModelProto) else []
+            and any(vocab in dims.get(x, []) for x in n.input)]
 
 
 def quantize(src_dir: str | Path, dst_dir: str | Path, method: str) -> dict:

@@ -75,18 +75,19 @@ class Engine:
                          past_key_values=self.cache, use_cache=True)
         return out.logits[:, -1].argmax(-1, keepdim=True)
 
+    def _prefill(self, prompt_ids: list[int], new_tokens: int) -> torch.Tensor:
+        """Reset the cache and run the prompt (eagerly: its length varies); the first greedy token."""
+        n = len(prompt_ids)
+        if n + new_tokens > self.max_len:
+            raise ValueError(f"prompt {n} + {new_tokens} new tokens exceed the engine's max_len {self.max_len}")
+        self.cache.reset()
+        return self._decode(torch.tensor([prompt_ids], device=self.device), torch.arange(n, device=self.device))
+
     @torch.no_grad()
     def stream(self, prompt_ids: list[int], max_new_tokens: int, eos_ids: tuple[int, ...] = ()) -> Iterator[int]:
         """Greedy tokens one by one; stops after an EOS id (yielded) or max_new_tokens."""
         n = len(prompt_ids)
-        if n + max_new_tokens > self.max_len:
-            raise ValueError(f"prompt {n} + {max_new_tokens} new tokens exceed the engine's max_len {self.max_len}")
-        self.cache.reset()
-        ids = torch.tensor([prompt_ids], device=self.device)
-        positions = torch.arange(n, device=self.device)
-        logits = self.model(input_ids=ids, position_ids=positions.unsqueeze(0), cache_position=positions,
-                            past_key_values=self.cache, use_cache=True).logits
-        token = logits[:, -1].argmax(-1, keepdim=True)
+        token = self._prefill(prompt_ids, max_new_tokens)
         for i in range(max_new_tokens):
             tok = int(token)
             yield tok
@@ -97,19 +98,14 @@ class Engine:
     @torch.no_grad()
     def generate_timed(self, prompt_ids: list[int], new_tokens: int) -> dict:
         """Exactly `new_tokens` greedy tokens with no per-token host sync; time to first token and total."""
-        n = len(prompt_ids)
-        self.cache.reset()
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
         sync()
         t0 = time.perf_counter()
-        ids = torch.tensor([prompt_ids], device=self.device)
-        positions = torch.arange(n, device=self.device)
-        token = self.model(input_ids=ids, position_ids=positions.unsqueeze(0), cache_position=positions,
-                           past_key_values=self.cache, use_cache=True).logits[:, -1].argmax(-1, keepdim=True)
+        token = self._prefill(prompt_ids, new_tokens)
         sync()
         ttft = time.perf_counter() - t0
         out = [token]
-        pos = torch.tensor([n], device=self.device)
+        pos = torch.tensor([len(prompt_ids)], device=self.device)
         for _ in range(new_tokens - 1):
             token = self._step(token, pos).clone()
             pos = pos + 1

@@ -83,7 +83,7 @@ def _has_message(text: str) -> bool:
     except ValueError:
         return bool(text.strip())
     err = body.get("error", body) if isinstance(body, dict) else body
-    return bool(isinstance(err, dict) and (err.get("message") or err.get("detail")) or body.get("detail"))
+    return isinstance(err, dict) and bool(err.get("message") or err.get("detail"))
 
 
 def hang_up_mid_stream(url: str, model: str, clients: int = 4, max_tokens: int = 256) -> int:

@@ -41,6 +41,7 @@ def guarded_trainer_class():
 
     class GuardedTrainer(Trainer):
         _last = None   # (time, tokens seen) at the previous log line
+        _flops = None  # model FLOPs per trained token
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             if self._last is None:
@@ -64,8 +65,10 @@ def guarded_trainer_class():
                 out["tokens_per_s"] = tps
                 peak = peak_flops()
                 if peak:
-                    frozen = any(not p.requires_grad for p in self.model.parameters())
-                    out["mfu"] = flops_per_token(self.model, frozen) * tps / world / peak
+                    if self._flops is None:   # the model's size does not change during a run
+                        frozen = any(not p.requires_grad for p in self.model.parameters())
+                        self._flops = flops_per_token(self.model, frozen)
+                    out["mfu"] = self._flops * tps / world / peak
             if torch.cuda.is_available():
                 out["gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
             self._last = (now, seen)
