@@ -17,7 +17,9 @@ def _texts(n=120):
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(stdlib.glob("*.py"))[:n]
     texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
-    return texts + ["naïve café — ünïcödé\r\n\tx = 'it''s' 123456 ", "", "   \n\n  "]
+    # Added tokens written literally in code ("<filename>", "<|im_end|>") are matched by the tokenizer.
+    return texts + ["naïve café — ünïcödé\r\n\tx = 'it''s' 123456 ", "", "   \n\n  ",
+                    "path = 'examples/<filename>' # the file://<filename> syntax <|im_end|>\n"]
 
 
 @pytest.fixture(scope="module")
