@@ -24,9 +24,9 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
         s.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.max_steps=20")
     sub.add_parser("presets", help="list the presets shipped in the package")
-    pl = sub.add_parser("plan", help="predict per-GPU peak memory of a training set-up (Qwen2.5-7B shapes)")
-    pl.add_argument("setup", help="a set-up name (ferrylm plan --list) or a YAML file of its fields")
-    pl.add_argument("overrides", nargs="*", help="key=value, e.g. seq_len=2048 gpus=4")
+    pl = sub.add_parser("plan", help="predict per-GPU peak memory of a run config's training (Qwen2.5-7B shapes)")
+    pl.add_argument("setup", help="a preset (ferrylm presets: a40x2, a800-80g, ...) or a run config YAML")
+    pl.add_argument("overrides", nargs="*", help="dotted overrides, e.g. data.max_seq_len=2048 hardware.gpus=4")
     for name, what in (("chat", "send a chat message (the server applies the chat template)"),
                        ("complete", "complete a raw prompt (no chat template)")):
         c = sub.add_parser(name, help=f"{what}; streams the reply from a running endpoint")

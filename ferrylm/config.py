@@ -80,7 +80,9 @@ class DataConfig(_Section):
 
 
 class TrainConfig(_Section):
-    method: Literal["lora"] = "lora"
+    # "lora" adapters on a frozen base; "qlora" the same on a 4-bit NF4 base (bitsandbytes, the
+    # `qlora` extra); "full" every weight (writes a whole model, not an adapter).
+    method: Literal["lora", "qlora", "full"] = "lora"
     lora_r: int = Field(8, gt=0)
     lora_alpha: int = Field(16, gt=0)
     lora_dropout: float = Field(0.05, ge=0, lt=1)
@@ -92,7 +94,13 @@ class TrainConfig(_Section):
     per_device_batch_size: int = Field(4, gt=0)
     gradient_accumulation_steps: int = Field(2, gt=0)
     max_grad_norm: float = Field(1.0, gt=0)
-    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    # "auto": bf16 where the GPU supports it, else fp32. "fp16" uses dynamic loss scaling (GPUs only).
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    # "auto": FlashAttention-2 when flash-attn is installed and a GPU is present, else PyTorch SDPA.
+    attention: Literal["auto", "sdpa", "flash_attention_2", "eager"] = "auto"
+    # Liger's Triton kernels (RMSNorm, SwiGLU, RoPE, fused linear + cross-entropy): faster and the
+    # logits are never materialised. GPUs only; the `liger` extra.
+    liger: bool = False
     gradient_checkpointing: bool = True
     # Selective checkpointing: recompute only this fraction of the decoder layers (the first ones);
     # 1.0 = all. Trades memory for speed (measured: docs/benchmarks.md, LoRA training speed).
@@ -101,7 +109,11 @@ class TrainConfig(_Section):
     save_steps: int = Field(20, gt=0)
     save_total_limit: int = Field(3, gt=0)
     eval_batches: int = Field(16, gt=0)
-    deepspeed: Optional[Literal["zero2"]] = None
+    # DeepSpeed ZeRO stage (sharded optimizer + gradients; zero3 also parameters), and what it moves
+    # to CPU RAM. Launch several processes with `ferrylm launch --nproc N`.
+    deepspeed: Optional[Literal["zero2", "zero3"]] = None
+    offload_optimizer: bool = False
+    offload_params: bool = False
     # Where loss, eval loss, learning rate, grad norm, tokens/s, MFU and GPU memory go besides
     # log_history.jsonl: TensorBoard (in <run>/train/tensorboard) by default; wandb / mlflow when
     # their packages are installed and configured.
@@ -110,6 +122,16 @@ class TrainConfig(_Section):
     keep_best: bool = False
     resume: bool = True
     seed: int = 0
+
+
+class HardwareConfig(_Section):
+    # What the run is planned for: `ferrylm plan` checks the config against it. Training itself
+    # uses whatever the launcher gives it.
+    name: str = "unspecified"
+    gpus: int = Field(1, gt=0)                  # data-parallel GPUs in all (ZeRO shards over these)
+    gpu_memory_gib: float = Field(80.0, gt=0)   # usable per GPU
+    # A peak someone claims for this set-up (a design document's figure); the plan answers it.
+    claimed_peak_gib: Optional[float] = Field(None, gt=0)
 
 
 class ExportConfig(_Section):
@@ -171,6 +193,7 @@ class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    hardware: HardwareConfig = Field(default_factory=HardwareConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
@@ -183,6 +206,13 @@ class Config(_Section):
             raise ValueError("data.min_body_lines must not exceed data.max_body_lines")
         if self.export.quantize and not self.export.onnx:
             raise ValueError("export.quantize: the quantized artifacts are made from the ONNX one; set export.onnx=true")
+        t = self.train
+        if t.offload_optimizer and not t.deepspeed:
+            raise ValueError("train.offload_optimizer: optimizer offload is DeepSpeed's; set train.deepspeed=zero2 or zero3")
+        if t.offload_params and t.deepspeed != "zero3":
+            raise ValueError("train.offload_params: parameter offload needs train.deepspeed=zero3")
+        if t.method == "qlora" and t.deepspeed == "zero3":
+            raise ValueError("train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3; use zero2 or none")
         d = self.data
         if d.format == "jsonl" and not d.jsonl_files:
             raise ValueError("data.jsonl_files: format=jsonl needs at least one file")
@@ -240,6 +270,8 @@ def _one_line(err: ValidationError) -> str:
     if first["type"] == "extra_forbidden":
         return f"{key}: unknown key (check the spelling)"
     msg = first["msg"].removeprefix("Value error, ")
+    if key == "config" and msg.split(" ", 1)[0].rstrip(":").count(".") == 1:
+        return msg  # a cross-field rule already names its key
     got = first.get("input")
     shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
     return f"{key}: {msg}{shown}"

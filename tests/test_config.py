@@ -15,15 +15,25 @@ def test_default_preset_loads_with_overrides():
 @pytest.mark.parametrize("override, message", [
     ("train.learnig_rate=1e-4", "train.learnig_rate: unknown key"),
     ("train.max_steps=-3", "train.max_steps: Input should be greater than 0 (got -3)"),
-    ("train.precision=fp8", "train.precision: Input should be 'auto', 'bf16' or 'fp32' (got 'fp8')"),
+    ("train.precision=fp8", "train.precision: Input should be 'auto', 'bf16', 'fp16' or 'fp32' (got 'fp8')"),
     ("serve.port=70000", "serve.port: Input should be less than 65536 (got 70000)"),
     ("nonsense", "override 'nonsense': expected key=value"),
+    ("train.offload_optimizer=true", "train.offload_optimizer: optimizer offload is DeepSpeed's"),
+    ("train.offload_params=true", "train.offload_params: parameter offload needs train.deepspeed=zero3"),
+    ("hardware.gpus=0", "hardware.gpus: Input should be greater than 0"),
 ])
 def test_bad_values_name_the_key_in_one_line(override, message):
     with pytest.raises(ConfigError) as e:
         load_config("default", [override])
     assert str(e.value).startswith(message)
     assert "\n" not in str(e.value)
+
+
+def test_combinations_that_cannot_run_are_refused():
+    with pytest.raises(ConfigError, match="train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3"):
+        load_config("default", ["train.method=qlora", "train.deepspeed=zero3"])
+    cfg = load_config("default", ["train.deepspeed=zero3", "train.offload_params=true", "train.offload_optimizer=true"])
+    assert cfg.train.offload_params and cfg.train.offload_optimizer
 
 
 def test_yaml_file_errors(tmp_path):

@@ -45,13 +45,13 @@ def _parity_prompts(cfg: Config, tokenizer) -> list[list[int]]:
     return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
 
 
-def _lineage(cfg: Config, base_dir: Path, adapter_dir: Path) -> dict:
+def _lineage(cfg: Config, base_dir: Path, trained: Path, full: bool) -> dict:
     train_rec = read_record(cfg.stage_dir("train"))
     data_rec = read_record(cfg.stage_dir("data"))
     return {
         "base_model": str(base_dir),
         "base_model_config_sha256": sha256_file(Path(base_dir) / "config.json"),
-        "adapter_sha256": sha256_tree(adapter_dir),
+        ("trained_model_sha256" if full else "adapter_sha256"): sha256_tree(trained),
         "dataset_train_sha256": train_rec["inputs"].get("train.arrow"),
         "data_config_digest": data_rec["config_digest"],
         "config_digest": cfg.digest(),
@@ -69,15 +69,24 @@ def run_export(cfg: Config) -> StageRecord:
     e = cfg.export
     out = cfg.stage_dir("export")
     record = StageRecord("export", cfg.digest())
-    adapter_dir = Path(read_record(cfg.stage_dir("train"))["outputs"]["adapter"])
-    if not (adapter_dir / "adapter_config.json").is_file():
-        raise ExportError(f"{adapter_dir}: no adapter_config.json — run `ferrylm train` first")
+    trained = read_record(cfg.stage_dir("train"))["outputs"]
     base_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
+    # A full fine-tune wrote a whole model: nothing to merge, the artifact is that model (cast to
+    # export.dtype) and the reference is the model itself.
+    full = "model" in trained
+    adapter_dir = Path(trained["model"] if full else trained["adapter"])
+    expected = "config.json" if full else "adapter_config.json"
+    if not (adapter_dir / expected).is_file():
+        raise ExportError(f"{adapter_dir}: no {expected} — run `ferrylm train` first")
     tokenizer = load_tokenizer(adapter_dir)
 
     # The reference every artifact is held to: base + adapter in PyTorch, as trained.
-    reference = PeftModel.from_pretrained(load_model(base_dir), adapter_dir)
-    _check_adapter(reference, adapter_dir)
+    if full:
+        reference = load_model(adapter_dir)
+    else:
+        reference = PeftModel.from_pretrained(load_model(base_dir), adapter_dir)
+        _check_adapter(reference, adapter_dir)
+    ref_name = "the fine-tuned model (PyTorch)" if full else "base + adapter (PyTorch)"
     prompts = _parity_prompts(cfg, tokenizer)
     ref = reference_outputs(reference, prompts, e.parity_new_tokens, tokenizer.pad_token_id)
     del reference
@@ -86,7 +95,7 @@ def run_export(cfg: Config) -> StageRecord:
     final, tmp = out / "merged", out / ".merged.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        merge_info = stream_merge(base_dir, adapter_dir, tmp, e.dtype)
+        merge_info = stream_merge(adapter_dir if full else base_dir, None if full else adapter_dir, tmp, e.dtype)
     except MergeError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ExportError(str(err)) from err
@@ -101,9 +110,9 @@ def run_export(cfg: Config) -> StageRecord:
     if parity.greedy_tokens_equal < parity.prompts or parity.max_abs_logit_diff > e.max_logit_diff:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ExportError(f"export parity failed: {parity.as_dict()} (export.max_logit_diff={e.max_logit_diff})")
-    lineage = _lineage(cfg, base_dir, adapter_dir)
+    lineage = _lineage(cfg, base_dir, adapter_dir, full)
     manifest = {"artifact": "merged", "format": "safetensors", "dtype": merge_info["dtype"], "merge": merge_info,
-                "inputs": lineage, "parity": {"reference": "base + adapter (PyTorch)", **parity.as_dict()},
+                "inputs": lineage, "parity": {"reference": ref_name, **parity.as_dict()},
                 "eos_token": tokenizer.eos_token}
     write_json_atomic(tmp / "manifest.json", manifest)
     _publish(tmp, final)
@@ -113,7 +122,7 @@ def run_export(cfg: Config) -> StageRecord:
     record.metrics = {"parity": parity.as_dict(), "merged_sha256": sha256_tree(final), "merge": merge_info}
     record.outputs["triton_model"] = str(write_triton_repo(e.triton_dir, e.triton_name, final))
     if e.onnx:
-        onnx_records = _export_onnx_artifacts(cfg, final, out, prompts, ref, tokenizer, lineage)
+        onnx_records = _export_onnx_artifacts(cfg, final, out, prompts, ref, tokenizer, lineage, ref_name)
         record.metrics["onnx"] = onnx_records
         for name, rec in onnx_records.items():
             record.outputs[f"onnx_{name}"] = rec["path"]
@@ -130,7 +139,7 @@ def _set_generation_eos(model_dir: Path, tokenizer) -> None:
     path.write_text(json.dumps(gen, indent=2))
 
 
-def _export_onnx_artifacts(cfg: Config, merged_dir: Path, out: Path, prompts, ref, tokenizer, lineage) -> dict:
+def _export_onnx_artifacts(cfg: Config, merged_dir: Path, out: Path, prompts, ref, tokenizer, lineage, ref_name) -> dict:
     """fp32 ONNX, then each quantized variant: written, measured against the reference, kept or refused."""
     import time
 
@@ -167,7 +176,7 @@ def _export_onnx_artifacts(cfg: Config, merged_dir: Path, out: Path, prompts, re
         new_tokens = sum(len(t) for _, t in got)
         manifest = {"artifact": f"onnx-{name}", "format": "onnx (model.onnx: cached multi-token decode step, prefill on an empty cache)",
                     "inputs": {**lineage, "merged_sha256": sha256_tree(merged_dir)}, **info,
-                    "parity": {"reference": "base + adapter (PyTorch)", **parity.as_dict()},
+                    "parity": {"reference": ref_name, **parity.as_dict()},
                     "parity_run_tokens_per_s": new_tokens / seconds}
         write_json_atomic(tmp / "manifest.json", manifest)
         _publish(tmp, final)

@@ -60,10 +60,11 @@ def _shards(base_dir: Path) -> tuple[list[str], dict | None]:
     raise MergeError(f"{base_dir}: no safetensors weights (model.safetensors or an index)")
 
 
-def stream_merge(base_dir: str | Path, adapter_dir: str | Path, out_dir: str | Path, dtype: str = "auto") -> dict:
-    """Write the merged model's weights and config into `out_dir`; returns what was merged."""
-    base_dir, adapter_dir, out_dir = Path(base_dir), Path(adapter_dir), Path(out_dir)
-    lora, scale = _adapter(adapter_dir)
+def stream_merge(base_dir: str | Path, adapter_dir: str | Path | None, out_dir: str | Path, dtype: str = "auto") -> dict:
+    """Write the merged model's weights and config into `out_dir`; returns what was merged. With no
+    adapter (a full fine-tune) the shards are copied, cast to `dtype`, the same way."""
+    base_dir, out_dir = Path(base_dir), Path(out_dir)
+    lora, scale = _adapter(Path(adapter_dir)) if adapter_dir is not None else ({}, None)
     shards, index = _shards(base_dir)
     config = json.loads((base_dir / "config.json").read_text())
     out_dtype = _DTYPES.get(dtype) if dtype != "auto" else None

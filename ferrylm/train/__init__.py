@@ -1,14 +1,16 @@
-"""Train stage: LoRA on the rendered pairs with the HF Trainer, optionally under DeepSpeed ZeRO-2.
+"""Train stage: LoRA, QLoRA or a full fine-tune with the HF Trainer, optionally under DeepSpeed ZeRO-2/3.
 
-The recipe reads top to bottom: load data → load model → wrap in LoRA → evaluate the untouched
-model (LoRA starts as the identity, so this is the base model's held-out loss) → train with
-marked checkpoints → evaluate → save the adapter atomically → write the record.
+The recipe reads top to bottom: load data → training arguments (before the model: ZeRO-3 loads
+weights straight into shards) → build the model → evaluate it untouched (step 0: the base model's
+held-out loss) → train with marked checkpoints → evaluate → save the adapter (or the whole model)
+atomically → write the record.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -17,30 +19,12 @@ from ..config import Config
 from ..log import get_logger
 from ..manifest import StageRecord, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
+from .build import build_model, check_liger, choose_attention, choose_precision
 from .checkpoints import MarkComplete, latest_complete
 from .observe import NonFiniteLoss, guarded_trainer_class, selective_checkpointing
+from .zero import deepspeed_config
 
 log = get_logger("train")
-
-
-def deepspeed_config(stage: str, bf16: bool) -> dict:
-    """ZeRO-2 with the Trainer's own AdamW ("auto" values are filled in from TrainingArguments)."""
-    assert stage == "zero2"
-    return {
-        "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto",
-        "gradient_clipping": "auto",
-        "bf16": {"enabled": bf16},
-        "zero_optimization": {
-            "stage": 2,
-            "overlap_comm": False,
-            "contiguous_gradients": True,
-            "allgather_bucket_size": 2e8,
-            "reduce_bucket_size": 2e8,
-        },
-        # The Trainer builds torch's AdamW; ZeRO shards it. No DeepSpeed op needs compiling.
-        "zero_allow_untested_optimizer": True,
-    }
 
 
 def _free_port() -> int:
@@ -52,18 +36,10 @@ def _free_port() -> int:
 def _prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
     if use_deepspeed and not has_cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    if use_deepspeed and "RANK" not in os.environ:
-        # A single process still needs a process group for DeepSpeed; launchers set these themselves.
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(_free_port()))
-
-
-def _use_bf16(precision: str, has_cuda: bool) -> bool:
-    import torch
-
-    if precision == "auto":
-        return has_cuda and torch.cuda.is_bf16_supported()
-    return precision == "bf16"
+    arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+    if use_deepspeed and re.search(r"\d\.\d[a-z]", arch):
+        # DeepSpeed's op builder reads "9.0a" as a number and fails; the plain arch builds the same ops.
+        os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d\.\d)[a-z]", r"\1", arch)
 
 
 class _HistoryWriter:
@@ -107,12 +83,12 @@ class TrainingDiverged(RuntimeError):
     pass
 
 
-def _check_packing(model, row: dict, bf16: bool) -> None:
+def _check_packing(model, row: dict, half: bool) -> None:
     """Packed rows are only right if attention stays inside each example: prove it on the first row."""
     from .dataset import packing_self_test
 
     packed, unpacked = packing_self_test(model, row)
-    tol = 2e-2 * max(1.0, abs(unpacked)) if bf16 else 1e-4 * max(1.0, abs(unpacked))
+    tol = 2e-2 * max(1.0, abs(unpacked)) if half else 1e-4 * max(1.0, abs(unpacked))
     log.info("packing self-test: packed loss %.6f, unpacked %.6f", packed, unpacked)
     if abs(packed - unpacked) > tol:
         raise PackingLeak(f"data.pack: a packed row's loss {packed:.5f} differs from its examples' {unpacked:.5f}; "
@@ -120,16 +96,52 @@ def _check_packing(model, row: dict, bf16: bool) -> None:
                           f"each other — rebuild the data with data.pack=false")
 
 
+def _save_trained(trainer, tokenizer, out: Path, name: str) -> Path:
+    """Write the adapter (or whole model) to out/name in one rename. Every rank calls this: under
+    ZeRO-3 the shards are gathered for the save."""
+    final, tmp = out / name, out / f".{name}.tmp"
+    if trainer.is_world_process_zero():
+        shutil.rmtree(tmp, ignore_errors=True)
+    trainer.save_model(str(tmp))
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(tmp)
+        for junk in ("training_args.bin",):
+            (tmp / junk).unlink(missing_ok=True)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.replace(final)
+    return final
+
+
+def _planned_peak(cfg: Config, model_dir, world: int) -> float | None:
+    """`ferrylm plan`'s allocated peak per GPU for this run on this GPU (None on CPU); warns when it
+    says the run will not fit, so an OOM an hour in is announced at the start."""
+    import torch
+
+    from .plan import GiB, ModelShape, estimate, setup_from_config
+
+    if not torch.cuda.is_available():
+        return None
+    setup = setup_from_config(cfg, ModelShape.from_hf_config(json.loads((Path(model_dir) / "config.json").read_text())))
+    setup.gpus, setup.gpu_memory_gib = world, torch.cuda.get_device_properties(0).total_memory / GiB
+    plan = estimate(setup)
+    if not plan.fits:
+        log.warning("plan: %.1f GiB per GPU needed, %.1f GiB on this GPU; smallest change that fits: %s",
+                    plan.total_gib, setup.gpu_memory_gib, plan.advice)
+    return plan.total_gib - setup.reserve_gib
+
+
 def run_train(cfg: Config) -> StageRecord:
     import torch
+    from transformers import TrainingArguments, set_seed
+
+    from .dataset import PadCollator, examples
 
     t = cfg.train
     has_cuda = torch.cuda.is_available()
     _prepare_distributed_env(t.deepspeed is not None, has_cuda)
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, TrainingArguments, set_seed
-
-    from .dataset import PadCollator, examples
+    precision = choose_precision(t.precision, has_cuda)
+    attention = choose_attention(t.attention, has_cuda)
+    check_liger(t, has_cuda)
 
     out = cfg.stage_dir("train")
     ckpt_dir = out / "checkpoints"
@@ -139,18 +151,6 @@ def run_train(cfg: Config) -> StageRecord:
     eval_set = examples(data_dir / "eval.arrow", limit=t.eval_batches * t.per_device_batch_size)
     model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     tokenizer = load_tokenizer(model_dir)
-    bf16 = _use_bf16(t.precision, has_cuda)
-
-    set_seed(t.seed)  # before LoRA's init, so a run is reproducible from its config alone
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if bf16 and has_cuda else torch.float32)
-    model.config.use_cache = False
-    lora = LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
-                      target_modules=t.target_modules, task_type="CAUSAL_LM")
-    model = get_peft_model(model, lora)
-    if "position_ids" in train_set.column_names:
-        _check_packing(model, train_set[0], bf16)
-    trainable, total = model.get_nb_trainable_parameters()
-    log.info("LoRA r=%d: %.2f M trainable of %.1f M parameters", t.lora_r, trainable / 1e6, total / 1e6)
 
     history_path = out / "log_history.jsonl"
     rank0 = int(os.environ.get("RANK", "0")) == 0
@@ -176,16 +176,18 @@ def run_train(cfg: Config) -> StageRecord:
         warmup_steps=t.warmup_steps,
         lr_scheduler_type="cosine",
         max_grad_norm=t.max_grad_norm,
-        bf16=bf16,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
         gradient_checkpointing=t.gradient_checkpointing,
         gradient_checkpointing_kwargs={"use_reentrant": False},
+        use_liger_kernel=t.liger,
         logging_steps=t.logging_steps,
         save_strategy="steps",
         save_steps=t.save_steps,
         save_total_limit=t.save_total_limit,
         # Evaluating at step 0 inside the training loop (not via evaluate() before it) works under
-        # ZeRO-2 too, which refuses evaluate() before its engine exists. LoRA starts as the
-        # identity, so the step-0 eval loss is the base model's.
+        # ZeRO too, which refuses evaluate() before its engine exists. Nothing has been updated at
+        # step 0 (LoRA starts as the identity), so that eval loss is the base model's.
         eval_strategy="steps",
         eval_steps=t.save_steps if t.keep_best else t.max_steps,
         metric_for_best_model="eval_loss" if t.keep_best else None,
@@ -196,15 +198,27 @@ def run_train(cfg: Config) -> StageRecord:
         data_seed=t.seed,
         use_cpu=not has_cuda,
         ddp_backend="gloo" if ("RANK" in os.environ and not has_cuda) else None,
-        deepspeed=deepspeed_config(t.deepspeed, bf16) if t.deepspeed else None,
+        deepspeed=deepspeed_config(t.deepspeed, precision, t.offload_optimizer, t.offload_params, has_cuda)
+        if t.deepspeed else None,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         include_num_input_tokens_seen="non_padding",
         disable_tqdm=not os.isatty(2),
     )
+
+    planned = _planned_peak(cfg, model_dir, args.world_size)
+    set_seed(t.seed)  # before LoRA's init, so a run is reproducible from its config alone
+    model = build_model(t, model_dir, precision, attention, has_cuda)
+    if has_cuda and t.deepspeed != "zero3" and t.method != "qlora":
+        model.to(args.device)   # where the Trainer would put it; the packing self-test runs there
+    if "position_ids" in train_set.column_names:
+        if t.deepspeed == "zero3":
+            log.info("packing self-test skipped: under ZeRO-3 the weights are shards until training starts")
+        else:
+            _check_packing(model, train_set[0], precision != "fp32")
     trainer = guarded_trainer_class()(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
-                      data_collator=PadCollator(tokenizer.pad_token_id),
-                      callbacks=[MarkComplete(), _HistoryWriter(history_path)])
+                                      data_collator=PadCollator(tokenizer.pad_token_id),
+                                      callbacks=[MarkComplete(), _HistoryWriter(history_path)])
     if t.gradient_checkpointing and t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(t.checkpoint_fraction))
 
@@ -212,27 +226,22 @@ def run_train(cfg: Config) -> StageRecord:
         result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     except NonFiniteLoss as e:
         # Raised before that step's optimizer update: the weights in hand are the last good ones.
-        last_good = out / "last-good-adapter"
-        if trainer.is_world_process_zero():
-            trainer.model.save_pretrained(last_good)
+        last_good = _save_trained(trainer, tokenizer, out, "last-good-" + ("model" if t.method == "full" else "adapter"))
         raise TrainingDiverged(f"train: the loss became {e.value} at step {e.step}; stopped before that step's "
                                f"update. The last good weights (step {e.step - 1}) are in {last_good}; lower "
                                f"train.learning_rate or check the data") from None
 
+    kind = "model" if t.method == "full" else "adapter"
+    saved = _save_trained(trainer, tokenizer, out, kind)
     if trainer.is_world_process_zero():
-        adapter = out / "adapter"
-        tmp = out / ".adapter.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        trainer.model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        shutil.rmtree(adapter, ignore_errors=True)
-        tmp.replace(adapter)
         history = [json.loads(line) for line in history_path.read_text().splitlines() if line.strip()]
         evals = [h["eval_loss"] for h in history if "eval_loss" in h]
         base_eval, final_eval = evals[0], evals[-1]
+        speeds = [h for h in history if "tokens_per_s" in h]
         record.inputs = {"train.arrow": sha256_file(data_dir / "train.arrow"), "base_model": str(model_dir)}
-        record.outputs = {"adapter": str(adapter), "checkpoints": str(ckpt_dir), "log_history": str(history_path)}
+        record.outputs = {kind: str(saved), "checkpoints": str(ckpt_dir), "log_history": str(history_path)}
         record.metrics = {
+            "method": t.method,
             "steps": trainer.state.global_step,
             "resumed_from": str(resume) if resume else None,
             "base_eval_loss": base_eval,
@@ -241,11 +250,17 @@ def run_train(cfg: Config) -> StageRecord:
             "perplexity": math.exp(final_eval),
             "train_runtime_s": result.metrics.get("train_runtime"),
             "tokens_seen": int(trainer.state.num_input_tokens_seen),
-            "precision": "bf16" if bf16 else "fp32",
+            "tokens_per_s": speeds[-1]["tokens_per_s"] if speeds else None,
+            "mfu": speeds[-1].get("mfu") if speeds else None,
+            "precision": precision,
+            "attention": attention,
+            "liger": t.liger,
             "deepspeed": t.deepspeed,
+            "offload": [k for k in ("optimizer", "params") if getattr(t, f"offload_{k}")],
             "world_size": args.world_size,
-            "adapter_sha256": sha256_tree(adapter),
+            f"{kind}_sha256": sha256_tree(saved),
             "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if has_cuda else None,
+            "planned_peak_gib": planned,   # the planner's allocated peak (Liger's savings not modelled)
             "best_checkpoint": trainer.state.best_model_checkpoint,
             "best_eval_loss": trainer.state.best_metric,
             **_summarise(history),

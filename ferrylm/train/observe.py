@@ -2,7 +2,9 @@
 
 `GuardedTrainer` is the HF Trainer with two additions:
 - every log line gains tokens/s (non-padding tokens since the last line), peak GPU memory and MFU
-  (on GPUs whose bf16 dense peak we know), so TensorBoard / W&B / MLflow and log_history all get them;
+  (on GPUs whose bf16 dense peak we know; weight FLOPs 6·N, or 4·N with a frozen base, plus
+  attention's 12·layers·hidden·example length), so TensorBoard / W&B / MLflow and log_history all
+  get them;
 - a non-finite loss raises `NonFiniteLoss` before that step's optimizer update, so the weights in
   hand are the last good ones (the train stage saves them and stops with a clear message).
 """
@@ -30,10 +32,32 @@ def peak_flops() -> float | None:
     return next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
 
 
-def flops_per_token(model, trainable_only: bool) -> float:
-    """6·N for a full fine-tune; 4·N when the base is frozen (no weight gradients for it)."""
-    n = sum(p.numel() for p in model.parameters())
-    return (4.0 if trainable_only else 6.0) * n
+def flops_per_token(model) -> float:
+    """Weight FLOPs per trained token: 6·N for a full fine-tune; 4·N when the base is frozen (no
+    weight gradients for it)."""
+    from .build import parameter_count
+
+    trainable, total = parameter_count(model)
+    return (4.0 if trainable < total else 6.0) * total
+
+
+def attention_flops_per_token(model, context: float) -> float:
+    """Attention's score and value products, forward and backward, for a token in an example of
+    `context` tokens: 12·layers·hidden·context (the usual MFU convention, causal masking not
+    discounted). `context` is the example's length, not the packed row's."""
+    c = model.config
+    return 12.0 * c.num_hidden_layers * c.hidden_size * context
+
+
+def example_lengths(inputs: dict) -> list[int]:
+    """Lengths of the examples in a batch: packed rows split where their position ids restart."""
+    if "position_ids" in inputs:
+        lengths = []
+        for row in inputs["position_ids"].tolist():
+            starts = [i for i, p in enumerate(row) if p == 0] + [len(row)]
+            lengths += [b - a for a, b in zip(starts, starts[1:])]
+        return lengths
+    return inputs["attention_mask"].sum(dim=1).tolist()
 
 
 def guarded_trainer_class():
@@ -41,11 +65,15 @@ def guarded_trainer_class():
 
     class GuardedTrainer(Trainer):
         _last = None   # (time, tokens seen) at the previous log line
-        _flops = None  # model FLOPs per trained token
+        _flops = None  # weight FLOPs per trained token
+        _sq = _n = 0   # Σ length² and Σ length over examples since the last log line (attention FLOPs)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             if self._last is None:
                 self._last = (time.perf_counter(), self.state.num_input_tokens_seen or 0)
+            lengths = example_lengths(inputs)
+            self._sq += sum(n * n for n in lengths)
+            self._n += sum(lengths)
             loss = super().training_step(model, inputs, num_items_in_batch)
             if not torch.isfinite(loss).all():
                 raise NonFiniteLoss(self.state.global_step + 1, float(loss))
@@ -66,12 +94,13 @@ def guarded_trainer_class():
                 peak = peak_flops()
                 if peak:
                     if self._flops is None:   # the model's size does not change during a run
-                        frozen = any(not p.requires_grad for p in self.model.parameters())
-                        self._flops = flops_per_token(self.model, frozen)
-                    out["mfu"] = self._flops * tps / world / peak
+                        self._flops = flops_per_token(self.model)
+                    context = self._sq / self._n if self._n else 0.0
+                    flops = self._flops + attention_flops_per_token(self.model, context)
+                    out["mfu"] = flops * tps / world / peak
             if torch.cuda.is_available():
                 out["gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
-            self._last = (now, seen)
+            self._last, self._sq, self._n = (now, seen), 0, 0
             return out
 
     return GuardedTrainer

@@ -41,6 +41,13 @@ class ModelShape:
     vocab: int = 152064
     tied_embeddings: bool = False
 
+    @classmethod
+    def from_hf_config(cls, c: dict) -> "ModelShape":
+        return cls(hidden=c["hidden_size"], layers=c["num_hidden_layers"], heads=c["num_attention_heads"],
+                   kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"],
+                   intermediate=c["intermediate_size"], vocab=c["vocab_size"],
+                   tied_embeddings=bool(c.get("tie_word_embeddings", False)))
+
     @property
     def head_dim(self) -> int:
         return self.hidden // self.heads
@@ -72,6 +79,7 @@ class Setup:
     seq_len: int = 4096
     micro_batch: int = 1
     gradient_checkpointing: bool = True
+    checkpoint_fraction: float = 1.0   # selective: only this share of the layers recompute
     gpus: int = 1
     zero_stage: int = 0
     offload_optimizer: bool = False
@@ -157,10 +165,12 @@ def estimate(s: Setup) -> Plan:
         weights = 2 * s.shape.layer_params() * 2.0
 
     per_layer = activation_bytes_per_token_layer(s) * tokens
-    if s.gradient_checkpointing:
-        acts = s.shape.layers * 2 * s.shape.hidden * tokens + per_layer
-    else:
-        acts = s.shape.layers * per_layer
+    recompute = round(s.checkpoint_fraction * s.shape.layers) if s.gradient_checkpointing else 0
+    # A recomputed layer keeps its input; the others keep everything; recomputing one layer
+    # briefly holds that layer's activations as well.
+    acts = recompute * 2 * s.shape.hidden * tokens + (s.shape.layers - recompute) * per_layer
+    if recompute:
+        acts += per_layer
     logits = tokens * s.shape.vocab * (2 + 4 + 4)  # bf16 logits, fp32 copy, fp32 log-softmax
     total = weights + optim + max(acts + logits, grads) + s.reserve_gib * GiB
     plan = Plan(weights / GiB, grads / GiB, optim / GiB, acts / GiB, logits / GiB, s.reserve_gib, cpu / GiB,
@@ -177,67 +187,65 @@ def smallest_fix(s: Setup) -> str:
     candidates = []
     if not s.gradient_checkpointing:
         candidates.append(("train.gradient_checkpointing=true", replace(s, gradient_checkpointing=True)))
+    elif s.checkpoint_fraction < 1:
+        candidates.append(("train.checkpoint_fraction=1", replace(s, checkpoint_fraction=1.0)))
     if s.micro_batch > 1:
-        candidates.append((f"micro_batch={s.micro_batch // 2} (raise gradient accumulation to keep the batch)",
-                           replace(s, micro_batch=s.micro_batch // 2)))
+        candidates.append((f"train.per_device_batch_size={s.micro_batch // 2} (raise "
+                           f"train.gradient_accumulation_steps to keep the batch)", replace(s, micro_batch=s.micro_batch // 2)))
     if s.gpus > 1 and s.zero_stage < 3:
-        candidates.append((f"zero_stage={s.zero_stage + 1}", replace(s, zero_stage=s.zero_stage + 1)))
+        stage = 2 if s.zero_stage < 2 else 3
+        candidates.append((f"train.deepspeed=zero{stage}", replace(s, zero_stage=stage)))
     if s.zero_stage >= 1 and not s.offload_optimizer:
-        candidates.append(("offload_optimizer=true", replace(s, offload_optimizer=True)))
+        candidates.append(("train.offload_optimizer=true", replace(s, offload_optimizer=True)))
     if s.zero_stage >= 3 and not s.offload_params:
-        candidates.append(("offload_params=true", replace(s, offload_params=True)))
+        candidates.append(("train.offload_params=true", replace(s, offload_params=True)))
     if s.method == "full":
-        candidates.append(("method=lora", replace(s, method="lora")))
+        candidates.append(("train.method=lora", replace(s, method="lora")))
     if s.method == "lora":
-        candidates.append(("method=qlora", replace(s, method="qlora")))
+        candidates.append(("train.method=qlora", replace(s, method="qlora")))
     if s.seq_len > 512:
-        candidates.append((f"seq_len={s.seq_len // 2}", replace(s, seq_len=s.seq_len // 2)))
+        candidates.append((f"data.max_seq_len={s.seq_len // 2}", replace(s, seq_len=s.seq_len // 2)))
     for label, alt in candidates:
         if estimate(alt).fits:
             return label
     return "none of the single changes tried is enough; combine them or add GPUs"
 
 
-def load_setup(source: str, overrides: list[str] | tuple[str, ...] = ()) -> tuple[Setup, dict]:
-    """A named set-up from presets/hardware/plans.yaml (or a YAML file of Setup fields), with
-    key=value overrides. Returns the Setup and the preset's notes (e.g. the seed's claimed peak)."""
-    from dataclasses import fields
-    from importlib import resources
-    from pathlib import Path
+def setup_from_config(cfg, shape: ModelShape | None = None) -> Setup:
+    """The planner's view of a run config: its train section on its hardware section."""
+    t = cfg.train
+    return Setup(shape=shape or ModelShape(), method=t.method, lora_r=t.lora_r, lora_dropout=t.lora_dropout,
+                 seq_len=cfg.data.max_seq_len, micro_batch=t.per_device_batch_size,
+                 gradient_checkpointing=t.gradient_checkpointing, checkpoint_fraction=t.checkpoint_fraction,
+                 gpus=cfg.hardware.gpus, zero_stage={None: 0, "zero2": 2, "zero3": 3}[t.deepspeed],
+                 offload_optimizer=t.offload_optimizer, offload_params=t.offload_params,
+                 # DeepSpeed keeps fp32 master weights and Adam states; a full fine-tune without it
+                 # trains the weights it loaded (bf16 on a GPU) with bf16 optimizer states.
+                 optimizer_precision="mixed" if (t.deepspeed or t.method != "full") else "bf16",
+                 gpu_memory_gib=cfg.hardware.gpu_memory_gib)
 
-    import yaml
 
-    from ..config import ConfigError
+def load_setup(source: str | None, overrides: list[str] | tuple[str, ...] = ()) -> tuple[Setup, dict]:
+    """A run config (preset name or YAML file, dotted overrides) as a Setup for Qwen2.5-7B's shapes,
+    and its notes (a claimed peak to answer)."""
+    from ..config import load_config
 
-    shipped = yaml.safe_load((resources.files("ferrylm") / "presets" / "hardware" / "plans.yaml").read_text())
-    if source in shipped:
-        spec = dict(shipped[source])
-    elif Path(source).is_file():
-        spec = yaml.safe_load(Path(source).read_text()) or {}
-    else:
-        raise ConfigError(f"plan: {source!r} is neither a file nor a set-up ({', '.join(shipped)})")
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ConfigError(f"override {item!r}: expected key=value, e.g. seq_len=2048")
-        spec[key] = yaml.safe_load(raw)
-    notes = {k: spec.pop(k) for k in [k for k in spec if k.startswith("seed_")]}
-    known = {f.name for f in fields(Setup)} - {"shape"}
-    for key in spec:
-        if key not in known:
-            raise ConfigError(f"plan.{key}: unknown key (known: {', '.join(sorted(known))})")
-    return Setup(**spec), notes
+    cfg = load_config(source, overrides)
+    notes = {"claimed_peak_gib": cfg.hardware.claimed_peak_gib} if cfg.hardware.claimed_peak_gib else {}
+    return setup_from_config(cfg), notes
 
 
 def report(name: str, setup: Setup, notes: dict) -> str:
     plan = estimate(setup)
+    ckpt = "off" if not setup.gradient_checkpointing else (
+        "on" if setup.checkpoint_fraction >= 1 else f"on for {setup.checkpoint_fraction:.0%} of the layers")
     head = (f"{name}: Qwen2.5-7B ({setup.shape.params() / 1e9:.2f} B parameters), {setup.method}"
             f"{f' r={setup.lora_r}' if setup.method != 'full' else ''}, {setup.gpus} GPU(s), ZeRO-{setup.zero_stage}"
             f"{' + optimizer offload' if setup.offload_optimizer else ''}{' + parameter offload' if setup.offload_params else ''}, "
-            f"seq {setup.seq_len} × micro-batch {setup.micro_batch}, checkpointing {'on' if setup.gradient_checkpointing else 'off'}")
+            f"seq {setup.seq_len} × micro-batch {setup.micro_batch}, checkpointing {ckpt}")
     lines = [head, *plan.lines(setup)]
-    if "seed_claim_gib" in notes:
-        claim = notes["seed_claim_gib"]
+    if "claimed_peak_gib" in notes:
+        claim = notes["claimed_peak_gib"]
         lines.append(f"the seed document claims {claim:g} GiB per GPU; this estimate is {plan.total_gib:.1f} GiB "
                      f"({plan.total_gib / claim - 1:+.0%})")
     return "\n".join(lines)

@@ -65,3 +65,23 @@ def test_selective_checkpointing_recomputes_some_layers_with_the_same_losses(tin
         losses[fraction] = [r["loss"] for r in rows if "loss" in r and "eval_loss" not in r]
     assert "selective checkpointing: 1 of 2 decoder layers recompute" in caplog.text
     assert losses["0.5"] == losses["1.0"]     # recomputation changes memory, never the numbers (fp32)
+
+
+def test_mfu_counts_attention_over_each_example_not_the_packed_row():
+    import torch
+
+    from ferrylm.train.observe import attention_flops_per_token, example_lengths
+
+    packed = {"position_ids": torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3, 4]])}
+    assert example_lengths(packed) == [3, 2, 5]
+    padded = {"attention_mask": torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])}
+    assert example_lengths(padded) == [3, 4]
+
+    class Cfg:
+        num_hidden_layers, hidden_size = 28, 3584
+
+    class Model:
+        config = Cfg()
+
+    # Qwen2.5-7B at 4096 tokens: 12·28·3584·4096 = 4.93 GFLOP per token beside 6·N = 45.7 GFLOP.
+    assert attention_flops_per_token(Model(), 4096) == 12 * 28 * 3584 * 4096

@@ -30,7 +30,7 @@ def test_seed_a40_plan_is_refuted_with_a_fix(capsys):
     setup, notes = load_setup("a40x2")
     plan = estimate(setup)
     assert not plan.fits and plan.total_gib > 60  # the seed's "43 GB per card" cannot hold
-    assert plan.advice == "offload_optimizer=true"
+    assert plan.advice == "train.offload_optimizer=true"
     assert main(["plan", "a40x2"]) == 0
     out = capsys.readouterr().out
     assert "does NOT fit" in out and "the seed document claims 40 GiB per GPU" in out
@@ -44,7 +44,31 @@ def test_checkpointing_and_sharding_move_the_peak():
 
 
 def test_bad_plan_input(capsys):
-    with pytest.raises(ConfigError, match="plan.sequ: unknown key"):
-        load_setup("a40x2", ["sequ=3"])
+    with pytest.raises(ConfigError, match="train.sequ: unknown key"):
+        load_setup("a40x2", ["train.sequ=3"])
     assert main(["plan", "nope"]) == 2
-    assert "neither a file nor a set-up" in capsys.readouterr().err
+    assert "neither a file nor a preset" in capsys.readouterr().err
+
+
+def test_every_hardware_preset_is_a_valid_run_config_and_plans():
+    from ferrylm.config import load_config, preset_names
+    from ferrylm.train.plan import setup_from_config
+
+    names = set(preset_names()) - {"default"}
+    assert names >= {"a40x2", "a800-80g", "a800-80g-aggressive", "a6000x2-qlora", "4gpu-zero3-offload", "6x32g-zero3",
+                     "h100-80g", "h200-141g"}
+    for name in names:
+        cfg = load_config(name)
+        setup = setup_from_config(cfg)
+        assert setup.gpus == cfg.hardware.gpus and setup.seq_len == cfg.data.max_seq_len
+        # Every shipped preset but the seed's own A40 full fine-tune (kept to be refuted) fits its hardware.
+        assert estimate(setup).fits == (name != "a40x2"), name
+    zero3 = setup_from_config(load_config("4gpu-zero3-offload"))
+    assert (zero3.zero_stage, zero3.offload_params, zero3.method) == (3, True, "full")
+    assert load_config("4gpu-zero3-offload").train.precision == "fp16"
+
+
+def test_selective_checkpointing_is_between_none_and_all():
+    peaks = [estimate(Setup(checkpoint_fraction=f)).total_gib for f in (1.0, 0.5, 0.0)]
+    assert peaks[0] < peaks[1] < peaks[2]
+    assert estimate(Setup(gradient_checkpointing=False)).total_gib == pytest.approx(peaks[2])

@@ -1,0 +1,64 @@
+"""The other training methods on the tiny Qwen2, for real: a full fine-tune (then exported), QLoRA
+on a 4-bit base (bitsandbytes' CPU kernels), and refusals for what this machine cannot do."""
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from ferrylm.export import run_export
+from ferrylm.manifest import read_record
+from ferrylm.train import run_train
+from ferrylm.train.build import TrainSetupError
+
+
+def test_full_fine_tune_trains_every_weight_and_exports(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
+    run = copy_run()
+    cfg = make_config(run, tiny_qwen2_dir, tiny_corpus, "train.method=full", "train.learning_rate=1e-3")
+    m = run_train(cfg).metrics
+    assert m["method"] == "full" and m["steps"] == 8
+    assert m["eval_loss"] < m["base_eval_loss"] - 0.05
+    model_dir = run / "train" / "model"
+    assert not (run / "train" / "adapter").exists()
+    trained, base = load_file(model_dir / "model.safetensors"), load_file(tiny_qwen2_dir / "model.safetensors")
+    assert trained.keys() == base.keys()
+    changed = [k for k in base if not torch.equal(trained[k], base[k])]
+    assert len(changed) > 0.9 * len(base), "a full fine-tune must move (nearly) every tensor"
+    # Export: nothing to merge; the artifact is the trained model, held to itself.
+    rec = run_export(cfg)
+    manifest = json.loads((run / "export" / "merged" / "manifest.json").read_text())
+    assert manifest["parity"]["reference"] == "the fine-tuned model (PyTorch)"
+    assert manifest["parity"]["greedy_tokens_equal"] == manifest["parity"]["prompts"]
+    assert manifest["merge"]["weights_merged"] == 0 and "trained_model_sha256" in manifest["inputs"]
+    assert rec.metrics["parity"]["max_abs_logit_diff"] < 1e-4
+
+
+def test_qlora_trains_adapters_on_a_4bit_base_and_exports(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
+    pytest.importorskip("bitsandbytes")
+    run = copy_run()
+    cfg = make_config(run, tiny_qwen2_dir, tiny_corpus, "train.method=qlora", "train.lora_r=8")
+    m = run_train(cfg).metrics
+    assert m["method"] == "qlora"
+    # The 4-bit base's own held-out loss is the step-0 eval; the adapters lower it.
+    assert m["eval_loss"] < m["base_eval_loss"] - 0.05
+    adapter = load_file(run / "train" / "adapter" / "adapter_model.safetensors")
+    assert any("lora_B" in k and v.abs().sum() > 0 for k, v in adapter.items())
+    # The adapter is merged into the full-precision base, as QLoRA adapters are shipped.
+    rec = run_export(cfg)
+    assert rec.metrics["parity"]["greedy_tokens_equal"] == rec.metrics["parity"]["prompts"]
+    assert read_record(run / "export")["outputs"]["merged"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.precision=fp16", "train.precision: fp16 training (with loss scaling) needs a CUDA GPU"),
+    ("train.liger=true", "train.liger: Liger's kernels are Triton kernels and need a CUDA GPU"),
+    ("train.attention=flash_attention_2", "train.attention: flash_attention_2 needs a CUDA GPU"),
+])
+def test_what_a_cpu_cannot_do_is_refused_before_loading(override, message, copy_run, tiny_qwen2_dir, tiny_corpus,
+                                                        make_config):
+    import re
+
+    run = copy_run()
+    with pytest.raises(TrainSetupError, match=re.escape(message)):
+        run_train(make_config(run, tiny_qwen2_dir, tiny_corpus, override))
+    assert not (run / "train").exists()
