@@ -23,7 +23,7 @@ from pathlib import Path
 
 SEQ = 4096
 COMMON = ["train.per_device_batch_size=1", "train.gradient_accumulation_steps=1", "train.max_steps=8",
-          "train.logging_steps=2", "train.save_steps=1000", "train.warmup_steps=0", "train.eval_batches=1",
+          "train.logging_steps=2", "train.save_steps=0", "train.warmup_steps=0", "train.eval_batches=1",
           "train.report_to=[]", "train.precision=bf16", f"data.max_seq_len={SEQ}"]
 FULL = ["train.method=full", "train.learning_rate=1e-5"]
 LORA = ["train.method=lora", "train.lora_r=16", "train.lora_alpha=32", "train.lora_dropout=0"]
@@ -79,17 +79,20 @@ def run_variant(name: str, work: Path, model_dir: Path) -> dict:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     row = {"variant": name, "gpus": gpus, "overrides": overrides, "wall_s": round(time.time() - t0, 1),
            "returncode": proc.returncode}
+    history = run / "train" / "log_history.jsonl"
+    lines = [json.loads(l) for l in history.read_text().splitlines()] if history.is_file() else []
+    speed = [l for l in lines if "tokens_per_s" in l][1:]
+    if speed:   # kept also when the run failed later (e.g. while saving)
+        row.update(tokens_per_s_per_gpu=statistics.median(l["tokens_per_s"] for l in speed) / gpus,
+                   mfu=statistics.median(l["mfu"] for l in speed),
+                   peak_allocated_gib_rank0=max(l["gpu_memory_gib"] for l in speed),
+                   losses=[l["loss"] for l in lines if "loss" in l and "eval_loss" not in l])
     if proc.returncode != 0:
-        row["error"] = proc.stderr[-2500:]
+        row["error"] = "\n".join(ln for ln in proc.stderr.splitlines() if "rank" in ln or "Error" in ln)[-2500:]
         return row
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
-    lines = [json.loads(l) for l in (run / "train" / "log_history.jsonl").read_text().splitlines()]
-    speed = [l for l in lines if "tokens_per_s" in l][1:]
-    tps = statistics.median(l["tokens_per_s"] for l in speed)
-    row.update(tokens_per_s_per_gpu=tps / gpus, mfu=statistics.median(l["mfu"] for l in speed),
-               peak_allocated_gib_rank0=m["peak_gpu_memory_gib"], planned_allocated_gib=m["planned_peak_gib"],
-               losses=[l["loss"] for l in lines if "loss" in l and "eval_loss" not in l],
-               base_eval_loss=m["base_eval_loss"], eval_loss=m["eval_loss"], attention=m["attention"])
+    row.update(planned_allocated_gib=m["planned_peak_gib"], base_eval_loss=m["base_eval_loss"], eval_loss=m["eval_loss"],
+               attention=m["attention"], record_peak_gib_rank0=m["peak_gpu_memory_gib"])
     # The saved model is 15 GB: drop it, the numbers are what this benchmark keeps.
     subprocess.run(["rm", "-rf", str(run / "train" / "model"), str(run / "train" / "adapter")])
     return row

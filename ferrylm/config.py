@@ -106,7 +106,10 @@ class TrainConfig(_Section):
     # 1.0 = all. Trades memory for speed (measured: docs/benchmarks.md, LoRA training speed).
     checkpoint_fraction: float = Field(1.0, ge=0, le=1)
     logging_steps: int = Field(5, gt=0)
-    save_steps: int = Field(20, gt=0)
+    # A resumable checkpoint every N steps and at the end; 0 = none (the adapter or model is still
+    # written at the end). A full fine-tune's checkpoint holds the fp32 optimizer states too
+    # (Qwen2.5-7B: about 106 GB).
+    save_steps: int = Field(20, ge=0)
     save_total_limit: int = Field(3, gt=0)
     eval_batches: int = Field(16, gt=0)
     # DeepSpeed ZeRO stage (sharded optimizer + gradients; zero3 also parameters), and what it moves
@@ -211,6 +214,8 @@ class Config(_Section):
             raise ValueError("train.offload_optimizer: optimizer offload is DeepSpeed's; set train.deepspeed=zero2 or zero3")
         if t.offload_params and t.deepspeed != "zero3":
             raise ValueError("train.offload_params: parameter offload needs train.deepspeed=zero3")
+        if t.keep_best and t.save_steps == 0:
+            raise ValueError("train.keep_best: keeping the best checkpoint needs checkpoints; set train.save_steps")
         if t.method == "qlora" and t.deepspeed == "zero3":
             raise ValueError("train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3; use zero2 or none")
         d = self.data

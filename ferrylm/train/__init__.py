@@ -182,8 +182,8 @@ def run_train(cfg: Config) -> StageRecord:
         gradient_checkpointing_kwargs={"use_reentrant": False},
         use_liger_kernel=t.liger,
         logging_steps=t.logging_steps,
-        save_strategy="steps",
-        save_steps=t.save_steps,
+        save_strategy="steps" if t.save_steps else "no",
+        save_steps=t.save_steps or None,
         save_total_limit=t.save_total_limit,
         # Evaluating at step 0 inside the training loop (not via evaluate() before it) works under
         # ZeRO too, which refuses evaluate() before its engine exists. Nothing has been updated at
