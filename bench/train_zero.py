@@ -36,6 +36,13 @@ VARIANTS = {
     "zero2-full-liger-ckpt": (2, FULL + ["train.deepspeed=zero2", "train.liger=true", "train.gradient_checkpointing=true"]),
     "zero3-full-ckpt": (2, FULL + ["train.deepspeed=zero3", "train.gradient_checkpointing=true"]),
     "zero3-full-liger-nockpt": (2, FULL + ["train.deepspeed=zero3", "train.liger=true", "train.gradient_checkpointing=false"]),
+    "zero2-full-liger-nockpt-acc4": (2, FULL + ["train.deepspeed=zero2", "train.liger=true",
+                                                "train.gradient_checkpointing=false", "train.gradient_accumulation_steps=4",
+                                                "train.max_steps=6"]),
+    # Planner check: HF kernels (the logits materialised), no checkpointing.
+    "zero2-full-nockpt": (2, FULL + ["train.deepspeed=zero2", "train.gradient_checkpointing=false"]),
+    # The LoRA anchor's recipe (HF + PEFT, checkpointing, no DeepSpeed) through ferrylm train.
+    "lora-1gpu-hf-ckpt": (1, LORA + ["train.gradient_checkpointing=true"]),
     "lora-1gpu": (1, LORA + ["train.deepspeed=zero2", "train.liger=true", "train.gradient_checkpointing=false"]),
     "lora-2gpu": (2, LORA + ["train.deepspeed=zero2", "train.liger=true", "train.gradient_checkpointing=false"]),
 }

@@ -40,6 +40,10 @@ def _prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
     if use_deepspeed and re.search(r"\d\.\d[a-z]", arch):
         # DeepSpeed's op builder reads "9.0a" as a number and fails; the plain arch builds the same ops.
         os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d\.\d)[a-z]", r"\1", arch)
+    if use_deepspeed and "RANK" not in os.environ:
+        # A single process still needs a process group for DeepSpeed; launchers set these themselves.
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))
 
 
 class _HistoryWriter:
