@@ -33,6 +33,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _cuda_device_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def _prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
     if use_deepspeed and not has_cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -40,7 +46,14 @@ def _prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
     if use_deepspeed and re.search(r"\d\.\d[a-z]", arch):
         # DeepSpeed's op builder reads "9.0a" as a number and fails; the plain arch builds the same ops.
         os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d\.\d)[a-z]", r"\1", arch)
-    if use_deepspeed and "RANK" not in os.environ:
+    several_gpus = has_cuda and _cuda_device_count() > 1
+    if several_gpus and "RANK" not in os.environ:
+        # One process on a machine with several GPUs: the Trainer would wrap the model in
+        # nn.DataParallel (one process driving every GPU, the loss summed across them). Train on
+        # one GPU instead, as a world of one, and say how to use them all.
+        log.warning("%d GPUs visible but one process: training on GPU 0; use `ferrylm launch --nproc %d` for all",
+                    _cuda_device_count(), _cuda_device_count())
+    if (use_deepspeed or several_gpus) and "RANK" not in os.environ:
         # A single process still needs a process group for DeepSpeed; launchers set these themselves.
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(_free_port()))
