@@ -62,3 +62,23 @@ def test_what_a_cpu_cannot_do_is_refused_before_loading(override, message, copy_
     with pytest.raises(TrainSetupError, match=re.escape(message)):
         run_train(make_config(run, tiny_qwen2_dir, tiny_corpus, override))
     assert not (run / "train").exists()
+
+
+def test_one_process_zero2_with_optimizer_offload(copy_run, tiny_qwen2_dir, tiny_corpus):
+    """The a800-80g shape on CPU: a single process (no launcher) under ZeRO-2 with the optimizer
+    states offloaded, full fine-tune. In a subprocess: DeepSpeed's process group outlives a run."""
+    import subprocess
+    import sys
+
+    run = copy_run()
+    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", f"run_dir={run}", f"model.path={tiny_qwen2_dir}",
+                           "train.method=full", "train.deepspeed=zero2", "train.offload_optimizer=true",
+                           "train.max_steps=3", "train.save_steps=0", "train.per_device_batch_size=2",
+                           "train.eval_batches=2", "train.logging_steps=1", "train.learning_rate=1e-3"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((run / "train" / "record.json").read_text())["metrics"]
+    assert (m["method"], m["deepspeed"], m["offload"], m["world_size"]) == ("full", "zero2", ["optimizer"], 1)
+    assert m["eval_loss"] < m["base_eval_loss"]
+    assert not (run / "train" / "checkpoints").exists() or not any((run / "train" / "checkpoints").iterdir())
+    assert (run / "train" / "model" / "model.safetensors").is_file()

@@ -72,3 +72,28 @@ def test_selective_checkpointing_is_between_none_and_all():
     peaks = [estimate(Setup(checkpoint_fraction=f)).total_gib for f in (1.0, 0.5, 0.0)]
     assert peaks[0] < peaks[1] < peaks[2]
     assert estimate(Setup(gradient_checkpointing=False)).total_gib == pytest.approx(peaks[2])
+
+
+def test_planner_matches_ferrylm_train_under_zero_on_two_h200():
+    """Rows measured by bench/train_zero.py (ferrylm launch, DeepSpeed ZeRO-2/3, 2 x H200): each row's
+    run config goes through the same setup_from_config that `ferrylm plan` uses. Liger rows are left
+    out (the planner models HF kernels), and rows the results mark invalid."""
+    import importlib.util
+
+    from ferrylm.config import load_config
+    from ferrylm.train.plan import setup_from_config
+
+    spec = importlib.util.spec_from_file_location("train_zero", RESULTS.parent / "train_zero.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    checked = 0
+    for run in "bcd":
+        for row in json.loads((RESULTS / f"train_zero_h200x2_run_{run}.json").read_text())["rows"]:
+            if "invalid" in row or "train.liger=true" in row["overrides"]:
+                continue
+            cfg = load_config("default", [*bench.COMMON, *row["overrides"], f"hardware.gpus={row['gpus']}"])
+            setup = setup_from_config(cfg)
+            planned = estimate(setup).total_gib - setup.reserve_gib
+            assert planned == pytest.approx(row["peak_allocated_gib_rank0"], rel=0.05), row["variant"]
+            checked += 1
+    assert checked == 4
