@@ -20,7 +20,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
 from .build import build_model, check_liger, choose_attention, choose_precision
-from .checkpoints import MarkComplete, latest_complete
+from .checkpoints import MarkComplete, latest_complete, make_universal, saved_world_size
 from .observe import NonFiniteLoss, guarded_trainer_class, selective_checkpointing
 from .zero import deepspeed_config
 
@@ -180,6 +180,12 @@ def run_train(cfg: Config) -> StageRecord:
     elif resume is not None and rank0:
         log.info("resuming from %s", resume)
         _truncate_history(history_path, int(resume.name.split("-")[1]))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    saved_world = saved_world_size(resume) if resume is not None and t.deepspeed else None
+    reshard = saved_world is not None and saved_world != world
+    if reshard:
+        log.info("checkpoint written by %d processes, resuming on %d", saved_world, world)
+        make_universal(resume, rank0)
     # TensorBoard's callback takes its directory from the environment in transformers 5.
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(out / "tensorboard")
     args = TrainingArguments(
@@ -215,8 +221,8 @@ def run_train(cfg: Config) -> StageRecord:
         data_seed=t.seed,
         use_cpu=not has_cuda,
         ddp_backend="gloo" if ("RANK" in os.environ and not has_cuda) else None,
-        deepspeed=deepspeed_config(t.deepspeed, precision, t.offload_optimizer, t.offload_params, has_cuda)
-        if t.deepspeed else None,
+        deepspeed=deepspeed_config(t.deepspeed, precision, t.offload_optimizer, t.offload_params, has_cuda,
+                                   load_universal=reshard) if t.deepspeed else None,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         include_num_input_tokens_seen="non_padding",
@@ -261,6 +267,7 @@ def run_train(cfg: Config) -> StageRecord:
             "method": t.method,
             "steps": trainer.state.global_step,
             "resumed_from": str(resume) if resume else None,
+            "resumed_from_world_size": saved_world,
             "base_eval_loss": base_eval,
             "base_perplexity": math.exp(base_eval),
             "eval_loss": final_eval,

@@ -57,3 +57,43 @@ def latest_complete(folder: Path, clean: bool = False) -> Path | None:
             log.warning("removing incomplete checkpoint %s (the run was killed while saving it)", path)
             shutil.rmtree(path, ignore_errors=True)
     return best
+
+
+def saved_world_size(checkpoint: Path) -> int | None:
+    """How many data-parallel ranks wrote this DeepSpeed checkpoint (None: not a DeepSpeed one)."""
+    tag_file = checkpoint / "latest"
+    if not tag_file.is_file():
+        return None
+    ranks = {m.group(1) for f in (checkpoint / tag_file.read_text().strip()).glob("zero_pp_rank_*")
+             if (m := re.match(r"zero_pp_rank_(\d+)_", f.name))}
+    return len(ranks) or None
+
+
+def make_universal(checkpoint: Path, rank0: bool, timeout_s: float = 3600) -> None:
+    """Convert a DeepSpeed checkpoint to DeepSpeed's universal format (every tensor whole, by name),
+    which loads on any number of GPUs. Rank 0 converts; the others wait for `latest_universal`,
+    which it writes last. Before the process group exists, so the wait is on the file."""
+    import subprocess
+    import sys
+    import time
+
+    done = checkpoint / "latest_universal"
+    if rank0 and not done.is_file():
+        tag = (checkpoint / "latest").read_text().strip()
+        out = checkpoint / f"{tag}_universal"
+        shutil.rmtree(out, ignore_errors=True)
+        log.info("resharding %s for a different number of processes (DeepSpeed universal checkpoint)", checkpoint)
+        # --inject_missing_state: the HF Trainer does not store the layout hints Megatron does;
+        # the converter derives them from the ZeRO files.
+        proc = subprocess.run([sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+                               str(checkpoint / tag), "--output_folder", str(out), "--num_extract_workers", "1",
+                               "--num_merge_workers", "1", "--inject_missing_state"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{checkpoint}: converting to a universal checkpoint failed: {proc.stderr[-1500:]}")
+        (checkpoint / ".latest_universal.tmp").write_text(out.name)
+        (checkpoint / ".latest_universal.tmp").replace(done)
+    deadline = time.time() + timeout_s
+    while not done.is_file():
+        if time.time() > deadline:
+            raise TimeoutError(f"{checkpoint}: rank 0 did not finish the universal checkpoint in {timeout_s:.0f} s")
+        time.sleep(1)

@@ -1,7 +1,8 @@
 """What a run reports while it runs, and the one failure it must stop on.
 
 `GuardedTrainer` is the HF Trainer with two additions:
-- every log line gains tokens/s (non-padding tokens since the last line), peak GPU memory and MFU
+- every log line gains tokens/s (non-padding tokens since the last line), peak GPU memory, GPU
+  utilisation (NVML) and MFU
   (on GPUs whose bf16 dense peak we know; weight FLOPs 6·N, or 4·N with a frozen base, plus
   attention's 12·layers·hidden·example length), so TensorBoard / W&B / MLflow and log_history all
   get them;
@@ -100,6 +101,10 @@ def guarded_trainer_class():
                     out["mfu"] = flops * tps / world / peak
             if torch.cuda.is_available():
                 out["gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+                try:   # NVML's busy percentage over its last sample period; needs nvidia-ml-py
+                    out["gpu_utilization"] = float(torch.cuda.utilization())
+                except Exception:  # noqa: BLE001 - no NVML: the line simply lacks it
+                    pass
             self._last, self._sq, self._n = (now, seen), 0, 0
             return out
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def deepspeed_config(stage: str, precision: str, offload_optimizer: bool = False, offload_params: bool = False,
-                     has_cuda: bool = False) -> dict:
+                     has_cuda: bool = False, load_universal: bool = False) -> dict:
     zero: dict = {"stage": {"zero2": 2, "zero3": 3}[stage], "contiguous_gradients": True,
                   "overlap_comm": has_cuda,   # overlapping needs CUDA streams; gloo on CPU gains nothing
                   "reduce_bucket_size": "auto" if stage == "zero3" else 2e8}
@@ -34,6 +34,8 @@ def deepspeed_config(stage: str, precision: str, offload_optimizer: bool = False
                  "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1},
         "zero_optimization": zero,
     }
+    if load_universal:   # resuming a checkpoint written by a different number of processes
+        config["checkpoint"] = {"load_universal": True}
     if has_cuda:
         config["optimizer"] = {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
                                                            "weight_decay": "auto"}}

@@ -8,18 +8,22 @@ import torch
 from safetensors.torch import load_file
 
 
+def _overrides(run, tiny_qwen2_dir, tiny_corpus) -> list[str]:
+    return [f"run_dir={run}", f"model.path={tiny_qwen2_dir}", f"data.sources=[{tiny_corpus}]",
+            "train.max_steps=6", "train.save_steps=3", "train.logging_steps=1",
+            "train.per_device_batch_size=2", "train.learning_rate=3e-3", "train.lora_dropout=0",
+            "train.warmup_steps=0", "train.eval_batches=2"]
+
+
 def _launch(run, tiny_qwen2_dir, tiny_corpus, *extra):
-    overrides = [f"run_dir={run}", f"model.path={tiny_qwen2_dir}", f"data.sources=[{tiny_corpus}]",
-                 "train.max_steps=6", "train.save_steps=3", "train.logging_steps=1",
-                 "train.per_device_batch_size=2", "train.learning_rate=3e-3", "train.lora_dropout=0",
-                 "train.warmup_steps=0", "train.eval_batches=2", *extra]
+    overrides = [*_overrides(run, tiny_qwen2_dir, tiny_corpus), *extra]
     # Through our launcher: `ferrylm launch --nproc 2` execs torchrun (standalone rendezvous).
     proc = subprocess.run([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", *overrides],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def test_zero2_two_processes(copy_run, tiny_qwen2_dir, tiny_corpus):
+def test_zero2_two_processes_then_resumed_on_one(copy_run, tiny_qwen2_dir, tiny_corpus):
     run = copy_run()
     _launch(run, tiny_qwen2_dir, tiny_corpus, "train.deepspeed=zero2")
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
@@ -30,6 +34,23 @@ def test_zero2_two_processes(copy_run, tiny_qwen2_dir, tiny_corpus):
     assert (ckpt / "COMPLETE").is_file()
     assert list(ckpt.glob("global_step6/*optim_states.pt"))
     assert (run / "train" / "adapter" / "adapter_model.safetensors").is_file()
+
+    # Resume that two-process checkpoint on one process: ZeRO's optimizer shards are laid out per
+    # rank, so the train stage converts the checkpoint to DeepSpeed's universal format first.
+    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", *_overrides(run, tiny_qwen2_dir, tiny_corpus),
+                           "train.deepspeed=zero2", "train.max_steps=9"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((run / "train" / "record.json").read_text())["metrics"]
+    assert (m["resumed_from_world_size"], m["world_size"], m["steps"]) == (2, 1, 9)
+    universal = ckpt / "global_step6_universal" / "zero"
+    adapter6 = load_file(ckpt / "adapter_model.safetensors")
+    for key, saved in adapter6.items():   # the universal checkpoint holds the trained weights, whole
+        name = key.replace(".weight", ".default.weight")
+        assert torch.equal(torch.load(universal / name / "fp32.pt", weights_only=False)["param"], saved), key
+        assert (universal / name / "exp_avg.pt").is_file()
+    history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
+    evals = {h["step"]: h["eval_loss"] for h in history if "eval_loss" in h}
+    assert evals[9] < evals[6] < evals[0]     # the loss goes on from where it was
 
 
 def test_zero3_with_offload_saves_a_whole_adapter(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
