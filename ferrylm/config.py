@@ -154,9 +154,13 @@ class ExportConfig(_Section):
 
 
 class ServeConfig(_Section):
-    backend: Literal["vllm"] = "vllm"
+    # "vllm": the merged model behind vLLM's OpenAI API. "triton": a Triton repository written by
+    # the export stage (export.triton_dir), streamed over Triton's HTTP generate / gRPC endpoints.
+    backend: Literal["vllm", "triton"] = "vllm"
     # None serves the exported model of this run.
     model: Optional[str] = None
+    # backend=triton: which repository model (None: export.triton_name; "<name>-onnx" is the ONNX one).
+    triton_model: Optional[str] = None
     served_name: str = "ferrylm"
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)

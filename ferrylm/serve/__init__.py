@@ -1,4 +1,5 @@
-"""Serve stage: the exported model behind vLLM's OpenAI-compatible API until SIGTERM / Ctrl-C."""
+"""Serve stage: the exported model behind vLLM's OpenAI-compatible API, or its Triton repository
+behind Triton, until SIGTERM / Ctrl-C."""
 from __future__ import annotations
 
 import signal
@@ -6,9 +7,11 @@ from pathlib import Path
 
 from ..config import Config
 from ..manifest import StageRecord, read_record
-from .vllm_server import ServeError, VllmServer, port_in_use
+from .process import ManagedServer, ServeError, port_in_use
+from .triton_server import TritonServer
+from .vllm_server import VllmServer
 
-__all__ = ["ServeError", "VllmServer", "port_in_use", "server_for", "run_serve", "served_model_dir"]
+__all__ = ["ServeError", "VllmServer", "TritonServer", "port_in_use", "server_for", "run_serve", "served_model_dir"]
 
 
 def served_model_dir(cfg: Config) -> Path:
@@ -28,16 +31,26 @@ def server_for(cfg: Config, model_dir: str | Path, served_name: str | None = Non
                       s.drain_timeout_s)
 
 
+def triton_server_for(cfg: Config, port: int | None = None) -> TritonServer:
+    s = cfg.serve
+    return TritonServer(cfg.export.triton_dir, s.triton_model or cfg.export.triton_name, s.host, port or s.port,
+                        cfg.stage_dir("serve") / "triton.log", s.startup_timeout_s, s.drain_timeout_s,
+                        cfg.model.cache_dir)
+
+
 def run_serve(cfg: Config, block: bool = True) -> StageRecord:
     """Start the endpoint, print its URL, and (block=True) serve until SIGTERM or Ctrl-C."""
     out = cfg.stage_dir("serve")
     record = StageRecord("serve", cfg.digest())
-    server = server_for(cfg, served_model_dir(cfg)).start()
+    triton = cfg.serve.backend == "triton"
+    server: ManagedServer = (triton_server_for(cfg) if triton else server_for(cfg, served_model_dir(cfg))).start()
     record.outputs = {"url": server.url, "log": str(server.log_file), "model": str(server.model_dir)}
-    record.metrics = {"served_model_name": server.served_name}
+    record.metrics = {"served_model_name": server.served_name, "backend": cfg.serve.backend}
     record.finish(out)
-    print(f"ferrylm: serving {server.model_dir} as '{server.served_name}' at {server.url}/v1 "
-          f"(health: {server.url}/health). Ctrl-C stops it.", flush=True)
+    where = (f"{server.url}/v2/models/{server.served_name}/generate_stream (gRPC on port {server.port + 1})" if triton
+             else f"{server.url}/v1")
+    print(f"ferrylm: serving {server.model_dir} as '{server.served_name}' at {where} "
+          f"(health: {server.url}{server.health_path}). Ctrl-C stops it.", flush=True)
     if not block:
         return record
 
@@ -49,5 +62,5 @@ def run_serve(cfg: Config, block: bool = True) -> StageRecord:
     signal.signal(signal.SIGINT, _stop)
     code = server.wait()
     if code:
-        raise ServeError(f"vLLM exited with code {code}; see {server.log_file}")
+        raise ServeError(f"{server.kind} exited with code {code}; see {server.log_file}")
     return record

@@ -97,3 +97,20 @@ def timed_chat_stream(base_url: str, model: str, messages: list[dict], max_token
     if first is None:
         raise EndpointError(f"{base_url}: the stream carried no text")
     return StreamTiming(first - start, end - start, tokens)
+
+
+def triton_stream(base_url: str, model: str, max_tokens: int, messages: list[dict] | None = None,
+                  prompt: str | None = None, ignore_eos: bool = False, timeout: float = 600) -> Iterator[str]:
+    """Pieces of text from a ferrylm Triton model over Triton's HTTP generate_stream endpoint: a
+    chat reply (messages, rendered by the model's template) or the continuation of a raw prompt."""
+    payload = {"max_tokens": max_tokens, "ignore_eos": ignore_eos}
+    if messages is not None:
+        payload["messages"] = json.dumps(messages)
+    else:
+        payload["text_input"] = prompt
+    with _post(f"{base_url}/v2/models/{model}/generate_stream", payload, timeout, stream=True) as r:
+        for chunk in _sse(r):
+            if "error" in chunk:
+                raise EndpointError(f"{base_url}: {chunk['error']}")
+            if chunk.get("text_output"):
+                yield chunk["text_output"]

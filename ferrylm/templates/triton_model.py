@@ -1,8 +1,9 @@
 """Triton Python-backend model written by `ferrylm export`: streams greedy text from the merged
 model (engine "transformers") or from its ONNX artifact (engine "onnx", ONNX Runtime with KV cache).
 
-`text_input` is a prompt already rendered with the chat template (what the vLLM endpoint builds
-from messages); each response carries the next decoded piece of text.
+`text_input` is a prompt already rendered with the chat template, or `messages` a JSON list of chat
+messages that the model renders with its own template (as the vLLM endpoint does); each response
+carries the next decoded piece of text.
 """
 import json
 import site
@@ -53,16 +54,26 @@ class TritonPythonModel:
         return None
 
     def _stream(self, request, sender):
-        prompt = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy().reshape(-1)[0]
-        prompt = prompt.decode() if isinstance(prompt, bytes) else str(prompt)
+        text = pb_utils.get_input_tensor_by_name(request, "text_input")
+        messages = pb_utils.get_input_tensor_by_name(request, "messages")
+        if (text is None) == (messages is None):
+            raise ValueError("send exactly one of text_input (a rendered prompt) and messages (chat JSON)")
+        raw = (text or messages).as_numpy().reshape(-1)[0]
+        raw = raw.decode() if isinstance(raw, bytes) else str(raw)
+        # messages: a JSON list of {role, content}, rendered with the model's own chat template.
+        prompt = raw if text is not None else self.tokenizer.apply_chat_template(
+            json.loads(raw), add_generation_prompt=True, tokenize=False)
         max_t = pb_utils.get_input_tensor_by_name(request, "max_tokens")
         max_tokens = int(max_t.as_numpy().reshape(-1)[0]) if max_t is not None else 256
+        flag = pb_utils.get_input_tensor_by_name(request, "ignore_eos")   # exactly max_tokens (latency runs)
+        ignore_eos = bool(flag.as_numpy().reshape(-1)[0]) if flag is not None else False
         if self.engine == "onnx":
-            return self._stream_onnx(prompt, max_tokens, sender)
+            return self._stream_onnx(prompt, max_tokens, ignore_eos, sender)
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
         streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
         kwargs = dict(**ids, max_new_tokens=max_tokens, do_sample=False, streamer=streamer,
-                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+                      min_new_tokens=max_tokens if ignore_eos else None)
         worker = threading.Thread(target=self.model.generate, kwargs=kwargs)
         worker.start()
         for piece in streamer:
@@ -72,9 +83,9 @@ class TritonPythonModel:
         worker.join()
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
-    def _stream_onnx(self, prompt, max_tokens, sender):
+    def _stream_onnx(self, prompt, max_tokens, ignore_eos, sender):
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        eos = (self.tokenizer.eos_token_id,)
+        eos = () if ignore_eos else (self.tokenizer.eos_token_id,)
         new, sent = [], ""
         for tok in self.model.stream(ids, max_tokens, eos):
             new.append(tok)

@@ -1,0 +1,91 @@
+"""512-token latency through Triton (the tritonserver bundled in nvidia-pytriton) on CPU, for the
+Triton repositories `ferrylm export` writes: the merged model (transformers engine) and its ONNX
+artifact (ONNX Runtime engine).
+
+    .venv/bin/python bench/serve_triton.py --merged runs/default/export/merged --work /var/tmp/ferrylm-triton --out serve_triton.json
+
+The ONNX artifact is exported from --merged into --work if it is not there. Each request: the
+demo's chat prompt, 512 new tokens (ignore_eos), greedy; TTFT = request sent → first text piece.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import time
+from pathlib import Path
+
+from ferrylm.export.triton import write_triton_repo
+from ferrylm.serve import TritonServer
+from ferrylm.serve.client import triton_stream
+
+CACHE = Path(".cache/ferrylm")
+MESSAGES = [{"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number, with a docstring."}]
+
+
+def _port() -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        ok = True
+        for q in (p + 1, p + 2):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", q))
+                except OSError:
+                    ok = False
+        if ok and p < 65000:
+            return p
+    raise RuntimeError("no free ports")
+
+
+def measure(repo: Path, name: str, runs: int, new_tokens: int, log: Path) -> dict:
+    server = TritonServer(repo, name, "127.0.0.1", _port(), log, 600, 30, CACHE)
+    t0 = time.perf_counter()
+    with server:
+        startup = time.perf_counter() - t0
+        rows = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            first, pieces = None, 0
+            for _piece in triton_stream(server.url, name, new_tokens, messages=MESSAGES, ignore_eos=True):
+                first = first or time.perf_counter()
+                pieces += 1
+            end = time.perf_counter()
+            rows.append({"ttft_s": first - start, "total_s": end - start, "pieces": pieces})
+    return {"startup_s": startup, "runs": rows, "total_p50_s": statistics.median(r["total_s"] for r in rows),
+            "ttft_p50_s": statistics.median(r["ttft_s"] for r in rows),
+            "tokens_per_s_p50": new_tokens / statistics.median(r["total_s"] for r in rows)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--merged", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--new-tokens", type=int, default=512)
+    a = ap.parse_args()
+    work = Path(a.work)
+    onnx_dir = work / "onnx-fp32"
+    if not (onnx_dir / "model.onnx").is_file():
+        from ferrylm.export.onnx import copy_tokenizer, export_onnx
+
+        export_onnx(Path(a.merged), onnx_dir)
+        copy_tokenizer(Path(a.merged), onnx_dir)
+    repo = work / "triton_models"
+    write_triton_repo(repo, "ferrylm", a.merged)
+    write_triton_repo(repo, "ferrylm-onnx", onnx_dir, engine="onnx")
+    import torch
+
+    results = {"threads": torch.get_num_threads(), "new_tokens": a.new_tokens, "engines": {}}
+    for name, engine in (("ferrylm", "transformers (merged, fp32 eager)"), ("ferrylm-onnx", "ONNX Runtime (fp32, KV cache)")):
+        results["engines"][engine] = measure(repo, name, a.runs, a.new_tokens, work / f"{name}.log")
+        print(engine, json.dumps({k: v for k, v in results["engines"][engine].items() if k != "runs"}), flush=True)
+        Path(a.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""A server as a managed subprocess (vLLM's OpenAI server, Triton).
+
+It runs in its own process group, so stopping it stops every process it started; on Linux it
+also dies with its parent (PR_SET_PDEATHSIG), so a killed ferrylm never leaves a server behind.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from ..log import get_logger
+
+log = get_logger("serve")
+
+
+class ServeError(RuntimeError):
+    pass
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _child_setup() -> None:
+    os.setsid()
+    try:  # Linux: SIGTERM this child when the parent dies, however it dies.
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except OSError:
+        pass
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class ManagedServer:
+    """Start → wait until `health_path` answers 200 → serve → stop with a drain. Subclasses give the
+    command, the environment and the checks made before starting."""
+    kind = "server"
+    health_path = "/health"
+
+    def __init__(self, host: str, port: int, log_file: str | Path, startup_timeout_s: float, drain_timeout_s: int):
+        self.host, self.port = host, port
+        self.log_file = Path(log_file)
+        self.startup_timeout_s = startup_timeout_s
+        self.drain_timeout_s = drain_timeout_s
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict:
+        return dict(os.environ)
+
+    def check(self) -> None:
+        """Raise ServeError naming the key when the server cannot start."""
+        if port_in_use(self.host, self.port):
+            raise ServeError(f"serve.port: {self.host}:{self.port} is already in use; pick another with serve.port=N")
+
+    def start(self):
+        self.check()
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        log.info("starting %s on %s (log: %s)", self.kind, self.url, self.log_file)
+        with open(self.log_file, "ab") as fh:
+            self.proc = subprocess.Popen(self.command(), stdout=fh, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=self.env(), preexec_fn=_child_setup)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServeError(f"{self.kind} exited with code {self.proc.returncode} while starting; "
+                                 f"last lines of {self.log_file}:\n{_tail(self.log_file)}")
+            try:
+                if requests.get(self.url + self.health_path, timeout=2).status_code == 200:
+                    log.info("%s ready at %s", self.kind, self.url)
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(1)
+        self.stop()
+        raise ServeError(f"{self.kind} did not become healthy in {self.startup_timeout_s:.0f}s; see {self.log_file}")
+
+    def wait(self) -> int:
+        return self.proc.wait() if self.proc else 0
+
+    def stop(self, grace_s: float | None = None) -> None:
+        """Drain, then make sure nothing is left: SIGTERM the server alone (it stops accepting,
+        finishes the requests in flight, then shuts down), then the whole group, then SIGKILL
+        whatever of the group remains."""
+        if self.proc is None:
+            return
+        leader = self.proc.pid  # setsid made the child the group leader; pgid == its pid
+        grace_s = self.drain_timeout_s + 30 if grace_s is None else grace_s
+        steps = ((lambda sig: os.kill(leader, sig), signal.SIGTERM, grace_s),
+                 (lambda sig: os.killpg(leader, sig), signal.SIGTERM, 10),
+                 (lambda sig: os.killpg(leader, sig), signal.SIGKILL, 10))
+        for send, sig, wait_s in steps:
+            try:
+                send(sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:   # worker processes follow their server out
+            try:
+                os.killpg(leader, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            try:
+                os.killpg(leader, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.info("%s stopped", self.kind)
+        self.proc = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,111 @@
+"""A real tritonserver (the one bundled in nvidia-pytriton) serving the Triton repository the export
+stage writes: streamed text equals local greedy generation, bad requests get errors and the server
+stays up, SIGTERM drains a stream in flight, an occupied port is one clear error."""
+import socket
+import threading
+
+import pytest
+import requests
+import torch
+
+from ferrylm.export.triton import write_triton_repo
+from ferrylm.models import load_model, load_tokenizer
+from ferrylm.serve import ServeError, TritonServer
+from ferrylm.serve.client import EndpointError, triton_stream
+from tests.conftest import CACHE
+
+import importlib.util
+
+# Only the server binary of the wheel is used (installed with --no-deps: its Python API does not import).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("pytriton") is None,
+                                reason="nvidia-pytriton (its bundled tritonserver) is not installed")
+
+
+def _three_free_ports() -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 65000 and all(_free(p) for p in (port + 1, port + 2)):
+            return port
+    raise RuntimeError("no three consecutive free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _post_messages(url: str, raw: str):
+    """A generate_stream request whose messages field is the given raw text."""
+    from ferrylm.serve.client import _post, _sse
+
+    with _post(f"{url}/v2/models/ferrylm/generate_stream", {"messages": raw, "max_tokens": 4}, 30, stream=True) as r:
+        for chunk in _sse(r):
+            if "error" in chunk:
+                raise EndpointError(chunk["error"])
+            yield chunk
+
+
+def _greedy(model, tokenizer, prompt: str, n: int) -> str:
+    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=n, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    return tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
+    repo = tmp_path / "triton_models"
+    write_triton_repo(repo, "ferrylm", tiny_qwen2_dir)
+    port = _three_free_ports()
+    server = TritonServer(repo, "ferrylm", "127.0.0.1", port, tmp_path / "triton.log", 300, 30, CACHE)
+    tokenizer, model = load_tokenizer(tiny_qwen2_dir), load_model(tiny_qwen2_dir).eval()
+    with server:
+        url = server.url
+        # A raw prompt, and a chat rendered by the model's own template: both equal local greedy decoding.
+        prompt = "def add(a, b):\n"
+        assert "".join(triton_stream(url, "ferrylm", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
+        messages = [{"role": "user", "content": "Write a function that adds two numbers."}]
+        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        assert "".join(triton_stream(url, "ferrylm", 12, messages=messages)) == _greedy(model, tokenizer, rendered, 12)
+        # Malformed requests: an error each, and the server keeps serving.
+        both = requests.post(f"{url}/v2/models/ferrylm/generate_stream", timeout=30,
+                             json={"text_input": "x", "messages": "[]", "max_tokens": 4})
+        assert "exactly one of text_input" in both.text
+        with pytest.raises(EndpointError, match="Expecting value"):      # messages that are not JSON
+            list(_post_messages(url, "not json"))
+        bad = requests.post(f"{url}/v2/models/ferrylm/generate_stream", data=b"{not json", timeout=30)
+        # Triton's own HTTP front end answers a body that is not JSON with 500 (not 400) and a message.
+        assert bad.status_code >= 400 and "error" in bad.text
+        with pytest.raises(EndpointError, match="HTTP 4"):
+            list(triton_stream(url, "no-such-model", 4, prompt="x"))
+        assert requests.get(f"{url}/v2/models/ferrylm/ready", timeout=5).status_code == 200
+        # An occupied port: one line naming the key, nothing started.
+        with pytest.raises(ServeError, match=f"serve.port: 127.0.0.1:{port} is already in use"):
+            TritonServer(repo, "ferrylm", "127.0.0.1", port, tmp_path / "t2.log", 60, 5, CACHE).start()
+
+        # SIGTERM with a 48-token stream in flight: Triton drains it before exiting.
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.extend(triton_stream(url, "ferrylm", 48, prompt=prompt)))
+        reader.start()
+        while not got:
+            pass
+        leader = server.proc.pid
+        server.stop()
+        reader.join(timeout=120)
+    assert "".join(got) == _greedy(model, tokenizer, prompt, 48)
+    with pytest.raises(ProcessLookupError):
+        import os
+
+        os.killpg(leader, 0)   # nothing of the server's process group is left
+
+
+def test_missing_repository_is_one_clear_error(tmp_path):
+    server = TritonServer(tmp_path / "nope", "ferrylm", "127.0.0.1", _three_free_ports(), tmp_path / "t.log", 60, 5, CACHE)
+    with pytest.raises(ServeError, match="serve.triton_model: .* is not a Triton model"):
+        server.start()
+    assert server.proc is None
