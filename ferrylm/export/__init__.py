@@ -21,7 +21,7 @@ from ..manifest import StageRecord, read_record, sha256_file, sha256_tree, write
 from ..models import load_model, load_tokenizer, resolve_model_path
 from .parity import compare, reference_outputs
 from .merge import MergeError, stream_merge
-from .triton import write_triton_repo
+from .triton import write_triton_repo, write_vllm_backend_repo
 
 log = get_logger("export")
 
@@ -121,6 +121,7 @@ def run_export(cfg: Config) -> StageRecord:
     record.outputs = {"merged": str(final), "manifest": str(final / "manifest.json")}
     record.metrics = {"parity": parity.as_dict(), "merged_sha256": sha256_tree(final), "merge": merge_info}
     record.outputs["triton_model"] = str(write_triton_repo(e.triton_dir, e.triton_name, final))
+    record.outputs["triton_model_vllm"] = str(write_vllm_backend_repo(e.triton_dir, f"{e.triton_name}-vllm", final))
     if e.onnx:
         onnx_records = _export_onnx_artifacts(cfg, final, out, prompts, ref, tokenizer, lineage, ref_name)
         record.metrics["onnx"] = onnx_records

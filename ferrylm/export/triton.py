@@ -1,6 +1,7 @@
 """Write a Triton model repository for the Python backend in decoupled (streaming) mode."""
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from importlib import resources
@@ -23,6 +24,26 @@ def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path, 
     (tmp / "1" / "model.py").write_text((templates / "triton_model.py").read_text())
     if engine == "onnx":
         (tmp / "1" / "ferrylm_onnx.py").write_text((resources.files("ferrylm") / "export" / "onnx.py").read_text())
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.replace(target)
+    return target
+
+
+def write_vllm_backend_repo(triton_dir: str | Path, name: str, model_dir: str | Path, max_model_len: int = 4096) -> Path:
+    """`triton_dir/name/` for NVIDIA's Triton container with the vLLM backend (`backend: "vllm"`,
+    engine arguments in `1/model.json`): the same merged model, batched by vLLM inside Triton. The
+    tritonserver bundled in nvidia-pytriton has no vLLM backend, so this one is written, not served,
+    here."""
+    target = Path(triton_dir) / name
+    tmp = Path(triton_dir) / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "1").mkdir(parents=True)
+    (tmp / "config.pbtxt").write_text(
+        f'# Written by `ferrylm export`. For Triton images that ship the vLLM backend.\n'
+        f'name: "{name}"\nbackend: "vllm"\ninstance_group [ {{ count: 1 kind: KIND_MODEL }} ]\n')
+    engine_args = {"model": str(Path(model_dir).resolve()), "disable_log_requests": True,
+                   "gpu_memory_utilization": 0.9, "max_model_len": max_model_len, "enforce_eager": False}
+    (tmp / "1" / "model.json").write_text(json.dumps(engine_args, indent=2) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     tmp.replace(target)
     return target

@@ -48,6 +48,10 @@ def test_merged_model_matches_adapter_and_carries_manifest(trained_run):
     assert 'key: "site_packages"' in config  # where the stub finds torch and transformers
     compile((triton / "1" / "model.py").read_text(), "model.py", "exec")
     assert rec.outputs["merged"] == str(merged)
+    # The variant for Triton images with the vLLM backend: vLLM's engine arguments in model.json.
+    vllm_variant = run / "triton_models" / "ferrylm-vllm"
+    assert 'backend: "vllm"' in (vllm_variant / "config.pbtxt").read_text()
+    assert json.loads((vllm_variant / "1" / "model.json").read_text())["model"] == str(merged.resolve())
 
 
 def test_untrained_adapter_is_refused_and_nothing_written(trained_run, tmp_path):
