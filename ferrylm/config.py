@@ -161,6 +161,9 @@ class ServeConfig(_Section):
     model: Optional[str] = None
     # backend=triton: which repository model (None: export.triton_name; "<name>-onnx" is the ONNX one).
     triton_model: Optional[str] = None
+    # backend=vllm: serve the base model with the run's LoRA adapter applied by vLLM (--enable-lora)
+    # instead of the merged model; the adapter answers as served_name, the base as "<served_name>-base".
+    lora: bool = False
     served_name: str = "ferrylm"
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)

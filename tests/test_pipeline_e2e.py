@@ -134,3 +134,19 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
     assert full["models"]["fine-tuned"]["loss"] == pytest.approx(train["eval_loss"])
     assert (tmp_path / "run" / "eval" / "report.html").stat().st_size > 10_000
     assert sampled["samples"] == 6 and 0 <= sampled["pass@1"] <= sampled["pass@3"] <= 1
+
+    # serve.lora: the base model with the run's adapter applied by vLLM (--enable-lora). The adapter
+    # answers as "ferrylm" (child of "ferrylm-base"); the prompt's log-probabilities differ from the
+    # base's, so the adapter is really applied.
+    from ferrylm.serve import lora_server_for
+
+    def prompt_logprobs(base_url, model):
+        payload = {"model": model, "prompt": "def add(a, b):\n    return", "max_tokens": 1, "temperature": 0,
+                   "echo": True, "logprobs": 1}
+        body = requests.post(f"{base_url}/v1/completions", json=payload, timeout=120).json()
+        return body["choices"][0]["logprobs"]["token_logprobs"][1:]
+
+    with lora_server_for(load_config("default", [*overrides, "serve.lora=true"]), port=free_port()) as lora:
+        models = {m["id"]: m.get("parent") for m in requests.get(f"{lora.url}/v1/models", timeout=30).json()["data"]}
+        assert models == {"ferrylm-base": None, "ferrylm": "ferrylm-base"}
+        assert prompt_logprobs(lora.url, "ferrylm") != prompt_logprobs(lora.url, "ferrylm-base")

@@ -24,11 +24,25 @@ def served_model_dir(cfg: Config) -> Path:
                          "run `ferrylm export` first or set serve.model=DIR") from None
 
 
-def server_for(cfg: Config, model_dir: str | Path, served_name: str | None = None, port: int | None = None) -> VllmServer:
+def server_for(cfg: Config, model_dir: str | Path, served_name: str | None = None, port: int | None = None,
+               lora_dir: str | Path | None = None) -> VllmServer:
     s = cfg.serve
     return VllmServer(model_dir, served_name or s.served_name, s.host, port or s.port, s.dtype,
                       s.max_model_len, s.kv_cache_gib, cfg.stage_dir("serve") / "vllm.log", s.startup_timeout_s,
-                      s.drain_timeout_s)
+                      s.drain_timeout_s, lora_dir)
+
+
+def lora_server_for(cfg: Config, port: int | None = None) -> VllmServer:
+    """The base model with the run's adapter applied by vLLM (serve.lora=true)."""
+    from ..models import resolve_model_path
+
+    try:
+        outputs = read_record(cfg.stage_dir("train"))["outputs"]
+    except FileNotFoundError:
+        raise ServeError(f"serve.lora: {cfg.stage_dir('train')} holds no training run: run `ferrylm train` first") from None
+    if "adapter" not in outputs:
+        raise ServeError("serve.lora: this run is a full fine-tune (no adapter); serve its export instead")
+    return server_for(cfg, resolve_model_path(cfg.model.path, cfg.model.cache_dir), port=port, lora_dir=outputs["adapter"])
 
 
 def triton_server_for(cfg: Config, port: int | None = None) -> TritonServer:
@@ -43,7 +57,11 @@ def run_serve(cfg: Config, block: bool = True) -> StageRecord:
     out = cfg.stage_dir("serve")
     record = StageRecord("serve", cfg.digest())
     triton = cfg.serve.backend == "triton"
-    server: ManagedServer = (triton_server_for(cfg) if triton else server_for(cfg, served_model_dir(cfg))).start()
+    if triton:
+        server: ManagedServer = triton_server_for(cfg)
+    else:
+        server = lora_server_for(cfg) if cfg.serve.lora else server_for(cfg, served_model_dir(cfg))
+    server.start()
     record.outputs = {"url": server.url, "log": str(server.log_file), "model": str(server.model_dir)}
     record.metrics = {"served_model_name": server.served_name, "backend": cfg.serve.backend}
     record.finish(out)

@@ -28,3 +28,15 @@ def test_missing_model_and_missing_export(tmp_path, capsys):
         served_model_dir(cfg)
     assert main(["serve", f"run_dir={tmp_path}", f"serve.model={tmp_path / 'nope'}"]) == 2
     assert capsys.readouterr().err.strip().startswith("ferrylm: error: serve.model:")
+
+
+def test_lora_serving_needs_an_adapter(tmp_path, tiny_qwen2_dir):
+    from ferrylm.serve import lora_server_for
+
+    cfg = load_config("default", [f"run_dir={tmp_path}", "serve.lora=true"])
+    with pytest.raises(ServeError, match="serve.lora: .* holds no training run"):
+        lora_server_for(cfg)
+    server = server_for(cfg, tiny_qwen2_dir, lora_dir=tmp_path / "not-an-adapter")
+    with pytest.raises(ServeError, match="serve.lora: .* is not a LoRA adapter"):
+        server.start()
+    assert server.proc is None

@@ -40,6 +40,34 @@ def _free(port: int) -> bool:
     return True
 
 
+def _grpc_stream(grpc_port: int, prompt: str, max_tokens: int) -> str:
+    import queue
+
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    results: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    text = grpcclient.InferInput("text_input", [1], "BYTES")
+    text.set_data_from_numpy(np.array([prompt.encode()], dtype=np.object_))
+    limit = grpcclient.InferInput("max_tokens", [1], "INT32")
+    limit.set_data_from_numpy(np.array([max_tokens], dtype=np.int32))
+    client.async_stream_infer("ferrylm", [text, limit], enable_empty_final_response=True)
+    pieces = []
+    while True:
+        result, error = results.get(timeout=120)
+        assert error is None, error
+        out = result.as_numpy("text_output")
+        if out is not None:
+            pieces += [x.decode() for x in out.reshape(-1)]
+        if result.get_response().parameters["triton_final_response"].bool_param:
+            break
+    client.stop_stream()
+    client.close()
+    return "".join(pieces)
+
+
 def _post_messages(url: str, raw: str):
     """A generate_stream request whose messages field is the given raw text."""
     from ferrylm.serve.client import _post, _sse
@@ -72,6 +100,8 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
         messages = [{"role": "user", "content": "Write a function that adds two numbers."}]
         rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         assert "".join(triton_stream(url, "ferrylm", 12, messages=messages)) == _greedy(model, tokenizer, rendered, 12)
+        # gRPC streaming through tritonclient (port + 1): the same text.
+        assert _grpc_stream(port + 1, prompt, 12) == _greedy(model, tokenizer, prompt, 12)
         # Malformed requests: an error each, and the server keeps serving.
         both = requests.post(f"{url}/v2/models/ferrylm/generate_stream", timeout=30,
                              json={"text_input": "x", "messages": "[]", "max_tokens": 4})
