@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from ferrylm.export.triton import write_triton_repo
-from ferrylm.serve import TritonServer
+from ferrylm.serve import TritonServer, port_in_use
 from ferrylm.serve.client import triton_stream
 
 CACHE = Path(".cache/ferrylm")
@@ -25,18 +25,12 @@ MESSAGES = [{"role": "user", "content": "Write a Python function that returns th
 
 
 def _port() -> int:
+    """A port whose two successors are free too (Triton takes HTTP, gRPC and metrics in a row)."""
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        ok = True
-        for q in (p + 1, p + 2):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", q))
-                except OSError:
-                    ok = False
-        if ok and p < 65000:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            p = sock.getsockname()[1]
+        if p < 65000 and not any(port_in_use("127.0.0.1", q) for q in (p + 1, p + 2)):
             return p
     raise RuntimeError("no free ports")
 

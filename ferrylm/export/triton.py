@@ -8,25 +8,31 @@ from importlib import resources
 from pathlib import Path
 
 
-def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path, engine: str = "transformers") -> Path:
-    """`triton_dir/name/config.pbtxt` + `1/model.py`, serving the model at `model_dir` with
-    `engine` "transformers" (a merged Hugging Face directory) or "onnx" (an ONNX artifact directory)."""
-    templates = resources.files("ferrylm") / "templates"
+def _write_repo(triton_dir: str | Path, name: str, files: dict[str, str]) -> Path:
+    """`triton_dir/name/` holding `files` (relative path → text), replaced in one rename."""
     target = Path(triton_dir) / name
     tmp = Path(triton_dir) / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "1").mkdir(parents=True)
+    for rel, text in files.items():
+        (tmp / rel).write_text(text)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.replace(target)
+    return target
+
+
+def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path, engine: str = "transformers") -> Path:
+    """`triton_dir/name/config.pbtxt` + `1/model.py`, serving the model at `model_dir` with
+    `engine` "transformers" (a merged Hugging Face directory) or "onnx" (an ONNX artifact directory)."""
+    templates = resources.files("ferrylm") / "templates"
     config = (templates / "triton_config.pbtxt").read_text()
     site_packages = ":".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
     config = (config.replace("{{name}}", name).replace("{{model_dir}}", str(Path(model_dir).resolve()))
               .replace("{{site_packages}}", site_packages).replace("{{engine}}", engine))
-    (tmp / "config.pbtxt").write_text(config)
-    (tmp / "1" / "model.py").write_text((templates / "triton_model.py").read_text())
+    files = {"config.pbtxt": config, "1/model.py": (templates / "triton_model.py").read_text()}
     if engine == "onnx":
-        (tmp / "1" / "ferrylm_onnx.py").write_text((resources.files("ferrylm") / "export" / "onnx.py").read_text())
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.replace(target)
-    return target
+        files["1/ferrylm_onnx.py"] = (resources.files("ferrylm") / "export" / "onnx.py").read_text()
+    return _write_repo(triton_dir, name, files)
 
 
 def write_vllm_backend_repo(triton_dir: str | Path, name: str, model_dir: str | Path, max_model_len: int = 4096) -> Path:
@@ -34,16 +40,8 @@ def write_vllm_backend_repo(triton_dir: str | Path, name: str, model_dir: str | 
     engine arguments in `1/model.json`): the same merged model, batched by vLLM inside Triton. The
     tritonserver bundled in nvidia-pytriton has no vLLM backend, so this one is written, not served,
     here."""
-    target = Path(triton_dir) / name
-    tmp = Path(triton_dir) / f".{name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "1").mkdir(parents=True)
-    (tmp / "config.pbtxt").write_text(
-        f'# Written by `ferrylm export`. For Triton images that ship the vLLM backend.\n'
-        f'name: "{name}"\nbackend: "vllm"\ninstance_group [ {{ count: 1 kind: KIND_MODEL }} ]\n')
+    config = (f'# Written by `ferrylm export`. For Triton images that ship the vLLM backend.\n'
+              f'name: "{name}"\nbackend: "vllm"\ninstance_group [ {{ count: 1 kind: KIND_MODEL }} ]\n')
     engine_args = {"model": str(Path(model_dir).resolve()), "disable_log_requests": True,
                    "gpu_memory_utilization": 0.9, "max_model_len": max_model_len, "enforce_eager": False}
-    (tmp / "1" / "model.json").write_text(json.dumps(engine_args, indent=2) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.replace(target)
-    return target
+    return _write_repo(triton_dir, name, {"config.pbtxt": config, "1/model.json": json.dumps(engine_args, indent=2) + "\n"})

@@ -33,12 +33,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _cuda_device_count() -> int:
-    import torch
-
-    return torch.cuda.device_count()
-
-
 def _prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
     if use_deepspeed and not has_cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -46,13 +40,16 @@ def _prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
     if use_deepspeed and re.search(r"\d\.\d[a-z]", arch):
         # DeepSpeed's op builder reads "9.0a" as a number and fails; the plain arch builds the same ops.
         os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d\.\d)[a-z]", r"\1", arch)
-    several_gpus = has_cuda and _cuda_device_count() > 1
+    import torch
+
+    gpus = torch.cuda.device_count() if has_cuda else 0
+    several_gpus = gpus > 1
     if several_gpus and "RANK" not in os.environ:
         # One process on a machine with several GPUs: the Trainer would wrap the model in
         # nn.DataParallel (one process driving every GPU, the loss summed across them). Train on
         # one GPU instead, as a world of one, and say how to use them all.
         log.warning("%d GPUs visible but one process: training on GPU 0; use `ferrylm launch --nproc %d` for all",
-                    _cuda_device_count(), _cuda_device_count())
+                    gpus, gpus)
     if (use_deepspeed or several_gpus) and "RANK" not in os.environ:
         # A single process still needs a process group for DeepSpeed; launchers set these themselves.
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
@@ -122,8 +119,7 @@ def _save_trained(trainer, tokenizer, out: Path, name: str) -> Path:
     trainer.save_model(str(tmp))
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(tmp)
-        for junk in ("training_args.bin",):
-            (tmp / junk).unlink(missing_ok=True)
+        (tmp / "training_args.bin").unlink(missing_ok=True)   # the Trainer's pickle, not part of the artifact
         shutil.rmtree(final, ignore_errors=True)
         tmp.replace(final)
     return final
@@ -245,16 +241,16 @@ def run_train(cfg: Config) -> StageRecord:
     if t.gradient_checkpointing and t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(t.checkpoint_fraction))
 
+    kind = "model" if t.method == "full" else "adapter"
     try:
         result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     except NonFiniteLoss as e:
         # Raised before that step's optimizer update: the weights in hand are the last good ones.
-        last_good = _save_trained(trainer, tokenizer, out, "last-good-" + ("model" if t.method == "full" else "adapter"))
+        last_good = _save_trained(trainer, tokenizer, out, f"last-good-{kind}")
         raise TrainingDiverged(f"train: the loss became {e.value} at step {e.step}; stopped before that step's "
                                f"update. The last good weights (step {e.step - 1}) are in {last_good}; lower "
                                f"train.learning_rate or check the data") from None
 
-    kind = "model" if t.method == "full" else "adapter"
     saved = _save_trained(trainer, tokenizer, out, kind)
     if trainer.is_world_process_zero():
         history = [json.loads(line) for line in history_path.read_text().splitlines() if line.strip()]

@@ -78,7 +78,7 @@ def build_model(t: TrainConfig, model_dir, precision: str, attention: str, has_c
     model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
     model.config.use_cache = False
     if t.method == "full":
-        total = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
+        _, total = parameter_count(model)
         log.info("full fine-tune: %.1f M trainable parameters, %s weights, %s attention", total / 1e6,
                  kwargs["dtype"], attention)
         return model

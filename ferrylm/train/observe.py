@@ -68,13 +68,17 @@ def guarded_trainer_class():
         _last = None   # (time, tokens seen) at the previous log line
         _flops = None  # weight FLOPs per trained token
         _sq = _n = 0   # Σ length² and Σ length over examples since the last log line (attention FLOPs)
+        _peak = None   # the GPU's bf16 peak FLOP/s (0: unknown, no MFU)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             if self._last is None:
                 self._last = (time.perf_counter(), self.state.num_input_tokens_seen or 0)
-            lengths = example_lengths(inputs)
-            self._sq += sum(n * n for n in lengths)
-            self._n += sum(lengths)
+            if self._peak is None:
+                self._peak = peak_flops() or 0.0
+            if self._peak:   # example lengths only feed MFU, which needs a known GPU peak
+                lengths = example_lengths(inputs)
+                self._sq += sum(n * n for n in lengths)
+                self._n += sum(lengths)
             loss = super().training_step(model, inputs, num_items_in_batch)
             if not torch.isfinite(loss).all():
                 raise NonFiniteLoss(self.state.global_step + 1, float(loss))
@@ -92,7 +96,7 @@ def guarded_trainer_class():
                 world = max(1, self.args.world_size)
                 tps = (seen - self._last[1]) / (now - self._last[0])
                 out["tokens_per_s"] = tps
-                peak = peak_flops()
+                peak = self._peak
                 if peak:
                     if self._flops is None:   # the model's size does not change during a run
                         self._flops = flops_per_token(self.model)

@@ -1,7 +1,6 @@
 """A real tritonserver (the one bundled in nvidia-pytriton) serving the Triton repository the export
 stage writes: streamed text equals local greedy generation, bad requests get errors and the server
 stays up, SIGTERM drains a stream in flight, an occupied port is one clear error."""
-import socket
 import threading
 
 import pytest
@@ -10,9 +9,9 @@ import torch
 
 from ferrylm.export.triton import write_triton_repo
 from ferrylm.models import load_model, load_tokenizer
-from ferrylm.serve import ServeError, TritonServer
+from ferrylm.serve import ServeError, TritonServer, port_in_use
 from ferrylm.serve.client import EndpointError, triton_stream
-from tests.conftest import CACHE
+from tests.conftest import CACHE, free_port
 
 import importlib.util
 
@@ -22,22 +21,12 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("pytriton") is None,
 
 
 def _three_free_ports() -> int:
+    """A port whose two successors are free too (Triton takes HTTP, gRPC and metrics in a row)."""
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 65000 and all(_free(p) for p in (port + 1, port + 2)):
+        port = free_port()
+        if port < 65000 and not any(port_in_use("127.0.0.1", p) for p in (port + 1, port + 2)):
             return port
     raise RuntimeError("no three consecutive free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _grpc_stream(grpc_port: int, prompt: str, max_tokens: int) -> str:
