@@ -68,9 +68,10 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from .serve import ServeError
     from .serve.client import EndpointError
     from .train import PackingLeak, TrainingDiverged
+    from .train.build import TrainSetupError
 
-    return (ConfigError, EmptyCorpus, ExportError, ModelNotFound, ServeError, EndpointError,
-            FileNotFoundError, SamplesError, GateFailed, ManifestError, PackingLeak, TrainingDiverged)
+    return (ConfigError, EmptyCorpus, ExportError, ModelNotFound, ServeError, EndpointError, FileNotFoundError,
+            SamplesError, GateFailed, ManifestError, PackingLeak, TrainingDiverged, TrainSetupError)
 
 
 def main(argv: list[str] | None = None) -> int:

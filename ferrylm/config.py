@@ -101,6 +101,12 @@ class TrainConfig(_Section):
     # Liger's Triton kernels (RMSNorm, SwiGLU, RoPE, fused linear + cross-entropy): faster and the
     # logits are never materialised. GPUs only; the `liger` extra.
     liger: bool = False
+    # torch.compile: "layers" compiles each decoder layer in place (regional compilation: one
+    # layer's graph, reused 28 times), "model" the whole model (the Trainer's torch_compile). Fuses the
+    # element-wise work between matrix products; the first step pays the compile. With train.liger,
+    # "layers" keeps only Liger's fused linear cross-entropy (outside the layers); measured in
+    # docs/benchmarks.md.
+    compile: Literal["none", "layers", "model"] = "none"
     gradient_checkpointing: bool = True
     # Selective checkpointing: recompute only this fraction of the decoder layers (the first ones);
     # 1.0 = all. Trades memory for speed (measured: docs/benchmarks.md, LoRA training speed).
@@ -225,6 +231,14 @@ class Config(_Section):
             raise ValueError("train.keep_best: keeping the best checkpoint needs checkpoints; set train.save_steps")
         if t.method == "qlora" and t.deepspeed == "zero3":
             raise ValueError("train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3; use zero2 or none")
+        if t.compile != "none" and (t.method == "qlora" or t.deepspeed == "zero3"):
+            raise ValueError("train.compile: not with qlora or zero3 (4-bit layers and ZeRO-3's weight-gathering "
+                             "hooks are not compiled here); set train.compile=none")
+        if t.compile == "model" and t.liger:
+            # Measured on an H100: the compiler's wrapping of Liger's Triton kernels gave wrong losses,
+            # then an illegal memory access.
+            raise ValueError("train.compile: model-wide compilation breaks Liger's kernels; use train.compile=layers "
+                             "with train.liger=true")
         d = self.data
         if d.format == "jsonl" and not d.jsonl_files:
             raise ValueError("data.jsonl_files: format=jsonl needs at least one file")

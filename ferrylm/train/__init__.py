@@ -19,7 +19,7 @@ from ..config import Config
 from ..log import get_logger
 from ..manifest import StageRecord, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
-from .build import build_model, check_liger, choose_attention, choose_precision
+from .build import LIGER_LOSS_ONLY, build_model, check_liger, choose_attention, choose_precision, compile_layers
 from .checkpoints import MarkComplete, latest_complete, make_universal, saved_world_size
 from .observe import NonFiniteLoss, guarded_trainer_class, selective_checkpointing
 from .zero import deepspeed_config
@@ -200,6 +200,9 @@ def run_train(cfg: Config) -> StageRecord:
         gradient_checkpointing=t.gradient_checkpointing,
         gradient_checkpointing_kwargs={"use_reentrant": False},
         use_liger_kernel=t.liger,
+        # Compiled layers do the fusing; Liger then only replaces the output layer + loss.
+        liger_kernel_config=LIGER_LOSS_ONLY if t.liger and t.compile == "layers" else None,
+        torch_compile=t.compile == "model",
         logging_steps=t.logging_steps,
         save_strategy="steps" if t.save_steps else "no",
         save_steps=t.save_steps or None,
@@ -228,6 +231,8 @@ def run_train(cfg: Config) -> StageRecord:
     planned = _planned_peak(cfg, model_dir, args.world_size)
     set_seed(t.seed)  # before LoRA's init, so a run is reproducible from its config alone
     model = build_model(t, model_dir, precision, attention, has_cuda)
+    if t.compile == "layers":
+        compile_layers(model)
     if has_cuda and t.deepspeed != "zero3" and t.method != "qlora":
         model.to(args.device)   # where the Trainer would put it; the packing self-test runs there
     if "position_ids" in train_set.column_names:
@@ -275,6 +280,7 @@ def run_train(cfg: Config) -> StageRecord:
             "precision": precision,
             "attention": attention,
             "liger": t.liger,
+            "compile": t.compile,
             "deepspeed": t.deepspeed,
             "offload": [k for k in ("optimizer", "params") if getattr(t, f"offload_{k}")],
             "world_size": args.world_size,

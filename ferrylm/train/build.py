@@ -20,6 +20,10 @@ class TrainSetupError(RuntimeError):
     pass
 
 
+LIGER_LOSS_ONLY = {"rope": False, "swiglu": False, "rms_norm": False, "cross_entropy": False,
+                   "fused_linear_cross_entropy": True}
+
+
 def choose_precision(requested: str, has_cuda: bool) -> str:
     if requested == "auto":
         return "bf16" if has_cuda and torch.cuda.is_bf16_supported() else "fp32"
@@ -103,6 +107,16 @@ def build_model(t: TrainConfig, model_dir, precision: str, attention: str, has_c
     log.info("%s r=%d: %.2f M trainable of %.1f M parameters, %s attention", t.method, t.lora_r, trainable / 1e6,
              total / 1e6, attention)
     return model
+
+
+def compile_layers(model) -> int:
+    """torch.compile each decoder layer in place. The layers share one code path, so the compiler
+    traces it once and reuses the graph; what lies outside (embedding, output layer, loss) stays eager."""
+    layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+    for layer in layers:
+        layer.compile()
+    log.info("compiled %d decoder layers", len(layers))
+    return len(layers)
 
 
 def parameter_count(model) -> tuple[int, int]:

@@ -82,3 +82,46 @@ def test_one_process_zero2_with_optimizer_offload(copy_run, tiny_qwen2_dir, tiny
     assert m["eval_loss"] < m["base_eval_loss"]
     assert not (run / "train" / "checkpoints").exists() or not any((run / "train" / "checkpoints").iterdir())
     assert (run / "train" / "model" / "model.safetensors").is_file()
+
+
+def test_cli_refusal_is_one_line(tmp_path, tiny_qwen2_dir):
+    """A shipped GPU preset on this CPU: the CLI answers with one line naming the key, exit 2."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", "--config", "4gpu-zero3-offload",
+                           f"run_dir={tmp_path / 'run'}", f"model.path={tiny_qwen2_dir}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("ferrylm: error: train.precision: fp16")
+    assert "Traceback" not in proc.stderr
+
+
+def test_compiled_layers_train_the_same_numbers(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
+    """train.compile=layers (each decoder layer through torch.compile) is a speed setting, not a
+    different model: in fp32 on this CPU its losses equal the eager run's."""
+    import shutil
+
+    losses = {}
+    for mode in ("none", "layers"):
+        run = copy_run()
+        m = run_train(make_config(run, tiny_qwen2_dir, tiny_corpus, f"train.compile={mode}", "train.max_steps=4",
+                                  "train.save_steps=0")).metrics
+        assert m["compile"] == mode
+        history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
+        losses[mode] = [h["loss"] for h in history if "loss" in h] + [m["eval_loss"]]
+        shutil.rmtree(run)
+    assert len(losses["none"]) == 5
+    assert losses["layers"] == pytest.approx(losses["none"], abs=1e-4)
+    assert losses["none"][-1] < losses["none"][0]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["train.compile=model", "train.liger=true"], "train.compile: model-wide compilation breaks Liger's kernels"),
+    (["train.compile=layers", "train.deepspeed=zero3"], "train.compile: not with qlora or zero3"),
+])
+def test_compile_combinations_that_cannot_work_are_refused(overrides, message, tmp_path):
+    from ferrylm.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=message):
+        load_config("default", [f"run_dir={tmp_path}", *overrides])
