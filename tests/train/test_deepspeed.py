@@ -53,12 +53,15 @@ def test_zero2_two_processes_then_resumed_on_one(copy_run, tiny_qwen2_dir, tiny_
     assert evals[9] < evals[6] < evals[0]     # the loss goes on from where it was
 
 
+ZERO3_OFFLOAD = ("train.deepspeed=zero3", "train.offload_optimizer=true", "train.offload_params=true")
+
+
 def test_zero3_with_offload_saves_a_whole_adapter(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
     """ZeRO-3 shards every weight, LoRA's too; a save that does not gather them writes empty tensors
-    (a failure known from other toolkits). Parameters and optimizer states offloaded to CPU RAM."""
+    (a failure known from other toolkits). Parameters and optimizer states offloaded to CPU RAM.
+    Then the two-process checkpoint resumes on one process (universal checkpoint, as under ZeRO-2)."""
     run = copy_run()
-    _launch(run, tiny_qwen2_dir, tiny_corpus, "train.deepspeed=zero3", "train.offload_optimizer=true",
-            "train.offload_params=true")
+    _launch(run, tiny_qwen2_dir, tiny_corpus, *ZERO3_OFFLOAD)
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
     assert m["deepspeed"] == "zero3" and m["offload"] == ["optimizer", "params"] and m["world_size"] == 2
     assert m["eval_loss"] < m["base_eval_loss"]
@@ -73,6 +76,16 @@ def test_zero3_with_offload_saves_a_whole_adapter(copy_run, tiny_qwen2_dir, tiny
 
     rec = run_export(make_config(run, tiny_qwen2_dir, tiny_corpus))
     assert rec.metrics["parity"]["greedy_tokens_equal"] == rec.metrics["parity"]["prompts"]
+
+    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", *_overrides(run, tiny_qwen2_dir, tiny_corpus),
+                           *ZERO3_OFFLOAD, "train.max_steps=9"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((run / "train" / "record.json").read_text())["metrics"]
+    assert (m["resumed_from_world_size"], m["world_size"], m["steps"]) == (2, 1, 9)
+    assert (run / "train" / "checkpoints" / "checkpoint-6" / "latest_universal").is_file()
+    history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
+    evals = {h["step"]: h["eval_loss"] for h in history if "eval_loss" in h}
+    assert evals[9] < evals[6] < evals[0]
 
 
 def test_launch_commands_and_slurm_script(tmp_path):
