@@ -1,13 +1,16 @@
-"""`ferrylm train` on one or two GPUs with Qwen2.5-7B shapes: full fine-tune under ZeRO-2 / ZeRO-3,
-LoRA on 1 and 2 GPUs. Tokens/s per GPU, MFU and peak memory per GPU against `ferrylm plan`.
+"""`ferrylm train` on 1, 2 or 4 GPUs with Qwen2.5-7B shapes: full fine-tune under ZeRO-2 / ZeRO-3,
+LoRA on 1, 2 and 4 GPUs (weak scaling; on one GPU with and without DeepSpeed, Liger, compiled
+layers, and an fp32 reference), the 4gpu-zero3-offload preset as shipped, and a 4-GPU
+ZeRO-3 run resumed on 2 GPUs. Tokens/s per GPU, MFU and peak memory per GPU against `ferrylm plan`.
 
     python3 bench/train_zero.py --work /tmp/ft --tokenizer TOKENIZER_DIR --out zero.json VARIANT [VARIANT ...]
 
 Every variant is a real `ferrylm launch --nproc N` (or `ferrylm train` for one GPU) of a run config:
 random bf16 weights with Qwen2.5-7B's shapes (bench/make_qwen7b_shape.py), rows of 4,096 real
 tokens (the standard library's text, one example per row, so attention spans the whole row, as in
-the anchors), micro-batch 1, no gradient accumulation. Tokens/s and MFU are the medians of the
-Trainer's log lines after the first (the first holds start-up and the step-0 eval).
+the anchors), micro-batch 1, no gradient accumulation — except the preset variant, which keeps the
+preset's own batch, accumulation, sequence length and precision. Tokens/s and MFU are the medians of
+the Trainer's log lines after the first (the first holds start-up and the step-0 eval).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import sysconfig
+import shutil
 import time
 from pathlib import Path
 
@@ -44,12 +48,37 @@ VARIANTS = {
     # The LoRA anchor's recipe (HF + PEFT, checkpointing, no DeepSpeed) through ferrylm train.
     "lora-1gpu-hf-ckpt": (1, LORA + ["train.gradient_checkpointing=true"]),
     "lora-1gpu": (1, LORA + ["train.deepspeed=zero2", "train.liger=true", "train.gradient_checkpointing=false"]),
+    # The same through `ferrylm launch --nproc 1` (torchrun's environment, one thread per worker), and
+    # without DeepSpeed: where one GPU's speed comes from.
+    "lora-1gpu-launch": (1, LORA + ["train.deepspeed=zero2", "train.liger=true", "train.gradient_checkpointing=false"]),
+    "lora-1gpu-nods": (1, LORA + ["train.liger=true", "train.gradient_checkpointing=false"]),
+    # torch.compile: the whole model (without Liger: the two break each other), or each decoder layer.
+    "lora-1gpu-compile-model": (1, LORA + ["train.gradient_checkpointing=false", "train.compile=model"]),
+    "lora-1gpu-compile-layers": (1, LORA + ["train.gradient_checkpointing=false", "train.compile=layers"]),
+    "lora-1gpu-compile-layers-liger": (1, LORA + ["train.liger=true", "train.gradient_checkpointing=false",
+                                                  "train.compile=layers"]),
+    # An fp32 reference for the bf16 variants' losses (weights and activations in fp32, checkpointed).
+    "lora-1gpu-fp32-ckpt": (1, LORA + ["train.gradient_checkpointing=true", "train.precision=fp32"]),
     "lora-2gpu": (2, LORA + ["train.deepspeed=zero2", "train.liger=true", "train.gradient_checkpointing=false"]),
+    "lora-4gpu": (4, LORA + ["train.deepspeed=zero2", "train.liger=true", "train.gradient_checkpointing=false"]),
+    "zero3-full-ckpt-4gpu": (4, FULL + ["train.deepspeed=zero3", "train.gradient_checkpointing=true"]),
+    "zero2-full-liger-nockpt-4gpu": (4, FULL + ["train.deepspeed=zero2", "train.liger=true",
+                                                "train.gradient_checkpointing=false"]),
 }
+# The shipped preset, unchanged but for its length: its own micro-batch 2 x accumulation 8, seq 2048,
+# fp16, ZeRO-3 with parameter and optimizer offload.
+PRESETS = {"preset-4gpu-zero3-offload": (4, "4gpu-zero3-offload", 2048)}
+PRESET_COMMON = ["train.max_steps=4", "train.logging_steps=1", "train.save_steps=0", "train.warmup_steps=0",
+                 "train.eval_batches=2", "train.report_to=[]"]
+# A ZeRO-3 LoRA run on 4 GPUs (checkpoints at steps 5 and 10), then the same run resumed from step 5
+# on 2 GPUs with 2 micro-batches per step: the same global batch, so the same examples per step.
+RESUME = "zero3-lora-4to2-resume"
+RESUME_OVERRIDES = LORA + ["train.deepspeed=zero3", "train.gradient_checkpointing=false", "train.max_steps=10",
+                           "train.save_steps=5", "train.logging_steps=1"]
 
 
-def make_data(data_dir: Path, tokenizer_dir: str, rows: int = 96) -> None:
-    """Rows of exactly SEQ tokens cut from the standard library's text, labels = inputs."""
+def make_data(data_dir: Path, tokenizer_dir: str, rows: int = 96, seq: int = SEQ) -> None:
+    """Rows of exactly `seq` tokens cut from the standard library's text, labels = inputs."""
     from transformers import AutoTokenizer
 
     from ferrylm.data.encode import ArrowRows
@@ -60,34 +89,51 @@ def make_data(data_dir: Path, tokenizer_dir: str, rows: int = 96) -> None:
     ids: list[int] = []
     for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
         ids += tok(path.read_text(errors="replace"), add_special_tokens=False)["input_ids"]
-        if len(ids) >= (rows + 8) * SEQ:
+        if len(ids) >= (rows + 8) * seq:
             break
     data_dir.mkdir(parents=True, exist_ok=True)
     for name, start, count in (("train.arrow", 0, rows), ("eval.arrow", rows, 8)):
         w = ArrowRows(data_dir / name, ["input_ids", "labels"])
         for i in range(start, start + count):
-            chunk = ids[i * SEQ:(i + 1) * SEQ]
+            chunk = ids[i * seq:(i + 1) * seq]
             w.write({"input_ids": chunk, "labels": chunk})
         w.close()
 
 
-def run_variant(name: str, work: Path, model_dir: Path) -> dict:
-    gpus, overrides = VARIANTS[name]
-    run = work / "runs" / name
+def _history(run: Path) -> list[dict]:
+    history = run / "train" / "log_history.jsonl"
+    return [json.loads(l) for l in history.read_text().splitlines()] if history.is_file() else []
+
+
+def _launch(run: Path, data: Path, gpus: int, args: list[str], preset: str | None = None,
+            launcher: bool = False) -> subprocess.CompletedProcess:
     (run / "data").mkdir(parents=True, exist_ok=True)
     for f in ("train.arrow", "eval.arrow"):
         target = run / "data" / f
         if not target.exists():
-            target.symlink_to(work / "data" / f)
-    args = [f"run_dir={run}", f"model.path={model_dir}", *COMMON, *overrides]
-    cmd = ([sys.executable, "-m", "ferrylm", "launch", "--nproc", str(gpus), *args] if gpus > 1
-           else [sys.executable, "-m", "ferrylm", "train", *args])
+            target.symlink_to(data / f)
+    config = ["--config", preset] if preset else []
+    cmd = ([sys.executable, "-m", "ferrylm", "launch", "--nproc", str(gpus), *config, f"run_dir={run}", *args]
+           if gpus > 1 or launcher else [sys.executable, "-m", "ferrylm", "train", *config, f"run_dir={run}", *args])
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def run_variant(name: str, work: Path, model_dir: Path, tokenizer: str) -> dict:
+    if name in PRESETS:
+        gpus, preset, seq = PRESETS[name]
+        overrides = PRESET_COMMON
+        args = [f"model.path={model_dir}", *PRESET_COMMON]
+    else:
+        (gpus, overrides), preset, seq = VARIANTS[name], None, SEQ
+        args = [f"model.path={model_dir}", *COMMON, *overrides]
+    data = work / f"data-{seq}"
+    make_data(data, tokenizer, seq=seq)
+    run = work / "runs" / name
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    row = {"variant": name, "gpus": gpus, "overrides": overrides, "wall_s": round(time.time() - t0, 1),
+    proc = _launch(run, data, gpus, args, preset, launcher=name.endswith("-launch"))
+    row = {"variant": name, "gpus": gpus, "preset": preset, "overrides": overrides, "wall_s": round(time.time() - t0, 1),
            "returncode": proc.returncode}
-    history = run / "train" / "log_history.jsonl"
-    lines = [json.loads(l) for l in history.read_text().splitlines()] if history.is_file() else []
+    lines = _history(run)
     speed = [l for l in lines if "tokens_per_s" in l][1:]
     if speed:   # kept also when the run failed later (e.g. while saving)
         row.update(tokens_per_s_per_gpu=statistics.median(l["tokens_per_s"] for l in speed) / gpus,
@@ -99,9 +145,47 @@ def run_variant(name: str, work: Path, model_dir: Path) -> dict:
         return row
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
     row.update(planned_allocated_gib=m["planned_peak_gib"], base_eval_loss=m["base_eval_loss"], eval_loss=m["eval_loss"],
-               attention=m["attention"], record_peak_gib_rank0=m["peak_gpu_memory_gib"])
+               attention=m["attention"], precision=m["precision"], record_peak_gib_rank0=m["peak_gpu_memory_gib"])
     # The saved model is 15 GB: drop it, the numbers are what this benchmark keeps.
     subprocess.run(["rm", "-rf", str(run / "train" / "model"), str(run / "train" / "adapter")])
+    return row
+
+
+def run_resume(work: Path, model_dir: Path, tokenizer: str) -> dict:
+    """4 GPUs to step 10 uninterrupted; then back to the step-5 checkpoint and on to 10 on 2 GPUs."""
+    data = work / f"data-{SEQ}"
+    make_data(data, tokenizer)
+    run = work / "runs" / RESUME
+    shutil.rmtree(run, ignore_errors=True)
+    args = [f"model.path={model_dir}", *COMMON, *RESUME_OVERRIDES]
+    row: dict = {"variant": RESUME, "overrides": RESUME_OVERRIDES}
+    t0 = time.time()
+    first = _launch(run, data, 4, args)
+    row.update(wall_s_4gpu=round(time.time() - t0, 1), returncode_4gpu=first.returncode)
+    if first.returncode != 0:
+        row["error"] = first.stderr[-2500:]
+        return row
+    four = _history(run)
+    ckpts = run / "train" / "checkpoints"
+    shutil.rmtree(ckpts / "checkpoint-10")     # as if the 4-GPU run had been stopped after step 5
+    t0 = time.time()
+    second = _launch(run, data, 2, [*args, "train.gradient_accumulation_steps=2"])
+    row.update(wall_s_2gpu=round(time.time() - t0, 1), returncode_2gpu=second.returncode)
+    if second.returncode != 0:
+        row["error"] = second.stderr[-2500:]
+        return row
+    two = _history(run)
+    m = json.loads((run / "train" / "record.json").read_text())["metrics"]
+
+    def by_step(lines: list[dict], key: str) -> dict:
+        return {l["step"]: l[key] for l in lines if key in l}
+
+    loss4, loss2 = by_step(four, "loss"), by_step(two, "loss")
+    row.update(resumed_from=m["resumed_from"], resumed_from_world_size=m["resumed_from_world_size"],
+               world_size=m["world_size"], steps=m["steps"], loss_4gpu=loss4, loss_resumed_2gpu=loss2,
+               eval_4gpu=by_step(four, "eval_loss"), eval_resumed_2gpu=by_step(two, "eval_loss"),
+               max_abs_loss_diff_steps_6_10=max(abs(loss4[s] - loss2[s]) for s in range(6, 11)),
+               universal_written=(ckpts / "checkpoint-5" / "latest_universal").is_file())
     return row
 
 
@@ -110,23 +194,24 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/ft")
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("variants", nargs="+", choices=list(VARIANTS))
+    ap.add_argument("variants", nargs="+", choices=[*VARIANTS, *PRESETS, RESUME])
     a = ap.parse_args()
     work = Path(a.work)
     model_dir = work / "qwen7b"
     if not (model_dir / "config.json").is_file():
         subprocess.run([sys.executable, str(Path(__file__).parent / "make_qwen7b_shape.py"), str(model_dir), a.tokenizer],
                        check=True)
-    make_data(work / "data", a.tokenizer)
     import torch
 
     results = {"device": torch.cuda.get_device_name(), "gpus_visible": torch.cuda.device_count(), "seq_len": SEQ,
                "rows": []}
     for name in a.variants:
-        row = run_variant(name, work, model_dir)
+        row = (run_resume(work, model_dir, a.tokenizer) if name == RESUME
+               else run_variant(name, work, model_dir, a.tokenizer))
         results["rows"].append(row)
         Path(a.out).write_text(json.dumps(results, indent=1))
-        show = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items() if k not in ("overrides", "losses", "error")}
+        show = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
+                if k not in ("overrides", "losses", "error")}
         print(json.dumps(show), flush=True)
         if "error" in row:
             print(row["error"], flush=True)
