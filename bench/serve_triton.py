@@ -11,32 +11,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import time
 from pathlib import Path
 
 from ferrylm.export.triton import write_triton_repo
-from ferrylm.serve import TritonServer, port_in_use
+from ferrylm.serve import TritonServer, free_port
 from ferrylm.serve.client import triton_stream
 
 CACHE = Path(".cache/ferrylm")
 MESSAGES = [{"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number, with a docstring."}]
 
 
-def _port() -> int:
-    """A port whose two successors are free too (Triton takes HTTP, gRPC and metrics in a row)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            p = sock.getsockname()[1]
-        if p < 65000 and not any(port_in_use("127.0.0.1", q) for q in (p + 1, p + 2)):
-            return p
-    raise RuntimeError("no free ports")
-
-
 def measure(repo: Path, name: str, runs: int, new_tokens: int, log: Path) -> dict:
-    server = TritonServer(repo, name, "127.0.0.1", _port(), log, 600, 30, CACHE)
+    server = TritonServer(repo, name, "127.0.0.1", free_port(count=3), log, 600, 30, CACHE)
     t0 = time.perf_counter()
     with server:
         startup = time.perf_counter() - t0

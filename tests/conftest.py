@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
@@ -50,12 +49,6 @@ def tiny_data_run(tmp_path_factory, tiny_qwen2_dir, tiny_corpus):
     cfg = tiny_config(run_dir, tiny_qwen2_dir, tiny_corpus)
     run_data(cfg)
     return run_dir
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tiny_config(run_dir, model_dir, corpus, *overrides):

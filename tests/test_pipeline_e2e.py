@@ -20,9 +20,8 @@ from ferrylm.data import run_data
 from ferrylm.eval import GateFailed, humaneval, run_eval
 from ferrylm.eval.generators import EndpointGenerator
 from ferrylm.export import run_export
-from ferrylm.serve import load
+from ferrylm.serve import free_port, load
 from ferrylm.train import run_train
-from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from ..config import Config
 from ..manifest import StageRecord, read_record
-from .process import ManagedServer, ServeError, port_in_use
+from .process import ManagedServer, ServeError, free_port, port_in_use
 from .triton_server import TritonServer
 from .vllm_server import VllmServer
 
-__all__ = ["ServeError", "VllmServer", "TritonServer", "port_in_use", "server_for", "run_serve", "served_model_dir"]
+__all__ = ["ServeError", "VllmServer", "TritonServer", "free_port", "port_in_use", "server_for", "run_serve", "served_model_dir"]
 
 
 def served_model_dir(cfg: Config) -> Path:

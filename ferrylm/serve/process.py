@@ -35,6 +35,18 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def free_port(host: str = "127.0.0.1", count: int = 1) -> int:
+    """A free port on `host` whose `count - 1` successors are free too (tritonserver takes HTTP,
+    gRPC and metrics on three ports in a row)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port + count <= 65536 and not any(port_in_use(host, p) for p in range(port + 1, port + count)):
+            return port
+    raise RuntimeError(f"no {count} consecutive free ports on {host}")
+
+
 def _child_setup() -> None:
     os.setsid()
     try:  # Linux: SIGTERM this child when the parent dies, however it dies.

@@ -109,14 +109,13 @@ def build_model(t: TrainConfig, model_dir, precision: str, attention: str, has_c
     return model
 
 
-def compile_layers(model) -> int:
+def compile_layers(model) -> None:
     """torch.compile each decoder layer in place. The layers share one code path, so the compiler
     traces it once and reuses the graph; what lies outside (embedding, output layer, loss) stays eager."""
     layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
     for layer in layers:
         layer.compile()
     log.info("compiled %d decoder layers", len(layers))
-    return len(layers)
 
 
 def parameter_count(model) -> tuple[int, int]:

@@ -9,24 +9,15 @@ import torch
 
 from ferrylm.export.triton import write_triton_repo
 from ferrylm.models import load_model, load_tokenizer
-from ferrylm.serve import ServeError, TritonServer, port_in_use
+from ferrylm.serve import ServeError, TritonServer, free_port
 from ferrylm.serve.client import EndpointError, triton_stream
-from tests.conftest import CACHE, free_port
+from tests.conftest import CACHE
 
 import importlib.util
 
 # Only the server binary of the wheel is used (installed with --no-deps: its Python API does not import).
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("pytriton") is None,
                                 reason="nvidia-pytriton (its bundled tritonserver) is not installed")
-
-
-def _three_free_ports() -> int:
-    """A port whose two successors are free too (Triton takes HTTP, gRPC and metrics in a row)."""
-    for _ in range(50):
-        port = free_port()
-        if port < 65000 and not any(port_in_use("127.0.0.1", p) for p in (port + 1, port + 2)):
-            return port
-    raise RuntimeError("no three consecutive free ports")
 
 
 def _grpc_stream(grpc_port: int, prompt: str, max_tokens: int) -> str:
@@ -78,7 +69,7 @@ def _greedy(model, tokenizer, prompt: str, n: int) -> str:
 def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
     repo = tmp_path / "triton_models"
     write_triton_repo(repo, "ferrylm", tiny_qwen2_dir)
-    port = _three_free_ports()
+    port = free_port(count=3)
     server = TritonServer(repo, "ferrylm", "127.0.0.1", port, tmp_path / "triton.log", 300, 30, CACHE)
     tokenizer, model = load_tokenizer(tiny_qwen2_dir), load_model(tiny_qwen2_dir).eval()
     with server:
@@ -124,7 +115,7 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
 
 
 def test_missing_repository_is_one_clear_error(tmp_path):
-    server = TritonServer(tmp_path / "nope", "ferrylm", "127.0.0.1", _three_free_ports(), tmp_path / "t.log", 60, 5, CACHE)
+    server = TritonServer(tmp_path / "nope", "ferrylm", "127.0.0.1", free_port(count=3), tmp_path / "t.log", 60, 5, CACHE)
     with pytest.raises(ServeError, match="serve.triton_model: .* is not a Triton model"):
         server.start()
     assert server.proc is None

@@ -23,6 +23,20 @@ def _launch(run, tiny_qwen2_dir, tiny_corpus, *extra):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+def _resume_on_one_process(run, tiny_qwen2_dir, tiny_corpus, *extra):
+    """Go on to step 9 in one process from the two-process checkpoint of step 6. ZeRO's optimizer
+    shards are laid out per rank, so the train stage converts the checkpoint to DeepSpeed's universal
+    format first."""
+    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", *_overrides(run, tiny_qwen2_dir, tiny_corpus),
+                           *extra, "train.max_steps=9"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((run / "train" / "record.json").read_text())["metrics"]
+    assert (m["resumed_from_world_size"], m["world_size"], m["steps"]) == (2, 1, 9)
+    history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
+    evals = {h["step"]: h["eval_loss"] for h in history if "eval_loss" in h}
+    assert evals[9] < evals[6] < evals[0]     # the loss goes on from where it was
+
+
 def test_zero2_two_processes_then_resumed_on_one(copy_run, tiny_qwen2_dir, tiny_corpus):
     run = copy_run()
     _launch(run, tiny_qwen2_dir, tiny_corpus, "train.deepspeed=zero2")
@@ -35,22 +49,13 @@ def test_zero2_two_processes_then_resumed_on_one(copy_run, tiny_qwen2_dir, tiny_
     assert list(ckpt.glob("global_step6/*optim_states.pt"))
     assert (run / "train" / "adapter" / "adapter_model.safetensors").is_file()
 
-    # Resume that two-process checkpoint on one process: ZeRO's optimizer shards are laid out per
-    # rank, so the train stage converts the checkpoint to DeepSpeed's universal format first.
-    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", *_overrides(run, tiny_qwen2_dir, tiny_corpus),
-                           "train.deepspeed=zero2", "train.max_steps=9"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads((run / "train" / "record.json").read_text())["metrics"]
-    assert (m["resumed_from_world_size"], m["world_size"], m["steps"]) == (2, 1, 9)
+    _resume_on_one_process(run, tiny_qwen2_dir, tiny_corpus, "train.deepspeed=zero2")
     universal = ckpt / "global_step6_universal" / "zero"
     adapter6 = load_file(ckpt / "adapter_model.safetensors")
     for key, saved in adapter6.items():   # the universal checkpoint holds the trained weights, whole
         name = key.replace(".weight", ".default.weight")
         assert torch.equal(torch.load(universal / name / "fp32.pt", weights_only=False)["param"], saved), key
         assert (universal / name / "exp_avg.pt").is_file()
-    history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
-    evals = {h["step"]: h["eval_loss"] for h in history if "eval_loss" in h}
-    assert evals[9] < evals[6] < evals[0]     # the loss goes on from where it was
 
 
 ZERO3_OFFLOAD = ("train.deepspeed=zero3", "train.offload_optimizer=true", "train.offload_params=true")
@@ -77,15 +82,8 @@ def test_zero3_with_offload_saves_a_whole_adapter(copy_run, tiny_qwen2_dir, tiny
     rec = run_export(make_config(run, tiny_qwen2_dir, tiny_corpus))
     assert rec.metrics["parity"]["greedy_tokens_equal"] == rec.metrics["parity"]["prompts"]
 
-    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", *_overrides(run, tiny_qwen2_dir, tiny_corpus),
-                           *ZERO3_OFFLOAD, "train.max_steps=9"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads((run / "train" / "record.json").read_text())["metrics"]
-    assert (m["resumed_from_world_size"], m["world_size"], m["steps"]) == (2, 1, 9)
+    _resume_on_one_process(run, tiny_qwen2_dir, tiny_corpus, *ZERO3_OFFLOAD)
     assert (run / "train" / "checkpoints" / "checkpoint-6" / "latest_universal").is_file()
-    history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
-    evals = {h["step"]: h["eval_loss"] for h in history if "eval_loss" in h}
-    assert evals[9] < evals[6] < evals[0]
 
 
 def test_launch_commands_and_slurm_script(tmp_path):
