@@ -5,7 +5,7 @@
 128-token prompt, 512 new tokens (no early stop), greedy. Engines: transformers `generate()` with
 its default dynamic cache; `generate()` with the static cache (which transformers compiles);
 `ferrylm.serve.engine.Engine` (static cache, decode step compiled with CUDA graphs, greedy
-inside the graph). Floor: the bytes of every weight read once per token (the embedding table is
+inside the graph), on the transformers model or on `FusedDecoder`, in bf16 or with 4-bit weights. Floor: the bytes of every weight read once per token (the embedding table is
 only gathered) over the GPU's peak HBM bandwidth.
 """
 from __future__ import annotations
@@ -56,6 +56,31 @@ class Fp8W8A8Linear(torch.nn.Module):
         return out.reshape(*shape[:-1], -1)
 
 
+VARIANTS = {
+    "untuned": ("transformers model, CUDA graphs, inductor defaults", dict(tune=False)),
+    "tuned": ("transformers model, CUDA graphs, coordinate-descent tuning", dict()),
+    "fp8-weight": ("tuned + FP8 weight-only linear layers", dict()),
+    "fp8-w8a8": ("tuned + FP8 weights and activations through torch._scaled_mm", dict()),
+    "fused": ("FusedDecoder (q/k/v and gate/up fused), tuned", dict(fused=True)),
+    "fused-untuned": ("FusedDecoder, inductor defaults (cuBLAS matrix-vector)", dict(fused=True, tune=False)),
+    "int4": ("FusedDecoder with W4A16 weights (round to nearest, --int4-group) on torch's int4 kernel", dict(fused=True)),
+}
+
+
+def int4_kernel_error(group: int) -> float:
+    """Relative max error of the CUDA int4 layer against its own dequantized weights (7B MLP shape):
+    checks the packing on the GPU, where the suite cannot run it."""
+    from ferrylm.serve.quant import Int4WeightLinear, round_to_nearest_int4
+
+    w = torch.randn(18944, 3584, device="cuda", dtype=torch.bfloat16) * 0.02
+    q, scale = round_to_nearest_int4(w, group)
+    deq = (q.float().reshape(18944, -1, group) * scale.float()[..., None]).reshape(18944, 3584)
+    x = torch.randn(1, 3584, device="cuda", dtype=torch.bfloat16)
+    want = x.float() @ deq.t()
+    got = Int4WeightLinear(q, scale, None, group)(x).float()
+    return ((got - want).abs().max() / want.abs().max()).item()
+
+
 def timed(fn, runs: int) -> list[float]:
     out = []
     for _ in range(runs):
@@ -73,10 +98,10 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--variants", default="untuned,tuned,fp8-weight",
-                    help="Engine variants in order: untuned (plain reduce-overhead), tuned (inductor "
-                         "coordinate-descent tuning), fp8-weight (tuned + FP8 weight-only linear layers), "
-                         "fp8-w8a8 (FP8 weights and activations through torch._scaled_mm); one FP8 kind per run")
+    ap.add_argument("--variants", default="tuned,fused,fused-untuned,int4",
+                    help="Engine variants in order: " + "; ".join(f"{k}: {v[0]}" for k, v in VARIANTS.items())
+                         + " (one FP8 kind per run: they replace the model's layers)")
+    ap.add_argument("--int4-group", type=int, default=128)
     ap.add_argument("--skip-hf", action="store_true")
     args = ap.parse_args()
     from ferrylm.serve.engine import Engine, fp8_weights
@@ -102,10 +127,14 @@ def main() -> None:
     ref = None
     for variant in args.variants.split(","):
         torch._dynamo.reset()
+        kwargs = dict(VARIANTS[variant][1])
         if variant in ("fp8-weight", "fp8-w8a8"):
             extra[f"{variant}_layers"] = fp8_weights(model, None if variant == "fp8-weight" else Fp8W8A8Linear)
             torch.cuda.empty_cache()
-        engine = Engine(model, max_len=args.prompt + n + 8, tune=variant != "untuned")
+        if variant == "int4":
+            kwargs["int4_group"] = args.int4_group
+            extra["int4_kernel_rel_error"] = int4_kernel_error(args.int4_group)
+        engine = Engine(model, max_len=args.prompt + n + 8, **kwargs)
         t0 = time.perf_counter()
         engine.generate_timed(ids[0].tolist(), n)
         engine.generate_timed(ids[0].tolist(), n)
@@ -114,16 +143,20 @@ def main() -> None:
         runs[f"Engine {variant}"] = [t["total_s"] for t in timings]
         extra[f"ttft_s_{variant}"] = statistics.median(t["ttft_s"] for t in timings)
         with torch.no_grad():
-            logits = model(ids, use_cache=False).logits[0].float()
+            logits = (engine.decoder(ids, torch.arange(ids.shape[1], device=ids.device)) if engine.decoder is not None
+                      else model(ids, use_cache=False).logits)[0].float()
         if ref is None:
             ref = logits
         else:
             extra[f"kl_vs_first_variant_{variant}"] = torch.nn.functional.kl_div(
                 logits.log_softmax(-1), ref.log_softmax(-1), log_target=True, reduction="batchmean").item()
             extra[f"argmax_agreement_vs_first_variant_{variant}"] = (logits.argmax(-1) == ref.argmax(-1)).float().mean().item()
+        read = engine.decoder if engine.decoder is not None else model
         extra[f"weight_gb_read_per_token_{variant}"] = sum(
-            p.numel() * p.element_size() for n_, p in model.named_parameters() if "embed_tokens" not in n_) / 1e9
+            p.numel() * p.element_size() for n_, p in [*read.named_parameters(), *read.named_buffers()]
+            if "embed" not in n_ and "cache" not in n_) / 1e9
         del engine
+        torch.cuda.empty_cache()
     for name, ts in runs.items():
         med = statistics.median(ts)
         result["engines"][name] = {"runs_s": ts, "median_s": med, "tokens_per_s": n / med,

@@ -155,6 +155,11 @@ class ExportConfig(_Section):
     onnx_max_logit_diff: float = Field(1e-2, gt=0)
     # A quantized artifact whose greedy tokens agree with base+adapter less than this fails the export.
     quantized_min_agreement: float = Field(0.5, ge=0, le=1)
+    # GPU-serving artifacts in the compressed-tensors format vLLM loads (<run>/export/vllm-<scheme>/):
+    # w4a16 (4-bit weights, bf16 activations) and fp8 (e4m3 weights, per-token dynamic activations).
+    vllm_quantize: list[Literal["w4a16", "fp8"]] = Field(default_factory=list)
+    # Inputs per W4A16 scale; must divide every quantized layer's input width (7B Qwen: 128; SmolLM2: 64).
+    w4a16_group_size: Literal[32, 64, 128] = 128
     triton_dir: str = "triton_models"
     triton_name: str = Field("ferrylm", pattern=r"^[A-Za-z0-9_\-]+$")
 

@@ -3,7 +3,8 @@
 Writes `<run>/export/merged/` (safetensors merged shard by shard, tokenizer with its chat
 template, a generation config whose EOS is the template's end-of-turn token, `manifest.json`), with
 `export.onnx` also `<run>/export/onnx/{fp32,int8,int4,...}/` (one cached decode graph that also prefills, with a KV
-cache), and the Triton model repositories. Every artifact is held to base + adapter on a fixed
+cache), with `export.vllm_quantize` `<run>/export/vllm-{w4a16,fp8}/` (compressed-tensors, for vLLM on GPUs),
+and the Triton model repositories. Every artifact is held to base + adapter on a fixed
 prompt set (greedy tokens, max |Δlogit|, KL) and appears in one rename only once its parity holds.
 """
 from __future__ import annotations
@@ -129,7 +130,48 @@ def run_export(cfg: Config) -> StageRecord:
             record.outputs[f"onnx_{name}"] = rec["path"]
         record.outputs["triton_model_onnx"] = str(write_triton_repo(e.triton_dir, f"{e.triton_name}-onnx",
                                                                     out / "onnx" / "fp32", engine="onnx"))
+    if e.vllm_quantize:
+        record.metrics["vllm_quantized"] = {}
+        for kind in e.vllm_quantize:
+            rec = _export_vllm_artifact(cfg, kind, final, out, prompts, ref, tokenizer, lineage, ref_name)
+            record.metrics["vllm_quantized"][kind] = rec
+            record.outputs[f"vllm_{kind}"] = rec["path"]
     return record.finish(out)
+
+
+def _export_vllm_artifact(cfg: Config, kind: str, merged_dir: Path, out: Path, prompts, ref, tokenizer, lineage,
+                          ref_name) -> dict:
+    """One compressed-tensors artifact (w4a16 or fp8), read back by an independent loader and held to the
+    same agreement threshold as the ONNX quantized artifacts."""
+    from .onnx import dir_bytes
+    from .vllm_quant import QuantizeError, load_compressed, write_compressed
+
+    e = cfg.export
+    tmp, final = out / f".vllm-{kind}.tmp", out / f"vllm-{kind}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        info = write_compressed(merged_dir, tmp, kind, e.w4a16_group_size)
+    except QuantizeError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ExportError(str(err)) from err
+    tokenizer.save_pretrained(tmp)
+    _set_generation_eos(tmp, tokenizer)
+    parity = compare(ref, reference_outputs(load_compressed(tmp), prompts, e.parity_new_tokens, tokenizer.pad_token_id),
+                     e.parity_new_tokens)
+    log.info("parity (vllm %s): %d/%d greedy equal, agreement %.3f, max |Δlogit| %.2e, KL %.2e", kind,
+             parity.greedy_tokens_equal, parity.prompts, parity.token_agreement, parity.max_abs_logit_diff, parity.mean_kl)
+    if parity.token_agreement < e.quantized_min_agreement:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ExportError(f"export.vllm_quantize: {kind} agrees with {ref_name} on {parity.token_agreement:.0%} of greedy "
+                          f"tokens, below export.quantized_min_agreement={e.quantized_min_agreement}"
+                          + ("; a smaller export.w4a16_group_size keeps closer" if kind == "w4a16" else ""))
+    info["bytes"] = dir_bytes(tmp)
+    manifest = {"artifact": f"vllm-{kind}", **info, "inputs": {**lineage, "merged_sha256": sha256_tree(merged_dir)},
+                "parity": {"reference": ref_name, "reader": "transformers (compressed-tensors loader, decompressed)",
+                           **parity.as_dict()}}
+    write_json_atomic(tmp / "manifest.json", manifest)
+    _publish(tmp, final)
+    return {"path": str(final), "bytes": info["bytes"], "parity": parity.as_dict(), "scheme": info["scheme"]}
 
 
 def _set_generation_eos(model_dir: Path, tokenizer) -> None:

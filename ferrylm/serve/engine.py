@@ -46,20 +46,36 @@ def fp8_weights(model, replacement=None) -> int:
 
 
 class Engine:
-    def __init__(self, model, max_len: int = 2048, compile: bool | None = None, tune: bool = True):
+    """`fused=True` runs `FusedDecoder` (q/k/v and gate/up fused, Llama-family models) instead of the
+    transformers model; `int4_group` then makes its linear layers 4-bit (round to nearest) and
+    `w4a16_dir` gives them the export stage's W4A16 artifact's own integers and scales."""
+
+    def __init__(self, model, max_len: int = 2048, compile: bool | None = None, tune: bool = True,
+                 fused: bool = False, int4_group: int | None = None, w4a16_dir: str | None = None):
         from transformers import StaticCache
 
-        if tune:
-            import torch._inductor.config as inductor
+        import torch._inductor.config as inductor
 
-            # Let inductor generate the batch-1 matrix-vector kernels itself (and fuse an FP8
-            # weight's cast into them) instead of calling a general GEMM: gpt-fast's setting.
-            inductor.coordinate_descent_tuning = True
-            inductor.triton.unique_kernel_names = True
+        # tune: let inductor generate the batch-1 matrix-vector kernels itself (and fuse an FP8
+        # weight's cast into them) instead of calling a general GEMM: gpt-fast's setting. Set both
+        # ways: the setting is global and a later engine must not inherit an earlier one's.
+        inductor.coordinate_descent_tuning = tune
+        inductor.triton.unique_kernel_names = tune
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.max_len = max_len
-        self.cache = StaticCache(config=model.config, max_cache_len=max_len)
+        self.decoder = None
+        if fused or int4_group or w4a16_dir:
+            from .fused import FusedDecoder
+            from .quant import int4_from_w4a16, int4_weights
+
+            self.decoder = FusedDecoder(model, max_len)
+            if w4a16_dir:
+                int4_from_w4a16(self.decoder, w4a16_dir)
+            elif int4_group:
+                int4_weights(self.decoder, int4_group)
+        else:
+            self.cache = StaticCache(config=model.config, max_cache_len=max_len)
         compile = self.device.type == "cuda" if compile is None else compile
         self._step = torch.compile(self._decode, mode="reduce-overhead", fullgraph=True) if compile else self._decode
 
@@ -71,6 +87,8 @@ class Engine:
         return cls(AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device), **kw)
 
     def _decode(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        if self.decoder is not None:
+            return self.decoder(token, position)[:, -1].argmax(-1, keepdim=True)
         out = self.model(input_ids=token, position_ids=position.unsqueeze(0), cache_position=position,
                          past_key_values=self.cache, use_cache=True)
         return out.logits[:, -1].argmax(-1, keepdim=True)
@@ -80,7 +98,7 @@ class Engine:
         n = len(prompt_ids)
         if n + new_tokens > self.max_len:
             raise ValueError(f"prompt {n} + {new_tokens} new tokens exceed the engine's max_len {self.max_len}")
-        self.cache.reset()
+        self.decoder.reset() if self.decoder is not None else self.cache.reset()
         return self._decode(torch.tensor([prompt_ids], device=self.device), torch.arange(n, device=self.device))
 
     @torch.no_grad()

@@ -99,6 +99,17 @@ def test_streaming_merge_equals_peft_merge_and_keeps_shards(trained_run, tmp_pat
     assert m16.dtype == torch.bfloat16
 
 
+def _copy_without_export(run: Path, copy: Path) -> Path:
+    """The trained run copied (its record pointing at the copy's adapter), with no export yet."""
+    import shutil
+
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("export", "triton_models"))
+    rec = json.loads((copy / "train" / "record.json").read_text())
+    rec["outputs"]["adapter"] = str(copy / "train" / "adapter")
+    (copy / "train" / "record.json").write_text(json.dumps(rec))
+    return copy
+
+
 def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp_path):
     import shutil
 
@@ -106,11 +117,7 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     from ferrylm.models import load_tokenizer
 
     run, cfg = trained_run
-    copy = tmp_path / "run"
-    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("export", "triton_models"))
-    rec = json.loads((copy / "train" / "record.json").read_text())
-    rec["outputs"]["adapter"] = str(copy / "train" / "adapter")
-    (copy / "train" / "record.json").write_text(json.dumps(rec))
+    copy = _copy_without_export(run, tmp_path / "run")
     export = cfg.export.model_copy(update={"onnx": True, "quantize": ["int8", "int4"], "quantized_min_agreement": 0.0,
                                            "triton_dir": str(copy / "triton_models")})
     cfg2 = cfg.model_copy(update={"run_dir": str(copy), "export": export})
@@ -142,3 +149,55 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     with pytest.raises(ExportError, match="export.onnx: parity failed"):
         run_export(strict)
     assert not (copy / "export" / "onnx" / "fp32").exists() and not list((copy / "export" / "onnx").glob(".*"))
+
+
+def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(trained_run, tmp_path):
+    """compressed-tensors W4A16 (pack-quantized) and FP8 (float-quantized) artifacts: the config vLLM
+    reads, smaller files, parity read back through transformers' loader; the batch-1 engine runs the
+    W4A16 artifact's own integers and scales on torch's int4 kernel and agrees with that loader."""
+    from ferrylm.serve.engine import Engine
+    from ferrylm.export.vllm_quant import load_compressed
+
+    run, cfg = trained_run
+    copy = _copy_without_export(run, tmp_path / "run")
+    export = cfg.export.model_copy(update={"vllm_quantize": ["w4a16", "fp8"], "w4a16_group_size": 32,
+                                           "quantized_min_agreement": 0.0, "triton_dir": str(copy / "triton_models")})
+    cfg2 = cfg.model_copy(update={"run_dir": str(copy), "export": export})
+    out = run_export(cfg2)
+    merged_bytes = sum(p.stat().st_size for p in (copy / "export" / "merged").glob("*.safetensors"))
+    for kind, fmt, bits in (("w4a16", "pack-quantized", 4), ("fp8", "float-quantized", 8)):
+        art = copy / "export" / f"vllm-{kind}"
+        assert out.outputs[f"vllm_{kind}"] == str(art)
+        q = json.loads((art / "config.json").read_text())["quantization_config"]
+        assert q["quant_method"] == "compressed-tensors" and q["format"] == fmt and q["ignore"] == ["lm_head"]
+        assert q["config_groups"]["group_0"]["weights"]["num_bits"] == bits
+        manifest = json.loads((art / "manifest.json").read_text())
+        p = manifest["parity"]
+        assert p["reference"] == "base + adapter (PyTorch)" and 0 <= p["token_agreement"] <= 1 and p["mean_kl"] > 0
+        assert manifest["inputs"]["adapter_sha256"] and manifest["layers_quantized"] == 2 * 7
+        assert sum(f.stat().st_size for f in art.glob("*.safetensors")) < merged_bytes
+        assert (art / "tokenizer_config.json").is_file()
+    assert json.loads((copy / "export" / "vllm-w4a16" / "config.json").read_text())[
+        "quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] == 32
+
+    art = copy / "export" / "vllm-w4a16"
+    # The engine's own rounding (used where no artifact is at hand, as in the GPU benchmark) gives the
+    # artifact's integers and scales exactly.
+    from ferrylm.serve.quant import read_w4a16, round_to_nearest_int4
+
+    stored = read_w4a16(art)["model.layers.1.mlp.down_proj"]
+    merged = AutoModelForCausalLM.from_pretrained(copy / "export" / "merged", dtype=torch.bfloat16)
+    q, scale = round_to_nearest_int4(merged.model.layers[1].mlp.down_proj.weight, 32)
+    assert torch.equal(q, stored[0]) and torch.equal(scale, stored[1]) and stored[2] == 32
+    model = load_compressed(art)
+    ids = torch.tensor([[5, 17, 300, 4000, 12, 99]])
+    with torch.no_grad():
+        want = model(ids).logits.float()                     # decompresses the weights to bf16
+        engine = Engine(model, max_len=32, compile=False, tune=False, w4a16_dir=str(art))
+        got = engine.decoder(ids, torch.arange(6)).float()
+    assert (got - want).abs().max().item() < 0.02 * want.abs().max().item()
+
+    bad = cfg2.model_copy(update={"export": export.model_copy(update={"vllm_quantize": ["w4a16"], "w4a16_group_size": 128})})
+    with pytest.raises(ExportError, match=r"export.w4a16_group_size=128 does not divide the 64 inputs .*use 64"):
+        run_export(bad)
+    assert not list((copy / "export").glob(".vllm-*"))

@@ -29,3 +29,55 @@ def test_fp8_weights_stay_close(tiny_qwen2_dir):
         assert fp8_weights(model) == 2 * 7
         got = model(x).logits.float()
     assert 0 < (got - ref).abs().max().item() < 0.05 * ref.abs().max().item()
+
+
+def test_fused_decoder_gives_generates_tokens_and_logits(smollm2_dir, tiny_qwen2_dir):
+    """q/k/v and gate/up fused into one matrix each: the same logits as transformers (Llama: SmolLM2,
+    tied embeddings; Qwen2: biases on q/k/v), and generate()'s greedy tokens through the engine."""
+    from ferrylm.serve.fused import FusedDecoder
+
+    for model_dir in (smollm2_dir, tiny_qwen2_dir):
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        ids = [5, 17, 300, 4000, 12, 99, 1000]
+        with torch.no_grad():
+            want_logits = model(torch.tensor([ids])).logits
+            decoder = FusedDecoder(model, max_len=64)
+            got = decoder(torch.tensor([ids]), torch.arange(len(ids)))
+            torch.testing.assert_close(got, want_logits, atol=1e-4, rtol=1e-4)
+            # One token on top of the cache equals the full sequence's last position.
+            step = decoder(torch.tensor([[77]]), torch.tensor([len(ids)]))
+            full = model(torch.tensor([ids + [77]])).logits[:, -1:]
+            torch.testing.assert_close(step, full, atol=1e-4, rtol=1e-4)
+        want = model.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False)[0, len(ids):].tolist()
+        engine = Engine(model, max_len=64, compile=False, tune=False, fused=True)
+        assert list(engine.stream(ids, 20)) == want
+        assert engine.generate_timed(ids, 20)["tokens"] == want       # the cache is reset between requests
+
+
+def test_fused_decoder_refuses_other_architectures(tiny_qwen2_dir):
+    import pytest
+
+    from ferrylm.serve.fused import FusedDecoder, UnsupportedModel
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, dtype=torch.float32)
+    model.config.model_type = "gpt2"
+    with pytest.raises(UnsupportedModel, match="not gpt2"):
+        FusedDecoder(model, max_len=16)
+
+
+def test_int4_kernel_equals_its_dequantized_weights():
+    """torch's int4 kernel with our packing computes x @ (q * scale)^T: the 4-bit layer is exactly the
+    round-to-nearest weights, so its only error is the rounding (bf16 products aside)."""
+    from ferrylm.serve.quant import Int4WeightLinear, round_to_nearest_int4
+
+    torch.manual_seed(0)
+    w = torch.randn(96, 576)
+    q, scale = round_to_nearest_int4(w, 64)
+    assert q.min() >= -8 and q.max() <= 7 and scale.shape == (96, 9)
+    deq = (q.float().reshape(96, 9, 64) * scale.float()[..., None]).reshape(96, 576)
+    bias = torch.randn(96)
+    x = torch.randn(3, 576)
+    got = Int4WeightLinear(q, scale, bias, 64)(x.bfloat16()).float()
+    want = x.bfloat16().float() @ deq.t() + bias.bfloat16().float()
+    assert (got - want).abs().max().item() < 0.02 * want.abs().max().item()
+    assert (deq - w).abs().max().item() <= scale.float().max().item() * 0.5 + 1e-6   # rounding is within half a step

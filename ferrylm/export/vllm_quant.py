@@ -1,0 +1,117 @@
+"""GPU-serving artifacts in the compressed-tensors format that vLLM loads: W4A16 and FP8.
+
+- `w4a16`: 4-bit integer weights, symmetric, one scale per group of `group_size` inputs, packed eight
+  to an int32 ("pack-quantized"); activations stay bf16. vLLM runs it with its Marlin/Machete
+  kernels on GPUs (Ampere and newer).
+- `fp8`: e4m3 weights with one scale per output channel, activations quantized per token at run
+  time ("float-quantized", the FP8_DYNAMIC scheme); vLLM's FP8 kernels need Ada or Hopper.
+
+Both are round-to-nearest from the merged bf16 weights: no calibration data, nothing learned.
+The output layer stays bf16 (the common choice: it is the most sensitive layer). The files are
+written by the compressed-tensors library itself (the one vLLM and transformers read), so this
+module only chooses the scheme and computes each weight's scales.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+SCHEMES = {"w4a16": ("W4A16", "pack-quantized"), "fp8": ("FP8_DYNAMIC", "float-quantized")}
+
+
+class QuantizeError(ValueError):
+    pass
+
+
+def _quiet_compressed_tensors() -> None:
+    # compressed-tensors logs through loguru, one warning per layer; ours says what matters.
+    try:
+        from loguru import logger
+
+        logger.disable("compressed_tensors")
+    except ImportError:
+        logging.getLogger("compressed_tensors").setLevel(logging.ERROR)
+
+
+def scheme_for(kind: str, group_size: int):
+    from compressed_tensors.quantization import preset_name_to_scheme
+
+    preset, _ = SCHEMES[kind]
+    scheme = preset_name_to_scheme(preset, ["Linear"])
+    if kind == "w4a16":
+        scheme.weights.group_size = group_size
+    return scheme
+
+
+def check_group_size(model: torch.nn.Module, group_size: int) -> None:
+    """Every quantized layer's input width must split into whole groups (vLLM's kernels require it)."""
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and not name.endswith("lm_head") and module.in_features % group_size:
+            fits = [g for g in (128, 64, 32) if all(m.in_features % g == 0 for n, m in model.named_modules()
+                                                     if isinstance(m, torch.nn.Linear) and not n.endswith("lm_head"))]
+            raise QuantizeError(f"export.w4a16_group_size={group_size} does not divide the {module.in_features} inputs "
+                                f"of {name}; " + (f"use {fits[0]}" if fits else "no group size in 32/64/128 fits this model"))
+
+
+@torch.no_grad()
+def set_round_to_nearest_scales(model: torch.nn.Module) -> int:
+    """Each quantized layer's scale from its own weights (min/max per group or per channel)."""
+    from compressed_tensors.quantization.utils.helpers import calculate_qparams
+
+    layers = 0
+    for module in model.modules():
+        scheme = getattr(module, "quantization_scheme", None)
+        if scheme is None or scheme.weights is None:
+            continue
+        args, w = scheme.weights, module.weight.float()
+        if args.strategy == "group":
+            w = w.reshape(w.shape[0], -1, args.group_size)
+            lo, hi = w.amin(-1), w.amax(-1)
+        else:
+            lo, hi = w.amin(1, keepdim=True), w.amax(1, keepdim=True)
+        scale, zero = calculate_qparams(lo, hi, args)
+        module.weight_scale.copy_(scale.to(module.weight_scale.dtype))
+        module.weight_zero_point.copy_(zero.to(module.weight_zero_point.dtype))
+        layers += 1
+    return layers
+
+
+def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, group_size: int = 128) -> dict:
+    """Quantize the merged model in `merged_dir` to `kind` and save it (weights, config) in `out_dir`."""
+    from compressed_tensors.compressors import ModelCompressor
+    from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
+    from transformers import AutoModelForCausalLM
+
+    if kind not in SCHEMES:
+        raise QuantizeError(f"export.vllm_quantize: unknown scheme {kind!r} (one of {', '.join(SCHEMES)})")
+    _quiet_compressed_tensors()
+    t0 = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.bfloat16)
+    if kind == "w4a16":
+        check_group_size(model, group_size)
+    scheme = scheme_for(kind, group_size)
+    apply_quantization_config(model, QuantizationConfig(config_groups={"group_0": scheme}, ignore=["lm_head"]))
+    layers = set_round_to_nearest_scales(model)
+    compressor = ModelCompressor.from_pretrained_model(model, quantization_format=SCHEMES[kind][1])
+    compressor.compress_model(model)
+    out_dir = Path(out_dir)
+    model.save_pretrained(out_dir)
+    compressor.update_config(out_dir)
+    info = {"scheme": SCHEMES[kind][0], "format": f"compressed-tensors ({SCHEMES[kind][1]})", "layers_quantized": layers,
+            "kept_bf16": ["lm_head", "embeddings", "norms"], "method": "round-to-nearest (no calibration)",
+            "quantize_s": time.perf_counter() - t0}
+    if kind == "w4a16":
+        info["group_size"] = group_size
+    return info
+
+
+def load_compressed(model_dir: str | Path) -> torch.nn.Module:
+    """The artifact as transformers reads it (compressed-tensors' loader, weights decompressed to bf16):
+    an independent reader of the files, used for parity."""
+    from transformers import AutoModelForCausalLM
+
+    _quiet_compressed_tensors()
+    return AutoModelForCausalLM.from_pretrained(model_dir).eval()

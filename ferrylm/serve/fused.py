@@ -1,0 +1,118 @@
+"""A Llama-family decoder for batch-1 generation, built from a transformers model's weights.
+
+At batch 1 each token reads every weight once through matrix-vector products, and each product is
+one kernel with its own ramp-up and tail. transformers computes q, k, v and gate, up as five
+separate products per layer; here q/k/v are one matrix and gate/up another, so a layer is four
+products, each larger (better bandwidth per kernel). The KV cache is two preallocated tensors
+written in place, which `torch.compile(mode="reduce-overhead")` captures in one CUDA graph.
+
+Supports the layouts of Llama, Qwen2 and Mistral without sliding windows (SmolLM2 and
+Qwen2.5 are among them); anything else is refused rather than computed differently. The linear
+layers are plain `nn.Linear` modules, so weight-only quantized replacements (`quant.py`) slot in.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+SUPPORTED = ("llama", "qwen2", "mistral")
+
+
+class UnsupportedModel(ValueError):
+    pass
+
+
+def _linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.nn.Linear:
+    layer = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
+    layer.weight = torch.nn.Parameter(weight, requires_grad=False)
+    if bias is not None:
+        layer.bias = torch.nn.Parameter(bias, requires_grad=False)
+    return layer
+
+
+def _cat(tensors: list[torch.Tensor | None]) -> torch.Tensor | None:
+    return None if tensors[0] is None else torch.cat([t.detach() for t in tensors])
+
+
+class FusedLayer(torch.nn.Module):
+    def __init__(self, hf_layer, eps: float):
+        super().__init__()
+        a, m = hf_layer.self_attn, hf_layer.mlp
+        self.eps = eps
+        self.wqkv = _linear(_cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
+                            _cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))
+        self.wo = _linear(a.o_proj.weight.detach(), None if a.o_proj.bias is None else a.o_proj.bias.detach())
+        self.w13 = _linear(_cat([m.gate_proj.weight, m.up_proj.weight]))
+        self.w2 = _linear(m.down_proj.weight.detach())
+        # Buffers, not plain attributes: compiled CUDA graphs treat buffers as fixed addresses
+        # (a plain tensor attribute would be copied into the graph's inputs at every step).
+        self.register_buffer("norm_in", hf_layer.input_layernorm.weight.detach(), persistent=False)
+        self.register_buffer("norm_post", hf_layer.post_attention_layernorm.weight.detach(), persistent=False)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # transformers' order of operations (normalise in fp32, cast back, then scale), so logits match.
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class FusedDecoder(torch.nn.Module):
+    def __init__(self, hf_model, max_len: int):
+        super().__init__()
+        c = hf_model.config
+        if c.model_type not in SUPPORTED or getattr(c, "use_sliding_window", False):
+            raise UnsupportedModel(f"the fused decoder supports {', '.join(SUPPORTED)} without sliding windows, "
+                                   f"not {c.model_type}")
+        inner = hf_model.model
+        self.n_heads, self.n_kv = c.num_attention_heads, c.num_key_value_heads
+        self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        self.max_len = max_len
+        self.eps = c.rms_norm_eps
+        self.register_buffer("embed", inner.embed_tokens.weight.detach(), persistent=False)
+        self.layers = torch.nn.ModuleList(FusedLayer(layer, c.rms_norm_eps) for layer in inner.layers)
+        self.register_buffer("norm", inner.norm.weight.detach(), persistent=False)
+        self.lm_head = _linear(hf_model.lm_head.weight.detach())
+        self.register_buffer("inv_freq", inner.rotary_emb.inv_freq.detach().float(), persistent=False)
+        self.rope_scale = float(inner.rotary_emb.attention_scaling)
+        w = self.embed
+        shape = (len(self.layers), 1, self.n_kv, max_len, self.head_dim)
+        self.register_buffer("k_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
+        for cache in (self.k_cache, self.v_cache):   # written in place inside the captured graph
+            torch._dynamo.mark_static_address(cache)
+
+    def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """ids [1, T] at positions pos [T] (the cache holds every earlier position): logits [1, T, vocab]."""
+        T, H, KV, D = ids.shape[1], self.n_heads, self.n_kv, self.head_dim
+        x = F.embedding(ids, self.embed)
+        freqs = pos[:, None].float() * self.inv_freq[None]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = (emb.cos() * self.rope_scale).to(x.dtype), (emb.sin() * self.rope_scale).to(x.dtype)
+        mask = torch.arange(self.max_len, device=ids.device)[None, :] <= pos[:, None]   # [T, max_len]
+        for i, layer in enumerate(self.layers):
+            h = rms_norm(x, layer.norm_in, self.eps)
+            q, k, v = layer.wqkv(h).split([H * D, KV * D, KV * D], dim=-1)
+            q = q.view(1, T, H, D).transpose(1, 2)
+            k = k.view(1, T, KV, D).transpose(1, 2)
+            v = v.view(1, T, KV, D).transpose(1, 2)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            self.k_cache[i].index_copy_(2, pos, k)
+            self.v_cache[i].index_copy_(2, pos, v)
+            att = F.scaled_dot_product_attention(q, self.k_cache[i], self.v_cache[i], attn_mask=mask,
+                                                 enable_gqa=KV != H)
+            x = x + layer.wo(att.transpose(1, 2).reshape(1, T, H * D))
+            h = rms_norm(x, layer.norm_post, self.eps)
+            gate, up = layer.w13(h).chunk(2, dim=-1)
+            x = x + layer.w2(F.silu(gate) * up)
+        return self.lm_head(rms_norm(x, self.norm, self.eps))
+
+    def reset(self) -> None:
+        self.k_cache.zero_()
+        self.v_cache.zero_()
