@@ -168,8 +168,10 @@ class ServeConfig(_Section):
     # "vllm": the merged model behind vLLM's OpenAI API. "triton": a Triton repository written by
     # the export stage (export.triton_dir), streamed over Triton's HTTP generate / gRPC endpoints.
     backend: Literal["vllm", "triton"] = "vllm"
-    # None serves the exported model of this run.
+    # None serves the exported model of this run: `artifact` picks which one (the merged model, or a
+    # vLLM-format quantized artifact written with export.vllm_quantize).
     model: Optional[str] = None
+    artifact: Literal["merged", "w4a16", "fp8"] = "merged"
     # backend=triton: which repository model (None: export.triton_name; "<name>-onnx" is the ONNX one).
     triton_model: Optional[str] = None
     # backend=vllm: serve the base model with the run's LoRA adapter applied by vLLM (--enable-lora)

@@ -34,6 +34,7 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
                  "train.max_steps=6", "train.per_device_batch_size=2", "train.save_steps=3", "train.logging_steps=1",
                  "train.eval_batches=4", "train.lora_dropout=0", "train.warmup_steps=0",
                  f"export.triton_dir={tmp_path / 'triton_models'}", f"serve.port={port}",
+                 "export.vllm_quantize=[w4a16]", "export.w4a16_group_size=64", "export.quantized_min_agreement=0",
                  "eval.humaneval_limit=4", "eval.bleu_limit=4", "eval.max_new_tokens=128",
                  "eval.latency_new_tokens=64", "eval.concurrency=4", "eval.latency_runs=2",
                  "eval.latency_concurrency=[2]"]
@@ -149,3 +150,34 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
         models = {m["id"]: m.get("parent") for m in requests.get(f"{lora.url}/v1/models", timeout=30).json()["data"]}
         assert models == {"ferrylm-base": None, "ferrylm": "ferrylm-base"}
         assert prompt_logprobs(lora.url, "ferrylm") != prompt_logprobs(lora.url, "ferrylm-base")
+
+    # vLLM loads the export's W4A16 artifact as 4-bit weights (its CPU kernel for compressed-tensors
+    # WNA16), and what it computes is that artifact: its prompt log-probabilities are closer to
+    # transformers' reading of the same file than to the merged bf16 model's.
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ferrylm.export.vllm_quant import load_compressed
+    from ferrylm.models import load_tokenizer
+    from ferrylm.serve import server_for
+
+    art = tmp_path / "run" / "export" / "vllm-w4a16"
+    assert json.loads((art / "manifest.json").read_text())["group_size"] == 64
+    ids = load_tokenizer(art)("def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return",
+                              add_special_tokens=False)["input_ids"]
+
+    def transformers_logprobs(model):
+        with torch.no_grad():
+            logp = model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
+        return [logp[i, ids[i + 1]].item() for i in range(len(ids) - 1)]
+
+    cfg = load_config("default", overrides)
+    with server_for(cfg, art, port=free_port()) as quantized:
+        payload = {"model": "ferrylm", "prompt": ids, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
+        served = requests.post(f"{quantized.url}/v1/completions", json=payload, timeout=300).json()
+    served = served["choices"][0]["logprobs"]["token_logprobs"][1:]
+    assert "CPUWNA16LinearKernel" in (tmp_path / "run" / "serve" / "vllm.log").read_text()
+    to_artifact = [abs(a - b) for a, b in zip(served, transformers_logprobs(load_compressed(art)))]
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "export" / "merged", dtype=torch.bfloat16)
+    to_merged = [abs(a - b) for a, b in zip(served, transformers_logprobs(merged))]
+    assert len(to_artifact) == len(ids) - 1 and sum(to_artifact) < sum(to_merged)

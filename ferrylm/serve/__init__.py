@@ -18,10 +18,15 @@ def served_model_dir(cfg: Config) -> Path:
     if cfg.serve.model:
         return Path(cfg.serve.model)
     try:
-        return Path(read_record(cfg.stage_dir("export"))["outputs"]["merged"])
+        outputs = read_record(cfg.stage_dir("export"))["outputs"]
     except FileNotFoundError:
         raise ServeError(f"serve.model is unset and {cfg.stage_dir('export')} holds no export: "
                          "run `ferrylm export` first or set serve.model=DIR") from None
+    key = "merged" if cfg.serve.artifact == "merged" else f"vllm_{cfg.serve.artifact}"
+    if key not in outputs:
+        raise ServeError(f"serve.artifact={cfg.serve.artifact}: this run's export wrote no such artifact; "
+                         f"export with export.vllm_quantize=[{cfg.serve.artifact}]")
+    return Path(outputs[key])
 
 
 def server_for(cfg: Config, model_dir: str | Path, served_name: str | None = None, port: int | None = None,

@@ -40,3 +40,18 @@ def test_lora_serving_needs_an_adapter(tmp_path, tiny_qwen2_dir):
     with pytest.raises(ServeError, match="serve.lora: .* is not a LoRA adapter"):
         server.start()
     assert server.proc is None
+
+
+def test_quantized_artifact_must_have_been_exported(tmp_path):
+    from ferrylm.manifest import StageRecord
+    from ferrylm.serve import served_model_dir
+
+    cfg = load_config("default", [f"run_dir={tmp_path}", "serve.artifact=w4a16"])
+    rec = StageRecord("export", cfg.digest())
+    rec.outputs = {"merged": str(tmp_path / "export" / "merged"), "vllm_fp8": str(tmp_path / "export" / "vllm-fp8")}
+    rec.finish(cfg.stage_dir("export"))
+    with pytest.raises(ServeError, match=r"serve.artifact=w4a16: .*export.vllm_quantize=\[w4a16\]"):
+        served_model_dir(cfg)
+    fp8 = load_config("default", [f"run_dir={tmp_path}", "serve.artifact=fp8"])
+    assert served_model_dir(fp8) == tmp_path / "export" / "vllm-fp8"
+    assert served_model_dir(load_config("default", [f"run_dir={tmp_path}"])) == tmp_path / "export" / "merged"
