@@ -3,6 +3,7 @@ Triton repositories `ferrylm export` writes: the merged model (transformers engi
 artifact (ONNX Runtime engine).
 
     .venv/bin/python bench/serve_triton.py --merged runs/default/export/merged --work /var/tmp/ferrylm-triton --out serve_triton.json
+    .venv/bin/python bench/serve_triton.py ... --engines ferrylm-onnx --runs 1 --concurrency 4,16   # concurrency sweep
 
 The ONNX artifact is exported from --merged into --work if it is not there. Each request: the
 demo's chat prompt, 512 new tokens (ignore_eos), greedy; TTFT = request sent → first text piece.
@@ -13,6 +14,7 @@ import argparse
 import json
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ferrylm.export.triton import write_triton_repo
@@ -23,23 +25,35 @@ CACHE = Path(".cache/ferrylm")
 MESSAGES = [{"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number, with a docstring."}]
 
 
-def measure(repo: Path, name: str, runs: int, new_tokens: int, log: Path) -> dict:
+def one_request(url: str, name: str, new_tokens: int) -> dict:
+    start = time.perf_counter()
+    first, pieces = None, 0
+    for _piece in triton_stream(url, name, new_tokens, messages=MESSAGES, ignore_eos=True):
+        first = first or time.perf_counter()
+        pieces += 1
+    end = time.perf_counter()
+    return {"ttft_s": first - start, "total_s": end - start, "pieces": pieces}
+
+
+def measure(repo: Path, name: str, runs: int, new_tokens: int, log: Path, concurrency: list[int]) -> dict:
     server = TritonServer(repo, name, "127.0.0.1", free_port(count=3), log, 600, 30, CACHE)
     t0 = time.perf_counter()
     with server:
         startup = time.perf_counter() - t0
-        rows = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            first, pieces = None, 0
-            for _piece in triton_stream(server.url, name, new_tokens, messages=MESSAGES, ignore_eos=True):
-                first = first or time.perf_counter()
-                pieces += 1
-            end = time.perf_counter()
-            rows.append({"ttft_s": first - start, "total_s": end - start, "pieces": pieces})
+        rows = [one_request(server.url, name, new_tokens) for _ in range(runs)]
+        sweep = []
+        for c in concurrency:
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(c) as pool:
+                rs = list(pool.map(lambda _: one_request(server.url, name, new_tokens), range(c)))
+            wall = time.perf_counter() - t0
+            sweep.append({"concurrency": c, "wall_s": wall, "ttft_p50_s": statistics.median(r["ttft_s"] for r in rs),
+                          "ttft_max_s": max(r["ttft_s"] for r in rs), "total_p50_s": statistics.median(r["total_s"] for r in rs),
+                          "total_max_s": max(r["total_s"] for r in rs), "aggregate_tokens_per_s": c * new_tokens / wall})
+            print(name, json.dumps(sweep[-1]), flush=True)
     return {"startup_s": startup, "runs": rows, "total_p50_s": statistics.median(r["total_s"] for r in rows),
             "ttft_p50_s": statistics.median(r["ttft_s"] for r in rows),
-            "tokens_per_s_p50": new_tokens / statistics.median(r["total_s"] for r in rows)}
+            "tokens_per_s_p50": new_tokens / statistics.median(r["total_s"] for r in rows), "concurrency": sweep}
 
 
 def main() -> None:
@@ -49,6 +63,8 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--new-tokens", type=int, default=512)
+    ap.add_argument("--concurrency", default="", help="e.g. 4,16: that many requests at once, after the single runs")
+    ap.add_argument("--engines", default="ferrylm,ferrylm-onnx")
     a = ap.parse_args()
     work = Path(a.work)
     onnx_dir = work / "onnx-fp32"
@@ -63,8 +79,11 @@ def main() -> None:
     import torch
 
     results = {"threads": torch.get_num_threads(), "new_tokens": a.new_tokens, "engines": {}}
+    concurrency = [int(c) for c in a.concurrency.split(",") if c]
     for name, engine in (("ferrylm", "transformers (merged, fp32 eager)"), ("ferrylm-onnx", "ONNX Runtime (fp32, KV cache)")):
-        results["engines"][engine] = measure(repo, name, a.runs, a.new_tokens, work / f"{name}.log")
+        if name not in a.engines.split(","):
+            continue
+        results["engines"][engine] = measure(repo, name, a.runs, a.new_tokens, work / f"{name}.log", concurrency)
         print(engine, json.dumps({k: v for k, v in results["engines"][engine].items() if k != "runs"}), flush=True)
         Path(a.out).write_text(json.dumps(results, indent=1))
 
