@@ -48,12 +48,13 @@ def scheme_for(kind: str, group_size: int):
 
 def check_group_size(model: torch.nn.Module, group_size: int) -> None:
     """Every quantized layer's input width must split into whole groups (vLLM's kernels require it)."""
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and not name.endswith("lm_head") and module.in_features % group_size:
-            fits = [g for g in (128, 64, 32) if all(m.in_features % g == 0 for n, m in model.named_modules()
-                                                     if isinstance(m, torch.nn.Linear) and not n.endswith("lm_head"))]
-            raise QuantizeError(f"export.w4a16_group_size={group_size} does not divide the {module.in_features} inputs "
-                                f"of {name}; " + (f"use {fits[0]}" if fits else "no group size in 32/64/128 fits this model"))
+    widths = {name: m.in_features for name, m in model.named_modules()
+              if isinstance(m, torch.nn.Linear) and not name.endswith("lm_head")}
+    bad = next((name for name, width in widths.items() if width % group_size), None)
+    if bad is not None:
+        fits = [g for g in (128, 64, 32) if all(width % g == 0 for width in widths.values())]
+        raise QuantizeError(f"export.w4a16_group_size={group_size} does not divide the {widths[bad]} inputs "
+                            f"of {bad}; " + (f"use {fits[0]}" if fits else "no group size in 32/64/128 fits this model"))
 
 
 @torch.no_grad()

@@ -31,19 +31,23 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.nn.
 
 
 def _cat(tensors: list[torch.Tensor | None]) -> torch.Tensor | None:
-    return None if tensors[0] is None else torch.cat([t.detach() for t in tensors])
+    if tensors[0] is None:
+        return None
+    return tensors[0].detach() if len(tensors) == 1 else torch.cat([t.detach() for t in tensors])   # one: shared, not copied
+
+
+# Each fused matrix and the transformers projections it stacks by rows (also how quant.py reads a
+# W4A16 artifact into the fused layers).
+FUSED_FROM = {"wqkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), "wo": ("self_attn.o_proj",),
+              "w13": ("mlp.gate_proj", "mlp.up_proj"), "w2": ("mlp.down_proj",)}
 
 
 class FusedLayer(torch.nn.Module):
-    def __init__(self, hf_layer, eps: float):
+    def __init__(self, hf_layer):
         super().__init__()
-        a, m = hf_layer.self_attn, hf_layer.mlp
-        self.eps = eps
-        self.wqkv = _linear(_cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-                            _cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))
-        self.wo = _linear(a.o_proj.weight.detach(), None if a.o_proj.bias is None else a.o_proj.bias.detach())
-        self.w13 = _linear(_cat([m.gate_proj.weight, m.up_proj.weight]))
-        self.w2 = _linear(m.down_proj.weight.detach())
+        for name, sources in FUSED_FROM.items():
+            parts = [hf_layer.get_submodule(s) for s in sources]
+            setattr(self, name, _linear(_cat([p.weight for p in parts]), _cat([p.bias for p in parts])))
         # Buffers, not plain attributes: compiled CUDA graphs treat buffers as fixed addresses
         # (a plain tensor attribute would be copied into the graph's inputs at every step).
         self.register_buffer("norm_in", hf_layer.input_layernorm.weight.detach(), persistent=False)
@@ -75,7 +79,7 @@ class FusedDecoder(torch.nn.Module):
         self.max_len = max_len
         self.eps = c.rms_norm_eps
         self.register_buffer("embed", inner.embed_tokens.weight.detach(), persistent=False)
-        self.layers = torch.nn.ModuleList(FusedLayer(layer, c.rms_norm_eps) for layer in inner.layers)
+        self.layers = torch.nn.ModuleList(FusedLayer(layer) for layer in inner.layers)
         self.register_buffer("norm", inner.norm.weight.detach(), persistent=False)
         self.lm_head = _linear(hf_model.lm_head.weight.detach())
         self.register_buffer("inv_freq", inner.rotary_emb.inv_freq.detach().float(), persistent=False)

@@ -97,12 +97,12 @@ def read_w4a16(model_dir: str | Path) -> dict[str, tuple[torch.Tensor, torch.Ten
 def int4_from_w4a16(decoder: torch.nn.Module, model_dir: str | Path) -> int:
     """Give the fused decoder the artifact's own 4-bit weights (q/k/v and gate/up concatenated by rows,
     as the fused layers are); returns how many linear layers were replaced."""
+    from .fused import FUSED_FROM
+
     art = read_w4a16(model_dir)
-    parts = {"wqkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), "wo": ("self_attn.o_proj",),
-             "w13": ("mlp.gate_proj", "mlp.up_proj"), "w2": ("mlp.down_proj",)}
     count = 0
     for i, layer in enumerate(decoder.layers):
-        for name, sources in parts.items():
+        for name, sources in FUSED_FROM.items():
             found = [art[f"model.layers.{i}.{s}"] for s in sources]
             q = torch.cat([f[0] for f in found]).to(layer.norm_in.device)
             scale = torch.cat([f[1] for f in found]).to(layer.norm_in.device)
