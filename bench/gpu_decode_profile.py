@@ -1,6 +1,6 @@
-"""Where a decode step's time goes: CUDA kernels of 64 steps of `Engine` (tuned) on Qwen2.5-7B shapes.
+"""Where a decode step's time goes: CUDA kernels of 64 steps of `Engine` (--engine picks which) on Qwen2.5-7B shapes.
 
-    python3 bench/gpu_decode_profile.py --out gpu_decode_profile.json
+    python3 bench/gpu_decode_profile.py --out gpu_decode_profile.json [--engine fused-gemv]
 """
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--engine", default="tuned", choices=["tuned", "fused", "fused-gemv"],
+                    help="tuned: the transformers model, coordinate-descent tuning; fused: FusedDecoder on cuBLAS; "
+                         "fused-gemv: FusedDecoder on the Triton matrix-vector kernel (with PDL on Hopper)")
     args = ap.parse_args()
     from gpu_decode import model_7b
 
@@ -27,7 +30,8 @@ def main() -> None:
 
     model = model_7b()
     prompt = list(range(1000, 1128))
-    engine = Engine(model, max_len=128 + args.steps + 8)
+    kwargs = {"tuned": {}, "fused": {"fused": True, "tune": False}, "fused-gemv": {"gemv": True, "tune": False}}
+    engine = Engine(model, max_len=128 + args.steps + 8, **kwargs[args.engine])
     for _ in range(2):
         engine.generate_timed(prompt, args.steps)
     wall = engine.generate_timed(prompt, args.steps)["total_s"]
@@ -41,7 +45,7 @@ def main() -> None:
             k[1] += 1
     total_us = sum(v[0] for v in kernels.values())
     top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:20]
-    result = {"gpu": torch.cuda.get_device_name(), "steps": args.steps, "wall_s": wall,
+    result = {"gpu": torch.cuda.get_device_name(), "engine": args.engine, "steps": args.steps, "wall_s": wall,
               "gpu_kernel_time_s": total_us / 1e6, "kernels_per_step": sum(v[1] for v in kernels.values()) / args.steps,
               "top": [{"kernel": k, "ms_total": v[0] / 1e3, "calls": v[1], "share": v[0] / total_us} for k, v in top]}
     Path(args.out).write_text(json.dumps(result, indent=2))
