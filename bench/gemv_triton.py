@@ -7,12 +7,12 @@
 2. With `--decode`: 512 greedy tokens after a 128-token prompt through `Engine` (fused decoder,
    compiled, CUDA graphs), on cuBLAS, on the kernel, on the kernel with programmatic dependent
    launch, and with inductor's own kernels also launched that way (where this torch has the
-   setting). The kernel's variants run `gemv.decode_step` (norms, SiLU gate and residual adds fused
-   into the kernel). Also each variant's first decode step against the same decoder in fp32, and
-   how many of the 512 greedy tokens agree with cuBLAS's (bf16 sums in another order flip near
-   ties, and random weights make many).
-(An earlier version of this script, commit df96597, swept a simpler kernel without masking or PDL:
-its numbers are in bench/results/gemv_triton_h200.json.)
+   setting). Also each variant's first decode step against the same decoder in fp32, and how many of
+   the 512 greedy tokens agree with cuBLAS's (bf16 sums in another order flip near ties, and random
+   weights make many).
+(Earlier versions of this script: commit df96597 swept a simpler kernel without masking or PDL,
+bench/results/gemv_triton_h200.json; commit 8dcc055 fused the norms and the SiLU gate into the kernel,
+bench/results/gemv_triton_h200_fused_step.json.)
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@
 128-token prompt, 512 new tokens (no early stop), greedy. Engines: transformers `generate()` with
 its default dynamic cache; `generate()` with the static cache (which transformers compiles);
 `ferrylm.serve.engine.Engine` (static cache, decode step compiled with CUDA graphs, greedy
-inside the graph), on the transformers model or on `FusedDecoder`, in bf16 or with 4-bit weights. Floor: the bytes of every weight read once per token (the embedding table is
+inside the graph), on the transformers model or on `FusedDecoder`, in bf16 (cuBLAS or the Triton
+matrix-vector kernel) or with 4-bit weights. Floor: the bytes of every weight read once per token (the embedding table is
 only gathered) over the GPU's peak HBM bandwidth.
 """
 from __future__ import annotations
@@ -63,6 +64,8 @@ VARIANTS = {
     "fp8-w8a8": ("tuned + FP8 weights and activations through torch._scaled_mm", dict()),
     "fused": ("FusedDecoder (q/k/v and gate/up fused), tuned", dict(fused=True)),
     "fused-untuned": ("FusedDecoder, inductor defaults (cuBLAS matrix-vector)", dict(fused=True, tune=False)),
+    "gemv": ("FusedDecoder on the Triton matrix-vector kernel (gemv.py: tuned per shape, PDL on Hopper)",
+             dict(gemv=True, tune=False)),
     "int4": ("FusedDecoder with W4A16 weights (round to nearest, --int4-group) on torch's int4 kernel", dict(fused=True)),
 }
 

@@ -14,7 +14,6 @@ import unicodedata
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import numpy as np
 import pyarrow as pa
 
 from ..log import get_logger

@@ -65,7 +65,7 @@ class Engine:
         inductor.triton.unique_kernel_names = tune
         if hasattr(inductor.triton, "enable_pdl"):
             # With the gemv kernel, inductor's kernels too are launched early (programmatic dependent
-            # launch, Hopper and newer): 2.23 s against 2.29 s for 512 tokens on an H200.
+            # launch, Hopper and newer): 2.21 s against 2.30 s for 512 tokens on an H200.
             from .gemv import supports_pdl
 
             inductor.triton.enable_pdl = gemv and supports_pdl()

@@ -90,51 +90,28 @@ class FusedDecoder(torch.nn.Module):
         self.register_buffer("v_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
         for cache in (self.k_cache, self.v_cache):   # written in place inside the captured graph
             torch._dynamo.mark_static_address(cache)
-        # One-token decode through fused kernels (gemv.decode_step), set where the layers support it.
-        self.one_token_step = None
-
-    def rope(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = pos[:, None].float() * self.inv_freq[None]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return (emb.cos() * self.rope_scale).to(dtype), (emb.sin() * self.rope_scale).to(dtype)
-
-    def mask(self, pos: torch.Tensor) -> torch.Tensor:
-        return torch.arange(self.max_len, device=pos.device)[None, :] <= pos[:, None]   # [T, max_len]
-
-    def attend(self, i: int, qkv: torch.Tensor, pos: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-               mask: torch.Tensor) -> torch.Tensor:
-        """Layer i's attention for qkv [1, T, (H + 2 KV) D]: rotary positions, the new keys and values
-        written into the cache, attention over it; [1, T, H D]."""
-        T, H, KV, D = qkv.shape[1], self.n_heads, self.n_kv, self.head_dim
-        q, k, v = qkv.split([H * D, KV * D, KV * D], dim=-1)
-        q = q.view(1, T, H, D).transpose(1, 2)
-        k = k.view(1, T, KV, D).transpose(1, 2)
-        v = v.view(1, T, KV, D).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        self.k_cache[i].index_copy_(2, pos, k)
-        self.v_cache[i].index_copy_(2, pos, v)
-        if T == 1:
-            # One query per head: each KV head's group of query heads attends to the cache as it is
-            # (SDPA's grouped path would first copy the cache once per query head).
-            qg = q.view(KV, H // KV, D)
-            scores = (qg @ self.k_cache[i][0].transpose(1, 2)).float() * D ** -0.5      # [KV, G, max_len]
-            probs = scores.masked_fill(~mask, float("-inf")).softmax(-1).to(q.dtype)
-            return (probs @ self.v_cache[i][0]).reshape(1, 1, H * D)
-        att = F.scaled_dot_product_attention(q, self.k_cache[i], self.v_cache[i], attn_mask=mask,
-                                             enable_gqa=KV != H)
-        return att.transpose(1, 2).reshape(1, T, H * D)
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """ids [1, T] at positions pos [T] (the cache holds every earlier position): logits [1, T, vocab]."""
-        if ids.shape[1] == 1 and self.one_token_step is not None:
-            return self.one_token_step(self, ids, pos)
+        T, H, KV, D = ids.shape[1], self.n_heads, self.n_kv, self.head_dim
         x = F.embedding(ids, self.embed)
-        cos, sin = self.rope(pos, x.dtype)
-        mask = self.mask(pos)
+        freqs = pos[:, None].float() * self.inv_freq[None]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = (emb.cos() * self.rope_scale).to(x.dtype), (emb.sin() * self.rope_scale).to(x.dtype)
+        mask = torch.arange(self.max_len, device=ids.device)[None, :] <= pos[:, None]   # [T, max_len]
         for i, layer in enumerate(self.layers):
-            att = self.attend(i, layer.wqkv(rms_norm(x, layer.norm_in, self.eps)), pos, cos, sin, mask)
-            x = x + layer.wo(att)
+            h = rms_norm(x, layer.norm_in, self.eps)
+            q, k, v = layer.wqkv(h).split([H * D, KV * D, KV * D], dim=-1)
+            q = q.view(1, T, H, D).transpose(1, 2)
+            k = k.view(1, T, KV, D).transpose(1, 2)
+            v = v.view(1, T, KV, D).transpose(1, 2)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            self.k_cache[i].index_copy_(2, pos, k)
+            self.v_cache[i].index_copy_(2, pos, v)
+            att = F.scaled_dot_product_attention(q, self.k_cache[i], self.v_cache[i], attn_mask=mask,
+                                                 enable_gqa=KV != H)
+            x = x + layer.wo(att.transpose(1, 2).reshape(1, T, H * D))
             h = rms_norm(x, layer.norm_post, self.eps)
             gate, up = layer.w13(h).chunk(2, dim=-1)
             x = x + layer.w2(F.silu(gate) * up)

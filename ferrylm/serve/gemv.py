@@ -1,15 +1,20 @@
 """A batch-1 matrix-vector kernel for the GPU engine's bf16 linear layers, written in Triton.
 
 At one token per step every linear layer is y = W x with each weight read once, so a layer's time is
-its bytes over the bandwidth the kernel reaches. cuBLAS (and inductor's own kernels) reached 58 % of
-the H200's floor on the 7B decode; most of the loss is at kernel boundaries: each product ramps up,
-drains, and the next one starts only after the previous has flushed. Two things here:
+its bytes over the bandwidth the kernel reaches. cuBLAS reached 58 % of the H200's floor on the 7B
+decode (2.55 s for 512 tokens); much of the loss is at kernel boundaries, where a product ramps up and
+drains and the next starts only after it has flushed. Two things here:
 
 - each program owns `block_n` rows and walks K in `block_k`-wide tiles (masked, so a tile may be
-  wider than K and one program reads a whole row at once: more bytes in flight per program);
+  wider than K), the configuration tuned per weight shape when the engine is built;
 - programmatic dependent launch (Hopper and newer): the kernel is launched while the previous one
   still runs, reads its first weight tile, which does not depend on that kernel, and only then waits
-  for it (`gdc_wait`) before reading x. The weight stream starts before the previous kernel's tail.
+  for it (`gdc_wait`) before reading x.
+
+Measured on an H200 for 512 tokens of a 7B model (docs/benchmarks.md): 2.59 s on cuBLAS, 2.30 s on
+this kernel, 2.21 s with PDL on it and on inductor's kernels (what `Engine(gemv=True)` does). (Fusing the RMS norms and the SiLU gate into the kernel was
+slower, 3.35 s: every program recomputes the whole input vector, and that work grows with the
+number of programs.)
 
 The kernel is a torch custom op, so `torch.compile` captures it in the engine's CUDA graph like any
 other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
@@ -28,30 +33,7 @@ except ImportError:  # the CPU-only install: GemvLinear is never built there
 
 if triton is not None:
     @triton.jit
-    def _round_bf16(v):
-        return v.to(tl.bfloat16).to(tl.float32)
-
-    @triton.jit
-    def _x_tile(x_ptr, g_ptr, k, cols, K: tl.constexpr, NORM: tl.constexpr, GATED: tl.constexpr,
-                EVEN_K: tl.constexpr):
-        """Inputs k..k+BLOCK_K in fp32: x, or x * norm weight (NORM), or silu(gate) * up where x holds
-        [gate | up] (GATED, rounded to bf16 where transformers rounds); and x's squares (for NORM)."""
-        inside = k + cols < K
-        if EVEN_K:
-            x = tl.load(x_ptr + k + cols).to(tl.float32)
-        else:
-            x = tl.load(x_ptr + k + cols, mask=inside, other=0.0).to(tl.float32)
-        sq = x * x
-        if NORM:
-            x = x * tl.load(g_ptr + k + cols, mask=inside, other=0.0).to(tl.float32)
-        if GATED:
-            up = tl.load(x_ptr + K + k + cols, mask=inside, other=0.0).to(tl.float32)
-            x = _round_bf16(_round_bf16(x * tl.sigmoid(x)) * up)
-        return x, sq
-
-    @triton.jit
-    def _gemv_kernel(x_ptr, w_ptr, b_ptr, g_ptr, r_ptr, y_ptr, eps, K: tl.constexpr, HAS_BIAS: tl.constexpr,
-                     NORM: tl.constexpr, GATED: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr,
+    def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, K: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
@@ -64,23 +46,23 @@ if triton is not None:
         if PDL:
             tl.extra.cuda.gdc_wait()              # the previous kernel (which wrote x) has finished
             tl.extra.cuda.gdc_launch_dependents()  # and the next one may start its own weight reads
-        x, sq = _x_tile(x_ptr, g_ptr, 0, cols, K, NORM, GATED, EVEN_K)
-        acc = w.to(tl.float32) * x[None, :]
+        if EVEN_K:
+            x = tl.load(x_ptr + cols)
+        else:
+            x = tl.load(x_ptr + cols, mask=cols < K, other=0.0)
+        acc = w.to(tl.float32) * x.to(tl.float32)[None, :]
         for k in range(BLOCK_K, K, BLOCK_K):
             if EVEN_K:
                 w = tl.load(w_ptrs + k)
+                x = tl.load(x_ptr + k + cols)
             else:
-                w = tl.load(w_ptrs + k, mask=(k + cols < K)[None, :], other=0.0)
-            x, sq_k = _x_tile(x_ptr, g_ptr, k, cols, K, NORM, GATED, EVEN_K)
-            acc += w.to(tl.float32) * x[None, :]
-            sq += sq_k
+                inside = k + cols < K
+                w = tl.load(w_ptrs + k, mask=inside[None, :], other=0.0)
+                x = tl.load(x_ptr + k + cols, mask=inside, other=0.0)
+            acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
         y = tl.sum(acc, axis=1)
-        if NORM:   # RMS norm of x, applied after the product: W (g * x) / rms(x) = W (g * x / rms(x))
-            y = y * tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
         if HAS_BIAS:
             y += tl.load(b_ptr + rows).to(tl.float32)
-        if RESIDUAL:   # the residual stream plus this layer's (bf16-rounded) output, as transformers adds
-            y = _round_bf16(y) + tl.load(r_ptr + rows).to(tl.float32)
         tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty))
 
 
@@ -89,35 +71,31 @@ def supports_pdl() -> bool:
 
 
 def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n: int, block_k: int,
-         num_warps: int, num_stages: int, pdl: bool = False, norm: Optional[torch.Tensor] = None, eps: float = 0.0,
-         gated: bool = False, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """y = w @ x (+ bias) for a vector x [K] and w [N, K] (N a multiple of block_n). Fused around it:
-    `norm` (weight [K]): x is RMS-normalised first; `gated`: x is [gate | up] of 2K and the input is
-    silu(gate) * up; `residual` [N]: returns residual + y."""
+         num_warps: int, num_stages: int, pdl: bool = False) -> torch.Tensor:
+    """y = w @ x (+ bias) for a vector x [K] and w [N, K]; N must be a multiple of block_n."""
     n, k = w.shape
+    if block_n & (block_n - 1) or block_k & (block_k - 1):
+        raise ValueError(f"gemv: block_n={block_n} and block_k={block_k} must be powers of two")
     if n % block_n:
         raise ValueError(f"gemv: {n} rows are not a multiple of block_n={block_n}")
-    if x.numel() != (2 * k if gated else k):
-        raise ValueError(f"gemv: input of {x.numel()} values for a [{n}, {k}] weight (gated={gated})")
+    if x.numel() != k:
+        raise ValueError(f"gemv: input of {x.numel()} values for a [{n}, {k}] weight")
     y = torch.empty(n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    _gemv_kernel[(n // block_n,)](x, w, w if bias is None else bias, w if norm is None else norm,
-                                  w if residual is None else residual, y, eps, k, bias is not None,
-                                  norm is not None, gated, residual is not None, BLOCK_N=block_n, BLOCK_K=block_k,
-                                  EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps, num_stages=num_stages,
-                                  **launch)
+    _gemv_kernel[(n // block_n,)](x, w, w if bias is None else bias, y, k, bias is not None, BLOCK_N=block_n,
+                                  BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps,
+                                  num_stages=num_stages, **launch)
     return y
 
 
 @torch.library.custom_op("ferrylm::gemv", mutates_args=())
-def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], norm: Optional[torch.Tensor],
-            residual: Optional[torch.Tensor], eps: float, gated: bool, block_n: int, block_k: int, num_warps: int,
-            num_stages: int, pdl: bool) -> torch.Tensor:
-    return gemv(x, w, bias, block_n, block_k, num_warps, num_stages, pdl, norm, eps, gated, residual)
+def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n: int, block_k: int,
+            num_warps: int, num_stages: int, pdl: bool) -> torch.Tensor:
+    return gemv(x, w, bias, block_n, block_k, num_warps, num_stages, pdl)
 
 
 @gemv_op.register_fake
-def _(x, w, bias, norm, residual, eps, gated, block_n, block_k, num_warps, num_stages, pdl):
+def _(x, w, bias, block_n, block_k, num_warps, num_stages, pdl):
     return x.new_empty(w.shape[0])
 
 
@@ -151,8 +129,7 @@ def tune(w: torch.Tensor, pdl: bool = False) -> dict:
 
 class GemvLinear(torch.nn.Module):
     """A linear layer whose one-token inputs go through `gemv` with a fixed configuration; longer
-    inputs (the prompt) through F.linear. `one_token` also fuses the norm before it, the SiLU gate,
-    or the residual add after it (see `decode_step`)."""
+    inputs (the prompt) through F.linear."""
 
     def __init__(self, linear: torch.nn.Linear, cfg: dict, pdl: bool = False):
         super().__init__()
@@ -163,26 +140,8 @@ class GemvLinear(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[:-1].numel() != 1:
             return torch.nn.functional.linear(x, self.weight, self.bias)
-        return self.one_token(x.reshape(-1)).reshape(*x.shape[:-1], -1)
-
-    def one_token(self, x: torch.Tensor, norm: Optional[torch.Tensor] = None, eps: float = 0.0, gated: bool = False,
-                  residual: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return gemv_op(x, self.weight, self.bias, norm, residual, eps, gated, pdl=self.pdl, **self.cfg)
-
-
-def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-    """One token through a fused decoder whose layers are GemvLinear: a layer is four kernels of
-    weight reads (norms, SiLU gate and residual adds fused into them) around the attention."""
-    x = torch.nn.functional.embedding(ids, dec.embed).reshape(-1)
-    cos, sin = dec.rope(pos, x.dtype)
-    mask = dec.mask(pos)
-    for i, layer in enumerate(dec.layers):
-        qkv = layer.wqkv.one_token(x, norm=layer.norm_in, eps=dec.eps)
-        att = dec.attend(i, qkv.view(1, 1, -1), pos, cos, sin, mask)
-        x = layer.wo.one_token(att.reshape(-1), residual=x)
-        h = layer.w13.one_token(x, norm=layer.norm_post, eps=dec.eps)
-        x = layer.w2.one_token(h, gated=True, residual=x)
-    return dec.lm_head.one_token(x, norm=dec.norm, eps=dec.eps).view(1, 1, -1)
+        y = gemv_op(x.reshape(-1), self.weight, self.bias, pdl=self.pdl, **self.cfg)
+        return y.reshape(*x.shape[:-1], -1)
 
 
 def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: Optional[dict] = None) -> dict:
@@ -198,5 +157,4 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
         if shape not in configs:
             configs[shape] = tune(linear.weight.detach(), pdl)
         setattr(owner, name, GemvLinear(linear, configs[shape], pdl))
-    decoder.one_token_step = decode_step
     return configs

@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from .process import ManagedServer, ServeError, port_in_use  # noqa: F401 - re-exported
+from .process import ManagedServer, ServeError
 
 
 class VllmServer(ManagedServer):

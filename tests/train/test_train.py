@@ -1,6 +1,5 @@
 """Real LoRA training of a tiny random Qwen2 through the HF Trainer: loss falls, resume is exact."""
 import json
-import os
 import signal
 import subprocess
 import sys
