@@ -1,9 +1,11 @@
 """512-token latency through Triton (the tritonserver bundled in nvidia-pytriton) on CPU, for the
-Triton repositories `ferrylm export` writes: the merged model (transformers engine) and its ONNX
-artifact (ONNX Runtime engine).
+Triton repositories `ferrylm export` writes: the merged model on ferrylm's fused engine and on
+transformers' generate(), its ONNX artifact (ONNX Runtime engine) and, with --w4a16, the W4A16
+artifact on the fused engine.
 
     .venv/bin/python bench/serve_triton.py --merged runs/default/export/merged --work /var/tmp/ferrylm-triton --out serve_triton.json
     .venv/bin/python bench/serve_triton.py ... --engines ferrylm-onnx --runs 1 --concurrency 4,16   # concurrency sweep
+    .venv/bin/python bench/serve_triton.py ... --engines ferrylm-fused,ferrylm-w4a16 --w4a16 <run>/export/vllm-w4a16
 
 The ONNX artifact is exported from --merged into --work if it is not there. Each request: the
 demo's chat prompt, 512 new tokens (ignore_eos), greedy; TTFT = request sent → first text piece.
@@ -64,7 +66,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--concurrency", default="", help="e.g. 4,16: that many requests at once, after the single runs")
-    ap.add_argument("--engines", default="ferrylm,ferrylm-onnx")
+    ap.add_argument("--engines", default="ferrylm,ferrylm-fused,ferrylm-onnx")
+    ap.add_argument("--w4a16", help="a W4A16 artifact directory (export.vllm_quantize=[w4a16]) for ferrylm-w4a16")
     a = ap.parse_args()
     work = Path(a.work)
     onnx_dir = work / "onnx-fp32"
@@ -75,12 +78,17 @@ def main() -> None:
         copy_tokenizer(Path(a.merged), onnx_dir)
     repo = work / "triton_models"
     write_triton_repo(repo, "ferrylm", a.merged)
+    write_triton_repo(repo, "ferrylm-fused", a.merged, engine="fused")
     write_triton_repo(repo, "ferrylm-onnx", onnx_dir, engine="onnx")
+    if a.w4a16:
+        write_triton_repo(repo, "ferrylm-w4a16", a.w4a16, engine="fused", w4a16=True)
     import torch
 
     results = {"threads": torch.get_num_threads(), "new_tokens": a.new_tokens, "engines": {}}
     concurrency = [int(c) for c in a.concurrency.split(",") if c]
-    for name, engine in (("ferrylm", "transformers (merged, fp32 eager)"), ("ferrylm-onnx", "ONNX Runtime (fp32, KV cache)")):
+    engines = (("ferrylm", "transformers (merged, fp32 eager)"), ("ferrylm-fused", "ferrylm fused engine (merged, fp32)"),
+               ("ferrylm-onnx", "ONNX Runtime (fp32, KV cache)"), ("ferrylm-w4a16", "ferrylm fused engine (W4A16 artifact)"))
+    for name, engine in engines:
         if name not in a.engines.split(","):
             continue
         results["engines"][engine] = measure(repo, name, a.runs, a.new_tokens, work / f"{name}.log", concurrency)

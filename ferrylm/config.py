@@ -162,6 +162,10 @@ class ExportConfig(_Section):
     w4a16_group_size: Literal[32, 64, 128] = 128
     triton_dir: str = "triton_models"
     triton_name: str = Field("ferrylm", pattern=r"^[A-Za-z0-9_\-]+$")
+    # What streams inside the Triton model: "fused" (ferrylm's batch-1 engine: static KV cache, on a
+    # GPU bf16 in CUDA graphs), "transformers" (generate(), any architecture), "auto" (fused where it
+    # supports the architecture). With vllm_quantize w4a16 and the fused engine, also "<name>-w4a16".
+    triton_engine: Literal["auto", "fused", "transformers"] = "auto"
 
 
 class ServeConfig(_Section):

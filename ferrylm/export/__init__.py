@@ -59,6 +59,20 @@ def _lineage(cfg: Config, base_dir: Path, trained: Path, full: bool) -> dict:
     }
 
 
+def _triton_engine(choice: str, model_dir: Path) -> str:
+    """export.triton_engine resolved for this model: "auto" is ferrylm's fused engine where it
+    computes the architecture exactly (Llama, Qwen2, Mistral), transformers' generate() elsewhere."""
+    from transformers import AutoConfig
+
+    from ..serve.fused import SUPPORTED, supports
+
+    fits = supports(AutoConfig.from_pretrained(model_dir))
+    if choice == "fused" and not fits:
+        raise ExportError(f"export.triton_engine=fused: the fused engine supports {', '.join(SUPPORTED)} without "
+                          f"sliding windows; use auto or transformers for this model")
+    return "fused" if choice == "auto" and fits else ("transformers" if choice == "auto" else choice)
+
+
 def _publish(tmp: Path, final: Path) -> None:
     shutil.rmtree(final, ignore_errors=True)
     tmp.replace(final)
@@ -121,7 +135,10 @@ def run_export(cfg: Config) -> StageRecord:
     record.inputs = lineage
     record.outputs = {"merged": str(final), "manifest": str(final / "manifest.json")}
     record.metrics = {"parity": parity.as_dict(), "merged_sha256": sha256_tree(final), "merge": merge_info}
-    record.outputs["triton_model"] = str(write_triton_repo(e.triton_dir, e.triton_name, final))
+    engine = _triton_engine(e.triton_engine, final)
+    max_len = cfg.serve.max_model_len
+    record.outputs["triton_model"] = str(write_triton_repo(e.triton_dir, e.triton_name, final, engine, max_len))
+    record.metrics["triton_engine"] = engine
     record.outputs["triton_model_vllm"] = str(write_vllm_backend_repo(e.triton_dir, f"{e.triton_name}-vllm", final))
     if e.onnx:
         onnx_records = _export_onnx_artifacts(cfg, final, out, prompts, ref, tokenizer, lineage, ref_name)
@@ -136,6 +153,9 @@ def run_export(cfg: Config) -> StageRecord:
             rec = _export_vllm_artifact(cfg, kind, final, out, prompts, ref, tokenizer, lineage, ref_name)
             record.metrics["vllm_quantized"][kind] = rec
             record.outputs[f"vllm_{kind}"] = rec["path"]
+        if "w4a16" in e.vllm_quantize and engine == "fused":   # the engine runs the artifact's own 4-bit weights
+            record.outputs["triton_model_w4a16"] = str(write_triton_repo(
+                e.triton_dir, f"{e.triton_name}-w4a16", out / "vllm-w4a16", "fused", max_len, w4a16=True))
     return record.finish(out)
 
 

@@ -21,14 +21,26 @@ def _write_repo(triton_dir: str | Path, name: str, files: dict[str, str]) -> Pat
     return target
 
 
-def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path, engine: str = "transformers") -> Path:
-    """`triton_dir/name/config.pbtxt` + `1/model.py`, serving the model at `model_dir` with
-    `engine` "transformers" (a merged Hugging Face directory) or "onnx" (an ONNX artifact directory)."""
+ENGINES = ("fused", "transformers", "onnx")
+
+
+def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path, engine: str = "transformers",
+                      max_len: int = 2048, w4a16: bool = False) -> Path:
+    """`triton_dir/name/config.pbtxt` + `1/model.py`, serving the model at `model_dir` with `engine`:
+    "fused" (ferrylm's batch-1 engine on a merged Llama-family directory, or with `w4a16` on the
+    export's W4A16 artifact; prompt + new tokens up to `max_len`), "transformers" (`generate()` on
+    any merged directory) or "onnx" (an ONNX artifact directory)."""
+    if engine not in ENGINES:
+        raise ValueError(f"Triton engine {engine!r}: one of {', '.join(ENGINES)}")
+    if w4a16 and engine != "fused":
+        raise ValueError("a W4A16 artifact is served by the fused engine only")
     templates = resources.files("ferrylm") / "templates"
     config = (templates / "triton_config.pbtxt").read_text()
     site_packages = ":".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-    config = (config.replace("{{name}}", name).replace("{{model_dir}}", str(Path(model_dir).resolve()))
-              .replace("{{site_packages}}", site_packages).replace("{{engine}}", engine))
+    values = {"name": name, "model_dir": str(Path(model_dir).resolve()), "site_packages": site_packages,
+              "engine": engine, "max_len": str(max_len), "w4a16": "1" if w4a16 else ""}
+    for key, value in values.items():
+        config = config.replace("{{" + key + "}}", value)
     files = {"config.pbtxt": config, "1/model.py": (templates / "triton_model.py").read_text()}
     if engine == "onnx":
         files["1/ferrylm_onnx.py"] = (resources.files("ferrylm") / "export" / "onnx.py").read_text()

@@ -8,7 +8,9 @@ same loop uncompiled (tests check it gives `generate()`'s tokens).
 """
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Iterator
 
 import torch
@@ -91,6 +93,8 @@ class Engine:
         else:
             self.cache = StaticCache(config=model.config, max_cache_len=max_len)
         compile = self.device.type == "cuda" if compile is None else compile
+        if self.decoder is not None:
+            self.decoder.static_shapes = compile
         self._step = torch.compile(self._decode, mode="reduce-overhead", fullgraph=True) if compile else self._decode
 
     @classmethod
@@ -98,7 +102,14 @@ class Engine:
         from transformers import AutoModelForCausalLM
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        return cls(AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device), **kw)
+        extra = {}
+        if "quantization_config" in json.loads((Path(model_dir) / "config.json").read_text()):
+            # A compressed-tensors artifact (the export's W4A16 one), read with dense weights: the
+            # decoder is built from them, then takes the artifact's own integers (w4a16_dir).
+            from transformers.utils.quantization_config import CompressedTensorsConfig
+
+            extra["quantization_config"] = CompressedTensorsConfig(run_compressed=False)
+        return cls(AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **extra).to(device), **kw)
 
     def _decode(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         if self.decoder is not None:

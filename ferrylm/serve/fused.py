@@ -22,6 +22,11 @@ class UnsupportedModel(ValueError):
     pass
 
 
+def supports(config) -> bool:
+    """Whether a transformers config is a layout this decoder computes exactly."""
+    return config.model_type in SUPPORTED and not getattr(config, "use_sliding_window", False)
+
+
 def _linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.nn.Linear:
     layer = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
     layer.weight = torch.nn.Parameter(weight, requires_grad=False)
@@ -70,7 +75,7 @@ class FusedDecoder(torch.nn.Module):
     def __init__(self, hf_model, max_len: int):
         super().__init__()
         c = hf_model.config
-        if c.model_type not in SUPPORTED or getattr(c, "use_sliding_window", False):
+        if not supports(c):
             raise UnsupportedModel(f"the fused decoder supports {', '.join(SUPPORTED)} without sliding windows, "
                                    f"not {c.model_type}")
         inner = hf_model.model
@@ -90,6 +95,7 @@ class FusedDecoder(torch.nn.Module):
         self.register_buffer("v_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
         for cache in (self.k_cache, self.v_cache):   # written in place inside the captured graph
             torch._dynamo.mark_static_address(cache)
+        self.static_shapes = True   # the Engine sets False where it runs the decoder uncompiled
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """ids [1, T] at positions pos [T] (the cache holds every earlier position): logits [1, T, vocab]."""
@@ -98,7 +104,10 @@ class FusedDecoder(torch.nn.Module):
         freqs = pos[:, None].float() * self.inv_freq[None]
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = (emb.cos() * self.rope_scale).to(x.dtype), (emb.sin() * self.rope_scale).to(x.dtype)
-        mask = torch.arange(self.max_len, device=ids.device)[None, :] <= pos[:, None]   # [T, max_len]
+        # Compiled into a CUDA graph, attention spans the whole static cache (masked); run eagerly
+        # (on CPU), it spans only the positions filled so far, which is most of a CPU step's saving.
+        span = self.max_len if self.static_shapes else int(pos[-1]) + 1
+        mask = torch.arange(span, device=ids.device)[None, :] <= pos[:, None]   # [T, span]
         for i, layer in enumerate(self.layers):
             h = rms_norm(x, layer.norm_in, self.eps)
             q, k, v = layer.wqkv(h).split([H * D, KV * D, KV * D], dim=-1)
@@ -109,8 +118,8 @@ class FusedDecoder(torch.nn.Module):
             k = k * cos + rotate_half(k) * sin
             self.k_cache[i].index_copy_(2, pos, k)
             self.v_cache[i].index_copy_(2, pos, v)
-            att = F.scaled_dot_product_attention(q, self.k_cache[i], self.v_cache[i], attn_mask=mask,
-                                                 enable_gqa=KV != H)
+            keys, values = self.k_cache[i][:, :, :span], self.v_cache[i][:, :, :span]
+            att = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=KV != H)
             x = x + layer.wo(att.transpose(1, 2).reshape(1, T, H * D))
             h = rms_norm(x, layer.norm_post, self.eps)
             gate, up = layer.w13(h).chunk(2, dim=-1)

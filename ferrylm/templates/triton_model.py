@@ -1,11 +1,15 @@
-"""Triton Python-backend model written by `ferrylm export`: streams greedy text from the merged
-model (engine "transformers") or from its ONNX artifact (engine "onnx", ONNX Runtime with KV cache).
+"""Triton Python-backend model written by `ferrylm export`: streams greedy text from the merged model
+through ferrylm's batch-1 engine (engine "fused": static KV cache; on a GPU bf16, compiled into CUDA
+graphs, on the Triton matrix-vector kernel, or on the W4A16 artifact's 4-bit weights), through
+transformers' `generate()` (engine "transformers", any architecture), or from the ONNX artifact
+(engine "onnx", ONNX Runtime with KV cache).
 
 `text_input` is a prompt already rendered with the chat template, or `messages` a JSON list of chat
 messages that the model renders with its own template (as the vLLM endpoint does); each response
 carries the next decoded piece of text.
 """
 import json
+import locale
 import site
 import threading
 
@@ -15,6 +19,13 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
+        global torch, TextIteratorStreamer   # used by _stream (the transformers engine)
+        # The stub's embedded interpreter never sets its locale, so files open as ASCII; torch's
+        # inductor templates (imported by the fused engine's W4A16 path) are UTF-8.
+        try:
+            locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
+        except locale.Error:
+            pass
         params = {k: v["string_value"] for k, v in json.loads(args["model_config"])["parameters"].items()}
         # The stub runs the interpreter's own environment; torch, transformers (and ferrylm itself,
         # installed editable: hence addsitedir, which reads .pth files) live in the one that exported
@@ -36,8 +47,17 @@ class TritonPythonModel:
             engine = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(engine)
             self.model = engine.OnnxCausalLM(params["model_dir"])
+        elif self.engine == "fused":
+            import torch
+            from ferrylm.serve.engine import Engine
+
+            cuda, w4a16 = torch.cuda.is_available(), params.get("w4a16") == "1"
+            self.model = Engine.from_pretrained(
+                params["model_dir"], dtype=torch.bfloat16 if cuda else torch.float32, max_len=int(params["max_len"]),
+                fused=True, w4a16_dir=params["model_dir"] if w4a16 else None, gemv=cuda and not w4a16)
+            # Compile (CUDA graphs) and tune now, so that a ready server answers at full speed.
+            list(self.model.stream(self.tokenizer("Hello")["input_ids"], 2))
         else:
-            global torch, TextIteratorStreamer
             import torch
             from transformers import AutoModelForCausalLM, TextIteratorStreamer
 
@@ -67,8 +87,8 @@ class TritonPythonModel:
         max_tokens = int(max_t.as_numpy().reshape(-1)[0]) if max_t is not None else 256
         flag = pb_utils.get_input_tensor_by_name(request, "ignore_eos")   # exactly max_tokens (latency runs)
         ignore_eos = bool(flag.as_numpy().reshape(-1)[0]) if flag is not None else False
-        if self.engine == "onnx":
-            return self._stream_onnx(prompt, max_tokens, ignore_eos, sender)
+        if self.engine in ("onnx", "fused"):
+            return self._stream_tokens(prompt, max_tokens, ignore_eos, sender)
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
         streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
         kwargs = dict(**ids, max_new_tokens=max_tokens, do_sample=False, streamer=streamer,
@@ -83,7 +103,8 @@ class TritonPythonModel:
         worker.join()
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
-    def _stream_onnx(self, prompt, max_tokens, ignore_eos, sender):
+    def _stream_tokens(self, prompt, max_tokens, ignore_eos, sender):
+        # The engines yield token ids one by one; each response carries the newly completed text.
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         eos = () if ignore_eos else (self.tokenizer.eos_token_id,)
         new, sent = [], ""

@@ -46,6 +46,9 @@ def test_merged_model_matches_adapter_and_carries_manifest(trained_run):
     config = (triton / "config.pbtxt").read_text()
     assert "decoupled: true" in config and str(merged.resolve()) in config
     assert 'key: "site_packages"' in config  # where the stub finds torch and transformers
+    # The model is Llama-family: the repository streams from ferrylm's fused engine ("auto").
+    assert 'key: "engine" value: { string_value: "fused" }' in config and rec.metrics["triton_engine"] == "fused"
+    assert f'key: "max_len" value: {{ string_value: "{cfg.serve.max_model_len}" }}' in config
     compile((triton / "1" / "model.py").read_text(), "model.py", "exec")
     assert rec.outputs["merged"] == str(merged)
     # The variant for Triton images with the vLLM backend: vLLM's engine arguments in model.json.
@@ -197,7 +200,27 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
         got = engine.decoder(ids, torch.arange(6)).float()
     assert (got - want).abs().max().item() < 0.02 * want.abs().max().item()
 
+    # A Triton model on the W4A16 artifact: the fused engine runs its own 4-bit weights.
+    config = (copy / "triton_models" / "ferrylm-w4a16" / "config.pbtxt").read_text()
+    assert out.outputs["triton_model_w4a16"] == str(copy / "triton_models" / "ferrylm-w4a16")
+    assert str(art.resolve()) in config and 'key: "w4a16" value: { string_value: "1" }' in config
+
     bad = cfg2.model_copy(update={"export": export.model_copy(update={"vllm_quantize": ["w4a16"], "w4a16_group_size": 128})})
     with pytest.raises(ExportError, match=r"export.w4a16_group_size=128 does not divide the 64 inputs .*use 64"):
         run_export(bad)
     assert not list((copy / "export").glob(".vllm-*"))
+
+
+def test_triton_engine_choice_follows_the_architecture(tmp_path):
+    """export.triton_engine: "auto" takes the fused engine for Llama-family models and generate() for
+    others; asking for "fused" on another architecture is one clear error."""
+    from ferrylm.export import _triton_engine
+
+    llama, gpt2 = tmp_path / "llama", tmp_path / "gpt2"
+    for path, kind in ((llama, "llama"), (gpt2, "gpt2")):
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps({"model_type": kind}))
+    assert _triton_engine("auto", llama) == "fused" and _triton_engine("transformers", llama) == "transformers"
+    assert _triton_engine("auto", gpt2) == "transformers"
+    with pytest.raises(ExportError, match="export.triton_engine=fused: the fused engine supports llama"):
+        _triton_engine("fused", gpt2)

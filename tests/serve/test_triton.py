@@ -1,6 +1,7 @@
 """A real tritonserver (the one bundled in nvidia-pytriton) serving the Triton repository the export
-stage writes: streamed text equals local greedy generation, bad requests get errors and the server
-stays up, SIGTERM drains a stream in flight, an occupied port is one clear error."""
+stage writes: streamed text equals local greedy generation for each engine (ferrylm's fused engine,
+transformers' generate(), the fused engine on a W4A16 artifact), bad requests get errors and the
+server stays up, SIGTERM drains a stream in flight, an occupied port is one clear error."""
 import threading
 
 import pytest
@@ -66,9 +67,26 @@ def _greedy(model, tokenizer, prompt: str, n: int) -> str:
     return tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
 
 
+def _w4a16_artifact(tiny_qwen2_dir, out):
+    """A W4A16 artifact of the tiny model, and the text the engine reading it generates in-process."""
+    from ferrylm.export.vllm_quant import write_compressed
+    from ferrylm.serve.engine import Engine
+
+    write_compressed(tiny_qwen2_dir, out, "w4a16", 32)
+    tokenizer = load_tokenizer(tiny_qwen2_dir)
+    tokenizer.save_pretrained(out)
+    engine = Engine.from_pretrained(str(out), dtype=torch.float32, device="cpu", max_len=128, compile=False,
+                                    tune=False, fused=True, w4a16_dir=str(out))
+    return lambda prompt, n: tokenizer.decode(list(engine.stream(
+        tokenizer(prompt, add_special_tokens=False)["input_ids"], n, (tokenizer.eos_token_id,))), skip_special_tokens=True)
+
+
 def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
     repo = tmp_path / "triton_models"
-    write_triton_repo(repo, "ferrylm", tiny_qwen2_dir)
+    write_triton_repo(repo, "ferrylm", tiny_qwen2_dir, engine="fused", max_len=128)
+    write_triton_repo(repo, "ferrylm-hf", tiny_qwen2_dir, engine="transformers")
+    write_triton_repo(repo, "ferrylm-w4a16", tmp_path / "w4a16", engine="fused", max_len=128, w4a16=True)
+    w4a16_greedy = _w4a16_artifact(tiny_qwen2_dir, tmp_path / "w4a16")
     port = free_port(count=3)
     server = TritonServer(repo, "ferrylm", "127.0.0.1", port, tmp_path / "triton.log", 300, 30, CACHE)
     tokenizer, model = load_tokenizer(tiny_qwen2_dir), load_model(tiny_qwen2_dir).eval()
@@ -94,6 +112,15 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
         with pytest.raises(EndpointError, match="HTTP 4"):
             list(triton_stream(url, "no-such-model", 4, prompt="x"))
         assert requests.get(f"{url}/v2/models/ferrylm/ready", timeout=5).status_code == 200
+        # Past the fused engine's max_len: an error naming it, and the server keeps serving.
+        with pytest.raises(EndpointError, match="exceed the engine's max_len 128"):
+            list(triton_stream(url, "ferrylm", 200, prompt=prompt))
+        # The same repository's other engines, loaded through Triton's model-control API.
+        for name in ("ferrylm-hf", "ferrylm-w4a16"):
+            loaded = requests.post(f"{url}/v2/repository/models/{name}/load", timeout=300)
+            assert loaded.status_code == 200, loaded.text
+        assert "".join(triton_stream(url, "ferrylm-hf", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
+        assert "".join(triton_stream(url, "ferrylm-w4a16", 12, prompt=prompt)) == w4a16_greedy(prompt, 12)
         # An occupied port: one line naming the key, nothing started.
         with pytest.raises(ServeError, match=f"serve.port: 127.0.0.1:{port} is already in use"):
             TritonServer(repo, "ferrylm", "127.0.0.1", port, tmp_path / "t2.log", 60, 5, CACHE).start()
