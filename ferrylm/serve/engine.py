@@ -74,6 +74,8 @@ class Engine:
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.max_len = max_len
+        if gemv and self.device.type != "cuda":
+            raise ValueError("Engine(gemv=True): the Triton matrix-vector kernel runs on CUDA GPUs only")
         self.decoder = None
         if fused or int4_group or w4a16_dir or gemv:
             from .fused import FusedDecoder
@@ -87,8 +89,6 @@ class Engine:
             elif gemv:
                 from .gemv import gemv_weights
 
-                if self.device.type != "cuda":
-                    raise ValueError("Engine(gemv=True): the Triton matrix-vector kernel runs on CUDA GPUs only")
                 self.gemv_configs = gemv_weights(self.decoder)
         else:
             self.cache = StaticCache(config=model.config, max_cache_len=max_len)
