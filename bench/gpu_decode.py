@@ -66,9 +66,6 @@ VARIANTS = {
     "fused-untuned": ("FusedDecoder, inductor defaults (cuBLAS matrix-vector)", dict(fused=True, tune=False)),
     "gemv": ("FusedDecoder on the Triton matrix-vector kernel (gemv.py: tuned per shape, PDL on Hopper)",
              dict(gemv=True, tune=False)),
-    "gemv-gqa-sdpa": ("gemv, with one-token attention through SDPA's grouped-query path (the cache repeated per "
-                      "query head), as before the decoder grouped query heads itself", dict(gemv=True, tune=False,
-                                                                                            grouped_decode=False)),
     "int4": ("FusedDecoder with W4A16 weights (round to nearest, --int4-group) on torch's int4 kernel", dict(fused=True)),
 }
 
@@ -140,10 +137,7 @@ def main() -> None:
         if variant == "int4":
             kwargs["int4_group"] = args.int4_group
             extra["int4_kernel_rel_error"] = int4_kernel_error(args.int4_group)
-        grouped = kwargs.pop("grouped_decode", True)
         engine = Engine(model, max_len=args.prompt + n + 8, **kwargs)
-        if engine.decoder is not None:
-            engine.decoder.grouped_decode = grouped
         t0 = time.perf_counter()
         engine.generate_timed(ids[0].tolist(), n)
         engine.generate_timed(ids[0].tolist(), n)

@@ -96,7 +96,6 @@ class FusedDecoder(torch.nn.Module):
         for cache in (self.k_cache, self.v_cache):   # written in place inside the captured graph
             torch._dynamo.mark_static_address(cache)
         self.static_shapes = True   # the Engine sets False where it runs the decoder uncompiled
-        self.grouped_decode = True
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """ids [1, T] at positions pos [T] (the cache holds every earlier position): logits [1, T, vocab]."""
@@ -120,13 +119,7 @@ class FusedDecoder(torch.nn.Module):
             self.k_cache[i].index_copy_(2, pos, k)
             self.v_cache[i].index_copy_(2, pos, v)
             keys, values = self.k_cache[i][:, :, :span], self.v_cache[i][:, :, :span]
-            if T == 1 and self.grouped_decode:
-                # One token: each KV head's group of query heads goes in as that head's query rows,
-                # so the cache is read as it is (grouped-query SDPA would first repeat it per head).
-                att = F.scaled_dot_product_attention(q.reshape(1, KV, H // KV, D), keys, values, attn_mask=mask)
-                att = att.reshape(1, H, 1, D)
-            else:
-                att = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=KV != H)
+            att = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=KV != H)
             x = x + layer.wo(att.transpose(1, 2).reshape(1, T, H * D))
             h = rms_norm(x, layer.norm_post, self.eps)
             gate, up = layer.w13(h).chunk(2, dim=-1)
