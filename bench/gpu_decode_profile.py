@@ -20,6 +20,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--kernel-names", action="store_true", help="name inductor's kernels after what they fuse")
+    ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--engine", default="tuned", choices=["tuned", "fused", "fused-gemv"],
                     help="tuned: the transformers model, coordinate-descent tuning; fused: FusedDecoder on cuBLAS; "
                          "fused-gemv: FusedDecoder on the Triton matrix-vector kernel (with PDL on Hopper)")
@@ -32,6 +34,10 @@ def main() -> None:
     prompt = list(range(1000, 1128))
     kwargs = {"tuned": {}, "fused": {"fused": True, "tune": False}, "fused-gemv": {"gemv": True, "tune": False}}
     engine = Engine(model, max_len=128 + args.steps + 8, **kwargs[args.engine])
+    if args.kernel_names:   # after Engine(), which sets it with its tuning; read when the step compiles
+        import torch._inductor.config as inductor
+
+        inductor.triton.unique_kernel_names = True
     for _ in range(2):
         engine.generate_timed(prompt, args.steps)
     wall = engine.generate_timed(prompt, args.steps)["total_s"]
@@ -44,7 +50,7 @@ def main() -> None:
             k[0] += e.device_time_total
             k[1] += 1
     total_us = sum(v[0] for v in kernels.values())
-    top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:20]
+    top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:args.top]
     result = {"gpu": torch.cuda.get_device_name(), "engine": args.engine, "steps": args.steps, "wall_s": wall,
               "gpu_kernel_time_s": total_us / 1e6, "kernels_per_step": sum(v[1] for v in kernels.values()) / args.steps,
               "top": [{"kernel": k, "ms_total": v[0] / 1e3, "calls": v[1], "share": v[0] / total_us} for k, v in top]}
