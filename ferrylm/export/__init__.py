@@ -66,11 +66,14 @@ def _triton_engine(choice: str, model_dir: Path) -> str:
 
     from ..serve.fused import SUPPORTED, supports
 
-    fits = supports(AutoConfig.from_pretrained(model_dir))
-    if choice == "fused" and not fits:
+    if choice == "transformers":
+        return choice
+    if supports(AutoConfig.from_pretrained(model_dir)):
+        return "fused"
+    if choice == "fused":
         raise ExportError(f"export.triton_engine=fused: the fused engine supports {', '.join(SUPPORTED)} without "
                           f"sliding windows; use auto or transformers for this model")
-    return "fused" if choice == "auto" and fits else ("transformers" if choice == "auto" else choice)
+    return "transformers"
 
 
 def _publish(tmp: Path, final: Path) -> None:

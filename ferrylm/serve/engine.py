@@ -67,10 +67,14 @@ class Engine:
         inductor.triton.unique_kernel_names = tune
         if hasattr(inductor.triton, "enable_pdl"):
             # With the gemv kernel, inductor's kernels too are launched early (programmatic dependent
-            # launch, Hopper and newer): 2.21 s against 2.30 s for 512 tokens on an H200.
-            from .gemv import supports_pdl
+            # launch, Hopper and newer): 2.21 s against 2.30 s for 512 tokens on an H200. (Triton is
+            # imported only for that engine.)
+            pdl = False
+            if gemv:
+                from .gemv import supports_pdl
 
-            inductor.triton.enable_pdl = gemv and supports_pdl()
+                pdl = supports_pdl()
+            inductor.triton.enable_pdl = pdl
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.max_len = max_len

@@ -47,6 +47,13 @@ FUSED_FROM = {"wqkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj
               "w13": ("mlp.gate_proj", "mlp.up_proj"), "w2": ("mlp.down_proj",)}
 
 
+def layer_linears(decoder) -> list[tuple[torch.nn.Module, str]]:
+    """(layer, name) of each fused matrix still held as an nn.Linear in the decoder's layers (not the
+    output layer): where quantized or kernel-specific replacements go."""
+    return [(layer, name) for layer in decoder.layers for name in FUSED_FROM
+            if isinstance(getattr(layer, name), torch.nn.Linear)]
+
+
 class FusedLayer(torch.nn.Module):
     def __init__(self, hf_layer):
         super().__init__()

@@ -12,9 +12,9 @@ drains and the next starts only after it has flushed. Two things here:
   for it (`gdc_wait`) before reading x.
 
 Measured on an H200 for 512 tokens of a 7B model (docs/benchmarks.md): 2.59 s on cuBLAS, 2.30 s on
-this kernel, 2.21 s with PDL on it and on inductor's kernels (what `Engine(gemv=True)` does). (Fusing the RMS norms and the SiLU gate into the kernel was
-slower, 3.35 s: every program recomputes the whole input vector, and that work grows with the
-number of programs.)
+this kernel, 2.21 s with PDL on it and on inductor's kernels (what `Engine(gemv=True)` does).
+(Fusing the RMS norms and the SiLU gate into the kernel was slower, 3.35 s: every program
+recomputes the whole input vector, and that work grows with the number of programs.)
 
 The kernel is a torch custom op, so `torch.compile` captures it in the engine's CUDA graph like any
 other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
@@ -149,9 +149,9 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
     configuration per weight shape (or `configs` {(n, k): cfg}); returns the configurations used."""
     pdl = supports_pdl() if pdl is None else pdl
     configs = dict(configs or {})
-    modules = [(layer, name) for layer in decoder.layers for name, child in layer.named_children()
-               if isinstance(child, torch.nn.Linear)] + [(decoder, "lm_head")]
-    for owner, name in modules:
+    from .fused import layer_linears
+
+    for owner, name in layer_linears(decoder) + [(decoder, "lm_head")]:
         linear = getattr(owner, name)
         shape = tuple(linear.weight.shape)
         if shape not in configs:

@@ -62,14 +62,14 @@ class Int4WeightLinear(torch.nn.Module):
 def int4_weights(decoder: torch.nn.Module, group_size: int) -> int:
     """Replace every linear layer of the fused decoder's layers (not the output layer) with a
     round-to-nearest 4-bit one; returns how many."""
-    count = 0
-    for layer in decoder.layers:
-        for name, child in list(layer.named_children()):
-            if isinstance(child, torch.nn.Linear):
-                q, scale = round_to_nearest_int4(child.weight.detach(), group_size)
-                setattr(layer, name, Int4WeightLinear(q, scale, child.bias, group_size))
-                count += 1
-    return count
+    from .fused import layer_linears
+
+    replaced = layer_linears(decoder)
+    for layer, name in replaced:
+        child = getattr(layer, name)
+        q, scale = round_to_nearest_int4(child.weight.detach(), group_size)
+        setattr(layer, name, Int4WeightLinear(q, scale, child.bias, group_size))
+    return len(replaced)
 
 
 def read_w4a16(model_dir: str | Path) -> dict[str, tuple[torch.Tensor, torch.Tensor, int]]:
