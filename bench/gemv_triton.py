@@ -54,28 +54,30 @@ def sweep(pdl: bool) -> dict:
     return out
 
 
-def decode(configs: dict, runs: int) -> dict:
+def decode(configs: dict, runs: int, only: list[str]) -> dict:
     import torch._inductor.config as inductor
 
     from gpu_decode import model_7b
     from ferrylm.serve.engine import Engine
-    from ferrylm.serve.gemv import gemv_weights
+    from ferrylm.serve.gemv import gemv_weights, supports_pdl
 
     model = model_7b()
     ids = torch.randint(100, 150000, (1, 128), generator=torch.Generator().manual_seed(1)).cuda()[0].tolist()
     has_inductor_pdl = hasattr(inductor.triton, "enable_pdl")
-    variants = {"cuBLAS": (None, False), "gemv": (False, False), "gemv + PDL": (True, False)}
-    if has_inductor_pdl:
-        variants["gemv + PDL, inductor kernels PDL too"] = (True, True)
+    pdl = supports_pdl()
+    # name: (kernel PDL or None for cuBLAS, inductor's kernels PDL, the fused one-token step)
+    variants = {"cuBLAS": (None, False, False), "gemv": (pdl, pdl, False), "gemv, fused step": (pdl, pdl, True)}
+    variants = {k: v for k, v in variants.items() if k in only}
     result, ref_logits, ref_tokens = {"inductor_has_enable_pdl": has_inductor_pdl}, None, None
     first_logits = {}
-    for variant, (pdl, inductor_pdl) in variants.items():
+    for variant, (pdl, inductor_pdl, fused_step) in variants.items():
         torch._dynamo.reset()
         engine = Engine(model, max_len=128 + 512 + 8, fused=True, tune=False)
         if has_inductor_pdl:   # after Engine(), which sets it for its own choice
-            inductor.triton.enable_pdl = inductor_pdl
-        if pdl is not None:
-            gemv_weights(engine.decoder, pdl, configs)
+            inductor.triton.enable_pdl = inductor_pdl and has_inductor_pdl
+        t_tune = time.perf_counter()
+        used = gemv_weights(engine.decoder, pdl, configs, fused_step=fused_step) if pdl is not None else {}
+        t_tune = time.perf_counter() - t_tune
         with torch.no_grad():   # the first decode step, eagerly: logits after the prompt
             first = engine._prefill(ids, 1)
             logits = engine.decoder(first, torch.tensor([len(ids)], device="cuda"))[0, -1].float()
@@ -85,7 +87,9 @@ def decode(configs: dict, runs: int) -> dict:
         warm = time.perf_counter() - t0
         timings = [engine.generate_timed(ids, 512) for _ in range(runs)]
         times = [t["total_s"] for t in timings]
-        rec = {"runs_s": times, "median_s": statistics.median(times), "warmup_s": warm}
+        rec = {"runs_s": times, "median_s": statistics.median(times), "warmup_s": warm, "tune_s": t_tune,
+               "ttft_s": statistics.median(t["ttft_s"] for t in timings),
+               "kernels": {f"{n}x{k} {e}": cfg for (n, k, e), cfg in used.items()}}
         if ref_logits is None:
             ref_logits, ref_tokens = logits, timings[0]["tokens"]
         else:
@@ -118,6 +122,10 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--decode", action="store_true")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--variants", default="cuBLAS,gemv,gemv, fused step".replace(", ", "+"),
+                    help="decode variants, comma-separated: cuBLAS, gemv (every product on the kernel, PDL on "
+                         "Hopper), gemv+fused step (norms, rotary positions, SiLU gate, residual adds and "
+                         "attention in the kernels of ferrylm/serve/decode_step.py)")
     args = ap.parse_args()
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "pdl": supports_pdl()}
@@ -127,8 +135,10 @@ def main() -> None:
         result[f"{kind}_linear_ms_per_token"] = ms
         result[f"{kind}_linear_s_per_512_tokens"] = ms * 512 / 1e3
     if args.decode:
-        configs = {(v["n"], v["k"]): v["config"] for v in result["shapes"].values()}
-        result["decode_512"] = decode(configs, args.runs)
+        from ferrylm.serve.gemv import Epilogue
+
+        configs = {(v["n"], v["k"], Epilogue()): v["config"] for v in result["shapes"].values()}
+        result["decode_512"] = decode(configs, args.runs, [v.replace("+", ", ") for v in args.variants.split(",")])
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps({k: v for k, v in result.items() if k != "shapes"}, indent=2))
 

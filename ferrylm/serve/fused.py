@@ -66,11 +66,12 @@ class FusedLayer(torch.nn.Module):
         self.register_buffer("norm_post", hf_layer.post_attention_layernorm.weight.detach(), persistent=False)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
     # transformers' order of operations (normalise in fp32, cast back, then scale), so logits match.
+    # No weight: it is folded into the next matrix (decode_step.fold_norms).
     h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * h.to(x.dtype)
+    return h.to(x.dtype) if weight is None else weight * h.to(x.dtype)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -100,12 +101,24 @@ class FusedDecoder(torch.nn.Module):
         shape = (len(self.layers), 1, self.n_kv, max_len, self.head_dim)
         self.register_buffer("k_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
         self.register_buffer("v_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
-        for cache in (self.k_cache, self.v_cache):   # written in place inside the captured graph
+        # decode_step's attention kernel counts each layer's finished chunks here (and leaves zeros).
+        self.register_buffer("attention_counters", torch.zeros(len(self.layers), self.n_heads, dtype=torch.int32,
+                                                               device=w.device), persistent=False)
+        for cache in (self.k_cache, self.v_cache, self.attention_counters):   # written in place inside the captured graph
             torch._dynamo.mark_static_address(cache)
         self.static_shapes = True   # the Engine sets False where it runs the decoder uncompiled
+        # Set by gemv.gemv_weights(fused_step=True): one-token steps through decode_step.decode_step,
+        # with the norms' weights folded into the matrices after them.
+        self.one_token_step = None
+        self.norm_weights_folded = False
+
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, None if self.norm_weights_folded else weight, self.eps)
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """ids [1, T] at positions pos [T] (the cache holds every earlier position): logits [1, T, vocab]."""
+        if ids.shape[1] == 1 and self.one_token_step is not None:
+            return self.one_token_step(self, ids, pos)
         T, H, KV, D = ids.shape[1], self.n_heads, self.n_kv, self.head_dim
         x = F.embedding(ids, self.embed)
         freqs = pos[:, None].float() * self.inv_freq[None]
@@ -116,7 +129,7 @@ class FusedDecoder(torch.nn.Module):
         span = self.max_len if self.static_shapes else int(pos[-1]) + 1
         mask = torch.arange(span, device=ids.device)[None, :] <= pos[:, None]   # [T, span]
         for i, layer in enumerate(self.layers):
-            h = rms_norm(x, layer.norm_in, self.eps)
+            h = self._norm(x, layer.norm_in)
             q, k, v = layer.wqkv(h).split([H * D, KV * D, KV * D], dim=-1)
             q = q.view(1, T, H, D).transpose(1, 2)
             k = k.view(1, T, KV, D).transpose(1, 2)
@@ -128,11 +141,12 @@ class FusedDecoder(torch.nn.Module):
             keys, values = self.k_cache[i][:, :, :span], self.v_cache[i][:, :, :span]
             att = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=KV != H)
             x = x + layer.wo(att.transpose(1, 2).reshape(1, T, H * D))
-            h = rms_norm(x, layer.norm_post, self.eps)
+            h = self._norm(x, layer.norm_post)
             gate, up = layer.w13(h).chunk(2, dim=-1)
             x = x + layer.w2(F.silu(gate) * up)
-        return self.lm_head(rms_norm(x, self.norm, self.eps))
+        return self.lm_head(self._norm(x, self.norm))
 
     def reset(self) -> None:
         self.k_cache.zero_()
         self.v_cache.zero_()
+        self.attention_counters.zero_()

@@ -21,7 +21,7 @@ other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kerne
 interpreter.
 """
 import itertools
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -33,95 +33,205 @@ except ImportError:  # the CPU-only install: GemvLinear is never built there
 
 if triton is not None:
     @triton.jit
-    def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, K: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr):
-        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    def _round(v, like_ptr):
+        """v rounded to the output dtype (where transformers rounds), back in fp32."""
+        return v.to(like_ptr.dtype.element_ty).to(tl.float32)
+
+    @triton.jit
+    def _gemv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
+                     HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
+                     ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     EVEN_K: tl.constexpr, PDL: tl.constexpr):
+        pid = tl.program_id(0)
+        HALF: tl.constexpr = PERIOD // 2
+        if PAIR == 0:
+            rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        else:   # rows r and r + PERIOD/2 of each PERIOD-row group: SiLU's gate and up, RoPE's two halves
+            per_group: tl.constexpr = HALF // BLOCK_N
+            rows = (pid // per_group) * PERIOD + (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
-        w_ptrs = w_ptr + rows[:, None].to(tl.int64) * K + cols[None, :]
-        # The first weight tile does not depend on the previous kernel: read it before waiting.
+        a_ptrs = w_ptr + rows[:, None].to(tl.int64) * K + cols[None, :]
+        b_ptrs = a_ptrs + HALF * K
+        # The first weight tiles do not depend on the previous kernel: read them before waiting.
         if EVEN_K:
-            w = tl.load(w_ptrs)
+            wa = tl.load(a_ptrs)
+            if PAIR != 0:
+                wb = tl.load(b_ptrs)
         else:
-            w = tl.load(w_ptrs, mask=cols[None, :] < K, other=0.0)
+            wa = tl.load(a_ptrs, mask=cols[None, :] < K, other=0.0)
+            if PAIR != 0:
+                wb = tl.load(b_ptrs, mask=cols[None, :] < K, other=0.0)
         if PDL:
             tl.extra.cuda.gdc_wait()              # the previous kernel (which wrote x) has finished
             tl.extra.cuda.gdc_launch_dependents()  # and the next one may start its own weight reads
         if EVEN_K:
-            x = tl.load(x_ptr + cols)
+            x = tl.load(x_ptr + cols).to(tl.float32)
         else:
-            x = tl.load(x_ptr + cols, mask=cols < K, other=0.0)
-        acc = w.to(tl.float32) * x.to(tl.float32)[None, :]
+            x = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+        acc_a = wa.to(tl.float32) * x[None, :]
+        if PAIR != 0:
+            acc_b = wb.to(tl.float32) * x[None, :]
+        if NORM:
+            sq = x * x
         for k in range(BLOCK_K, K, BLOCK_K):
             if EVEN_K:
-                w = tl.load(w_ptrs + k)
-                x = tl.load(x_ptr + k + cols)
+                wa = tl.load(a_ptrs + k)
+                x = tl.load(x_ptr + k + cols).to(tl.float32)
+                if PAIR != 0:
+                    wb = tl.load(b_ptrs + k)
             else:
                 inside = k + cols < K
-                w = tl.load(w_ptrs + k, mask=inside[None, :], other=0.0)
-                x = tl.load(x_ptr + k + cols, mask=inside, other=0.0)
-            acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
-        y = tl.sum(acc, axis=1)
+                wa = tl.load(a_ptrs + k, mask=inside[None, :], other=0.0)
+                x = tl.load(x_ptr + k + cols, mask=inside, other=0.0).to(tl.float32)
+                if PAIR != 0:
+                    wb = tl.load(b_ptrs + k, mask=inside[None, :], other=0.0)
+            acc_a += wa.to(tl.float32) * x[None, :]
+            if PAIR != 0:
+                acc_b += wb.to(tl.float32) * x[None, :]
+            if NORM:
+                sq += x * x
+        ya = tl.sum(acc_a, axis=1)
+        if PAIR != 0:
+            yb = tl.sum(acc_b, axis=1)
+        if NORM:   # RMS norm of x, its weight folded into w's columns: W (g * x / rms(x)) = (W g) x / rms(x)
+            inv_rms = tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
+            ya = ya * inv_rms
+            if PAIR != 0:
+                yb = yb * inv_rms
         if HAS_BIAS:
-            y += tl.load(b_ptr + rows).to(tl.float32)
-        tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty))
+            ya += tl.load(b_ptr + rows).to(tl.float32)
+            if PAIR != 0:
+                yb += tl.load(b_ptr + rows + HALF).to(tl.float32)
+        if PAIR == 1:    # silu(gate) * up, written at the gate's rows: an output of N/2
+            gate = _round(ya, y_ptr)
+            tl.store(y_ptr + rows, (_round(gate * tl.sigmoid(gate), y_ptr) * _round(yb, y_ptr)).to(y_ptr.dtype.element_ty))
+        elif PAIR == 2:  # rotary positions on the rows below ROPE_ROWS (q and k heads of PERIOD = head_dim)
+            half_dim = (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
+            angle = tl.load(pos_ptr).to(tl.float32) * tl.load(freq_ptr + half_dim)
+            cos, sin = _round(tl.cos(angle) * rope_scale, y_ptr), _round(tl.sin(angle) * rope_scale, y_ptr)
+            ya, yb = _round(ya, y_ptr), _round(yb, y_ptr)
+            rope = rows < ROPE_ROWS
+            tl.store(y_ptr + rows, tl.where(rope, ya * cos - yb * sin, ya).to(y_ptr.dtype.element_ty))
+            tl.store(y_ptr + rows + HALF, tl.where(rope, yb * cos + ya * sin, yb).to(y_ptr.dtype.element_ty))
+        else:
+            if RESIDUAL:   # the residual stream plus this layer's (rounded) output, as transformers adds
+                ya = _round(ya, y_ptr) + tl.load(r_ptr + rows).to(tl.float32)
+            tl.store(y_ptr + rows, ya.to(y_ptr.dtype.element_ty))
 
 
 def supports_pdl() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 
 
+SILU, ROPE = 1, 2   # the paired epilogues (0: none)
+
+
+class Epilogue(NamedTuple):
+    """What a kernel does around its product (`decode_step`): `norm_eps` (not None): x is RMS-normalised
+    first (its norm weight already folded into w); `pair`: SILU (w stacks gate over up: the output is
+    silu(gate) * up, N/2 values) or ROPE (rotary positions on the first `rope_rows` rows, in groups of
+    `period` = head_dim rows); `residual`: the output is added to a residual vector."""
+    norm_eps: Optional[float] = None
+    pair: int = 0
+    period: int = 0
+    rope_rows: int = 0
+    rope_scale: float = 1.0
+    residual: bool = False
+
+
 def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n: int, block_k: int,
-         num_warps: int, num_stages: int, pdl: bool = False) -> torch.Tensor:
-    """y = w @ x (+ bias) for a vector x [K] and w [N, K]; N must be a multiple of block_n."""
+         num_warps: int, num_stages: int, pdl: bool = False, epilogue: Epilogue = Epilogue(),
+         residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
+         inv_freq: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = w @ x (+ bias) for a vector x [K] and w [N, K], with `epilogue` around it (ROPE reads the
+    position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so)."""
     n, k = w.shape
+    e = epilogue
     if block_n & (block_n - 1) or block_k & (block_k - 1):
         raise ValueError(f"gemv: block_n={block_n} and block_k={block_k} must be powers of two")
-    if n % block_n:
-        raise ValueError(f"gemv: {n} rows are not a multiple of block_n={block_n}")
+    rows_per_program = 2 * block_n if e.pair else block_n
+    period = e.period if e.pair else n
+    if n % rows_per_program or n % period or (e.pair and period % rows_per_program):
+        raise ValueError(f"gemv: {n} rows (period {period}) do not split into programs of block_n={block_n}")
     if x.numel() != k:
         raise ValueError(f"gemv: input of {x.numel()} values for a [{n}, {k}] weight")
-    y = torch.empty(n, device=x.device, dtype=x.dtype)
+    if e.residual != (residual is not None) or (e.pair == ROPE) != (pos is not None and inv_freq is not None):
+        raise ValueError("gemv: a residual vector goes with a residual epilogue, pos and inv_freq with ROPE")
+    y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    _gemv_kernel[(n // block_n,)](x, w, w if bias is None else bias, y, k, bias is not None, BLOCK_N=block_n,
-                                  BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps,
-                                  num_stages=num_stages, **launch)
+    _gemv_kernel[(n // rows_per_program,)](
+        x, w, w if bias is None else bias, w if residual is None else residual, y, w if pos is None else pos,
+        w if inv_freq is None else inv_freq, 0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k,
+        bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
+        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
 
 
+def gemv_reference(x, w, bias=None, epilogue: Epilogue = Epilogue(), residual=None, pos=None, inv_freq=None):
+    """What `gemv` computes, in plain torch (fp32): the tests' and the tuner's reference."""
+    e, x, w = epilogue, x.float(), w.float()
+    y = w @ x
+    if e.norm_eps is not None:
+        y = y * torch.rsqrt(x.pow(2).mean() + e.norm_eps)
+    if bias is not None:
+        y = y + bias.float()
+    if e.pair == SILU:
+        gate, up = y.chunk(2)
+        return torch.nn.functional.silu(gate) * up
+    if e.pair == ROPE:
+        angle = pos.float() * inv_freq.float()
+        cos, sin = torch.cat([angle.cos(), angle.cos()]) * e.rope_scale, torch.cat([angle.sin(), angle.sin()]) * e.rope_scale
+        heads = y[:e.rope_rows].view(-1, e.period)
+        roped = heads * cos + torch.cat([-heads[:, e.period // 2:], heads[:, :e.period // 2]], 1) * sin
+        return torch.cat([roped.reshape(-1), y[e.rope_rows:]])
+    return y + residual.float() if e.residual else y
+
+
 @torch.library.custom_op("ferrylm::gemv", mutates_args=())
-def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n: int, block_k: int,
-            num_warps: int, num_stages: int, pdl: bool) -> torch.Tensor:
-    return gemv(x, w, bias, block_n, block_k, num_warps, num_stages, pdl)
+def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],
+            pos: Optional[torch.Tensor], inv_freq: Optional[torch.Tensor], block_n: int, block_k: int, num_warps: int,
+            num_stages: int, pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int,
+            rope_scale: float, has_residual: bool) -> torch.Tensor:
+    return gemv(x, w, bias, block_n, block_k, num_warps, num_stages, pdl,
+                Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), residual, pos, inv_freq)
 
 
 @gemv_op.register_fake
-def _(x, w, bias, block_n, block_k, num_warps, num_stages, pdl):
-    return x.new_empty(w.shape[0])
+def _(x, w, bias, residual, pos, inv_freq, block_n, block_k, num_warps, num_stages, pdl, norm_eps, pair, period,
+      rope_rows, rope_scale, has_residual):
+    return x.new_empty(w.shape[0] // 2 if pair == SILU else w.shape[0])
 
 
 CONFIG_KEYS = ("block_n", "block_k", "num_warps", "num_stages")
 
 
-def candidates(n: int, k: int):
+def candidates(n: int, k: int, epilogue: Epilogue = Epilogue()):
     """The configurations worth timing for an [n, k] weight."""
+    pair = 2 if epilogue.pair else 1
     for bn, bk, warps, stages in itertools.product((1, 2), (512, 1024, 2048, 4096), (4, 8), (1, 2)):
-        if n % bn == 0 and bn * bk <= 8192 and bk <= triton.next_power_of_2(k):
+        if n % (pair * bn) == 0 and pair * bn * bk <= 8192 and bk <= triton.next_power_of_2(k):
             yield dict(zip(CONFIG_KEYS, (bn, bk, warps, stages)))
 
 
-def tune(w: torch.Tensor, pdl: bool = False) -> dict:
-    """The fastest configuration for this weight's shape (timed with the L2 flushed between runs,
-    as in decode, where each weight is read once per token)."""
+def tune(w: torch.Tensor, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> dict:
+    """The fastest configuration for this weight's shape and epilogue (timed with the L2 flushed
+    between runs, as in decode, where each weight is read once per token)."""
     from triton.testing import do_bench
 
-    x = torch.randn(w.shape[1], device=w.device, dtype=w.dtype)
-    want = torch.nn.functional.linear(x.float(), w.float())
+    n, k = w.shape
+    x = torch.randn(k, device=w.device, dtype=w.dtype)
+    extra = {"residual": torch.randn(n, device=w.device, dtype=w.dtype) if epilogue.residual else None}
+    if epilogue.pair == ROPE:
+        extra.update(pos=torch.tensor([100], device=w.device), inv_freq=torch.rand(epilogue.period // 2, device=w.device))
+    want = gemv_reference(x, w, None, epilogue, **extra)
     best, best_ms = None, float("inf")
-    for cfg in candidates(*w.shape):
-        got = gemv(x, w, None, pdl=pdl, **cfg)
+    for cfg in candidates(n, k, epilogue):
+        if epilogue.pair and epilogue.period % (2 * cfg["block_n"]):
+            continue
+        got = gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg)
         if (got.float() - want).abs().max() > 1e-2 * want.abs().max():
-            raise RuntimeError(f"gemv {cfg} disagrees with F.linear on {tuple(w.shape)}")
-        ms = do_bench(lambda: gemv(x, w, None, pdl=pdl, **cfg), warmup=5, rep=30)
+            raise RuntimeError(f"gemv {cfg} disagrees with its reference on {tuple(w.shape)}, {epilogue}")
+        ms = do_bench(lambda: gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg), warmup=5, rep=30)
         if ms < best_ms:
             best, best_ms = cfg, ms
     return {**best, "ms": best_ms}
@@ -129,32 +239,52 @@ def tune(w: torch.Tensor, pdl: bool = False) -> dict:
 
 class GemvLinear(torch.nn.Module):
     """A linear layer whose one-token inputs go through `gemv` with a fixed configuration; longer
-    inputs (the prompt) through F.linear."""
+    inputs (the prompt) through F.linear. `step` runs the kernel with the layer's epilogue (the fused
+    one-token step of `decode_step.py`)."""
 
-    def __init__(self, linear: torch.nn.Linear, cfg: dict, pdl: bool = False):
+    def __init__(self, linear: torch.nn.Linear, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()):
         super().__init__()
         self.weight, self.bias = linear.weight, linear.bias
         self.cfg = {key: int(cfg[key]) for key in CONFIG_KEYS}
-        self.pdl = pdl
+        self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[:-1].numel() != 1:
             return torch.nn.functional.linear(x, self.weight, self.bias)
-        y = gemv_op(x.reshape(-1), self.weight, self.bias, pdl=self.pdl, **self.cfg)
-        return y.reshape(*x.shape[:-1], -1)
+        return self.step(x.reshape(-1), plain=True).reshape(*x.shape[:-1], -1)
+
+    def step(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
+             inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
+        e = Epilogue() if plain else self.epilogue
+        return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, norm_eps=e.norm_eps,
+                       pair=e.pair, period=e.period, rope_rows=e.rope_rows, rope_scale=e.rope_scale,
+                       has_residual=e.residual, **self.cfg)
 
 
-def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: Optional[dict] = None) -> dict:
+def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: Optional[dict] = None,
+                 fused_step: bool = True, fixed: Optional[dict] = None) -> dict:
     """Put every linear layer of the fused decoder (and its output layer) on `gemv`, one tuned
-    configuration per weight shape (or `configs` {(n, k): cfg}); returns the configurations used."""
-    pdl = supports_pdl() if pdl is None else pdl
-    configs = dict(configs or {})
+    configuration per weight shape and epilogue (or `configs` {(n, k, epilogue): cfg}, or one `fixed`
+    configuration for all); with
+    `fused_step`, one-token steps run `decode_step.decode_step` (norms, rotary positions, SiLU gate and
+    residual adds inside the kernels). Returns the configurations used."""
+    from .decode_step import epilogues, fold_norms
     from .fused import layer_linears
 
+    pdl = supports_pdl() if pdl is None else pdl
+    configs = dict(configs or {})
+    if fused_step:
+        fold_norms(decoder)
+    kinds = epilogues(decoder) if fused_step else {}
     for owner, name in layer_linears(decoder) + [(decoder, "lm_head")]:
         linear = getattr(owner, name)
-        shape = tuple(linear.weight.shape)
-        if shape not in configs:
-            configs[shape] = tune(linear.weight.detach(), pdl)
-        setattr(owner, name, GemvLinear(linear, configs[shape], pdl))
+        epilogue = kinds.get(name, Epilogue())
+        key = (*linear.weight.shape, epilogue)
+        if key not in configs:
+            configs[key] = fixed or tune(linear.weight.detach(), pdl, epilogue)
+        setattr(owner, name, GemvLinear(linear, configs[key], pdl, epilogue))
+    if fused_step:
+        from .decode_step import decode_step
+
+        decoder.one_token_step = decode_step
     return configs

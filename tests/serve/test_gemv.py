@@ -1,6 +1,8 @@
-"""The engine's Triton matrix-vector kernel, run through Triton's interpreter on the CPU: it computes
-F.linear (whole tiles, masked tiles wider than K, bias), and a fused decoder whose layers use it
-gives the same logits as on F.linear. Its speed is measured on a GPU (bench/gemv_triton.py)."""
+"""The engine's Triton kernels, run through Triton's interpreter on the CPU: the matrix-vector kernel
+computes F.linear (whole tiles, masked tiles wider than K, bias) and each of its epilogues its
+reference; the attention kernel equals SDPA and writes the cache; a fused decoder on the kernel, and
+the fused one-token step (decode_step.py) over several steps, give transformers' logits. Their speed
+is measured on a GPU (bench/gemv_triton.py)."""
 import importlib.util
 import os
 import subprocess
@@ -16,8 +18,10 @@ CHECKS = r"""
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+import torch.nn.functional as F
+from ferrylm.serve.decode_step import attention
 from ferrylm.serve.fused import FusedDecoder
-from ferrylm.serve.gemv import GemvLinear, gemv, gemv_weights
+from ferrylm.serve.gemv import ROPE, SILU, Epilogue, GemvLinear, gemv, gemv_reference, gemv_weights
 
 torch.manual_seed(0)
 w, x, b = torch.randn(12, 100), torch.randn(100), torch.randn(12)
@@ -26,7 +30,7 @@ for block_n, block_k in ((1, 32), (2, 64), (4, 128), (2, 256)):      # 100 is no
     assert torch.allclose(got, w @ x + b, atol=1e-4), (block_n, block_k)
 got = gemv(x[:96], w[:, :96].contiguous(), None, 4, 32, num_warps=4, num_stages=1)   # whole tiles, no bias
 assert torch.allclose(got, w[:, :96] @ x[:96], atol=1e-4)
-for bad, message in (((x, w, None, 8, 32), "not a multiple of block_n=8"), ((x[:50], w, None, 1, 32), "input of 50"),
+for bad, message in (((x, w, None, 8, 32), "do not split into programs of block_n=8"), ((x[:50], w, None, 1, 32), "input of 50"),
                      ((x, w, None, 3, 32), "powers of two")):
     try:
         gemv(*bad, num_warps=4, num_stages=1)
@@ -35,19 +39,59 @@ for bad, message in (((x, w, None, 8, 32), "not a multiple of block_n=8"), ((x[:
         assert message in str(e), e
 
 config = Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
 model = Qwen2ForCausalLM(config).eval()
-ids = torch.tensor([[5, 17, 30, 40, 12]])
+with torch.no_grad():   # norm weights away from 1, so folding them into the matrices is checked
+    for norm in [n for layer in model.model.layers for n in (layer.input_layernorm, layer.post_attention_layernorm)]:
+        norm.weight.uniform_(0.5, 1.5)
+    model.model.norm.weight.uniform_(0.5, 1.5)
+ids = [5, 17, 30, 40, 12, 77, 3, 9]
+fixed = {"block_n": 2, "block_k": 64, "num_warps": 4, "num_stages": 1}
 with torch.no_grad():
-    want = model(torch.cat([ids, torch.tensor([[77]])], 1)).logits[0, -1]
+    want = model(torch.tensor([ids])).logits[0]
+    # Every product on the kernel, no epilogues: the prompt through F.linear, one token through the kernel.
     dec = FusedDecoder(model, 16)
-    shapes = {(128, 64), (64, 64), (192, 64), (64, 96), (256, 64)}     # wqkv (with bias), wo, w13, w2, lm_head
-    used = gemv_weights(dec, pdl=False, configs={s: {"block_n": 2, "block_k": 64, "num_warps": 4, "num_stages": 1}
-                                                 for s in shapes})
-    assert set(used) == shapes and isinstance(dec.lm_head, GemvLinear) and isinstance(dec.layers[1].w2, GemvLinear)
-    dec(ids, torch.arange(5))                                        # the prompt: F.linear
-    got = dec(torch.tensor([[77]]), torch.tensor([5]))[0, -1]        # one token: the kernel
-torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    used = gemv_weights(dec, pdl=False, fused_step=False, fixed=fixed)
+    assert {k[:2] for k in used} == {(128, 64), (64, 64), (192, 64), (64, 96), (256, 64)}   # wqkv (bias), wo, w13, w2, lm_head
+    assert isinstance(dec.lm_head, GemvLinear) and isinstance(dec.layers[1].w2, GemvLinear)
+    dec(torch.tensor([ids[:5]]), torch.arange(5))
+    torch.testing.assert_close(dec(torch.tensor([[ids[5]]]), torch.tensor([5]))[0, -1], want[5], atol=1e-4, rtol=1e-4)
+    # The fused step: norms folded into the matrices, rotary positions, SiLU gate, residual adds and
+    # attention in the kernels; three steps, the second chunk of the cache included (BLOCK_L is 64).
+    dec = FusedDecoder(model, 80)
+    gemv_weights(dec, pdl=False, fixed=fixed)
+    assert dec.one_token_step is not None and dec.norm_weights_folded
+    long_ids = (ids * 9)[:70]
+    want = model(torch.tensor([long_ids])).logits[0]
+    dec(torch.tensor([long_ids[:62]]), torch.arange(62))               # the prompt: F.linear on folded weights
+    for i in range(62, 70):
+        got = dec(torch.tensor([[long_ids[i]]]), torch.tensor([i]))[0, -1]
+        torch.testing.assert_close(got, want[i], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(model(torch.tensor([long_ids])).logits[0], want)   # the model's weights untouched
+
+# Each epilogue against its plain-torch reference, and attention against SDPA (the cache written).
+w, x, b, r = torch.randn(32, 100), torch.randn(100), torch.randn(32), torch.randn(32)
+pos, freq = torch.tensor([7]), torch.rand(4)
+for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}), (Epilogue(1e-6, SILU, 32), {}),
+                 (Epilogue(1e-6, ROPE, 8, 24, 1.5), {"pos": pos, "inv_freq": freq})):
+    for block_n in (1, 2):
+        got = gemv(x, w, b, block_n, 64, num_warps=4, num_stages=1, epilogue=e, **extra)
+        torch.testing.assert_close(got, gemv_reference(x, w, b, e, **extra), atol=1e-4, rtol=1e-4)
+L, KV, H, D, MAX = 2, 2, 4, 16, 150
+k_cache, v_cache = torch.randn(L, 1, KV, MAX, D), torch.randn(L, 1, KV, MAX, D)
+for p in (0, 5, 63, 64, 130):
+    qkv = torch.randn((H + 2 * KV) * D)
+    k_got, v_got = k_cache.clone(), v_cache.clone()
+    counters = torch.zeros(L, H, dtype=torch.int32)
+    got = attention(qkv, k_got, v_got, counters, torch.tensor([p]), 1, H)
+    assert not counters.any()
+    q, k, v = qkv.split([H * D, KV * D, KV * D])
+    k_want, v_want = k_cache.clone(), v_cache.clone()
+    k_want[1, 0, :, p], v_want[1, 0, :, p] = k.view(KV, D), v.view(KV, D)
+    want = F.scaled_dot_product_attention(q.view(1, H, 1, D), k_want[1][:, :, :p + 1], v_want[1][:, :, :p + 1],
+                                          enable_gqa=True)
+    torch.testing.assert_close(got, want.reshape(-1), atol=1e-4, rtol=1e-4)
+    assert torch.equal(k_got, k_want) and torch.equal(v_got, v_want), p
 print("ok")
 """
 
