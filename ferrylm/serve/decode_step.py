@@ -37,78 +37,85 @@ BLOCK_L = 64   # cache positions per attention program
 
 if triton is not None:
     @triton.jit
-    def _attend(qkv_ptr, k_ptr, v_ptr, pos_ptr, acc_ptr, m_ptr, l_ptr, count_ptr, out_ptr, layer, scale,
-                H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, MAX_LEN: tl.constexpr, BLOCK_L: tl.constexpr,
-                CHUNKS: tl.constexpr, BLOCK_C: tl.constexpr, PDL: tl.constexpr):
-        head, chunk = tl.program_id(0), tl.program_id(1)
-        kv_head = head // (H // KV)
+    def _attend_chunk(qkv_ptr, k_ptr, v_ptr, pos_ptr, acc_ptr, m_ptr, l_ptr, layer_offset, scale,
+                      H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, MAX_LEN: tl.constexpr,
+                      GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_L: tl.constexpr, PDL: tl.constexpr):
+        kv_head, chunk = tl.program_id(0), tl.program_id(1)
+        chunks = tl.num_programs(1)
         if PDL:
             tl.extra.cuda.gdc_wait()
             tl.extra.cuda.gdc_launch_dependents()
         pos = tl.load(pos_ptr)
         if chunk * BLOCK_L <= pos:
             d = tl.arange(0, D)
+            g = tl.arange(0, BLOCK_G)
             at = chunk * BLOCK_L + tl.arange(0, BLOCK_L)
             filled = at <= pos
-            cache = (layer * KV + kv_head) * MAX_LEN * D + at[:, None] * D + d[None, :]
+            q = tl.load(qkv_ptr + (kv_head * GROUP + g)[:, None] * D + d[None, :], mask=(g < GROUP)[:, None], other=0.0)
+            cache = layer_offset + kv_head * MAX_LEN * D + at[:, None] * D + d[None, :]
             k = tl.load(k_ptr + cache, mask=filled[:, None], other=0.0)
             v = tl.load(v_ptr + cache, mask=filled[:, None], other=0.0)
-            # The new position's key and value come from this step's q/k/v vector; the chunk holding it
-            # writes them into the cache (once per KV head: its group's first query head).
+            # The new position's key and value come from this step's q/k/v vector; this chunk writes them.
             is_new = (at == pos)[:, None] & (d < D)[None, :]
             k = tl.where(is_new, tl.load(qkv_ptr + (H + kv_head) * D + d)[None, :], k)
             v = tl.where(is_new, tl.load(qkv_ptr + (H + KV + kv_head) * D + d)[None, :], v)
-            writes = is_new & (tl.zeros_like(at) + head % (H // KV) == 0)[:, None]
-            tl.store(k_ptr + cache, k, mask=writes)
-            tl.store(v_ptr + cache, v, mask=writes)
-            q = tl.load(qkv_ptr + head * D + d).to(tl.float32)
-            scores = tl.sum(k.to(tl.float32) * q[None, :], axis=1) * scale
-            scores = tl.where(filled, scores, float("-inf"))
-            m = tl.max(scores, axis=0)
-            p = tl.exp(scores - m)
-            tl.store(acc_ptr + (head * CHUNKS + chunk) * D + d, tl.sum(p[:, None] * v.to(tl.float32), axis=0))
-            tl.store(m_ptr + head * CHUNKS + chunk, m)
-            tl.store(l_ptr + head * CHUNKS + chunk, tl.sum(p, axis=0))
-            # The head's last chunk to finish (an acq_rel counter: the other chunks' results are
-            # visible to it) combines them, and resets the counter for the next step.
-            used = pos // BLOCK_L + 1
-            if tl.atomic_add(count_ptr + layer * H + head, 1) == used - 1:
-                tl.atomic_xchg(count_ptr + layer * H + head, 0)
-                c = tl.arange(0, BLOCK_C)
-                valid = c < used
-                ms = tl.load(m_ptr + head * CHUNKS + c, mask=valid, other=float("-inf"), cache_modifier=".cg")
-                ls = tl.load(l_ptr + head * CHUNKS + c, mask=valid, other=0.0, cache_modifier=".cg")
-                accs = tl.load(acc_ptr + (head * CHUNKS + c)[:, None] * D + d[None, :], mask=valid[:, None],
-                               other=0.0, cache_modifier=".cg")
-                weight = tl.exp(ms - tl.max(ms, axis=0))
-                out = tl.sum(weight[:, None] * accs, axis=0) / tl.sum(weight * ls, axis=0)
-                tl.store(out_ptr + head * D + d, out.to(out_ptr.dtype.element_ty))
+            tl.store(k_ptr + cache, k, mask=is_new)
+            tl.store(v_ptr + cache, v, mask=is_new)
+            scores = tl.dot(q, tl.trans(k)) * scale                              # [BLOCK_G, BLOCK_L]
+            scores = tl.where(filled[None, :], scores, float("-inf"))
+            m = tl.max(scores, axis=1)
+            p = tl.exp(scores - m[:, None])
+            acc = tl.dot(p.to(v.dtype), v)                                        # [BLOCK_G, D]
+            heads = kv_head * GROUP + g
+            real = g < GROUP
+            tl.store(acc_ptr + (heads[:, None] * chunks + chunk) * D + d[None, :], acc, mask=real[:, None])
+            tl.store(m_ptr + heads * chunks + chunk, m, mask=real)
+            tl.store(l_ptr + heads * chunks + chunk, tl.sum(p, axis=1), mask=real)
+
+    @triton.jit
+    def _combine_chunks(acc_ptr, m_ptr, l_ptr, pos_ptr, out_ptr, CHUNKS: tl.constexpr, BLOCK_C: tl.constexpr,
+                        D: tl.constexpr, BLOCK_L: tl.constexpr, PDL: tl.constexpr):
+        head = tl.program_id(0)
+        if PDL:
+            tl.extra.cuda.gdc_wait()
+            tl.extra.cuda.gdc_launch_dependents()
+        c = tl.arange(0, BLOCK_C)
+        used = c <= tl.load(pos_ptr) // BLOCK_L
+        m = tl.load(m_ptr + head * CHUNKS + c, mask=used, other=float("-inf"))
+        weight = tl.exp(m - tl.max(m, axis=0))
+        total = tl.sum(weight * tl.load(l_ptr + head * CHUNKS + c, mask=used, other=0.0), axis=0)
+        d = tl.arange(0, D)
+        acc = tl.load(acc_ptr + (head * CHUNKS + c)[:, None] * D + d[None, :], mask=used[:, None], other=0.0)
+        tl.store(out_ptr + head * D + d, (tl.sum(weight[:, None] * acc, axis=0) / total).to(out_ptr.dtype.element_ty))
 
 
-def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, counters: torch.Tensor,
-              pos: torch.Tensor, layer: int, n_heads: int, pdl: bool = False) -> torch.Tensor:
+def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
+              n_heads: int, pdl: bool = False) -> torch.Tensor:
     """One token's attention in `layer` for its q/k/v vector (rotary positions applied) at position
-    pos [1]: writes the new key and value into the caches [layers, 1, KV, max_len, D]; [H * D].
-    `counters` [layers, H] (int32, zero) count finished chunks; the kernel leaves them at zero."""
+    pos [1]: writes the new key and value into the caches [layers, 1, KV, max_len, D]; [H * D]."""
     _, _, kv, max_len, d = k_cache.shape
+    group = n_heads // kv
     chunks = triton.cdiv(max_len, BLOCK_L)
     acc = torch.empty(n_heads, chunks, d, device=qkv.device, dtype=torch.float32)
     m, l_ = (torch.empty(n_heads, chunks, device=qkv.device, dtype=torch.float32) for _ in range(2))
     out = torch.empty(n_heads * d, device=qkv.device, dtype=qkv.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    _attend[(n_heads, chunks)](qkv, k_cache, v_cache, pos, acc, m, l_, counters, out, layer, d ** -0.5, n_heads, kv,
-                               d, max_len, BLOCK_L, chunks, triton.next_power_of_2(chunks), pdl, **launch)
+    _attend_chunk[(kv, chunks)](qkv, k_cache, v_cache, pos, acc, m, l_, layer * kv * max_len * d, d ** -0.5,
+                                n_heads, kv, d, max_len, group, max(16, triton.next_power_of_2(group)), BLOCK_L,
+                                pdl, **launch)
+    _combine_chunks[(n_heads,)](acc, m, l_, pos, out, chunks, triton.next_power_of_2(chunks), d, BLOCK_L, pdl,
+                                **launch)
     return out
 
 
-@torch.library.custom_op("ferrylm::decode_attention", mutates_args=("k_cache", "v_cache", "counters"))
-def attention_op(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, counters: torch.Tensor,
-                 pos: torch.Tensor, layer: int, n_heads: int, pdl: bool) -> torch.Tensor:
-    return attention(qkv, k_cache, v_cache, counters, pos, layer, n_heads, pdl)
+@torch.library.custom_op("ferrylm::decode_attention", mutates_args=("k_cache", "v_cache"))
+def attention_op(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
+                 n_heads: int, pdl: bool) -> torch.Tensor:
+    return attention(qkv, k_cache, v_cache, pos, layer, n_heads, pdl)
 
 
 @attention_op.register_fake
-def _(qkv, k_cache, v_cache, counters, pos, layer, n_heads, pdl):
+def _(qkv, k_cache, v_cache, pos, layer, n_heads, pdl):
     return qkv.new_empty(n_heads * k_cache.shape[-1])
 
 
@@ -140,7 +147,7 @@ def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     x = F.embedding(ids, dec.embed).reshape(-1)
     for i, layer in enumerate(dec.layers):
         qkv = layer.wqkv.step(x, pos=pos, inv_freq=dec.inv_freq)
-        att = attention_op(qkv, dec.k_cache, dec.v_cache, dec.attention_counters, pos, i, dec.n_heads, pdl)
+        att = attention_op(qkv, dec.k_cache, dec.v_cache, pos, i, dec.n_heads, pdl)
         x = layer.wo.step(att, residual=x)
         x = layer.w2.step(layer.w13.step(x), residual=x)
     return dec.lm_head.step(x).view(1, 1, -1)

@@ -51,7 +51,9 @@ class Engine:
     """`fused=True` runs `FusedDecoder` (q/k/v and gate/up fused, Llama-family models) instead of the
     transformers model; `int4_group` then makes its linear layers 4-bit (round to nearest) and
     `w4a16_dir` gives them the export stage's W4A16 artifact's own integers and scales; `gemv=True`
-    (CUDA, bf16) puts its linear layers on the Triton matrix-vector kernel of `gemv.py` instead."""
+    (CUDA, bf16) puts its linear layers on the Triton matrix-vector kernel of `gemv.py` instead and
+    runs each one-token step through `decode_step.py` (norms, rotary positions, SiLU gate, residual adds
+    and attention inside Triton kernels)."""
 
     def __init__(self, model, max_len: int = 2048, compile: bool | None = None, tune: bool = True,
                  fused: bool = False, int4_group: int | None = None, w4a16_dir: str | None = None,

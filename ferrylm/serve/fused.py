@@ -101,10 +101,7 @@ class FusedDecoder(torch.nn.Module):
         shape = (len(self.layers), 1, self.n_kv, max_len, self.head_dim)
         self.register_buffer("k_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
         self.register_buffer("v_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
-        # decode_step's attention kernel counts each layer's finished chunks here (and leaves zeros).
-        self.register_buffer("attention_counters", torch.zeros(len(self.layers), self.n_heads, dtype=torch.int32,
-                                                               device=w.device), persistent=False)
-        for cache in (self.k_cache, self.v_cache, self.attention_counters):   # written in place inside the captured graph
+        for cache in (self.k_cache, self.v_cache):   # written in place inside the captured graph
             torch._dynamo.mark_static_address(cache)
         self.static_shapes = True   # the Engine sets False where it runs the decoder uncompiled
         # Set by gemv.gemv_weights(fused_step=True): one-token steps through decode_step.decode_step,
@@ -149,4 +146,3 @@ class FusedDecoder(torch.nn.Module):
     def reset(self) -> None:
         self.k_cache.zero_()
         self.v_cache.zero_()
-        self.attention_counters.zero_()

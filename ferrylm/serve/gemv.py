@@ -12,9 +12,14 @@ drains and the next starts only after it has flushed. Two things here:
   for it (`gdc_wait`) before reading x.
 
 Measured on an H200 for 512 tokens of a 7B model (docs/benchmarks.md): 2.59 s on cuBLAS, 2.30 s on
-this kernel, 2.21 s with PDL on it and on inductor's kernels (what `Engine(gemv=True)` does).
-(Fusing the RMS norms and the SiLU gate into the kernel was slower, 3.35 s: every program
-recomputes the whole input vector, and that work grows with the number of programs.)
+this kernel, 2.18-2.21 s with PDL on it and on inductor's kernels, 1.96 s with the epilogues below
+doing the work between the products (`decode_step.py`, what `Engine(gemv=True)` runs).
+
+`Epilogue` says what a product does around itself: an RMS norm before it (its weight folded into w,
+the kernel sums x's squares as it reads x and scales its dot products at the end), SiLU's gate or
+rotary positions (each program owns two row blocks, gate and up, or a head's two halves), a residual
+add after it. (An earlier attempt, commit 8dcc055, recomputed the gate's SiLU on the input side,
+in every program, and measured slower.)
 
 The kernel is a torch custom op, so `torch.compile` captures it in the engine's CUDA graph like any
 other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
