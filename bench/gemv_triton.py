@@ -96,6 +96,14 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
             rec["first_step_max_logit_diff_vs_cublas"] = (logits - ref_logits).abs().max().item()
             rec["first_step_logit_scale"] = ref_logits.abs().max().item()
             rec["greedy_tokens_equal_to_cublas"] = sum(a == b for a, b in zip(timings[0]["tokens"], ref_tokens))
+        if fused_step:   # the captured loop's tokens against the same kernels run eagerly, token by token
+            with torch.no_grad():
+                token, eager = engine._prefill(ids, 64), []
+                for i in range(64):
+                    eager.append(int(token))
+                    token = engine.decoder(token.view(1, 1), torch.tensor([len(ids) + i], device="cuda"))[:, -1].argmax(-1)
+            rec["first_64_tokens_equal_to_eager_steps"] = sum(a == b for a, b in zip(eager, timings[0]["tokens"]))
+            rec["first_64_tokens_equal_to_stream"] = sum(a == b for a, b in zip(engine.stream(ids, 64), timings[0]["tokens"]))
         result[variant] = rec
         first_logits[variant] = logits
         print(variant, json.dumps(rec), flush=True)

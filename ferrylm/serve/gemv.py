@@ -13,7 +13,8 @@ drains and the next starts only after it has flushed. Two things here:
 
 Measured on an H200 for 512 tokens of a 7B model (docs/benchmarks.md): 2.59 s on cuBLAS, 2.30 s on
 this kernel, 2.18-2.21 s with PDL on it and on inductor's kernels, 1.96 s with the epilogues below
-doing the work between the products (`decode_step.py`, what `Engine(gemv=True)` runs).
+doing the work between the products (`decode_step.py`, what `Engine(gemv=True)` runs), 1.84 s with
+that step's early launches and the engine's loop inside the captured graph.
 
 `Epilogue` says what a product does around itself: an RMS norm before it (its weight folded into w,
 the kernel sums x's squares as it reads x and scales its dot products at the end), SiLU's gate or
