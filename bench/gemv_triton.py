@@ -74,7 +74,7 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
         torch._dynamo.reset()
         engine = Engine(model, max_len=128 + 512 + 8, fused=True, tune=False)
         if has_inductor_pdl:   # after Engine(), which sets it for its own choice
-            inductor.triton.enable_pdl = inductor_pdl and has_inductor_pdl
+            inductor.triton.enable_pdl = inductor_pdl
         t_tune = time.perf_counter()
         used = gemv_weights(engine.decoder, pdl, configs, fused_step=fused_step) if pdl is not None else {}
         t_tune = time.perf_counter() - t_tune

@@ -51,7 +51,7 @@ if triton is not None:
         chunks = tl.num_programs(1)
         if PDL:   # the combining kernel, then the o product, may launch now and start reading their weights
             tl.extra.cuda.gdc_launch_dependents()
-        pos = tl.load(pos_ptr)   # copied in before the step's first kernel
+        pos = tl.load(pos_ptr)   # written before this step (by the previous one), not by the q/k/v kernel
         if chunk * BLOCK_L <= pos:
             d = tl.arange(0, D)
             g = tl.arange(0, BLOCK_G)

@@ -185,10 +185,12 @@ def gemv_reference(x, w, bias=None, epilogue: Epilogue = Epilogue(), residual=No
         gate, up = y.chunk(2)
         return torch.nn.functional.silu(gate) * up
     if e.pair == ROPE:
+        from .fused import rotate_half
+
         angle = pos.float() * inv_freq.float()
-        cos, sin = torch.cat([angle.cos(), angle.cos()]) * e.rope_scale, torch.cat([angle.sin(), angle.sin()]) * e.rope_scale
+        emb = torch.cat([angle, angle])
         heads = y[:e.rope_rows].view(-1, e.period)
-        roped = heads * cos + torch.cat([-heads[:, e.period // 2:], heads[:, :e.period // 2]], 1) * sin
+        roped = heads * emb.cos() * e.rope_scale + rotate_half(heads) * emb.sin() * e.rope_scale
         return torch.cat([roped.reshape(-1), y[e.rope_rows:]])
     return y + residual.float() if e.residual else y
 
@@ -212,9 +214,12 @@ CONFIG_KEYS = ("block_n", "block_k", "num_warps", "num_stages")
 
 
 def candidates(n: int, k: int, epilogue: Epilogue = Epilogue()):
-    """The configurations worth timing for an [n, k] weight."""
+    """The configurations worth timing for an [n, k] weight (a paired epilogue: whole pairs of row
+    blocks in every program and period)."""
     pair = 2 if epilogue.pair else 1
     for bn, bk, warps, stages in itertools.product((1, 2), (512, 1024, 2048, 4096), (4, 8), (1, 2)):
+        if epilogue.pair and epilogue.period % (2 * bn):
+            continue
         if n % (pair * bn) == 0 and pair * bn * bk <= 8192 and bk <= triton.next_power_of_2(k):
             yield dict(zip(CONFIG_KEYS, (bn, bk, warps, stages)))
 
@@ -232,8 +237,6 @@ def tune(w: torch.Tensor, pdl: bool = False, epilogue: Epilogue = Epilogue()) ->
     want = gemv_reference(x, w, None, epilogue, **extra)
     best, best_ms = None, float("inf")
     for cfg in candidates(n, k, epilogue):
-        if epilogue.pair and epilogue.period % (2 * cfg["block_n"]):
-            continue
         got = gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg)
         if (got.float() - want).abs().max() > 1e-2 * want.abs().max():
             raise RuntimeError(f"gemv {cfg} disagrees with its reference on {tuple(w.shape)}, {epilogue}")
@@ -274,7 +277,7 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
     configuration for all); with
     `fused_step`, one-token steps run `decode_step.decode_step` (norms, rotary positions, SiLU gate and
     residual adds inside the kernels). Returns the configurations used."""
-    from .decode_step import epilogues, fold_norms
+    from .decode_step import decode_step, epilogues, fold_norms
     from .fused import layer_linears
 
     pdl = supports_pdl() if pdl is None else pdl
@@ -290,7 +293,5 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
             configs[key] = fixed or tune(linear.weight.detach(), pdl, epilogue)
         setattr(owner, name, GemvLinear(linear, configs[key], pdl, epilogue))
     if fused_step:
-        from .decode_step import decode_step
-
         decoder.one_token_step = decode_step
     return configs
