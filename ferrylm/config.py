@@ -14,8 +14,10 @@ from typing import Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .errors import FerryError
 
-class ConfigError(ValueError):
+
+class ConfigError(FerryError, ValueError):
     """A config problem, worded as one line that names the key."""
 
 
@@ -205,6 +207,9 @@ class EvalConfig(_Section):
     exec_timeout_s: float = Field(10.0, gt=0)
     exec_memory_mb: int = Field(1024, gt=0)
     exec_workers: int = Field(2, gt=0)
+    # Generated programs run in a bubblewrap jail; without bubblewrap the stage refuses unless this
+    # is set, and the report then records "unconfined" beside every result.
+    exec_unconfined: bool = False
     prompt_mode: Literal["chat", "base"] = "chat"
     samples_per_task: int = Field(1, gt=0)       # n; temperature 0 with n=1 is greedy
     temperature: float = Field(0.0, ge=0)

@@ -11,6 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
+from .errors import FerryError
 from .log import get_logger
 
 log = get_logger("models")
@@ -19,7 +20,7 @@ EMBEDDED = "smollm2"
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class ModelNotFound(FileNotFoundError):
+class ModelNotFound(FerryError, FileNotFoundError):
     pass
 
 

@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
 from ..manifest import StageRecord, sha256_file, write_json_atomic, write_text_atomic
@@ -31,7 +32,7 @@ from .stats import write_report
 log = get_logger("data")
 
 
-class EmptyCorpus(ValueError):
+class EmptyCorpus(FerryError, ValueError):
     pass
 
 

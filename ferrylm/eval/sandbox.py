@@ -1,43 +1,124 @@
-"""Run untrusted generated code, contained, through a pool of confined workers (see jail.py).
+"""Run untrusted generated code through a pool of jailed workers (the worker itself: jail.py).
 
-Each slot is one worker process, confined once (namespaces, limits) and forking a child per
-program, which gets a fresh directory, a clean environment, CPU-time, address-space, file-size,
-open-file and process-count limits, its slot's own uid, and a wall-clock timeout after which its
-process group and everything running as its uid are killed. A worker that dies (a program killed
-it, where it could) is replaced and that program counts as failed.
+Each slot is one worker started inside bubblewrap (Debian's `bubblewrap`, the sandbox Flatpak
+relies on): its own root holding only /usr and the interpreter, read-only; a private /tmp and
+/dev/shm; fresh /proc of its own pid namespace; no network, IPC or UTS namespace of the host; an
+environment built from nothing (bwrap --clearenv, and the worker is a fresh exec, never a fork of
+the evaluator, so none of the evaluator's memory or variables is inside). When the evaluator is
+root, the worker keeps only the capabilities it needs to give each program its slot's own uid.
+A worker that dies (a program killed it) is replaced and that program counts as failed.
+
+Without bubblewrap the sandbox refuses to start, unless asked to run `unconfined` (resource limits
+and a clean environment only, the host fully visible), which every outcome then records.
 """
 from __future__ import annotations
 
 import json
+import os
 import queue
 import secrets
 import select
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
-_JAIL = str(Path(__file__).with_name("jail.py"))
+from ..errors import FerryError
+
+_JAIL_SOURCE = Path(__file__).with_name("jail.py")
 _BASE_UID = 61000
+# Capabilities a root worker keeps: uid/gid changes and chown for its programs, killing their
+# leftovers, removing what they left in the sticky /tmp.
+_ROOT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_FOWNER", "CAP_DAC_OVERRIDE")
+
+
+class SandboxError(FerryError, RuntimeError):
+    """The sandbox cannot start as asked; one line saying how to fix it."""
 
 
 @dataclass
 class Outcome:
-    status: str      # 'passed', 'timed out' or 'failed: <last stderr line>'
-    isolation: str   # 'namespaces+uid', 'namespaces' or 'limits'
+    status: str      # 'passed', 'timed out' or 'failed: <reason>'
+    isolation: str   # 'bwrap+uid', 'bwrap' or 'unconfined'
+
+
+@lru_cache(maxsize=1)
+def _python() -> tuple[str, str]:
+    """The real interpreter binary and its install prefix (a venv's python is a link to it)."""
+    return os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix)
+
+
+def _root_fs_args() -> list[str]:
+    """/usr and the top-level links or directories into it, then the interpreter's prefix."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    prefix = _python()[1]
+    if not prefix.startswith("/usr/"):
+        # Programs run as another uid: the directories leading to the prefix (pyenv under /root)
+        # are made open in the jail; their other contents are not there.
+        parents = [str(p) for p in reversed(Path(prefix).parents) if str(p) != "/"]
+        args += [a for d in parents for a in ("--perms", "0755", "--dir", d)] + ["--ro-bind", prefix, prefix]
+    return args
+
+
+def bwrap_command() -> list[str] | None:
+    """The bubblewrap argv a worker runs under, or None when bubblewrap is missing or unusable here."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None
+    cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+           "--die-with-parent", "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+           *_root_fs_args(), "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(256 << 20), "--tmpfs", "/tmp",
+           "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm", "--chdir", "/tmp"]
+    if os.geteuid() == 0:
+        cmd += ["--cap-drop", "ALL"] + [a for cap in _ROOT_CAPS for a in ("--cap-add", cap)]
+    else:
+        cmd += ["--unshare-user"]
+    return cmd if _usable(tuple(cmd)) else None
+
+
+@lru_cache(maxsize=4)
+def _usable(cmd: tuple[str, ...]) -> bool:
+    """bwrap installed is not bwrap allowed (user namespaces may be off for non-root users)."""
+    try:
+        return subprocess.run([*cmd, _python()[0], "-I", "-S", "-c", "pass"], capture_output=True,
+                              timeout=30, env={}).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def isolation_level(unconfined: bool = False) -> str:
+    """What the sandbox would run programs under here; raises SandboxError if it cannot start."""
+    if unconfined:
+        return "unconfined"
+    if bwrap_command() is None:
+        raise SandboxError("the code sandbox needs bubblewrap (apt-get install bubblewrap; as a non-root user, "
+                           "unprivileged user namespaces too); to run generated code unconfined anyway, set "
+                           "eval.exec_unconfined=true")
+    return "bwrap+uid" if os.geteuid() == 0 else "bwrap"
 
 
 class _Worker:
-    def __init__(self, uid: int, cpu_s: int, memory_bytes: int, file_bytes: int, nproc: int):
-        # -S: no site-packages — programs see the standard library only, and start-up is faster.
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", _JAIL, str(uid), str(cpu_s), str(memory_bytes), str(file_bytes),
-             str(nproc)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, start_new_session=True)
-        hello = self._read(30)
-        if hello is None:
-            raise RuntimeError("the sandbox worker did not start")
-        self.isolation = json.loads(hello)["isolation"]
+    def __init__(self, uid: int, isolation: str, cpu_s: int, memory_bytes: int, file_bytes: int, nproc: int):
+        jailed = isolation != "unconfined"
+        prog_uid = uid if isolation == "bwrap+uid" else -1
+        # -S: no site-packages (programs see the standard library only, and start-up is faster);
+        # -c: the jail's own root does not hold this package, so its source travels as an argument.
+        argv = [_python()[0], "-I", "-S", "-B", "-c", _JAIL_SOURCE.read_text(),
+                *map(str, (cpu_s, memory_bytes, file_bytes, nproc, prog_uid, int(jailed)))]
+        if jailed:
+            argv = bwrap_command() + argv
+        self.isolation = isolation
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, start_new_session=True, env={"PATH": "/usr/bin:/bin"})
+        if self._read(30) is None:
+            raise SandboxError("the sandbox worker did not start")
 
     def _read(self, timeout: float) -> str | None:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -65,9 +146,13 @@ class _Worker:
 
 class Sandbox:
     def __init__(self, slots: int = 2, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16,
-                 nproc: int = 64):
+                 nproc: int = 64, unconfined: bool = False):
+        if slots < 1 or timeout_s <= 0 or memory_mb <= 0:
+            raise SandboxError(f"the sandbox needs at least one worker, a positive timeout and memory limit "
+                               f"(got workers={slots}, timeout={timeout_s}, memory_mb={memory_mb})")
         self.timeout_s = timeout_s
-        self._spec = (int(timeout_s) + 1, memory_mb << 20, file_mb << 20, nproc)
+        self.isolation = isolation_level(unconfined)
+        self._spec = (self.isolation, int(timeout_s) + 1, memory_mb << 20, file_mb << 20, nproc)
         self._idle: queue.Queue[tuple[int, _Worker]] = queue.Queue()
         for i in range(slots):
             self._idle.put((_BASE_UID + i, _Worker(_BASE_UID + i, *self._spec)))
@@ -86,17 +171,17 @@ class Sandbox:
         uid, worker = self._idle.get()
         try:
             status = worker.run(code, self.timeout_s)
-            isolation = worker.isolation
             if status is None:
                 worker.close()
                 worker = _Worker(uid, *self._spec)
                 status = "failed: the program killed or hung its sandbox worker"
-            return Outcome(status, isolation)
+            return Outcome(status, self.isolation)
         finally:
             self._idle.put((uid, worker))
 
 
-def run_program(code: str, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16) -> str:
+def run_program(code: str, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16,
+                unconfined: bool = False) -> str:
     """One program in a one-slot sandbox; returns the status string."""
-    with Sandbox(1, timeout_s, memory_mb, file_mb) as box:
+    with Sandbox(1, timeout_s, memory_mb, file_mb, unconfined=unconfined) as box:
         return box.run(code).status

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import FerryError
 from ..config import Config
 from ..data import read_jsonl
 from ..log import get_logger
@@ -27,7 +28,7 @@ from .triton import write_triton_repo, write_vllm_backend_repo
 log = get_logger("export")
 
 
-class ExportError(RuntimeError):
+class ExportError(FerryError, RuntimeError):
     pass
 
 

@@ -8,8 +8,10 @@ from typing import Iterator
 
 import requests
 
+from ..errors import FerryError
 
-class EndpointError(RuntimeError):
+
+class EndpointError(FerryError, RuntimeError):
     pass
 
 

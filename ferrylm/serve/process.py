@@ -15,12 +15,13 @@ from pathlib import Path
 
 import requests
 
+from ..errors import FerryError
 from ..log import get_logger
 
 log = get_logger("serve")
 
 
-class ServeError(RuntimeError):
+class ServeError(FerryError, RuntimeError):
     pass
 
 

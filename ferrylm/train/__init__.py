@@ -15,6 +15,7 @@ import shutil
 import socket
 from pathlib import Path
 
+from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
 from ..manifest import StageRecord, sha256_file, sha256_tree
@@ -89,11 +90,11 @@ def _summarise(history: list[dict]) -> dict:
     }
 
 
-class PackingLeak(RuntimeError):
+class PackingLeak(FerryError, RuntimeError):
     pass
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(FerryError, RuntimeError):
     pass
 
 

@@ -10,13 +10,14 @@ import importlib.util
 
 import torch
 
+from ..errors import FerryError
 from ..config import TrainConfig
 from ..log import get_logger
 
 log = get_logger("train")
 
 
-class TrainSetupError(RuntimeError):
+class TrainSetupError(FerryError, RuntimeError):
     pass
 
 
