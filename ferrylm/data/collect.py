@@ -15,7 +15,7 @@ from typing import Iterator
 from tqdm import tqdm
 
 from ..config import DataConfig
-from .clean import MinHasher, NearDuplicates, content_key, generated_or_minified, scrub_secrets
+from .clean import MinHasher, NearDuplicates, content_key, generated_or_minified, is_config_file, scrub_secrets
 from .corpus import FileRef, ScanStats, read_checked, trees, walk
 from .pairs import Pair, extract_pairs
 
@@ -57,7 +57,7 @@ def _process(ref: FileRef):
             return ref, size, reason, None
     secrets = Counter()
     if cfg.scrub_secrets:
-        text, secrets = scrub_secrets(text)
+        text, secrets = scrub_secrets(text, is_config_file(ref.path))
     sig = _state["hasher"].signature(text) if _state["hasher"] else None
     pairs = _pairs(text, ref, cfg) if _state["pairs"] else []
     return ref, size, None, (text, content_key(text) if cfg.exact_dedupe else None, sig, secrets, pairs)
