@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .errors import FerryError
 
 
+SEED_EXTENSIONS = (".py", ".java", ".go", ".rs", ".cpp", ".c", ".h", ".hpp")
+DEFAULT_EXTENSIONS = SEED_EXTENSIONS + (".cc", ".cxx", ".hh", ".hxx", ".ipp")
+
+
 class ConfigError(FerryError, ValueError):
     """A config problem, worded as one line that names the key."""
 
@@ -45,8 +49,9 @@ class DataConfig(_Section):
     # format=jsonl: files in alpaca, sharegpt or OpenAI-messages form ("auto" tells them apart per row).
     jsonl_files: list[str] = Field(default_factory=list)
     jsonl_format: Literal["auto", "alpaca", "sharegpt", "openai"] = "auto"
-    # The seed's scan rules ("Qwen 2.5 7B Code A40 训练方案").
-    extensions: list[str] = Field(default_factory=lambda: [".py", ".java", ".go", ".rs", ".cpp", ".c", ".h", ".hpp"])
+    # The seed's scan rules ("Qwen 2.5 7B Code A40 训练方案"), with the C++ spellings its list lacks
+    # (.cc/.hh: Google style); the seed's own list is SEED_EXTENSIONS.
+    extensions: list[str] = Field(default_factory=lambda: list(DEFAULT_EXTENSIONS))
     exclude_dirs: list[str] = Field(default_factory=lambda: ["node_modules", "target", "build", ".git", "__pycache__"])
     max_file_bytes: int = Field(1024 * 1024, gt=0)
     min_chars: int = Field(100, ge=0)

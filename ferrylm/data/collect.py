@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from ..config import DataConfig
 from .clean import MinHasher, NearDuplicates, content_key, generated_or_minified, is_config_file, scrub_secrets
-from .corpus import FileRef, ScanStats, read_checked, trees, walk
+from .corpus import FileRef, ScanStats, cpp_headers, read_checked, trees, walk
 from .pairs import Pair, extract_pairs
 
 
@@ -33,10 +33,12 @@ class CleanStats:
     near_duplicates: int = 0
     secrets: Counter = field(default_factory=Counter)
     files_with_secrets: int = 0
+    parse_failures: Counter = field(default_factory=Counter)   # files whose pairs could not be read, by reason
 
     def as_dict(self) -> dict:
         return {"exact_duplicates_removed": self.exact_duplicates, "near_duplicates_removed": self.near_duplicates,
-                "secrets_scrubbed": dict(self.secrets), "files_with_secrets": self.files_with_secrets}
+                "secrets_scrubbed": dict(self.secrets), "files_with_secrets": self.files_with_secrets,
+                "pair_extraction_failures": dict(self.parse_failures)}
 
 
 _state: dict = {}
@@ -59,18 +61,23 @@ def _process(ref: FileRef):
     if cfg.scrub_secrets:
         text, secrets = scrub_secrets(text, is_config_file(ref.path))
     sig = _state["hasher"].signature(text) if _state["hasher"] else None
-    pairs = _pairs(text, ref, cfg) if _state["pairs"] else []
-    return ref, size, None, (text, content_key(text) if cfg.exact_dedupe else None, sig, secrets, pairs)
+    pairs, failure = _pairs(text, ref, cfg) if _state["pairs"] else ([], None)
+    return ref, size, None, (text, content_key(text) if cfg.exact_dedupe else None, sig, secrets, pairs, failure)
 
 
-def _pairs(text: str, ref: FileRef, cfg: DataConfig) -> list[Pair]:
-    if ref.language == "python":
-        return extract_pairs(text, ref.rel, cfg.min_body_lines, cfg.max_body_lines)
+def _pairs(text: str, ref: FileRef, cfg: DataConfig) -> tuple[list[Pair], str | None]:
+    """The file's pairs, or none and the reason its parser failed: one file never stops the stage
+    (a deeply nested expression makes `ast` raise RecursionError, a parser may run out of memory)."""
     from .pairs_ts import extract_pairs_ts, supported
 
-    if supported(ref.language):
-        return extract_pairs_ts(text, ref.rel, ref.language, cfg.min_body_lines, cfg.max_body_lines)
-    return []
+    try:
+        if ref.language == "python":
+            return extract_pairs(text, ref.rel, cfg.min_body_lines, cfg.max_body_lines), None
+        if supported(ref.language):
+            return extract_pairs_ts(text, ref.rel, ref.language, cfg.min_body_lines, cfg.max_body_lines), None
+    except Exception as e:  # noqa: BLE001 — counted by reason in the stats, never fatal
+        return [], f"{ref.language}:{type(e).__name__}"
+    return [], None
 
 
 def worker_count(cfg: DataConfig) -> int:
@@ -78,7 +85,7 @@ def worker_count(cfg: DataConfig) -> int:
 
 
 def collect(cfg: DataConfig, stats: ScanStats, clean: CleanStats, want_pairs: bool) -> Iterator[Doc]:
-    refs = [ref for tree in trees(cfg) for ref in walk(tree, cfg, stats)]
+    refs = cpp_headers([ref for tree in trees(cfg) for ref in walk(tree, cfg, stats)])
     stats.seen = len(refs)
     seen_keys: set[bytes] = set()
     near = NearDuplicates(cfg.near_dedupe_threshold, cfg.minhash_perms) if cfg.near_dedupe else None
@@ -95,7 +102,9 @@ def collect(cfg: DataConfig, stats: ScanStats, clean: CleanStats, want_pairs: bo
             if reason:
                 stats.dropped[reason] += 1
                 continue
-            text, key, sig, secrets, pairs = payload
+            text, key, sig, secrets, pairs, failure = payload
+            if failure:
+                clean.parse_failures[failure] += 1
             if key is not None:
                 if key in seen_keys:
                     clean.exact_duplicates += 1

@@ -10,6 +10,7 @@ the train/eval split. A manifest names repositories one by one, with priority an
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import sysconfig
@@ -24,7 +25,8 @@ from ..errors import FerryError
 from ..config import DataConfig
 
 LANGUAGES = {".py": "python", ".java": "java", ".go": "go", ".rs": "rust", ".c": "c", ".h": "c",
-             ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp"}
+             ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp", ".ipp": "cpp"}
+_CPP_CLAIMS = {"cpp", "c++", "cxx", "cc"}
 
 
 class ManifestError(FerryError, ValueError):
@@ -150,8 +152,17 @@ def walk(tree: Tree, cfg: DataConfig, stats: ScanStats) -> Iterator[FileRef]:
             # The split unit: an entry of a directory of repositories is named by itself, not by the
             # directory holding it, so moving or renaming that directory keeps the split.
             repo = rel.split(os.sep, 1)[0] if tree.repo_per_entry else tree.name
-            yield FileRef(os.path.join(dirpath, name), f"{tree.name}/{rel}", repo, tree.priority,
-                          LANGUAGES.get(ext, ext.lstrip(".")))
+            language = LANGUAGES.get(ext, ext.lstrip("."))
+            if ext == ".h" and (tree.language or "").lower() in _CPP_CLAIMS:
+                language = "cpp"   # the manifest says this repository is C++
+            yield FileRef(os.path.join(dirpath, name), f"{tree.name}/{rel}", repo, tree.priority, language)
+
+
+def cpp_headers(refs: list[FileRef]) -> list[FileRef]:
+    """`.h` files of a repository that holds C++ sources are C++ (Google style names them so)."""
+    cpp_repos = {r.repo for r in refs if r.language == "cpp"}
+    return [dataclasses.replace(r, language="cpp") if r.language == "c" and r.path.endswith(".h")
+            and r.repo in cpp_repos else r for r in refs]
 
 
 def read_checked(path: str, cfg: DataConfig) -> tuple[str, int, str | None]:

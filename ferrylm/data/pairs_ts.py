@@ -72,9 +72,23 @@ def _doc_start(node, comments, prefixes) -> int | None:
     return start
 
 
+def _is_function(node) -> bool:
+    """A C/C++ function_definition whose declarator really declares a function: the C grammar reads
+    `class Foo : public Bar { ... }` as one too (a type, an error, a name and a body). Parses with
+    errors inside are never trusted."""
+    if node.has_error:
+        return False
+    if node.type != "function_definition":
+        return True
+    decl = node.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    return decl is not None
+
+
 def _pair(node, src: bytes, source: str, comments, prefixes, min_lines: int, max_lines: int) -> Pair | None:
     body = node.child_by_field_name("body")
-    if body is None or not src[body.start_byte:body.start_byte + 1] == b"{":
+    if body is None or not src[body.start_byte:body.start_byte + 1] == b"{" or not _is_function(node):
         return None
     anchor = node.parent if node.parent is not None and node.parent.type == "template_declaration" else node
     doc = _doc_start(anchor, comments, prefixes)

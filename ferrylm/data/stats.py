@@ -62,6 +62,9 @@ def write_report(out: Path, stats: dict, lengths: list[int]) -> dict:
     lines += _table("Files by priority", stats.get("files_by_priority", {}))
     lines += _table("Files dropped, by reason", stats.get("files_dropped", {}))
     lines += _table("Rows dropped, by reason", stats.get("rows_dropped", {}))
+    lines += _table("Pairs by language", stats.get("pairs_by_language", {}))
+    lines += _table("Files whose pairs could not be read (kept as code), by reason",
+                    stats.get("pair_extraction_failures", {}))
     if lengths:
         lines += ["![lengths](lengths.png)", ""]
     write_text_atomic(paths["stats_md"], "\n".join(lines))
