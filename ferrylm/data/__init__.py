@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
-from ..manifest import StageRecord, sha256_file, write_json_atomic, write_text_atomic
+from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
 from .collect import CleanStats, collect, worker_count
 from .corpus import ScanStats
@@ -86,6 +86,7 @@ class _Writer:
         return self.rows.close()
 
 
+@locked_stage("data")
 def run_data(cfg: Config) -> StageRecord:
     d = cfg.data
     t0 = time.perf_counter()

@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from ..log import get_logger
+from ..manifest import temporary_name
 from .render import IGNORE_INDEX
 
 log = get_logger("data")
@@ -184,7 +185,7 @@ class ArrowRows:
 
     def __init__(self, path: Path, columns: Iterable[str], batch_rows: int = 512):
         self.path, self.columns, self.batch_rows = Path(path), list(columns), batch_rows
-        self.tmp = self.path.with_name(f".{self.path.name}.tmp")
+        self.tmp = temporary_name(self.path)
         schema = pa.schema([(c, pa.list_(pa.int32())) for c in self.columns])
         self._sink = pa.OSFile(str(self.tmp), "wb")
         self._writer = pa.ipc.new_stream(self._sink, schema)

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
-from ..manifest import StageRecord, read_record
+from ..manifest import StageRecord, locked_stage, read_record
 from ..models import resolve_model_path
 from . import humaneval
 from .criteria import load_criteria
@@ -70,6 +70,7 @@ def criteria_values(measured: dict | None, train: dict | None, which: str) -> di
     return v
 
 
+@locked_stage("eval")
 def run_eval(cfg: Config) -> StageRecord:
     from ..serve import server_for, served_model_dir
 
@@ -80,7 +81,7 @@ def run_eval(cfg: Config) -> StageRecord:
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
     record = StageRecord("eval", cfg.digest())
     problems = humaneval.load_problems(e.humaneval_limit)
-    pairs = read_jsonl(cfg.stage_dir("data") / "eval.jsonl", e.bleu_limit)
+    pairs = read_jsonl(read_record(cfg.stage_dir("data"))["outputs"]["eval_prompts"], e.bleu_limit)
     try:
         train = read_record(cfg.stage_dir("train"))["metrics"]
         history_file = cfg.stage_dir("train") / "log_history.jsonl"

@@ -19,7 +19,7 @@ from ..errors import FerryError
 from ..config import Config
 from ..data import read_jsonl
 from ..log import get_logger
-from ..manifest import StageRecord, read_record, sha256_file, sha256_tree, write_json_atomic
+from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha256_tree, write_json_atomic
 from ..models import load_model, load_tokenizer, resolve_model_path
 from .parity import compare, reference_outputs
 from .merge import MergeError, stream_merge
@@ -42,7 +42,7 @@ def _check_adapter(peft_model, adapter_dir: Path) -> None:
 
 
 def _parity_prompts(cfg: Config, tokenizer) -> list[list[int]]:
-    rows = read_jsonl(cfg.stage_dir("data") / "eval.jsonl", cfg.export.parity_prompts)
+    rows = read_jsonl(read_record(cfg.stage_dir("data"))["outputs"]["eval_prompts"], cfg.export.parity_prompts)
     texts = [tokenizer.apply_chat_template(r["messages"], add_generation_prompt=True, tokenize=False) for r in rows]
     return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
 
@@ -82,6 +82,7 @@ def _publish(tmp: Path, final: Path) -> None:
     tmp.replace(final)
 
 
+@locked_stage("export")
 def run_export(cfg: Config) -> StageRecord:
     from peft import PeftModel
 

@@ -51,10 +51,12 @@ def lora_server_for(cfg: Config, port: int | None = None) -> VllmServer:
 
 
 def triton_server_for(cfg: Config, port: int | None = None) -> TritonServer:
+    from ..models import cache_root
+
     s = cfg.serve
     return TritonServer(cfg.export.triton_dir, s.triton_model or cfg.export.triton_name, s.host, port or s.port,
                         cfg.stage_dir("serve") / "triton.log", s.startup_timeout_s, s.drain_timeout_s,
-                        cfg.model.cache_dir)
+                        cache_root(cfg.model.cache_dir))
 
 
 def run_serve(cfg: Config, block: bool = True) -> StageRecord:

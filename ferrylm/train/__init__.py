@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
-from ..manifest import StageRecord, sha256_file, sha256_tree
+from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
 from .build import LIGER_LOSS_ONLY, build_model, check_liger, choose_attention, choose_precision, compile_layers
 from .checkpoints import MarkComplete, latest_complete, make_universal, saved_world_size
@@ -144,6 +144,7 @@ def _planned_peak(cfg: Config, model_dir, world: int) -> float | None:
     return plan.total_gib - setup.reserve_gib
 
 
+@locked_stage("train")
 def run_train(cfg: Config) -> StageRecord:
     import torch
     from transformers import TrainingArguments, set_seed
@@ -160,9 +161,9 @@ def run_train(cfg: Config) -> StageRecord:
     out = cfg.stage_dir("train")
     ckpt_dir = out / "checkpoints"
     record = StageRecord("train", cfg.digest())
-    data_dir = cfg.stage_dir("data")
-    train_set = examples(data_dir / "train.arrow")
-    eval_set = examples(data_dir / "eval.arrow", limit=t.eval_batches * t.per_device_batch_size)
+    data_out = read_record(cfg.stage_dir("data"))["outputs"]   # refuses outputs of an unfinished data run
+    train_set = examples(data_out["train"])
+    eval_set = examples(data_out["eval"], limit=t.eval_batches * t.per_device_batch_size)
     model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     tokenizer = load_tokenizer(model_dir)
 
@@ -263,7 +264,7 @@ def run_train(cfg: Config) -> StageRecord:
         evals = [h["eval_loss"] for h in history if "eval_loss" in h]
         base_eval, final_eval = evals[0], evals[-1]
         speeds = [h for h in history if "tokens_per_s" in h]
-        record.inputs = {"train.arrow": sha256_file(data_dir / "train.arrow"), "base_model": str(model_dir)}
+        record.inputs = {"train.arrow": sha256_file(data_out["train"]), "base_model": str(model_dir)}
         record.outputs = {kind: str(saved), "checkpoints": str(ckpt_dir), "log_history": str(history_path)}
         record.metrics = {
             "method": t.method,
