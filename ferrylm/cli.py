@@ -142,6 +142,9 @@ def _dispatch(args) -> int:
                                        unconfined=args.unconfined), indent=2))
         return 0
     cfg = load_config(args.config, args.overrides)
+    from .preflight import check_inputs
+
+    check_inputs(args.command, cfg)
     setup_logging(f"{cfg.run_dir}/ferrylm.log")
     if args.command == "run":
         from .pipeline import run_all

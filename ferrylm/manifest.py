@@ -96,7 +96,7 @@ def read_record(stage_dir: str | Path) -> dict:
     """A finished stage's record; refuses outputs written after it (a re-run that was killed)."""
     path = Path(stage_dir) / "record.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: run the stage that writes it first")
+        raise FileNotFoundError(f"{path} is missing: run `ferrylm {Path(stage_dir).name}` first")
     record = json.loads(path.read_text())
     written = path.stat().st_mtime
     here = Path(stage_dir).resolve()
@@ -115,7 +115,7 @@ def read_record(stage_dir: str | Path) -> dict:
 def stage_lock(stage_dir: str | Path, stage: str) -> Iterator[None]:
     """Hold `stage_dir` for one writer, withdrawing its old record until the new one is written.
 
-    The lock is an flock on `<stage_dir>/.lock` (gone with its process, so a killed run leaves no
+    The lock is an flock on `<run_dir>/.<stage>.lock` (gone with its process, so a killed run leaves no
     stale lock); the file names the holder for the one-line refusal a second writer gets. Under a
     launcher only rank 0 takes it; the other ranks write through rank 0's stage.
     """
@@ -123,8 +123,8 @@ def stage_lock(stage_dir: str | Path, stage: str) -> Iterator[None]:
     if os.environ.get("RANK", "0") != "0":
         yield
         return
-    stage_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(stage_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    stage_dir.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(stage_dir.parent / f".{stage_dir.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -40,7 +40,7 @@ def test_a_second_writer_is_refused_with_the_holders_name(tmp_path, tiny_qwen2_d
 
     run = tmp_path / "run"
     first = _ferrylm("data", *_overrides(run, tiny_qwen2_dir, tiny_corpus))
-    lock = run / "data" / ".lock"
+    lock = run / ".data.lock"
     _wait_for(lambda: lock.is_file() and f"pid {first.pid}" in lock.read_text(), proc=first)
     with pytest.raises(StageBusy, match=rf"is being written by `ferrylm data` \(pid {first.pid} "):
         run_data(tiny_config(run, tiny_qwen2_dir, tiny_corpus, "data.workers=1"))
@@ -65,7 +65,7 @@ def test_an_interrupted_data_stage_leaves_nothing_the_train_stage_uses(tmp_path,
     proc = _ferrylm("data", *_overrides(run, tiny_qwen2_dir, tiny_corpus))   # ... then a re-run, killed
     data = run / "data"
     if when == "locked":
-        _wait_for(lambda: f"pid {proc.pid}" in (data / ".lock").read_text(), proc=proc)
+        _wait_for(lambda: f"pid {proc.pid}" in (run / ".data.lock").read_text(), proc=proc)
     else:
         _wait_for(lambda: any(data.glob(".train.arrow.*.tmp")), proc=proc)
     proc.send_signal(signal.SIGINT)

@@ -109,11 +109,14 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
         reader.start()
         assert first.wait(120)
     finally:
+        stop_sent = time.monotonic()
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=180)
+        stopped_in = time.monotonic() - stop_sent
     reader.join(timeout=60)
     assert usage.get("completion_tokens") == 48
     assert code == 0
+    assert stopped_in < 60 + 10   # the stream drained, then out within serve.drain_timeout_s + 10 s
     time.sleep(1)
     assert not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
 

@@ -80,12 +80,25 @@ def run_serve(cfg: Config, block: bool = True) -> StageRecord:
         return record
 
     def _stop(signum, frame):
-        server.stop()
-        raise SystemExit(0)
+        # Only unwinds: stopping from inside the handler would run in the middle of Popen.wait,
+        # whose lock makes every poll() say "running" (the server's exit went unseen until the
+        # whole drain grace was over). One stop: a second signal (systemd's SIGTERM to the whole
+        # group, a second Ctrl-C) does not start another.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise _StopRequested
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    code = server.wait()
+    try:
+        code = server.wait()
+    except _StopRequested:
+        server.stop()
+        raise SystemExit(0) from None
     if code:
         raise ServeError(f"{server.kind} exited with code {code}; see {server.log_file}")
     return record
+
+
+class _StopRequested(Exception):
+    pass

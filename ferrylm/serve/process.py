@@ -55,6 +55,26 @@ def _child_setup() -> None:
         pass
 
 
+def _signal(send, pid: int, sig: int) -> bool:
+    """Send a signal; False when the process (or group) is gone."""
+    try:
+        send(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _read_from(path: Path, offset: int | None) -> str:
+    if offset is None:
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(1 << 20).decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -67,6 +87,7 @@ class ManagedServer:
     command, the environment and the checks made before starting."""
     kind = "server"
     health_path = "/health"
+    stopped_marker: str | None = None   # what the server logs once it has shut down
 
     def __init__(self, host: str, port: int, log_file: str | Path, startup_timeout_s: float, drain_timeout_s: int):
         self.host, self.port = host, port
@@ -120,38 +141,29 @@ class ManagedServer:
         return self.proc.wait() if self.proc else 0
 
     def stop(self, grace_s: float | None = None) -> None:
-        """Drain, then make sure nothing is left: SIGTERM the server alone (it stops accepting,
-        finishes the requests in flight, then shuts down), then the whole group, then SIGKILL
-        whatever of the group remains."""
+        """Drain, then make sure nothing is left, promptly: SIGTERM the server alone (it stops
+        accepting and finishes the requests in flight), wait until it exits, says in its log that
+        it has shut down, or the drain time is over; then SIGTERM and SIGKILL whatever of its group
+        remains (vLLM's engine process can outlive a server that has finished)."""
         if self.proc is None:
             return
         leader = self.proc.pid  # setsid made the child the group leader; pgid == its pid
-        grace_s = self.drain_timeout_s + 30 if grace_s is None else grace_s
-        steps = ((lambda sig: os.kill(leader, sig), signal.SIGTERM, grace_s),
-                 (lambda sig: os.killpg(leader, sig), signal.SIGTERM, 10),
-                 (lambda sig: os.killpg(leader, sig), signal.SIGKILL, 10))
-        for send, sig, wait_s in steps:
-            try:
-                send(sig)
-            except ProcessLookupError:
+        deadline = time.monotonic() + (self.drain_timeout_s + 5 if grace_s is None else grace_s)
+        log_from = self.log_file.stat().st_size if self.log_file.is_file() else 0
+        _signal(os.kill, leader, signal.SIGTERM)
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            if self.stopped_marker and self.stopped_marker in _read_from(self.log_file, log_from):
+                deadline = min(deadline, time.monotonic() + 3)   # done; a moment to exit by itself
+                log_from = None
+            time.sleep(0.1)
+        for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            if not _signal(os.killpg, leader, sig):
                 break
-            try:
-                self.proc.wait(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:   # worker processes follow their server out
-            try:
-                os.killpg(leader, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.2)
-        else:
-            try:
-                os.killpg(leader, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            end = time.monotonic() + wait_s
+            while time.monotonic() < end and _signal(os.killpg, leader, 0):
+                self.proc.poll()
+                time.sleep(0.1)
+        self.proc.wait()
         log.info("%s stopped", self.kind)
         self.proc = None
 

@@ -10,6 +10,7 @@ from .process import ManagedServer, ServeError
 
 class VllmServer(ManagedServer):
     kind = "vLLM"
+    stopped_marker = "Application shutdown complete"   # uvicorn's last word, after the drain
 
     def __init__(self, model_dir: str | Path, served_name: str, host: str, port: int, dtype: str,
                  max_model_len: int, kv_cache_gib: int, log_file: str | Path, startup_timeout_s: float,

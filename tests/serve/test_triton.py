@@ -3,6 +3,7 @@ stage writes: streamed text equals local greedy generation for each engine (ferr
 transformers' generate(), the fused engine on a W4A16 artifact), bad requests get errors and the
 server stays up, SIGTERM drains a stream in flight, an occupied port is one clear error."""
 import threading
+import time
 
 import pytest
 import requests
@@ -132,8 +133,11 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
         while not got:
             pass
         leader = server.proc.pid
+        t = time.monotonic()
         server.stop()
+        stopped_in = time.monotonic() - t
         reader.join(timeout=120)
+    assert stopped_in < 30 + 10   # the drain (serve.drain_timeout_s=30 here) and 10 s
     assert "".join(got) == _greedy(model, tokenizer, prompt, 48)
     with pytest.raises(ProcessLookupError):
         import os

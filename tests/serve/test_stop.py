@@ -1,0 +1,58 @@
+"""Stopping is prompt: `ferrylm serve` with nothing in flight exits within seconds of Ctrl-C, of a
+SIGTERM to it, or of a SIGTERM to its whole process group (what systemd sends), for both backends,
+and leaves no process of the server behind. (With a stream in flight: the end-to-end and Triton tests.)"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from ferrylm.export.triton import write_triton_repo
+from ferrylm.serve import free_port
+from tests.conftest import CACHE
+
+
+def _serve(tmp_path, *overrides) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ferrylm", "serve", f"run_dir={tmp_path / 'run'}",
+                             f"serve.port={free_port(count=3)}", f"model.cache_dir={CACHE}", *overrides],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _stop_and_time(proc: subprocess.Popen, how: str) -> float:
+    for line in proc.stdout:                      # "ferrylm: serving ..." once the server is healthy
+        if line.startswith("ferrylm: serving"):
+            break
+    else:
+        pytest.fail(f"the server did not start (exit {proc.wait()})")
+    server = [c for c in psutil.Process(proc.pid).children(recursive=True)]
+    assert server
+    t = time.monotonic()
+    if how == "ctrl-c":
+        proc.send_signal(signal.SIGINT)
+    elif how == "sigterm":
+        proc.send_signal(signal.SIGTERM)
+    else:                                          # the whole group, as systemd's stop does
+        os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=120) == 0
+    took = time.monotonic() - t
+    time.sleep(0.5)
+    left = [c.pid for c in server if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert left == []
+    return took
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ctrl-c", "group"])
+def test_idle_vllm_stops_promptly(tmp_path, tiny_qwen2_dir, how):
+    proc = _serve(tmp_path, f"serve.model={tiny_qwen2_dir}", "serve.max_model_len=256")
+    assert _stop_and_time(proc, how) < 30    # goal 10 s; loose for a loaded CI machine
+
+
+@pytest.mark.parametrize("how", ["sigterm", "group"])
+def test_idle_triton_stops_promptly(tmp_path, tiny_qwen2_dir, how):
+    write_triton_repo(tmp_path / "triton_models", "ferrylm", tiny_qwen2_dir, engine="transformers")
+    proc = _serve(tmp_path, "serve.backend=triton", f"export.triton_dir={tmp_path / 'triton_models'}")
+    assert _stop_and_time(proc, how) < 30
