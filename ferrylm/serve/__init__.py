@@ -61,36 +61,18 @@ def triton_server_for(cfg: Config, port: int | None = None) -> TritonServer:
 
 def run_serve(cfg: Config, block: bool = True) -> StageRecord:
     """Start the endpoint, print its URL, and (block=True) serve until SIGTERM or Ctrl-C."""
-    out = cfg.stage_dir("serve")
-    record = StageRecord("serve", cfg.digest())
     triton = cfg.serve.backend == "triton"
     if triton:
         server: ManagedServer = triton_server_for(cfg)
     else:
         server = lora_server_for(cfg) if cfg.serve.lora else server_for(cfg, served_model_dir(cfg))
-    server.start()
-    record.outputs = {"url": server.url, "log": str(server.log_file), "model": str(server.model_dir)}
-    record.metrics = {"served_model_name": server.served_name, "backend": cfg.serve.backend}
-    record.finish(out)
-    where = (f"{server.url}/v2/models/{server.served_name}/generate_stream (gRPC on port {server.port + 1})" if triton
-             else f"{server.url}/v1")
-    print(f"ferrylm: serving {server.model_dir} as '{server.served_name}' at {where} "
-          f"(health: {server.url}{server.health_path}). Ctrl-C stops it.", flush=True)
     if not block:
-        return record
-
-    def _stop(signum, frame):
-        # Only unwinds: stopping from inside the handler would run in the middle of Popen.wait,
-        # whose lock makes every poll() say "running" (the server's exit went unseen until the
-        # whole drain grace was over). One stop: a second signal (systemd's SIGTERM to the whole
-        # group, a second Ctrl-C) does not start another.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise _StopRequested
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+        return _started(cfg, server)
+    # Installed before the start: a signal while the server warms up stops it the same way.
+    signal.signal(signal.SIGTERM, _stop_requested)
+    signal.signal(signal.SIGINT, _stop_requested)
     try:
+        record = _started(cfg, server)
         code = server.wait()
     except _StopRequested:
         server.stop()
@@ -98,6 +80,29 @@ def run_serve(cfg: Config, block: bool = True) -> StageRecord:
     if code:
         raise ServeError(f"{server.kind} exited with code {code}; see {server.log_file}")
     return record
+
+
+def _started(cfg: Config, server: ManagedServer) -> StageRecord:
+    server.start()
+    record = StageRecord("serve", cfg.digest())
+    record.outputs = {"url": server.url, "log": str(server.log_file), "model": str(server.model_dir)}
+    record.metrics = {"served_model_name": server.served_name, "backend": cfg.serve.backend}
+    record.finish(cfg.stage_dir("serve"))
+    where = (f"{server.url}/v2/models/{server.served_name}/generate_stream (gRPC on port {server.port + 1})"
+             if isinstance(server, TritonServer) else f"{server.url}/v1")
+    print(f"ferrylm: serving {server.model_dir} as '{server.served_name}' at {where} "
+          f"(health: {server.url}{server.health_path}). Ctrl-C stops it.", flush=True)
+    return record
+
+
+def _stop_requested(signum, frame):
+    # Only unwinds: stopping from inside the handler would run in the middle of Popen.wait, whose
+    # lock makes every poll() say "running" (the server's exit went unseen until the whole drain
+    # grace was over). One stop: a second signal (systemd's SIGTERM to the whole group, a second
+    # Ctrl-C) does not start another.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise _StopRequested
 
 
 class _StopRequested(Exception):
