@@ -45,13 +45,13 @@ def _stop_and_time(proc: subprocess.Popen, how: str) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["ctrl-c", "group"])
+@pytest.mark.parametrize("how", ["group"])   # Ctrl-C and SIGTERM share its handler: the Triton cases
 def test_idle_vllm_stops_promptly(tmp_path, tiny_qwen2_dir, how):
     proc = _serve(tmp_path, f"serve.model={tiny_qwen2_dir}", "serve.max_model_len=256")
     assert _stop_and_time(proc, how) < 30    # goal 10 s; loose for a loaded CI machine
 
 
-@pytest.mark.parametrize("how", ["sigterm", "group"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "group"])
 def test_idle_triton_stops_promptly(tmp_path, tiny_qwen2_dir, how):
     write_triton_repo(tmp_path / "triton_models", "ferrylm", tiny_qwen2_dir, engine="transformers")
     proc = _serve(tmp_path, "serve.backend=triton", f"export.triton_dir={tmp_path / 'triton_models'}")
