@@ -13,6 +13,7 @@ from typing import Optional
 
 from ..manifest import write_json_atomic
 from .criteria import Criterion
+from .paired import compare, sentence
 
 
 def _fmt(v: Optional[float]) -> str:
@@ -77,12 +78,23 @@ def _plots(history: list[dict], details: dict) -> dict[str, str]:
     return plots
 
 
-def _markdown(table: list[dict], labels: list[str], details: dict, source: str) -> str:
+def paired_comparison(details: dict) -> dict | None:
+    """HumanEval fine-tuned vs base, task by task, when both were measured."""
+    per_task = {m: d["humaneval"]["per_task"] for m, d in details.items()
+                if isinstance(d, dict) and isinstance(d.get("humaneval"), dict) and "per_task" in d["humaneval"]}
+    if not {"fine-tuned", "base"} <= set(per_task):
+        return None
+    return compare(per_task["fine-tuned"], per_task["base"])
+
+
+def _markdown(table: list[dict], labels: list[str], details: dict, source: str, paired: dict | None) -> str:
     lines = ["# ferrylm evaluation report", "", f"Criteria: {source}. BLEU is sacreBLEU (0–100) divided by 100.", "",
              "| criterion | target | gate | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
     for e in table:
         cells = [f"{_fmt(e[m]['value'])} ({e[m]['verdict']})" for m in labels]
         lines.append(f"| {e['label']} | {e['op']} {e['target']:g} | {'yes' if e['gate'] else 'no'} | " + " | ".join(cells) + " |")
+    if paired:
+        lines += ["", "## Is the difference real?", "", f"HumanEval: {sentence(paired)}."]
     lines += ["", "## Details", ""]
     for m, d in details.items():
         lines.append(f"### {m}")
@@ -95,7 +107,8 @@ def _markdown(table: list[dict], labels: list[str], details: dict, source: str) 
     return "\n".join(lines) + "\n"
 
 
-def _html(table: list[dict], labels: list[str], plots: dict[str, str], md_details: str, source: str) -> str:
+def _html(table: list[dict], labels: list[str], plots: dict[str, str], md_details: str, source: str,
+          paired: dict | None) -> str:
     rows = []
     for e in table:
         cells = "".join(f'<td class="{e[m]["verdict"].replace(" ", "-")}">{_fmt(e[m]["value"])}<br><small>{e[m]["verdict"]}</small></td>'
@@ -112,6 +125,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;t
 figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap}}</style>
 </head><body><h1>ferrylm evaluation report</h1><p>Criteria: {html.escape(source)}. BLEU is sacreBLEU (0–100) divided by 100.</p>
 <table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
+{f'<h2>Is the difference real?</h2><p>HumanEval: {html.escape(sentence(paired))}.</p>' if paired else ''}
 <h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2><pre>{html.escape(md_details)}</pre></body></html>
 """
 
@@ -121,11 +135,13 @@ def write_report(out_dir: Path, criteria: list[Criterion], models: dict[str, dic
     """models: label → {criterion key → value}. Writes report.{json,md,html}; returns the JSON."""
     table = criteria_table(criteria, models)
     labels = list(models)
-    report = {"criteria": table, "models": models, "details": details,
+    paired = paired_comparison(details)
+    report = {"criteria": table, "models": models, "details": details, "paired": {"humaneval": paired},
               "failed_gates": {m: failed_gates(table, m) for m in labels}}
     write_json_atomic(out_dir / "report.json", report)
-    md = _markdown(table, labels, details, source)
+    md = _markdown(table, labels, details, source, paired)
     (out_dir / "report.md").write_text(md)
     detail_text = md.split("## Details", 1)[1]
-    (out_dir / "report.html").write_text(_html(table, labels, _plots(history or [], details), detail_text, source))
+    (out_dir / "report.html").write_text(_html(table, labels, _plots(history or [], details), detail_text, source,
+                                               paired))
     return report

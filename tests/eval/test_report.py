@@ -28,6 +28,8 @@ def test_report_says_pass_or_fail_for_every_criterion(tmp_path):
     assert report["failed_gates"]["fine-tuned"] == ["bleu", "pass_at_1", "latency_512_s"]
     md = (tmp_path / "report.md").read_text()
     assert "| HumanEval Pass@1 | > 0.4 | yes | 0.05 (fail) | 0 (fail) |" in md
+    assert ("HumanEval: Pass@1 fine-tuned 0.350 vs base 0.350 on 20 tasks: difference +0.000 (95% interval +0.000 "
+            "to +0.000); solved by only one: 0 fine-tuned, 0 base; McNemar exact p = 1 — not a significant") in md
     assert json.loads((tmp_path / "report.json").read_text())["models"] == MODELS
     page = (tmp_path / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3  # loss curve, latency, pass@1 per task
