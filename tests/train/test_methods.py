@@ -84,13 +84,14 @@ def test_one_process_zero2_with_optimizer_offload(copy_run, tiny_qwen2_dir, tiny
     assert (run / "train" / "model" / "model.safetensors").is_file()
 
 
-def test_cli_refusal_is_one_line(tmp_path, tiny_qwen2_dir):
-    """A shipped GPU preset on this CPU: the CLI answers with one line naming the key, exit 2."""
+def test_cli_refusal_is_one_line(copy_run, tiny_qwen2_dir):
+    """A shipped GPU preset on this CPU: the CLI answers with one line naming the key, exit 2
+    (on a run whose data stage is done, so the missing-input check passes first)."""
     import subprocess
     import sys
 
     proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", "--config", "4gpu-zero3-offload",
-                           f"run_dir={tmp_path / 'run'}", f"model.path={tiny_qwen2_dir}"],
+                           f"run_dir={copy_run()}", f"model.path={tiny_qwen2_dir}"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("ferrylm: error: train.precision: fp16")

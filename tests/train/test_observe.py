@@ -4,6 +4,7 @@ import json
 import pytest
 
 from ferrylm.data.encode import ArrowRows
+from ferrylm.manifest import write_json_atomic
 from ferrylm.train import TrainingDiverged, run_train
 from tests.conftest import tiny_config
 
@@ -40,6 +41,10 @@ def test_non_finite_loss_stops_with_last_good_weights(copy_run, tiny_qwen2_dir, 
     for r in rows:
         w.write(r)
     w.close()
+    # Published like the data stage publishes: the record is written after the rows it describes
+    # (rows newer than their record are refused as the leftovers of an unfinished run).
+    record = json.loads((run / "data" / "record.json").read_text())
+    write_json_atomic(run / "data" / "record.json", record)
     cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.per_device_batch_size=1",
                       "train.gradient_accumulation_steps=1", "train.save_steps=100")
     with pytest.raises(TrainingDiverged, match=r"the loss became nan at step \d; stopped before that step's update"):
