@@ -89,6 +89,11 @@ def _convert(src: Path, tmp: Path) -> None:
 def resolve_model_path(path: str, cache_dir: str | Path | None) -> Path:
     if path == EMBEDDED:
         return convert_embedded(cache_dir)
+    return check_model_dir(path)
+
+
+def check_model_dir(path: str | Path) -> Path:
+    """A local Hugging Face model directory, or ModelNotFound naming model.path."""
     p = Path(path)
     if not (p / "config.json").is_file():
         raise ModelNotFound(f"model.path: {path} is not a Hugging Face model directory (no config.json)")

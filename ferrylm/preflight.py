@@ -8,6 +8,7 @@ from pathlib import Path
 from .config import Config
 from .errors import FerryError
 from .manifest import read_record
+from .models import EMBEDDED, check_model_dir
 
 
 class MissingInput(FerryError):
@@ -15,8 +16,8 @@ class MissingInput(FerryError):
 
 
 def _model(cfg: Config) -> None:
-    if cfg.model.path != "smollm2" and not (Path(cfg.model.path) / "config.json").is_file():
-        raise MissingInput(f"model.path: {cfg.model.path} is not a Hugging Face model directory (no config.json)")
+    if cfg.model.path != EMBEDDED:
+        check_model_dir(cfg.model.path)
 
 
 def _sources(cfg: Config) -> None:
