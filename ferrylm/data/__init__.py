@@ -96,10 +96,10 @@ def run_data(cfg: Config) -> StageRecord:
     tokenizer = load_tokenizer(model_dir)
     out.mkdir(parents=True, exist_ok=True)
     pack_len = d.max_seq_len if (d.pack or d.format == "cpt") else None
-    writers = {s: _Writer(out / f"{s}.arrow", pack_len) for s in ("train", "eval")}
     held_out: list[dict] = []
     stats: dict = {"format": d.format}
     try:
+        writers = {s: _Writer(out / f"{s}.arrow", pack_len) for s in ("train", "eval")}
         if d.format == "jsonl":
             _from_chat_files(cfg, tokenizer, writers, held_out, stats)
         else:
@@ -109,8 +109,10 @@ def run_data(cfg: Config) -> StageRecord:
                               f"eval={writers['eval'].examples} examples; add sources or change data.eval_fraction")
         paths = {s: w.close() for s, w in writers.items()}
     except BaseException:
-        for w in writers.values():
-            w.rows.tmp.unlink(missing_ok=True)
+        # by name, not through `writers`: an interrupt can land before the writers are all bound;
+        # the stage lock makes every such file in `out` this run's own
+        for tmp in out.glob(".*.arrow.*.tmp"):
+            tmp.unlink(missing_ok=True)
         raise
     write_text_atomic(out / "eval.jsonl", "".join(json.dumps(row) + "\n" for row in held_out))
 
