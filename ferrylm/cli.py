@@ -1,4 +1,4 @@
-"""`ferrylm data | train | export | serve | eval | run | presets | plan | launch | manifest | chat | complete`.
+"""`ferrylm data | train | export | serve | eval | run | doctor | presets | plan | launch | manifest | chat | complete`.
 
     ferrylm train --config my.yaml train.learning_rate=1e-4 train.max_steps=200
     ferrylm eval humaneval --samples samples.jsonl
@@ -25,6 +25,10 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=f"run the {name} stage" if name != "run" else "run every stage in order")
         s.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
         s.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.max_steps=20")
+    dr = sub.add_parser("doctor", help="check this machine against a config, one line per check (exit 1 if one fails)")
+    dr.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
+    dr.add_argument("--pins-only", action="store_true", help="only compare installed packages with the install profile's pins")
+    dr.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.liger=true")
     sub.add_parser("presets", help="list the presets shipped in the package")
     pl = sub.add_parser("plan", help="predict per-GPU peak memory of a run config's training (Qwen2.5-7B shapes)")
     pl.add_argument("setup", help="a preset (ferrylm presets: a40x2, a800-80g, ...) or a run config YAML")
@@ -86,6 +90,10 @@ def _dispatch(args) -> int:
     if args.command == "presets":
         print("\n".join(preset_names()))
         return 0
+    if args.command == "doctor":
+        from .doctor import doctor
+
+        return doctor(load_config(args.config, args.overrides), pins_only=args.pins_only)
     if args.command == "plan":
         from .train.plan import load_setup, report
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import FerryError
 
@@ -195,7 +195,22 @@ class ServeConfig(_Section):
     dtype: str = "bfloat16"
     max_model_len: int = Field(2048, gt=0)
     startup_timeout_s: float = Field(900, gt=0)
+    # vLLM's CPU build only: RAM for the KV cache. On GPUs the cache takes what
+    # gpu_memory_utilization leaves after the weights.
     kv_cache_gib: int = Field(1, gt=0)
+    # vLLM's CUDA build: GPUs per replica (must divide the attention heads; the KV heads divided by it or
+    # dividing it), replicas (data parallel, for 4-8 GPU nodes), and the share of each GPU vLLM takes.
+    tensor_parallel: int = Field(1, gt=0)
+    data_parallel: int = Field(1, gt=0)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    # Any other vLLM flag, passed as given, e.g. ["--enable-prefix-caching", "--max-num-seqs", "64"].
+    vllm_args: list[str] = Field(default_factory=list)
+
+    @field_validator("vllm_args", mode="before")
+    @classmethod
+    def _flags_as_text(cls, v):
+        # YAML reads `--max-num-seqs, 64` as a string and an int; a command line is all text.
+        return [str(a) for a in v] if isinstance(v, list) else v
     # On SIGTERM, requests in flight get this long to finish (vLLM's drain) before the server exits.
     drain_timeout_s: int = Field(60, ge=0)
 

@@ -89,7 +89,7 @@ class OnnxCausalLM:
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = threads
-        # onnxruntime-gpu (the onnx-gpu extra) brings CUDA; the CPU build runs everywhere.
+        # onnxruntime-gpu (the gpu install profile) brings CUDA; the CPU build runs everywhere.
         providers = providers or [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider")
                                   if p in ort.get_available_providers()]
         self.session = ort.InferenceSession(str(Path(onnx_dir) / "model.onnx"), opts, providers=providers)

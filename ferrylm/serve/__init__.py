@@ -9,7 +9,7 @@ from ..config import Config
 from ..manifest import StageRecord, read_record
 from .process import ManagedServer, ServeError, free_port, port_in_use
 from .triton_server import TritonServer
-from .vllm_server import VllmServer
+from .vllm_server import Parallel, VllmServer
 
 __all__ = ["ServeError", "VllmServer", "TritonServer", "free_port", "port_in_use", "server_for", "run_serve", "served_model_dir"]
 
@@ -32,9 +32,10 @@ def served_model_dir(cfg: Config) -> Path:
 def server_for(cfg: Config, model_dir: str | Path, served_name: str | None = None, port: int | None = None,
                lora_dir: str | Path | None = None) -> VllmServer:
     s = cfg.serve
+    parallel = Parallel(s.tensor_parallel, s.data_parallel, s.gpu_memory_utilization, tuple(s.vllm_args))
     return VllmServer(model_dir, served_name or s.served_name, s.host, port or s.port, s.dtype,
                       s.max_model_len, s.kv_cache_gib, cfg.stage_dir("serve") / "vllm.log", s.startup_timeout_s,
-                      s.drain_timeout_s, lora_dir)
+                      s.drain_timeout_s, lora_dir, parallel)
 
 
 def lora_server_for(cfg: Config, port: int | None = None) -> VllmServer:

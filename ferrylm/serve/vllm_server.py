@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .process import ManagedServer, ServeError
@@ -25,18 +26,73 @@ def _cpu_flag(flag: str) -> bool:
         return True   # not Linux: let vLLM decide
 
 
+def gpus_present() -> int:
+    """CUDA devices this process may use (CUDA_VISIBLE_DEVICES applies); 0 without a CUDA torch."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+# Flags ferrylm sets from the serve config; serve.vllm_args may not set them a second time.
+_OWN_FLAGS = ("--model", "--host", "--port", "--dtype", "--max-model-len", "--shutdown-timeout", "--served-model-name",
+              "--enable-lora", "--lora-modules", "--max-lora-rank", "--tensor-parallel-size", "-tp",
+              "--data-parallel-size", "-dp", "--gpu-memory-utilization")
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How vLLM spreads a model over GPUs (serve.tensor_parallel, data_parallel, gpu_memory_utilization)."""
+    tensor: int = 1
+    data: int = 1
+    gpu_memory_utilization: float = 0.9
+    extra_args: tuple[str, ...] = ()
+
+    def check(self, model_config: dict, cpu_build: bool, gpus: int) -> None:
+        flags = {a.split("=", 1)[0] for a in self.extra_args}
+        if taken := sorted(flags & set(_OWN_FLAGS)):
+            raise ServeError(f"serve.vllm_args: {', '.join(taken)} is set from the serve config "
+                             "(serve.port, serve.tensor_parallel, ...); set it there")
+        if cpu_build:
+            if self.tensor * self.data > 1:
+                raise ServeError("serve.tensor_parallel / serve.data_parallel: vLLM's CPU build serves one process "
+                                 "here; set both to 1")
+            return
+        heads = model_config.get("num_attention_heads", 1)
+        kv = model_config.get("num_key_value_heads") or heads
+        if heads % self.tensor or (kv % self.tensor and self.tensor % kv):
+            raise ServeError(f"serve.tensor_parallel={self.tensor}: the model has {heads} attention heads and {kv} "
+                             f"KV heads; vLLM needs the heads divisible by it and the KV heads divisible by it "
+                             f"(or it by them); try {_fitting_tp(heads, kv, gpus)}")
+        if self.tensor * self.data > gpus:
+            raise ServeError(f"serve.tensor_parallel × serve.data_parallel = {self.tensor * self.data} GPUs, "
+                             f"but {gpus} {'is' if gpus == 1 else 'are'} present")
+
+    def args(self, cpu_build: bool) -> list[str]:
+        if cpu_build:
+            return list(self.extra_args)
+        out = ["--tensor-parallel-size", str(self.tensor), "--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}"]
+        if self.data > 1:
+            out += ["--data-parallel-size", str(self.data)]
+        return out + list(self.extra_args)
+
+
+def _fitting_tp(heads: int, kv: int, gpus: int) -> int:
+    return max(t for t in range(1, max(gpus, 1) + 1) if heads % t == 0 and (kv % t == 0 or t % kv == 0))
+
+
 class VllmServer(ManagedServer):
     kind = "vLLM"
     stopped_marker = "Application shutdown complete"   # uvicorn's last word, after the drain
 
     def __init__(self, model_dir: str | Path, served_name: str, host: str, port: int, dtype: str,
                  max_model_len: int, kv_cache_gib: int, log_file: str | Path, startup_timeout_s: float,
-                 drain_timeout_s: int = 60, lora_dir: str | Path | None = None):
+                 drain_timeout_s: int = 60, lora_dir: str | Path | None = None, parallel: Parallel = Parallel()):
         super().__init__(host, port, log_file, startup_timeout_s, drain_timeout_s)
         self.model_dir = Path(model_dir)
         self.served_name = served_name
         self.lora_dir = Path(lora_dir) if lora_dir else None
         self.dtype, self.max_model_len, self.kv_cache_gib = dtype, max_model_len, kv_cache_gib
+        self.parallel = parallel
 
     def command(self) -> list[str]:
         # `python -m` rather than the `vllm` console script, which the CPU build's metadata breaks.
@@ -44,7 +100,7 @@ class VllmServer(ManagedServer):
                 "--host", self.host, "--port", str(self.port), "--dtype", self.dtype,
                 "--max-model-len", str(self.max_model_len), "--shutdown-timeout", str(self.drain_timeout_s),
                 "--served-model-name", f"{self.served_name}-base" if self.lora_dir else self.served_name,
-                *self._lora_args()]
+                *self._lora_args(), *self.parallel.args(_cpu_build())]
 
     def _lora_args(self) -> list[str]:
         if not self.lora_dir:
@@ -56,7 +112,8 @@ class VllmServer(ManagedServer):
 
     def env(self) -> dict:
         env = super().env()
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.kv_cache_gib))
+        if _cpu_build():
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.kv_cache_gib))
         return env
 
     def check(self) -> None:
@@ -69,4 +126,6 @@ class VllmServer(ManagedServer):
                              "on CPUs with AVX-512 (this one has none); serve the merged model, or on a GPU")
         if self.lora_dir and not (self.lora_dir / "adapter_config.json").is_file():
             raise ServeError(f"serve.lora: {self.lora_dir} is not a LoRA adapter (no adapter_config.json)")
+        cpu = _cpu_build()
+        self.parallel.check(json.loads((self.model_dir / "config.json").read_text()), cpu, 0 if cpu else gpus_present())
         super().check()

@@ -22,6 +22,17 @@ two RMSNorms keep an fp32 copy of their input and a bf16 normalised output (2 ×
 k and v expanded to every head and its output (8h); o_proj keeps its input (2h); the MLP keeps
 gate, up, act(gate) and act(gate)·up (8I). LoRA adds, per adapted module, a copy of its input
 (2 bytes per element) and with dropout a mask (1 byte).
+
+Fused kernels keep less, and the adapters' input copies go with the eager element-wise chains:
+- train.compile=layers (inductor's partitioner saves matmul inputs and recomputes element-wise
+  chains): the layer input and post-attention residual (4h), both normalised inputs (4h), SDPA's
+  q, k, v and output (8h), gate and up (4I) and the down projection's input (2I): 16h + 6I.
+- train.compile=model: the same less the normalised inputs, recomputed across the whole graph: 12h + 6I.
+- train.liger (eager): 22h + 6I. Liger's RMSNorm keeps input and output (2 × 4h), SDPA 8h,
+  o_proj 2h, its SwiGLU gate, up and the down input (6I): 18h + 6I; the other 4h is measured, not
+  attributed. Its fused linear cross-entropy never materialises the logits (what stays is the fp32
+  gradient of the last hidden state, 4h per token).
+These are fitted to H100 runs of `ferrylm train` (docs/memory_planner.md) and checked on held-out ones.
 """
 from __future__ import annotations
 
@@ -89,6 +100,8 @@ class Setup:
     optimizer_precision: Literal["mixed", "bf16"] = "mixed"
     gpu_memory_gib: float = 80.0
     reserve_gib: float = 1.5  # CUDA context (~0.5 GiB), allocator fragmentation, NCCL buffers
+    compile: Literal["none", "layers", "model"] = "none"
+    liger: bool = False
 
 
 @dataclass
@@ -121,6 +134,12 @@ class Plan:
 
 def activation_bytes_per_token_layer(s: Setup) -> float:
     h, i = s.shape.hidden, s.shape.intermediate
+    if s.compile == "layers":
+        return 16 * h + 6 * i
+    if s.compile == "model":
+        return 12 * h + 6 * i
+    if s.liger:
+        return 22 * h + 6 * i
     b = 2 * 6 * h + 8 * h + 2 * h + 8 * i
     if s.method in ("lora", "qlora"):
         # Each adapted module keeps its own copy of its input for lora_A (2 bytes per element),
@@ -179,6 +198,8 @@ def estimate(s: Setup) -> Plan:
     if recompute:
         acts += per_layer
     logits = tokens * s.shape.vocab * (2 + 4 + 4)  # bf16 logits, fp32 copy, fp32 log-softmax
+    if s.liger:
+        logits = tokens * s.shape.hidden * 4.0      # fused linear cross-entropy: the hidden state's gradient
     total = weights + optim + max(acts + logits, grads) + s.reserve_gib * GiB
     plan = Plan(weights / GiB, grads / GiB, optim / GiB, acts / GiB, logits / GiB, s.reserve_gib, cpu / GiB,
                 total / GiB, total / GiB <= s.gpu_memory_gib)
@@ -229,7 +250,7 @@ def setup_from_config(cfg, shape: ModelShape | None = None) -> Setup:
                  # DeepSpeed keeps fp32 master weights and Adam states; a full fine-tune without it
                  # trains the weights it loaded (bf16 on a GPU) with bf16 optimizer states.
                  optimizer_precision="mixed" if (t.deepspeed or t.method != "full") else "bf16",
-                 gpu_memory_gib=cfg.hardware.gpu_memory_gib)
+                 gpu_memory_gib=cfg.hardware.gpu_memory_gib, compile=t.compile, liger=t.liger)
 
 
 def load_setup(source: str | None, overrides: list[str] | tuple[str, ...] = ()) -> tuple[Setup, dict]:
@@ -249,7 +270,8 @@ def report(name: str, setup: Setup, notes: dict) -> str:
     head = (f"{name}: Qwen2.5-7B ({setup.shape.params() / 1e9:.2f} B parameters), {setup.method}"
             f"{f' r={setup.lora_r}' if setup.method != 'full' else ''}, {setup.gpus} GPU(s), ZeRO-{setup.zero_stage}"
             f"{' + optimizer offload' if setup.offload_optimizer else ''}{' + parameter offload' if setup.offload_params else ''}, "
-            f"seq {setup.seq_len} × micro-batch {setup.micro_batch}, checkpointing {ckpt}")
+            f"seq {setup.seq_len} × micro-batch {setup.micro_batch}, checkpointing {ckpt}"
+            f"{'' if setup.compile == 'none' else f', compiled {setup.compile}'}{', Liger' if setup.liger else ''}")
     lines = [head, *plan.lines(setup)]
     if "claimed_peak_gib" in notes:
         claim = notes["claimed_peak_gib"]

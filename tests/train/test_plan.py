@@ -54,7 +54,7 @@ def test_every_hardware_preset_is_a_valid_run_config_and_plans():
     from ferrylm.config import load_config, preset_names
     from ferrylm.train.plan import setup_from_config
 
-    names = set(preset_names()) - {"default"}
+    names = set(preset_names()) - {"default", "demo-gpu"}   # those two run SmolLM2, not Qwen2.5-7B
     assert names >= {"a40x2", "a800-80g", "a800-80g-aggressive", "a6000x2-qlora", "4gpu-zero3-offload", "6x32g-zero3",
                      "h100-80g", "h200-141g"}
     for name in names:
@@ -78,6 +78,18 @@ def test_planner_matches_ferrylm_train_under_zero_on_two_h200():
     """Rows measured by bench/train_zero.py (ferrylm launch, DeepSpeed ZeRO-2/3, 2 x H200): each row's
     run config goes through the same setup_from_config that `ferrylm plan` uses. Liger rows are left
     out (the planner models HF kernels), and rows the results mark invalid."""
+    checked = 0
+    for run in "bcd":
+        for row in json.loads((RESULTS / f"train_zero_h200x2_run_{run}.json").read_text())["rows"]:
+            if "invalid" in row or "train.liger=true" in row["overrides"]:
+                continue
+            assert _planned_allocated(row) == pytest.approx(row["peak_allocated_gib_rank0"], rel=0.05), row["variant"]
+            checked += 1
+    assert checked == 4
+
+
+def _planned_allocated(row: dict) -> float:
+    """The plan, less its reserve (torch's allocated peak holds no CUDA context), for a bench/train_zero.py row."""
     import importlib.util
 
     from ferrylm.config import load_config
@@ -86,14 +98,20 @@ def test_planner_matches_ferrylm_train_under_zero_on_two_h200():
     spec = importlib.util.spec_from_file_location("train_zero", RESULTS.parent / "train_zero.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    setup = setup_from_config(load_config("default", [*bench.COMMON, *row["overrides"], f"hardware.gpus={row['gpus']}"]))
+    return estimate(setup).total_gib - setup.reserve_gib
+
+
+@pytest.mark.parametrize("results", ["train_zero_h100_run_a.json", "train_zero_h100_run_d.json",
+                                     "train_zero_h200x2_run_b.json"])
+def test_planner_models_liger_and_compiled_layers(results):
+    """Rows with Liger's kernels or compiled layers (measured through `ferrylm train` on an H100 and
+    2 x H200) within 10 %: the planner models what those kernels keep, not HF's eager kernels."""
     checked = 0
-    for run in "bcd":
-        for row in json.loads((RESULTS / f"train_zero_h200x2_run_{run}.json").read_text())["rows"]:
-            if "invalid" in row or "train.liger=true" in row["overrides"]:
-                continue
-            cfg = load_config("default", [*bench.COMMON, *row["overrides"], f"hardware.gpus={row['gpus']}"])
-            setup = setup_from_config(cfg)
-            planned = estimate(setup).total_gib - setup.reserve_gib
-            assert planned == pytest.approx(row["peak_allocated_gib_rank0"], rel=0.05), row["variant"]
-            checked += 1
-    assert checked == 4
+    for row in json.loads((RESULTS / results).read_text())["rows"]:
+        fused = [o for o in row["overrides"] if o in ("train.liger=true", "train.compile=layers", "train.compile=model")]
+        if "invalid" in row or not fused or not row.get("peak_allocated_gib_rank0"):
+            continue
+        assert _planned_allocated(row) == pytest.approx(row["peak_allocated_gib_rank0"], rel=0.10), row["variant"]
+        checked += 1
+    assert checked >= 1

