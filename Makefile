@@ -51,7 +51,7 @@ install-system:
 	$(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
 	  "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ferrylm-system.pth"
 	$(PYTHON) -c 'import torch; print("torch==" + torch.__version__)' > $(VENV)/system-constraints.txt
-	$(PY) -m pip install -q --no-build-isolation -c $(VENV)/system-constraints.txt -e '.[system,dev,qlora]'
+	$(PY) -m pip install -q --no-build-isolation -c $(VENV)/system-constraints.txt -e '.[system]'
 	$(MAKE) --no-print-directory install-extras OPTIONAL=-
 	$(VENV)/bin/ferrylm doctor --pins-only
 

@@ -20,7 +20,7 @@ from . import humaneval
 from .criteria import load_criteria
 from .generators import EndpointGenerator, LocalGenerator
 from ..data import read_jsonl
-from .quality import bleu, latency
+from .quality import bleu, engine_latency, latency
 from .report import write_report
 
 log = get_logger("eval")
@@ -51,6 +51,9 @@ def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out
         log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
                  e.latency_runs, e.latency_concurrency)
         lat = latency(generator.base_url, generator.model, e.latency_new_tokens, e.latency_runs, e.latency_concurrency)
+    elif getattr(generator, "engine", None) is not None:
+        log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
+        lat = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
     return {"humaneval": he, "pass_at_1": he.get("pass@1"), "bleu": b, "latency": lat}
 
 

@@ -68,3 +68,19 @@ def latency(base_url: str, model: str, new_tokens: int, runs: int = 3, concurren
                              "total_s": _stats([t.total_s for t in timings]),
                              "ttft_s": _stats([t.ttft_s for t in timings])})
     return out
+
+
+def engine_latency(generator, new_tokens: int, runs: int = 3) -> dict:
+    """The same measurement in-process, on a LocalGenerator's serving engine (GPU, batch 1): exactly
+    `new_tokens` greedy tokens per run after a warm-up that captures the decode step; no sweep."""
+    tok = generator.tokenizer
+    prompt = tok.apply_chat_template([{"role": "user", "content": user_message(LATENCY_PROMPT)}], tokenize=False,
+                                     add_generation_prompt=True)
+    ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    generator.engine.generate_timed(ids, 8)
+    single = [generator.engine.generate_timed(ids, new_tokens) for _ in range(runs)]
+    return {"new_tokens": new_tokens, "runs": runs, "in_process": True,
+            "ttft_s": _stats([t["ttft_s"] for t in single]), "total_s": _stats([t["total_s"] for t in single]),
+            "tpot_s": _stats([(t["total_s"] - t["ttft_s"]) / max(new_tokens - 1, 1) for t in single]),
+            "tokens_per_s": _stats([new_tokens / t["total_s"] for t in single]),
+            "samples_total_s": [t["total_s"] for t in single], "sweep": []}
