@@ -50,7 +50,7 @@ install-system:
 	$(PYTHON) -m venv --without-pip $(VENV) 2>/dev/null || $(PYTHON) -m venv $(VENV)
 	$(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
 	  "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ferrylm-system.pth"
-	$(PYTHON) -c 'import torch; print("torch==" + torch.__version__)' > $(VENV)/system-constraints.txt
+	$(PYTHON) -c 'import torch; print("torch==" + torch.__version__.split("+")[0])' > $(VENV)/system-constraints.txt
 	$(PY) -m pip install -q --no-build-isolation -c $(VENV)/system-constraints.txt -e '.[system]'
 	$(MAKE) --no-print-directory install-extras OPTIONAL=-
 	$(VENV)/bin/ferrylm doctor --pins-only
@@ -91,7 +91,7 @@ chromium:
 	  echo "ferrylm: chromium not installed (not root): the HTML render test will be skipped"
 
 test: $(STAMP) chromium bubblewrap
-	$(PY) -m pytest -q -ra $(ARGS)
+	$(PY) -m pytest -q -ra --durations=15 $(ARGS)
 
 test-fast: $(STAMP) bubblewrap
 	$(PY) -m pytest -q -ra -m "not slow" $(ARGS)

@@ -95,7 +95,9 @@ def make_data(data_dir: Path, tokenizer_dir: str, rows: int = 96, seq: int = SEQ
 
     from ferrylm.data.encode import ArrowRows
 
-    if (data_dir / "train.arrow").is_file():
+    from ferrylm.manifest import StageRecord
+
+    if (data_dir / "record.json").is_file():
         return
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     ids: list[int] = []
@@ -110,6 +112,9 @@ def make_data(data_dir: Path, tokenizer_dir: str, rows: int = 96, seq: int = SEQ
             chunk = ids[i * seq:(i + 1) * seq]
             w.write({"input_ids": chunk, "labels": chunk})
         w.close()
+    record = StageRecord("data", "bench/train_zero.py")   # the train stage reads the data stage's record
+    record.outputs = {"train": str(data_dir / "train.arrow"), "eval": str(data_dir / "eval.arrow")}
+    record.finish(data_dir)
 
 
 def _history(run: Path) -> list[dict]:
@@ -120,7 +125,7 @@ def _history(run: Path) -> list[dict]:
 def _launch(run: Path, data: Path, gpus: int, args: list[str], preset: str | None = None,
             launcher: bool = False) -> subprocess.CompletedProcess:
     (run / "data").mkdir(parents=True, exist_ok=True)
-    for f in ("train.arrow", "eval.arrow"):
+    for f in ("train.arrow", "eval.arrow", "record.json"):
         target = run / "data" / f
         if not target.exists():
             target.symlink_to(data / f)
@@ -153,7 +158,7 @@ def run_variant(name: str, work: Path, model_dir: Path, tokenizer: str) -> dict:
                    peak_allocated_gib_rank0=max(l["gpu_memory_gib"] for l in speed),
                    losses=[l["loss"] for l in lines if "loss" in l and "eval_loss" not in l])
     if proc.returncode != 0:
-        row["error"] = "\n".join(ln for ln in proc.stderr.splitlines() if "rank" in ln or "Error" in ln)[-2500:]
+        row["error"] = "\n".join(ln for ln in proc.stderr.splitlines() if "rank" in ln or "rror" in ln)[-2500:]
         return row
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
     row.update(planned_allocated_gib=m["planned_peak_gib"], base_eval_loss=m["base_eval_loss"], eval_loss=m["eval_loss"],

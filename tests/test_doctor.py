@@ -97,3 +97,12 @@ def test_offload_needs_host_ram_and_the_plan_uses_the_gpus_present():
 def test_kernels_a_config_needs_must_be_installed(needed):
     checks = d.kernel_checks(load_config("default", [needed]), has_gpu=True, installed=lambda module: None)
     assert [c.status for c in checks].count("fail") == 1
+
+
+def test_the_embedded_models_shapes_match_its_converted_config():
+    import json
+
+    from ferrylm.models import convert_embedded
+
+    converted = json.loads((convert_embedded() / "config.json").read_text())
+    assert {k: converted[k] for k in d.SMOLLM2_135M} == d.SMOLLM2_135M

@@ -101,12 +101,17 @@ class OnnxCausalLM:
         if missing or not self.cache_in:
             raise ValueError(f"{onnx_dir}: model.onnx is not a cached decode graph (missing {missing[:2]})")
         shapes = {i.name: i.shape for i in self.session.get_inputs()}
+        # Some torch / transformers versions (torch 2.11 with transformers 5.17, seen on a GPU machine)
+        # export the step with an attention_mask input too; it covers the cache and the new tokens.
+        self.takes_mask = "attention_mask" in shapes
         # Empty cache for prefill: [batch 1, kv heads, length 0, head dim].
         self.empty = {n: np.zeros((1, int(shapes[n][1]), 0, int(shapes[n][3])), dtype=np.float32) for n in self.cache_in}
 
     def _run(self, ids: list[int], start: int, cache: dict) -> dict:
         feed = {"input_ids": np.array([ids], dtype=np.int64),
                 "position_ids": np.arange(start, start + len(ids), dtype=np.int64)[None], **cache}
+        if self.takes_mask:
+            feed["attention_mask"] = np.ones((1, start + len(ids)), dtype=np.int64)
         return dict(zip(self.outputs, self.session.run(None, feed)))
 
     def prompt_logits(self, ids: list[int]) -> np.ndarray:
