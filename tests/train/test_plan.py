@@ -103,7 +103,7 @@ def _planned_allocated(row: dict) -> float:
 
 
 @pytest.mark.parametrize("results", ["train_zero_h100_run_a.json", "train_zero_h100_run_d.json",
-                                     "train_zero_h200x2_run_b.json"])
+                                     "train_zero_h200x2_run_b.json", "train_zero_h100_planner_heldout.json"])
 def test_planner_models_liger_and_compiled_layers(results):
     """Rows with Liger's kernels or compiled layers (measured through `ferrylm train` on an H100 and
     2 x H200) within 10 %: the planner models what those kernels keep, not HF's eager kernels."""
