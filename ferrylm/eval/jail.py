@@ -14,7 +14,9 @@ a signal) leaves no token and fails with its reason. The token guards against ea
 against code that sets out to read the harness's memory; containing such code is the jail's job.
 
 Protocol: one JSON line in per program ({"nonce", "code", "timeout"}), one JSON line out
-({"nonce", "status"}); the first line out is {"ready": true}.
+({"nonce", "status"}); the first line out is {"ready": true}. `code` is Python source, or for a
+compiled language {"files": {name: text}, "steps": [argv, ...]}: the steps (compile, then run) share
+the program's directory, limits and uid, and the last one's harness writes the token itself.
 """
 import fcntl
 import json
@@ -52,6 +54,8 @@ def _run_child(workdir, code, limits, uid, token_w, token):
     os.environ.update(PATH="/usr/bin:/bin", HOME=workdir, TMPDIR=workdir, LANG="C.UTF-8")
     sys.stdout = open(1, "w", closefd=False)
     sys.stderr = open(2, "w", closefd=False)
+    if isinstance(code, dict):
+        _run_steps(code["files"], code["steps"], token)
     try:
         exec(compile(code, "program.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
     except SystemExit as e:
@@ -67,6 +71,37 @@ def _run_child(workdir, code, limits, uid, token_w, token):
         os.write(_TOKEN_FD, token)
     except OSError:
         os._exit(1)  # the program closed the harness's channel
+    os._exit(0)
+
+
+def _run_steps(files, steps, token):
+    """A compiled program: write its files, run each step (compile, ..., run) under the same limits
+    and uid. Only the last step gets the token, as FERRY_TOKEN, for its harness to write on fd 3
+    once its last test returned; a step that fails stops the program with its reason."""
+    for name, text in files.items():
+        with open(os.path.basename(name), "w") as fh:
+            fh.write(text)
+    for i, argv in enumerate(steps):
+        last = i == len(steps) - 1
+        env = dict(os.environ, FERRY_TOKEN=token.decode()) if last else dict(os.environ)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                if not last:
+                    os.close(_TOKEN_FD)
+                os.execvpe(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        status = os.waitpid(pid, 0)[1]
+        if status != 0:
+            what = "compile" if not last else "run"
+            code = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
+                    else f"exit code {os.WEXITSTATUS(status)}")
+            print(f"{what} step {os.path.basename(argv[0])} failed ({code})", file=sys.stderr)
+            sys.stderr.flush()
+            if os.WIFSIGNALED(status):
+                os.kill(os.getpid(), os.WTERMSIG(status))   # the program's own signal is the verdict
+            os._exit(1)
     os._exit(0)
 
 

@@ -125,7 +125,7 @@ class _Worker:
         line = self.proc.stdout.readline() if ready else ""
         return line or None
 
-    def run(self, code: str, timeout_s: float) -> str | None:
+    def run(self, code: str | dict, timeout_s: float) -> str | None:
         """The program's status, or None if the worker died or stopped answering."""
         nonce = secrets.token_hex(8)
         try:
@@ -167,7 +167,8 @@ class Sandbox:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def run(self, code: str) -> Outcome:
+    def run(self, code: str | dict) -> Outcome:
+        """Python source, or a compiled program ({"files", "steps"}: see jail.py)."""
         uid, worker = self._idle.get()
         try:
             status = worker.run(code, self.timeout_s)
@@ -180,7 +181,7 @@ class Sandbox:
             self._idle.put((uid, worker))
 
 
-def run_program(code: str, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16,
+def run_program(code: str | dict, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16,
                 unconfined: bool = False) -> str:
     """One program in a one-slot sandbox; returns the status string."""
     with Sandbox(1, timeout_s, memory_mb, file_mb, unconfined=unconfined) as box:

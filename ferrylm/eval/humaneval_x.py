@@ -1,0 +1,107 @@
+"""HumanEval-X: the 164 HumanEval tasks hand-translated to other languages (THUDM/humaneval-x,
+Apache-2.0), executed in the sandbox like HumanEval.
+
+Each language is a `Language`: how its file is named, how a completion becomes a program
+(declaration + completion + the published test), and the steps that compile and run it. The
+published test's entry point is renamed and called from a harness that writes the run's token on
+fd 3 after it returns, so an early exit with status 0 fails as it does in Python.
+
+The data is read from a local copy (`humaneval_<lang>.jsonl.gz` files): `eval.humaneval_x_dir`, or
+the environment variable FERRYLM_HUMANEVAL_X.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import FerryError
+
+ENV = "FERRYLM_HUMANEVAL_X"
+
+
+class HumanEvalXMissing(FerryError, FileNotFoundError):
+    """No local copy of the data set; one line saying how to point at one."""
+
+
+_CPP_HARNESS = """
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+int main() {
+    ferry_tests_main();
+    const char *token = std::getenv("FERRY_TOKEN");
+    if (token) { ssize_t n = write(3, token, std::strlen(token)); (void)n; }
+    return 0;
+}
+"""
+
+
+# The reference harness's standard headers, put before a prompt that lacks them (CodeGeeX's
+# evaluate_humaneval_x.py); the program is then headers + prompt + completion + test.
+_CPP_HEADERS = ("#include<stdlib.h>", "#include<algorithm>", "#include<math.h>", "#include<stdio.h>",
+                "#include<vector>", "#include<string>", "#include<climits>", "#include<cstring>",
+                "#include<iostream>", "#include<cassert>")
+
+
+def _cpp_program(problem: dict, completion: str) -> dict:
+    test, n = re.subn(r"\bint\s+main\s*\(\s*\)", "int ferry_tests_main()", problem["test"], count=1)
+    if not n:
+        raise ValueError(f"{problem['task_id']}: its test has no `int main()`")
+    headers = "".join(h + "\n" for h in _CPP_HEADERS if h not in problem["prompt"])
+    source = headers + problem["prompt"] + completion + "\n" + test + _CPP_HARNESS
+    flags = ["-lcrypto"] if "openssl/" in source else []
+    return {"files": {"main.cpp": source},
+            "steps": [["g++", "-std=c++17", "-O0", "-w", "main.cpp", "-o", "main", *flags], ["./main"]]}
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str           # as in the data set's file names
+    tool: str           # the toolchain binary whose absence means "not measured"
+    program: Callable[[dict, str], dict]
+
+
+LANGUAGES = {"cpp": Language("cpp", "g++", _cpp_program)}
+
+
+def data_dir(configured: str | None = None) -> Path:
+    where = configured or os.environ.get(ENV)
+    if not where:
+        raise HumanEvalXMissing(f"HumanEval-X: no local copy given; download THUDM/humaneval-x's "
+                                f"humaneval_<lang>.jsonl.gz files and set eval.humaneval_x_dir (or {ENV}) to their folder")
+    return Path(where)
+
+
+def load_problems(language: str, configured: str | None = None, limit: int | None = None) -> list[dict]:
+    path = data_dir(configured) / f"humaneval_{language}.jsonl.gz"
+    if not path.is_file():
+        raise HumanEvalXMissing(f"HumanEval-X: {path} does not exist (eval.humaneval_x_dir / {ENV})")
+    with gzip.open(path, "rt") as fh:
+        problems = [json.loads(line) for line in fh if line.strip()]
+    return problems[:limit] if limit else problems
+
+
+def missing_tool(language: str) -> str | None:
+    """The toolchain binary a language needs that this machine lacks, or None."""
+    tool = LANGUAGES[language].tool
+    return None if shutil.which(tool) else tool
+
+
+def execute(language: str, problems: list[dict], completions: list[str], timeout_s: float = 20.0,
+            memory_mb: int = 1024, workers: int = 2, unconfined: bool = False) -> list[dict]:
+    """One result per (problem, completion), in order: {"task_id", "passed", "result", "isolation"}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .sandbox import Sandbox
+
+    lang = LANGUAGES[language]
+    with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined) as box, ThreadPoolExecutor(workers) as pool:
+        outcomes = list(pool.map(lambda pc: box.run(lang.program(*pc)), zip(problems, completions)))
+    return [{"task_id": p["task_id"], "passed": o.status == "passed", "result": o.status, "isolation": o.isolation}
+            for p, o in zip(problems, outcomes)]

@@ -1,0 +1,117 @@
+"""HumanEval-X in compiled languages through the sandbox: the published canonical solutions pass
+(the exact count, every failure named), wrong completions fail, and hostile programs stay contained.
+
+The data is not in the repository: the Makefile points FERRYLM_HUMANEVAL_X at ../shared/data/humaneval-x
+when that copy exists; without it these tests skip and say so."""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ferrylm.eval import humaneval_x as hx
+from ferrylm.eval.sandbox import bwrap_command
+
+DATA = os.environ.get(hx.ENV)
+pytestmark = [pytest.mark.skipif(not DATA or not Path(DATA).is_dir(), reason=f"{hx.ENV} is not set to a "
+                                 "HumanEval-X copy (the Makefile sets it when ../shared/data/humaneval-x exists)"),
+              pytest.mark.skipif(bwrap_command() is None, reason="bubblewrap is not usable here")]
+# Published C++ tasks whose programs include Boost (boost/any.hpp): they pass where libboost-dev is installed.
+BOOST_TASKS = {"CPP/22", "CPP/137"}
+
+
+def _has_boost() -> bool:
+    return Path("/usr/include/boost/any.hpp").is_file()
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_every_cpp_canonical_solution_passes_but_the_boost_tasks_without_boost():
+    problems = hx.load_problems("cpp")
+    results = hx.execute("cpp", problems, [p["canonical_solution"] for p in problems])
+    failed = {r["task_id"]: r["result"] for r in results if not r["passed"]}
+    expected = set() if _has_boost() else BOOST_TASKS
+    assert set(failed) == expected, failed
+    assert sum(r["passed"] for r in results) == 164 - len(expected)
+    assert {r["isolation"] for r in results} <= {"bwrap+uid", "bwrap"}
+    for task in expected:
+        assert failed[task] == "failed: compile step g++ failed (exit code 1)"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_cpp_wrong_and_early_exiting_completions_fail():
+    first = hx.load_problems("cpp", limit=1)[0]          # has_close_elements
+    body = first["canonical_solution"]
+    completions = {
+        "wrong answer": "    return true;\n}\n",
+        "does not compile": "    return undefined_name;\n}\n",
+        "exits 0 before the tests": "    exit(0);\n}\n",
+        "quick_exit(0) before the tests": "    std::quick_exit(0);\n}\n",
+        "_Exit(0) before the tests": "    std::_Exit(0);\n}\n",
+        "closes the token's descriptor": "    fclose(fdopen(3, \"w\"));\n" + body,
+        "canonical": body,
+    }
+    results = hx.execute("cpp", [first] * len(completions), list(completions.values()))
+    verdicts = dict(zip(completions, (r["result"] for r in results)))
+    assert verdicts.pop("canonical") == "passed"
+    assert verdicts["wrong answer"] == "failed: killed by SIGABRT"          # the failed assert
+    assert verdicts["does not compile"] == "failed: compile step g++ failed (exit code 1)"
+    for early in ("exits 0 before the tests", "quick_exit(0) before the tests", "_Exit(0) before the tests"):
+        assert verdicts[early] == "failed: exited before the tests finished (exit code 0)", early
+    assert verdicts["closes the token's descriptor"].startswith("failed"), verdicts
+
+
+HOSTILE = {
+    "connects to the network": """
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+bool has_close_elements(vector<float> numbers, float threshold){
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{}; a.sin_family = AF_INET; a.sin_port = htons(80); inet_pton(AF_INET, "1.1.1.1", &a.sin_addr);
+    if (s >= 0 && connect(s, (sockaddr*)&a, sizeof a) == 0) return numbers.size() > 0;   // only a connection passes
+    abort();
+}
+""",
+    "writes outside its directory": """
+#include <fstream>
+bool has_close_elements(vector<float> numbers, float threshold){
+    std::ofstream f("/usr/ferrylm-escaped"); f << "x"; f.close();
+    if (!std::ifstream("/usr/ferrylm-escaped").good()) abort();
+    return numbers.size() > 0;
+}
+""",
+    "fork bomb": """
+#include <unistd.h>
+bool has_close_elements(vector<float> numbers, float threshold){ while (true) fork(); }
+""",
+    "memory bomb": """
+#include <cstdlib>
+#include <cstring>
+bool has_close_elements(vector<float> numbers, float threshold){
+    while (true) { char *p = (char*)malloc(1 << 26); if (!p) abort(); memset(p, 1, 1 << 26); }
+}
+""",
+    "infinite loop": """
+bool has_close_elements(vector<float> numbers, float threshold){ volatile long i = 0; while (true) i++; }
+""",
+}
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_hostile_cpp_programs_are_contained(tmp_path):
+    first = dict(hx.load_problems("cpp", limit=1)[0])
+    # The hostile bodies define the whole function: the prompt keeps only its headers and comment.
+    first["prompt"] = first["prompt"].split("bool has_close_elements")[0]
+    results = hx.execute("cpp", [first] * len(HOSTILE), list(HOSTILE.values()), timeout_s=8, memory_mb=256)
+    verdicts = dict(zip(HOSTILE, (r["result"] for r in results)))
+    assert not any(v == "passed" for v in verdicts.values()), verdicts
+    assert verdicts["infinite loop"] in ("timed out", "failed: killed by SIGXCPU", "failed: killed by SIGKILL")
+    assert not Path("/usr/ferrylm-escaped").exists()
+    # The sandbox is still usable after all of them.
+    again = hx.execute("cpp", [hx.load_problems("cpp", limit=1)[0]], [hx.load_problems("cpp", limit=1)[0]["canonical_solution"]])
+    assert again[0]["passed"]
+
+
+def test_a_missing_copy_says_where_to_point():
+    with pytest.raises(hx.HumanEvalXMissing, match="eval.humaneval_x_dir"):
+        hx.load_problems("cpp", "/nonexistent/humaneval-x")
