@@ -44,6 +44,7 @@ def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out
         for r, (_, completion) in zip(results, samples):
             fh.write(json.dumps({**r, "completion": completion}) + "\n")
     he = humaneval.summarise(results, e.pass_k)
+    hx = humaneval_x_measure(cfg, generator, out, label) if "humaneval-x" in e.benchmarks else None
     log.info("[%s] BLEU on %d held-out pairs", label, len(pairs))
     b = bleu(generator, pairs, e.max_new_tokens, e.concurrency)
     lat = None
@@ -54,7 +55,34 @@ def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out
     elif getattr(generator, "engine", None) is not None:
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
         lat = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
-    return {"humaneval": he, "pass_at_1": he.get("pass@1"), "bleu": b, "latency": lat}
+    out_row = {"humaneval": he, "pass_at_1": he.get("pass@1"), "bleu": b, "latency": lat}
+    if hx is not None:
+        out_row["humaneval_x"] = hx
+    return out_row
+
+
+def humaneval_x_measure(cfg: Config, generator, out: Path, label: str) -> dict:
+    """HumanEval-X per language: a summary like HumanEval's, or why that language was not measured."""
+    from . import humaneval_x
+
+    e = cfg.eval
+    per_language: dict[str, dict] = {}
+    for lang in e.humaneval_x_languages:
+        if (tool := humaneval_x.missing_tool(lang)) is not None:
+            per_language[lang] = {"not_measured": f"{tool} missing"}
+            continue
+        problems = humaneval_x.load_problems(lang, e.humaneval_x_dir, e.humaneval_x_limit)
+        log.info("[%s] HumanEval-X %s: %d tasks × %d samples", label, lang, len(problems), e.samples_per_task)
+        samples = humaneval_x.generate(generator, lang, problems, e.max_new_tokens, e.concurrency, e.prompt_mode,
+                                       e.samples_per_task, e.temperature)
+        results = humaneval_x.execute_samples(lang, problems, samples, timeout_s=max(e.exec_timeout_s, 20.0),
+                                              memory_mb=e.exec_memory_mb, workers=e.exec_workers,
+                                              unconfined=e.exec_unconfined)
+        with open(out / f"humaneval_x_{lang}_{label}.jsonl", "w") as fh:
+            for r, (_, completion) in zip(results, samples):
+                fh.write(json.dumps({**r, "completion": completion}) + "\n")
+        per_language[lang] = humaneval.summarise(results, e.pass_k)
+    return per_language
 
 
 def criteria_values(measured: dict | None, train: dict | None, which: str) -> dict:
@@ -79,6 +107,11 @@ def run_eval(cfg: Config) -> StageRecord:
 
     e = cfg.eval
     criteria = load_criteria(e.criteria)  # a bad criteria file fails before any server starts
+    if "humaneval-x" in e.benchmarks:     # so does a missing HumanEval-X copy
+        from . import humaneval_x
+
+        for lang in e.humaneval_x_languages:
+            humaneval_x.load_problems(lang, e.humaneval_x_dir, 1)
     out = cfg.stage_dir("eval")
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files

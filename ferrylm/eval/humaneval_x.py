@@ -65,9 +65,52 @@ class Language:
     name: str           # as in the data set's file names
     tool: str           # the toolchain binary whose absence means "not measured"
     program: Callable[[dict, str], dict]
+    fence: str          # the code block's language tag, as the data stage renders training pairs
+    base_stops: tuple[str, ...]   # base mode: where a completion of the prompt's function ends
 
 
-LANGUAGES = {"cpp": Language("cpp", "g++", _cpp_program)}
+LANGUAGES = {"cpp": Language("cpp", "g++", _cpp_program, "cpp", ("\n}\n",))}
+
+
+def _entry_point(problem: dict) -> str:
+    """The function the prompt opens: the last `name(...) {` of the declaration."""
+    names = re.findall(r"(\w+)\s*\([^;{}]*\)\s*\{", problem["declaration"])
+    return names[-1] if names else ""
+
+
+def completion_from_reply(problem: dict, reply: str) -> str:
+    """What follows the prompt (which ends inside the opened function): the body and the function's
+    closing brace. The model may repeat the signature (its body is taken) or leave the brace out."""
+    from ..data.render import extract_code
+
+    code = extract_code(reply)
+    name = _entry_point(problem)
+    m = re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*\{{", code) if name else None
+    if m:
+        code = code[m.end():]
+    missing = 1 + code.count("{") - code.count("}")   # the prompt left one brace open
+    return code.rstrip() + "\n" + "}\n" * max(missing, 0)
+
+
+def generate(generator, language: str, problems: list[dict], max_tokens: int, concurrency: int,
+             mode: str = "chat", n: int = 1, temperature: float = 0.0) -> list[tuple[str, str]]:
+    """n completions per problem, as (task_id, completion), the way humaneval.generate does it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..data.render import user_message
+
+    lang = LANGUAGES[language]
+
+    def one(p: dict) -> list[tuple[str, str]]:
+        if mode == "base":
+            texts = generator.complete(p["prompt"], max_tokens, temperature, n=n, stop=list(lang.base_stops))
+            return [(p["task_id"], t + "\n}\n") for t in texts]
+        replies = generator.chat([{"role": "user", "content": user_message(p["prompt"], lang.fence)}], max_tokens,
+                                 temperature, n=n)
+        return [(p["task_id"], completion_from_reply(p, r)) for r in replies]
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        return [s for group in pool.map(one, problems) for s in group]
 
 
 def data_dir(configured: str | None = None) -> Path:
@@ -91,6 +134,11 @@ def missing_tool(language: str) -> str | None:
     """The toolchain binary a language needs that this machine lacks, or None."""
     tool = LANGUAGES[language].tool
     return None if shutil.which(tool) else tool
+
+
+def execute_samples(language: str, problems: list[dict], samples: list[tuple[str, str]], **kw) -> list[dict]:
+    by_id = {p["task_id"]: p for p in problems}
+    return execute(language, [by_id[t] for t, _ in samples], [c for _, c in samples], **kw)
 
 
 def execute(language: str, problems: list[dict], completions: list[str], timeout_s: float = 20.0,

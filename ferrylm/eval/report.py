@@ -87,6 +87,32 @@ def paired_comparison(details: dict) -> dict | None:
     return compare(per_task["fine-tuned"], per_task["base"])
 
 
+def language_rows(details: dict) -> list[dict]:
+    """HumanEval-X per language: each model's Pass@1 (or why it was not measured) and, with both
+    models measured, the paired test of their difference."""
+    per_model = {m: d["humaneval_x"] for m, d in details.items() if isinstance(d, dict) and d.get("humaneval_x")}
+    rows = []
+    for lang in sorted({lang for x in per_model.values() for lang in x}):
+        cells = {m: x.get(lang) or {} for m, x in per_model.items()}
+        shown = {m: (_fmt(c["pass@1"]) + f" ({c['passed_samples']}/{c['samples']})" if "pass@1" in c
+                     else f"not measured: {c.get('not_measured', 'no result')}") for m, c in cells.items()}
+        both = all("per_task" in cells.get(m, {}) for m in ("fine-tuned", "base"))
+        paired = compare(cells["fine-tuned"]["per_task"], cells["base"]["per_task"]) if both else None
+        rows.append({"language": lang, "cells": shown, "paired": paired})
+    return rows
+
+
+def _language_md(rows: list[dict], labels: list[str]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "## HumanEval-X by language (Pass@1)", "", "| language | " + " | ".join(labels) + " | is the difference real? |",
+             "|---|" + "---|" * (len(labels) + 1)]
+    for r in rows:
+        lines.append(f"| {r['language']} | " + " | ".join(r["cells"].get(m, "—") for m in labels) +
+                     f" | {sentence(r['paired']) if r['paired'] else '—'} |")
+    return lines
+
+
 def _markdown(table: list[dict], labels: list[str], details: dict, source: str, paired: dict | None) -> str:
     lines = ["# ferrylm evaluation report", "", f"Criteria: {source}. BLEU is sacreBLEU (0–100) divided by 100.", "",
              "| criterion | target | gate | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
@@ -95,20 +121,35 @@ def _markdown(table: list[dict], labels: list[str], details: dict, source: str, 
         lines.append(f"| {e['label']} | {e['op']} {e['target']:g} | {'yes' if e['gate'] else 'no'} | " + " | ".join(cells) + " |")
     if paired:
         lines += ["", "## Is the difference real?", "", f"HumanEval: {sentence(paired)}."]
+    lines += _language_md(language_rows(details), labels)
     lines += ["", "## Details", ""]
     for m, d in details.items():
         lines.append(f"### {m}")
         for k, v in d.items():
-            if k != "humaneval" or not isinstance(v, dict):
-                lines.append(f"- {k}: {v}")
-            else:
+            if k == "humaneval" and isinstance(v, dict):
                 lines.append(f"- humaneval: { {kk: vv for kk, vv in v.items() if kk != 'per_task'} }")
+            elif k == "humaneval_x" and isinstance(v, dict):
+                for lang, x in v.items():
+                    lines.append(f"- humaneval-x {lang}: { {kk: vv for kk, vv in x.items() if kk != 'per_task'} }")
+            else:
+                lines.append(f"- {k}: {v}")
         lines.append("")
     return "\n".join(lines) + "\n"
 
 
+def _language_html(rows: list[dict], labels: list[str]) -> str:
+    if not rows:
+        return ""
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in labels)
+    body = "".join(f"<tr><td>{html.escape(r['language'])}</td>" +
+                   "".join(f"<td>{html.escape(r['cells'].get(m, '—'))}</td>" for m in labels) +
+                   f"<td>{html.escape(sentence(r['paired'])) if r['paired'] else '—'}</td></tr>" for r in rows)
+    return (f"<h2>HumanEval-X by language (Pass@1)</h2><table><tr><th>language</th>{head}"
+            f"<th>is the difference real?</th></tr>{body}</table>")
+
+
 def _html(table: list[dict], labels: list[str], plots: dict[str, str], md_details: str, source: str,
-          paired: dict | None) -> str:
+          paired: dict | None, details: dict) -> str:
     rows = []
     for e in table:
         cells = "".join(f'<td class="{e[m]["verdict"].replace(" ", "-")}">{_fmt(e[m]["value"])}<br><small>{e[m]["verdict"]}</small></td>'
@@ -126,6 +167,7 @@ figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f
 </head><body><h1>ferrylm evaluation report</h1><p>Criteria: {html.escape(source)}. BLEU is sacreBLEU (0–100) divided by 100.</p>
 <table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
 {f'<h2>Is the difference real?</h2><p>HumanEval: {html.escape(sentence(paired))}.</p>' if paired else ''}
+{_language_html(language_rows(details), labels)}
 <h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2><pre>{html.escape(md_details)}</pre></body></html>
 """
 
@@ -136,12 +178,13 @@ def write_report(out_dir: Path, criteria: list[Criterion], models: dict[str, dic
     table = criteria_table(criteria, models)
     labels = list(models)
     paired = paired_comparison(details)
-    report = {"criteria": table, "models": models, "details": details, "paired": {"humaneval": paired},
+    report = {"criteria": table, "models": models, "details": details,
+              "paired": {"humaneval": paired, **{f"humaneval-x/{r['language']}": r["paired"] for r in language_rows(details)}},
               "failed_gates": {m: failed_gates(table, m) for m in labels}}
     write_json_atomic(out_dir / "report.json", report)
     md = _markdown(table, labels, details, source, paired)
     (out_dir / "report.md").write_text(md)
     detail_text = md.split("## Details", 1)[1]
     (out_dir / "report.html").write_text(_html(table, labels, _plots(history or [], details), detail_text, source,
-                                               paired))
+                                               paired, details))
     return report

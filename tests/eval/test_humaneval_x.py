@@ -115,3 +115,21 @@ def test_hostile_cpp_programs_are_contained(tmp_path):
 def test_a_missing_copy_says_where_to_point():
     with pytest.raises(hx.HumanEvalXMissing, match="eval.humaneval_x_dir"):
         hx.load_problems("cpp", "/nonexistent/humaneval-x")
+
+
+DECL = {"task_id": "CPP/0", "declaration": "#include<vector>\nusing namespace std;\nbool has_close_elements(vector<float> numbers, float threshold){\n"}
+
+
+@pytest.mark.parametrize("reply, expected", [
+    # body only, closing brace included / left out
+    ("```cpp\n    return true;\n}\n```", "    return true;\n}\n"),
+    ("```cpp\n    return true;\n```", "    return true;\n}\n"),
+    # the signature repeated: its body is taken
+    ("Here it is:\n```cpp\nbool has_close_elements(vector<float> numbers, float threshold){\n    return false;\n}\n```",
+     "\n    return false;\n}\n"),
+    # a nested block with the final brace missing
+    ("```cpp\n    for (int i=0;i<3;i++){\n        if (i) return true;\n    }\n    return false;\n```",
+     "    for (int i=0;i<3;i++){\n        if (i) return true;\n    }\n    return false;\n}\n"),
+])
+def test_cpp_completion_from_a_reply(reply, expected):
+    assert hx.completion_from_reply(DECL, reply) == expected

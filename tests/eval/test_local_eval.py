@@ -1,5 +1,7 @@
 """The eval stage with in-process models (no server): a tiny trained Qwen2, base beside fine-tuned."""
 import json
+import os
+import shutil
 
 from ferrylm.eval import run_eval
 from ferrylm.export import run_export
@@ -8,9 +10,13 @@ from ferrylm.train import run_train
 
 def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
     run = copy_run()
+    # HumanEval-X in C++ too where its data and g++ are here (the Makefile points at the local copy).
+    with_x = bool(os.environ.get("FERRYLM_HUMANEVAL_X")) and shutil.which("g++") is not None
+    extra = ["eval.benchmarks=[humaneval,humaneval-x]", "eval.humaneval_x_limit=2"] if with_x else []
     cfg = make_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=2", "eval.local=true",
                       "eval.humaneval_limit=3", "eval.bleu_limit=2", "eval.max_new_tokens=12",
-                      "eval.samples_per_task=2", "eval.temperature=0.7", "eval.pass_k=[1,2]", "eval.enforce_gates=false")
+                      "eval.samples_per_task=2", "eval.temperature=0.7", "eval.pass_k=[1,2]", "eval.enforce_gates=false",
+                      *extra)
     run_train(cfg)
     run_export(cfg)
     rec = run_eval(cfg)
@@ -22,6 +28,13 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
         assert report["details"][label]["latency"] is None  # no endpoint, no streaming latency
         rows = [json.loads(l) for l in open(run / "eval" / f"humaneval_{label}.jsonl")]
         assert len(rows) == 6 and all(r["result"] for r in rows)
+        if with_x:
+            cpp = report["details"][label]["humaneval_x"]["cpp"]
+            assert cpp["tasks"] == 2 and cpp["samples"] == 4 and "pass@2" in cpp
+            assert len(open(run / "eval" / f"humaneval_x_cpp_{label}.jsonl").readlines()) == 4
+    if with_x:
+        assert "## HumanEval-X by language (Pass@1)" in (run / "eval" / "report.md").read_text()
+        assert "humaneval-x/cpp" in report["paired"]
     lat = next(r for r in report["criteria"] if r["criterion"] == "latency_512_s")
     assert lat["fine-tuned"]["verdict"] == "not measured"
     assert rec.outputs["html"].endswith("report.html")

@@ -69,3 +69,18 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     assert colours and len(colours) > 50
     green = (0xD9, 0xF2, 0xD9)  # the "pass" cell background
     assert any(c == green for _, c in colours)
+
+
+def test_humaneval_x_gets_a_row_per_language_with_its_paired_test(tmp_path):
+    cpp = {f"CPP/{i}": float(i % 2 == 0) for i in range(10)}
+    details = {m: {**d, "humaneval_x": {"cpp": {"tasks": 10, "samples": 10, "passed_samples": 5 if m == "fine-tuned" else 2,
+                                                 "pass@1": 0.5 if m == "fine-tuned" else 0.2,
+                                                 "per_task": cpp if m == "fine-tuned" else {t: 0.0 for t in cpp}},
+                                         "go": {"not_measured": "go missing"}}}
+               for m, d in DETAILS.items()}
+    report = write_report(tmp_path, load_criteria("seed"), MODELS, details, HISTORY)
+    md = (tmp_path / "report.md").read_text()
+    assert "| cpp | 0.5 (5/10) | 0.2 (2/10) | Pass@1 fine-tuned 0.500 vs base 0.000 on 10 tasks" in md
+    assert "| go | not measured: go missing | not measured: go missing | — |" in md
+    assert report["paired"]["humaneval-x/cpp"]["tasks"] == 10 and report["paired"]["humaneval-x/go"] is None
+    assert "HumanEval-X by language" in (tmp_path / "report.html").read_text()
