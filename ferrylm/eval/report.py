@@ -13,6 +13,7 @@ from typing import Optional
 
 from ..manifest import write_json_atomic
 from .criteria import Criterion
+from . import report_details
 from .paired import compare, sentence
 
 
@@ -122,18 +123,7 @@ def _markdown(table: list[dict], labels: list[str], details: dict, source: str, 
     if paired:
         lines += ["", "## Is the difference real?", "", f"HumanEval: {sentence(paired)}."]
     lines += _language_md(language_rows(details), labels)
-    lines += ["", "## Details", ""]
-    for m, d in details.items():
-        lines.append(f"### {m}")
-        for k, v in d.items():
-            if k == "humaneval" and isinstance(v, dict):
-                lines.append(f"- humaneval: { {kk: vv for kk, vv in v.items() if kk != 'per_task'} }")
-            elif k == "humaneval_x" and isinstance(v, dict):
-                for lang, x in v.items():
-                    lines.append(f"- humaneval-x {lang}: { {kk: vv for kk, vv in x.items() if kk != 'per_task'} }")
-            else:
-                lines.append(f"- {k}: {v}")
-        lines.append("")
+    lines += ["", "## Details", "", *report_details.markdown(details)]
     return "\n".join(lines) + "\n"
 
 
@@ -148,7 +138,7 @@ def _language_html(rows: list[dict], labels: list[str]) -> str:
             f"<th>is the difference real?</th></tr>{body}</table>")
 
 
-def _html(table: list[dict], labels: list[str], plots: dict[str, str], md_details: str, source: str,
+def _html(table: list[dict], labels: list[str], plots: dict[str, str], source: str,
           paired: dict | None, details: dict) -> str:
     rows = []
     for e in table:
@@ -168,7 +158,7 @@ figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f
 <table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
 {f'<h2>Is the difference real?</h2><p>HumanEval: {html.escape(sentence(paired))}.</p>' if paired else ''}
 {_language_html(language_rows(details), labels)}
-<h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2><pre>{html.escape(md_details)}</pre></body></html>
+<h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2>{report_details.to_html(details)}</body></html>
 """
 
 
@@ -184,7 +174,5 @@ def write_report(out_dir: Path, criteria: list[Criterion], models: dict[str, dic
     write_json_atomic(out_dir / "report.json", report)
     md = _markdown(table, labels, details, source, paired)
     (out_dir / "report.md").write_text(md)
-    detail_text = md.split("## Details", 1)[1]
-    (out_dir / "report.html").write_text(_html(table, labels, _plots(history or [], details), detail_text, source,
-                                               paired, details))
+    (out_dir / "report.html").write_text(_html(table, labels, _plots(history or [], details), source, paired, details))
     return report

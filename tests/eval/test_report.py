@@ -84,3 +84,26 @@ def test_humaneval_x_gets_a_row_per_language_with_its_paired_test(tmp_path):
     assert "| go | not measured: go missing | not measured: go missing | — |" in md
     assert report["paired"]["humaneval-x/cpp"]["tasks"] == 10 and report["paired"]["humaneval-x/go"] is None
     assert "HumanEval-X by language" in (tmp_path / "report.html").read_text()
+
+
+def test_details_are_tables_not_dumps(tmp_path):
+    details = {m: {"humaneval": {"tasks": 164, "samples": 164, "passed_samples": 11, "pass@1": 0.067,
+                                 "isolation": ["bwrap+uid"], "per_task": {}},
+                   "bleu": {"sacrebleu": 6.5, "bleu_0_1": 0.065, "signature": "nrefs:1|tok:13a", "pairs": 50},
+                   "latency": {"new_tokens": 512, "runs": 2, "ttft_s": {"p50": 0.4, "p95": 0.5, "p99": 0.5},
+                               "tpot_s": {"p50": 0.05, "p95": 0.06, "p99": 0.06},
+                               "total_s": {"p50": 27.3, "p95": 28.0, "p99": 28.1},
+                               "tokens_per_s": {"p50": 18.8, "p95": 19.0, "p99": 19.0}, "samples_total_s": [27.3, 28.1],
+                               "sweep": [{"concurrency": 2, "wall_s": 30.0, "aggregate_tokens_per_s": 34.1,
+                                          "total_s": {"p50": 29.9}}]}} for m in MODELS}
+    details["training"] = {"steps": 32, "first_train_loss": 2.1, "final_train_loss": 1.8, "tokens_seen": 28527,
+                           "train_runtime_s": 512.0}
+    write_report(tmp_path, load_criteria("seed"), MODELS, details, HISTORY)
+    md = (tmp_path / "report.md").read_text().split("## Details", 1)[1]
+    assert "{" not in md                                   # no Python dicts left
+    assert "| fine-tuned | HumanEval (Python) | 164 | 164 | 11 | 0.067 | bwrap+uid |" in md
+    assert "| base | endpoint, streamed | total, 512 tokens (s) | 27.3 | 28 | 28.1 |" in md
+    assert "| fine-tuned | 2 | 30.00 | 34.1 | 29.90 |" in md
+    assert "| tokens seen | 28,527 |" in md and "| fine-tuned | 6.50 | 50 | nrefs:1\\|tok:13a |" in md
+    page = (tmp_path / "report.html").read_text()
+    assert "<pre>" not in page and "<h3>Latency, batch 1 (2 runs)</h3>" in page
