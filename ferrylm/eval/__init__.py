@@ -37,9 +37,9 @@ def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out
     e = cfg.eval
     log.info("[%s] HumanEval (%s prompts): %d tasks × %d samples", label, e.prompt_mode, len(problems), e.samples_per_task)
     samples = humaneval.generate(generator, problems, e.max_new_tokens, e.concurrency, e.prompt_mode,
-                                 e.samples_per_task, e.temperature)
+                                 e.samples_per_task, e.temperature, what=f"[{label}] HumanEval generation")
     results = humaneval.execute(problems, samples, e.exec_timeout_s, e.exec_memory_mb, e.exec_workers,
-                                e.exec_unconfined)
+                                e.exec_unconfined, what=f"[{label}] HumanEval execution")
     with open(out / f"humaneval_{label}.jsonl", "w") as fh:
         for r, (_, completion) in zip(results, samples):
             fh.write(json.dumps({**r, "completion": completion}) + "\n")
@@ -74,10 +74,10 @@ def humaneval_x_measure(cfg: Config, generator, out: Path, label: str) -> dict:
         problems = humaneval_x.load_problems(lang, e.humaneval_x_dir, e.humaneval_x_limit)
         log.info("[%s] HumanEval-X %s: %d tasks × %d samples", label, lang, len(problems), e.samples_per_task)
         samples = humaneval_x.generate(generator, lang, problems, e.max_new_tokens, e.concurrency, e.prompt_mode,
-                                       e.samples_per_task, e.temperature)
+                                       e.samples_per_task, e.temperature, what=f"[{label}] HumanEval-X {lang} generation")
         results = humaneval_x.execute_samples(lang, problems, samples, timeout_s=max(e.exec_timeout_s, 20.0),
                                               memory_mb=e.exec_memory_mb, workers=e.exec_workers,
-                                              unconfined=e.exec_unconfined)
+                                              unconfined=e.exec_unconfined, what=f"[{label}] HumanEval-X {lang} execution")
         with open(out / f"humaneval_x_{lang}_{label}.jsonl", "w") as fh:
             for r, (_, completion) in zip(results, samples):
                 fh.write(json.dumps({**r, "completion": completion}) + "\n")

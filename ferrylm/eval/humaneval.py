@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import FerryError
 from ..data.render import extract_code, user_message
+from .progress import Progress
 from .sandbox import Sandbox
 
 # The stop sequences of the original HumanEval paper / harness.
@@ -56,9 +57,10 @@ def program(problem: dict, completion: str) -> str:
 
 
 def execute(problems: list[dict], samples: list[tuple[str, str]], timeout_s: float, memory_mb: int,
-            workers: int, unconfined: bool = False) -> list[dict]:
+            workers: int, unconfined: bool = False, what: str = "HumanEval execution") -> list[dict]:
     """Run (task_id, completion) samples; one result per sample, in order."""
     by_id = {p["task_id"]: p for p in problems}
+    progress = Progress(what, len(samples))
     with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined) as box:
         def one(sample: tuple[str, str]) -> dict:
             task_id, completion = sample
@@ -67,12 +69,14 @@ def execute(problems: list[dict], samples: list[tuple[str, str]], timeout_s: flo
                     "isolation": out.isolation}
 
         with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(one, samples))
+            return list(pool.map(progress.wrap(one), samples))
 
 
 def generate(generator, problems: list[dict], max_tokens: int, concurrency: int,
-             mode: str = "chat", n: int = 1, temperature: float = 0.0) -> list[tuple[str, str]]:
+             mode: str = "chat", n: int = 1, temperature: float = 0.0,
+             what: str = "HumanEval generation") -> list[tuple[str, str]]:
     """n completions per problem from an Endpoint- or LocalGenerator, as (task_id, completion) pairs."""
+    progress = Progress(what, len(problems))
     def one(p: dict) -> list[tuple[str, str]]:
         if mode == "base":
             texts = generator.complete(p["prompt"], max_tokens, temperature, n=n, stop=BASE_STOPS)
@@ -81,7 +85,7 @@ def generate(generator, problems: list[dict], max_tokens: int, concurrency: int,
         return [(p["task_id"], completion_from_reply(p, r)) for r in replies]
 
     with ThreadPoolExecutor(concurrency) as pool:
-        return [s for group in pool.map(one, problems) for s in group]
+        return [s for group in pool.map(progress.wrap(one), problems) for s in group]
 
 
 def summarise(results: list[dict], ks: list[int]) -> dict:

@@ -1,0 +1,30 @@
+"""Progress lines: a self-rewriting line on a terminal, a log line every tenth otherwise."""
+import io
+import logging
+
+from ferrylm.eval.progress import Progress
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_terminal_gets_one_rewritten_line():
+    out = _Tty()
+    p = Progress("[base] HumanEval generation", 4, stream=out)
+    for _ in range(4):
+        p.tick()
+    text = out.getvalue()
+    assert text.count("\r") == 4 and text.endswith("\n")
+    assert "[base] HumanEval generation: 4/4 (100%)" in text and "s elapsed, 0 s left" in text
+
+
+def test_a_log_gets_a_line_every_tenth(caplog):
+    with caplog.at_level(logging.INFO, logger="ferrylm.eval"):
+        p = Progress("HumanEval execution", 164, stream=io.StringIO())
+        run = p.wrap(lambda x: x * 2)
+        assert [run(i) for i in range(164)][-1] == 326
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("HumanEval execution")]
+    assert len(lines) == 10 and lines[0].startswith("HumanEval execution: 17/164 (10%)")
+    assert lines[-1].startswith("HumanEval execution: 164/164 (100%)")
