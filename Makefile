@@ -92,11 +92,14 @@ bubblewrap:
 	  echo "ferrylm: bubblewrap not installed (not root): install it to evaluate generated code"
 
 # Compilers for HumanEval-X (Debian's packages; needs root to install). Without one, that language
-# is reported as not measured. C++ for now: g++ (Boost, for 2 of the 164 C++ tasks, is not installed).
+# is reported as not measured. C++ and Java for now (Boost, for 2 of the 164 C++ tasks, is not installed).
 toolchains:
 	@command -v g++ >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ >/dev/null; } || \
 	  echo "ferrylm: g++ not installed (not root): HumanEval-X in C++ will not be measured"
+	@command -v javac >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless >/dev/null; } || \
+	  echo "ferrylm: javac not installed (not root): HumanEval-X in Java will not be measured"
 
 # The HTML report's render test drives headless Chromium (Debian's package; needs root to install).
 chromium:

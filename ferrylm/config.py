@@ -224,7 +224,7 @@ class EvalConfig(_Section):
     # Benchmarks run on every model: "humaneval" (Python), "humaneval-x" (the same tasks in the
     # languages below, compiled and run in the sandbox; data from humaneval_x_dir or $FERRYLM_HUMANEVAL_X).
     benchmarks: list[Literal["humaneval", "humaneval-x"]] = Field(default_factory=lambda: ["humaneval"])
-    humaneval_x_languages: list[Literal["cpp"]] = Field(default_factory=lambda: ["cpp"])
+    humaneval_x_languages: list[Literal["cpp", "java"]] = Field(default_factory=lambda: ["cpp", "java"])
     humaneval_x_dir: Optional[str] = None
     humaneval_x_limit: Optional[int] = Field(None, gt=0)
     bleu_limit: int = Field(64, gt=0)

@@ -60,6 +60,38 @@ def _cpp_program(problem: dict, completion: str) -> dict:
             "steps": [["g++", "-std=c++17", "-O0", "-w", "main.cpp", "-o", "main", *flags], ["./main"]]}
 
 
+_JAVA_HARNESS = """
+public class Main {
+    public static void main(String[] args) throws Exception {
+        FerryTests.main(args);
+        String token = System.getenv("FERRY_TOKEN");
+        if (token != null) {   // fd 3 is a pipe of the worker's: reopening it by path is not allowed to this uid
+            java.io.FileDescriptor fd = new java.io.FileDescriptor();
+            java.lang.reflect.Field f = java.io.FileDescriptor.class.getDeclaredField("fd");
+            f.setAccessible(true);
+            f.setInt(fd, 3);
+            try (java.io.FileOutputStream out = new java.io.FileOutputStream(fd)) { out.write(token.getBytes()); }
+        }
+    }
+}
+"""
+# The JVM reserves far more address space than it uses; these keep it (javac's too) under the
+# sandbox's memory limit and its thread count under the process limit.
+_JVM = ["-Xmx256m", "-Xss4m", "-XX:ReservedCodeCacheSize=64m", "-XX:MaxMetaspaceSize=128m",
+        "-XX:CompressedClassSpaceSize=64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1"]
+
+
+def _java_program(problem: dict, completion: str) -> dict:
+    test, n = re.subn(r"public\s+class\s+Main\b", "class FerryTests", problem["test"], count=1)
+    if not n:
+        raise ValueError(f"{problem['task_id']}: its test has no `public class Main`")
+    javac, java = (os.path.realpath(shutil.which(t) or t) for t in ("javac", "java"))   # not via /etc/alternatives
+    env = ["/usr/bin/env", "MALLOC_ARENA_MAX=2"]     # glibc's per-thread arenas would take the address space
+    return {"files": {"Main.java": problem["prompt"] + completion + "\n" + test + _JAVA_HARNESS},
+            "steps": [[*env, javac, *(f"-J{o}" for o in _JVM), "-nowarn", "-encoding", "UTF-8", "Main.java"],
+                      [*env, java, *_JVM, "--add-opens", "java.base/java.io=ALL-UNNAMED", "-cp", ".", "Main"]]}
+
+
 @dataclass(frozen=True)
 class Language:
     name: str           # as in the data set's file names
@@ -69,7 +101,8 @@ class Language:
     base_stops: tuple[str, ...]   # base mode: where a completion of the prompt's function ends
 
 
-LANGUAGES = {"cpp": Language("cpp", "g++", _cpp_program, "cpp", ("\n}\n",))}
+LANGUAGES = {"cpp": Language("cpp", "g++", _cpp_program, "cpp", ("\n}\n",)),
+             "java": Language("java", "javac", _java_program, "java", ("\n    }\n",))}
 
 
 def _entry_point(problem: dict) -> str:

@@ -89,15 +89,19 @@ def _run_steps(files, steps, token):
             try:
                 if not last:
                     os.close(_TOKEN_FD)
+                    out = os.open("step.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    os.dup2(out, 1), os.dup2(out, 2)   # a compiler's messages, wherever it writes them
                 os.execvpe(argv[0], argv, env)
             finally:
                 os._exit(127)
         status = os.waitpid(pid, 0)[1]
         if status != 0:
             what = "compile" if not last else "run"
+            tool = next((a for a in argv if "=" not in a and os.path.basename(a) != "env"), argv[0])
             code = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
                     else f"exit code {os.WEXITSTATUS(status)}")
-            print(f"{what} step {os.path.basename(argv[0])} failed ({code})", file=sys.stderr)
+            said = _first_error("step.txt")[:300] if not last else ""   # the compiler's own word for it
+            print(f"{what} step {os.path.basename(tool)} failed ({code}){': ' + said if said else ''}", file=sys.stderr)
             sys.stderr.flush()
             if os.WIFSIGNALED(status):
                 os.kill(os.getpid(), os.WTERMSIG(status))   # the program's own signal is the verdict
@@ -147,9 +151,23 @@ def _wait(pid: int, timeout: float):
     return os.waitpid(pid, 0)[1] if ready else None
 
 
-def _last_stderr_line(workdir: str) -> str:
+def _first_error(path: str) -> str:
+    """A compiler's first error line, else its last line."""
     try:
-        fd = os.open(os.path.join(workdir, "stderr.txt"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with open(path, "rb") as fh:
+            lines = [ln.strip() for ln in fh.read(1 << 20).decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "")
+
+
+def _last_stderr_line(workdir: str) -> str:
+    return _last_line(os.path.join(workdir, "stderr.txt"))
+
+
+def _last_line(path: str) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return ""
     with os.fdopen(fd, "rb") as fh:

@@ -58,6 +58,8 @@ def _root_fs_args() -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
+    # The JDK's configuration (its conf/ links into /etc), for HumanEval-X in Java; nothing else of /etc.
+    args += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/java-17-openjdk", "/etc/java-17-openjdk"]
     prefix = _python()[1]
     if not prefix.startswith("/usr/"):
         # Programs run as another uid: the directories leading to the prefix (pyenv under /root)

@@ -34,7 +34,7 @@ def test_every_cpp_canonical_solution_passes_but_the_boost_tasks_without_boost()
     assert sum(r["passed"] for r in results) == 164 - len(expected)
     assert {r["isolation"] for r in results} <= {"bwrap+uid", "bwrap"}
     for task in expected:
-        assert failed[task] == "failed: compile step g++ failed (exit code 1)"
+        assert failed[task].startswith("failed: compile step g++ failed (exit code 1): ") and "boost/any.hpp" in failed[task]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
@@ -54,7 +54,8 @@ def test_cpp_wrong_and_early_exiting_completions_fail():
     verdicts = dict(zip(completions, (r["result"] for r in results)))
     assert verdicts.pop("canonical") == "passed"
     assert verdicts["wrong answer"] == "failed: killed by SIGABRT"          # the failed assert
-    assert verdicts["does not compile"] == "failed: compile step g++ failed (exit code 1)"
+    assert verdicts["does not compile"].startswith("failed: compile step g++ failed (exit code 1): main.cpp:")
+    assert "‘undefined_name’ was not declared" in verdicts["does not compile"]      # the compiler's own reason
     for early in ("exits 0 before the tests", "quick_exit(0) before the tests", "_Exit(0) before the tests"):
         assert verdicts[early] == "failed: exited before the tests finished (exit code 0)", early
     assert verdicts["closes the token's descriptor"].startswith("failed"), verdicts
@@ -133,3 +134,23 @@ DECL = {"task_id": "CPP/0", "declaration": "#include<vector>\nusing namespace st
 ])
 def test_cpp_completion_from_a_reply(reply, expected):
     assert hx.completion_from_reply(DECL, reply) == expected
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="javac is not installed")
+def test_java_canonical_solutions_pass_and_wrong_or_early_exits_fail():
+    """Every 8th task's canonical solution (all 164 pass: bench/humaneval_x_canonical.py, 2.5 min, too
+    long for the suite), and the ways a Java completion must fail."""
+    problems = hx.load_problems("java")
+    some = problems[::8]
+    first = problems[0]                                   # hasCloseElements
+    wrong = {"wrong answer": "        return true;\n    }\n}\n",
+             "does not compile": "        return undefinedName;\n    }\n}\n",
+             "System.exit(0) before the tests": "        System.exit(0);\n        return false;\n    }\n}\n",
+             "Runtime.halt(0) before the tests": "        Runtime.getRuntime().halt(0);\n        return false;\n    }\n}\n"}
+    results = hx.execute("java", some + [first] * len(wrong), [p["canonical_solution"] for p in some] + list(wrong.values()))
+    assert [r["result"] for r in results[:len(some)]] == ["passed"] * len(some)
+    verdicts = dict(zip(wrong, (r["result"] for r in results[len(some):])))
+    assert verdicts["wrong answer"] == "failed: run step java failed (exit code 1)"     # the AssertionError
+    assert verdicts["does not compile"].startswith("failed: compile step javac failed (exit code 1): Main.java:")
+    for early in ("System.exit(0) before the tests", "Runtime.halt(0) before the tests"):
+        assert verdicts[early] == "failed: exited before the tests finished (exit code 0)", early
