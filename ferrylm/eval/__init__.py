@@ -40,9 +40,7 @@ def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out
                                  e.samples_per_task, e.temperature, what=f"[{label}] HumanEval generation")
     results = humaneval.execute(problems, samples, e.exec_timeout_s, e.exec_memory_mb, e.exec_workers,
                                 e.exec_unconfined, what=f"[{label}] HumanEval execution")
-    with open(out / f"humaneval_{label}.jsonl", "w") as fh:
-        for r, (_, completion) in zip(results, samples):
-            fh.write(json.dumps({**r, "completion": completion}) + "\n")
+    _write_results(out / f"humaneval_{label}.jsonl", results, samples)
     he = humaneval.summarise(results, e.pass_k)
     hx = humaneval_x_measure(cfg, generator, out, label) if "humaneval-x" in e.benchmarks else None
     log.info("[%s] BLEU on %d held-out pairs", label, len(pairs))
@@ -78,11 +76,15 @@ def humaneval_x_measure(cfg: Config, generator, out: Path, label: str) -> dict:
         results = humaneval_x.execute_samples(lang, problems, samples, timeout_s=max(e.exec_timeout_s, 20.0),
                                               memory_mb=e.exec_memory_mb, workers=e.exec_workers,
                                               unconfined=e.exec_unconfined, what=f"[{label}] HumanEval-X {lang} execution")
-        with open(out / f"humaneval_x_{lang}_{label}.jsonl", "w") as fh:
-            for r, (_, completion) in zip(results, samples):
-                fh.write(json.dumps({**r, "completion": completion}) + "\n")
+        _write_results(out / f"humaneval_x_{lang}_{label}.jsonl", results, samples)
         per_language[lang] = humaneval.summarise(results, e.pass_k)
     return per_language
+
+
+def _write_results(path: Path, results: list[dict], samples: list[tuple[str, str]]) -> None:
+    with open(path, "w") as fh:
+        for r, (_, completion) in zip(results, samples):
+            fh.write(json.dumps({**r, "completion": completion}) + "\n")
 
 
 def criteria_values(measured: dict | None, train: dict | None, which: str) -> dict:

@@ -56,27 +56,36 @@ def program(problem: dict, completion: str) -> str:
     return f"{problem['prompt']}{completion}\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n"
 
 
+def run_programs(task_ids: list[str], programs: list, timeout_s: float, memory_mb: int, workers: int,
+                 unconfined: bool = False, what: str = "execution") -> list[dict]:
+    """Each program (Python source, or a compiled program for the jail) in the sandbox, with progress;
+    one {"task_id", "passed", "result", "isolation"} per program, in order."""
+    progress = Progress(what, len(programs))
+    with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined) as box, ThreadPoolExecutor(workers) as pool:
+        outcomes = list(pool.map(progress.wrap(box.run), programs))
+    return [{"task_id": t, "passed": o.status == "passed", "result": o.status, "isolation": o.isolation}
+            for t, o in zip(task_ids, outcomes)]
+
+
 def execute(problems: list[dict], samples: list[tuple[str, str]], timeout_s: float, memory_mb: int,
             workers: int, unconfined: bool = False, what: str = "HumanEval execution") -> list[dict]:
     """Run (task_id, completion) samples; one result per sample, in order."""
     by_id = {p["task_id"]: p for p in problems}
-    progress = Progress(what, len(samples))
-    with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined) as box:
-        def one(sample: tuple[str, str]) -> dict:
-            task_id, completion = sample
-            out = box.run(program(by_id[task_id], completion))
-            return {"task_id": task_id, "passed": out.status == "passed", "result": out.status,
-                    "isolation": out.isolation}
+    return run_programs([t for t, _ in samples], [program(by_id[t], c) for t, c in samples], timeout_s, memory_mb,
+                        workers, unconfined, what)
 
-        with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(progress.wrap(one), samples))
+
+def for_each_problem(problems: list[dict], one, concurrency: int, what: str) -> list[tuple[str, str]]:
+    """`one(problem)` → [(task_id, completion), ...] over a pool, with progress, flattened in order."""
+    progress = Progress(what, len(problems))
+    with ThreadPoolExecutor(concurrency) as pool:
+        return [s for group in pool.map(progress.wrap(one), problems) for s in group]
 
 
 def generate(generator, problems: list[dict], max_tokens: int, concurrency: int,
              mode: str = "chat", n: int = 1, temperature: float = 0.0,
              what: str = "HumanEval generation") -> list[tuple[str, str]]:
     """n completions per problem from an Endpoint- or LocalGenerator, as (task_id, completion) pairs."""
-    progress = Progress(what, len(problems))
     def one(p: dict) -> list[tuple[str, str]]:
         if mode == "base":
             texts = generator.complete(p["prompt"], max_tokens, temperature, n=n, stop=BASE_STOPS)
@@ -84,8 +93,7 @@ def generate(generator, problems: list[dict], max_tokens: int, concurrency: int,
         replies = generator.chat([{"role": "user", "content": user_message(p["prompt"])}], max_tokens, temperature, n=n)
         return [(p["task_id"], completion_from_reply(p, r)) for r in replies]
 
-    with ThreadPoolExecutor(concurrency) as pool:
-        return [s for group in pool.map(progress.wrap(one), problems) for s in group]
+    return for_each_problem(problems, one, concurrency, what)
 
 
 def summarise(results: list[dict], ks: list[int]) -> dict:

@@ -128,12 +128,8 @@ def completion_from_reply(problem: dict, reply: str) -> str:
 def generate(generator, language: str, problems: list[dict], max_tokens: int, concurrency: int,
              mode: str = "chat", n: int = 1, temperature: float = 0.0, what: str = "") -> list[tuple[str, str]]:
     """n completions per problem, as (task_id, completion), the way humaneval.generate does it."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from ..data.render import user_message
-    from .progress import Progress
-
-    progress = Progress(what or f"HumanEval-X {language} generation", len(problems))
+    from .humaneval import for_each_problem
 
     lang = LANGUAGES[language]
 
@@ -145,8 +141,7 @@ def generate(generator, language: str, problems: list[dict], max_tokens: int, co
                                  temperature, n=n)
         return [(p["task_id"], completion_from_reply(p, r)) for r in replies]
 
-    with ThreadPoolExecutor(concurrency) as pool:
-        return [s for group in pool.map(progress.wrap(one), problems) for s in group]
+    return for_each_problem(problems, one, concurrency, what or f"HumanEval-X {language} generation")
 
 
 def data_dir(configured: str | None = None) -> Path:
@@ -180,14 +175,8 @@ def execute_samples(language: str, problems: list[dict], samples: list[tuple[str
 def execute(language: str, problems: list[dict], completions: list[str], timeout_s: float = 20.0,
             memory_mb: int = 1024, workers: int = 2, unconfined: bool = False, what: str = "") -> list[dict]:
     """One result per (problem, completion), in order: {"task_id", "passed", "result", "isolation"}."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .progress import Progress
-    from .sandbox import Sandbox
+    from .humaneval import run_programs
 
     lang = LANGUAGES[language]
-    progress = Progress(what or f"HumanEval-X {language} execution", len(problems))
-    with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined) as box, ThreadPoolExecutor(workers) as pool:
-        outcomes = list(pool.map(progress.wrap(lambda pc: box.run(lang.program(*pc))), zip(problems, completions)))
-    return [{"task_id": p["task_id"], "passed": o.status == "passed", "result": o.status, "isolation": o.isolation}
-            for p, o in zip(problems, outcomes)]
+    return run_programs([p["task_id"] for p in problems], [lang.program(p, c) for p, c in zip(problems, completions)],
+                        timeout_s, memory_mb, workers, unconfined, what or f"HumanEval-X {language} execution")
