@@ -227,6 +227,9 @@ class EvalConfig(_Section):
     humaneval_x_languages: list[Literal["cpp", "java"]] = Field(default_factory=lambda: ["cpp", "java"])
     humaneval_x_dir: Optional[str] = None
     humaneval_x_limit: Optional[int] = Field(None, gt=0)
+    # With a seed the limits above take that many tasks drawn at random (the same task numbers in
+    # every language) instead of the first ones; the report says "N of 164".
+    subset_seed: Optional[int] = None
     bleu_limit: int = Field(64, gt=0)
     max_new_tokens: int = Field(384, gt=0)
     latency_new_tokens: int = Field(512, gt=0)

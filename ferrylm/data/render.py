@@ -28,6 +28,13 @@ def extract_code(reply: str) -> str:
     return m.group(1) if m else reply
 
 
+def code_block_closed(text: str) -> bool:
+    """Whether `text` already holds its first code block's closing fence: generating further cannot
+    change what extract_code returns, so a generator may stop there."""
+    m = _CODE_BLOCK.search(text)
+    return bool(m) and text.endswith("```", 0, m.end())
+
+
 def chat_prompt(tokenizer, prompt_code: str, language: str = "python") -> str:
     return tokenizer.apply_chat_template(
         [{"role": "user", "content": user_message(prompt_code, language)}], tokenize=False, add_generation_prompt=True

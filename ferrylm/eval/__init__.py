@@ -41,7 +41,7 @@ def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out
     results = humaneval.execute(problems, samples, e.exec_timeout_s, e.exec_memory_mb, e.exec_workers,
                                 e.exec_unconfined, what=f"[{label}] HumanEval execution")
     _write_results(out / f"humaneval_{label}.jsonl", results, samples)
-    he = humaneval.summarise(results, e.pass_k)
+    he = humaneval.summarise(results, e.pass_k, of=len(humaneval.load_problems()))
     hx = humaneval_x_measure(cfg, generator, out, label) if "humaneval-x" in e.benchmarks else None
     log.info("[%s] BLEU on %d held-out pairs", label, len(pairs))
     b = bleu(generator, pairs, e.max_new_tokens, e.concurrency)
@@ -69,7 +69,8 @@ def humaneval_x_measure(cfg: Config, generator, out: Path, label: str) -> dict:
         if (tool := humaneval_x.missing_tool(lang)) is not None:
             per_language[lang] = {"not_measured": f"{tool} missing"}
             continue
-        problems = humaneval_x.load_problems(lang, e.humaneval_x_dir, e.humaneval_x_limit)
+        every = humaneval_x.load_problems(lang, e.humaneval_x_dir)
+        problems = humaneval.select(every, e.humaneval_x_limit, e.subset_seed)
         log.info("[%s] HumanEval-X %s: %d tasks × %d samples", label, lang, len(problems), e.samples_per_task)
         samples = humaneval_x.generate(generator, lang, problems, e.max_new_tokens, e.concurrency, e.prompt_mode,
                                        e.samples_per_task, e.temperature, what=f"[{label}] HumanEval-X {lang} generation")
@@ -77,7 +78,7 @@ def humaneval_x_measure(cfg: Config, generator, out: Path, label: str) -> dict:
                                               memory_mb=e.exec_memory_mb, workers=e.exec_workers,
                                               unconfined=e.exec_unconfined, what=f"[{label}] HumanEval-X {lang} execution")
         _write_results(out / f"humaneval_x_{lang}_{label}.jsonl", results, samples)
-        per_language[lang] = humaneval.summarise(results, e.pass_k)
+        per_language[lang] = humaneval.summarise(results, e.pass_k, of=len(every))
     return per_language
 
 
@@ -118,7 +119,7 @@ def run_eval(cfg: Config) -> StageRecord:
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
     record = StageRecord("eval", cfg.digest())
-    problems = humaneval.load_problems(e.humaneval_limit)
+    problems = humaneval.load_problems(e.humaneval_limit, e.subset_seed)
     pairs = read_jsonl(read_record(cfg.stage_dir("data"))["outputs"]["eval_prompts"], e.bleu_limit)
     try:
         train = read_record(cfg.stage_dir("train"))["metrics"]

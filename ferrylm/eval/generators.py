@@ -12,8 +12,9 @@ class EndpointGenerator:
     def __init__(self, base_url: str, model: str):
         self.base_url, self.model = base_url.rstrip("/"), model
 
-    def chat(self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1) -> list[str]:
-        return client.chat(self.base_url, self.model, messages, max_tokens, temperature, n=n)
+    def chat(self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1,
+             until=None) -> list[str]:
+        return client.chat(self.base_url, self.model, messages, max_tokens, temperature, n=n, until=until)
 
     def complete(self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
                  stop: list[str] | None = None) -> list[str]:
@@ -51,31 +52,54 @@ class LocalGenerator:
                 ((self.tokenizer.eos_token_id,) if self.tokenizer.eos_token_id is not None else ())
         self._lock = threading.Lock()
 
-    def _generate(self, prompt: str, max_tokens: int, temperature: float, n: int) -> list[str]:
+    def _generate(self, prompt: str, max_tokens: int, temperature: float, n: int, until=None) -> list[str]:
         import torch
 
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
         prompt_ids = ids["input_ids"][0].tolist()
         if self.engine is not None and n == 1 and temperature == 0 and len(prompt_ids) + max_tokens <= self.max_len:
+            tokens: list[int] = []
             with self._lock:
-                tokens = list(self.engine.stream(prompt_ids, max_tokens, self.eos_ids))
+                for i, token in enumerate(self.engine.stream(prompt_ids, max_tokens, self.eos_ids), 1):
+                    tokens.append(token)
+                    if until is not None and i % 8 == 0 and until(self.tokenizer.decode(tokens, skip_special_tokens=True)):
+                        break
             return [self.tokenizer.decode(tokens, skip_special_tokens=True)]
         kwargs = {"do_sample": temperature > 0, "max_new_tokens": max_tokens, "num_return_sequences": n,
                   "pad_token_id": self.tokenizer.pad_token_id}
         if temperature > 0:
             kwargs["temperature"] = temperature
+        if until is not None and n == 1:
+            kwargs["stopping_criteria"] = [_Until(self.tokenizer, ids["input_ids"].shape[1], until)]
         with self._lock, torch.no_grad():
             out = self.model.generate(**ids.to(self.model.device), **kwargs)
         return [self.tokenizer.decode(row[ids["input_ids"].shape[1]:], skip_special_tokens=True) for row in out]
 
-    def chat(self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1) -> list[str]:
+    def chat(self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1,
+             until=None) -> list[str]:
         prompt = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return self._generate(prompt, max_tokens, temperature, n)
+        return self._generate(prompt, max_tokens, temperature, n, until)
 
     def complete(self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
                  stop: list[str] | None = None) -> list[str]:
         texts = self._generate(prompt, max_tokens, temperature, n)
         return [_cut(t, stop or []) for t in texts]
+
+
+class _Until:
+    """generate()'s stopping criterion from a test on the text generated so far (checked every 8 tokens:
+    decoding at every step would cost more than the tokens it saves)."""
+
+    def __init__(self, tokenizer, prompt_len: int, until):
+        self.tokenizer, self.prompt_len, self.until = tokenizer, prompt_len, until
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        new = input_ids.shape[1] - self.prompt_len
+        done = new > 0 and new % 8 == 0 and self.until(self.tokenizer.decode(input_ids[0, self.prompt_len:],
+                                                                               skip_special_tokens=True))
+        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 
 
 def _cut(text: str, stops: list[str]) -> str:

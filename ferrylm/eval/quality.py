@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import sacrebleu
 
-from ..data.render import extract_code, user_message
+from ..data.render import code_block_closed, extract_code, user_message
 from ..serve.client import timed_chat_stream
 
 # A fixed prompt, so latency numbers compare across runs and models.
@@ -15,7 +15,7 @@ LATENCY_PROMPT = 'def fibonacci(n: int) -> list[int]:\n    """Return the first n
 
 def bleu(generator, pairs: list[dict], max_tokens: int, concurrency: int) -> dict:
     def one(row: dict) -> str:
-        return extract_code(generator.chat(row["messages"], max_tokens)[0])
+        return extract_code(generator.chat(row["messages"], max_tokens, until=code_block_closed)[0])
 
     with ThreadPoolExecutor(concurrency) as pool:
         hyps = list(pool.map(one, pairs))

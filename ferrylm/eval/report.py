@@ -88,6 +88,15 @@ def paired_comparison(details: dict) -> dict | None:
     return compare(per_task["fine-tuned"], per_task["base"])
 
 
+def subset_note(details: dict) -> str:
+    """One sentence when a benchmark ran on a subset of its tasks, so no Pass@1 reads as the full set's."""
+    parts = dict.fromkeys(f"HumanEval{'' if lang is None else '-X ' + lang}: {s['tasks']} of {s['subset_of']} tasks"
+             for d in details.values() if isinstance(d, dict)
+             for lang, s in [(None, d.get("humaneval")), *(d.get("humaneval_x") or {}).items()]
+             if isinstance(s, dict) and "subset_of" in s)
+    return f"Subsets (seeded, the same for every model): {'; '.join(parts)}." if parts else ""
+
+
 def language_rows(details: dict) -> list[dict]:
     """HumanEval-X per language: each model's Pass@1 (or why it was not measured) and, with both
     models measured, the paired test of their difference."""
@@ -95,7 +104,8 @@ def language_rows(details: dict) -> list[dict]:
     rows = []
     for lang in sorted({lang for x in per_model.values() for lang in x}):
         cells = {m: x.get(lang) or {} for m, x in per_model.items()}
-        shown = {m: (_fmt(c["pass@1"]) + f" ({c['passed_samples']}/{c['samples']})" if "pass@1" in c
+        shown = {m: (_fmt(c["pass@1"]) + f" ({c['passed_samples']}/{c['samples']}"
+                     + (f", subset of {c['subset_of']})" if "subset_of" in c else ")") if "pass@1" in c
                      else f"not measured: {c.get('not_measured', 'no result')}") for m, c in cells.items()}
         both = all("per_task" in cells.get(m, {}) for m in ("fine-tuned", "base"))
         paired = compare(cells["fine-tuned"]["per_task"], cells["base"]["per_task"]) if both else None
@@ -120,6 +130,8 @@ def _markdown(table: list[dict], labels: list[str], details: dict, source: str, 
     for e in table:
         cells = [f"{_fmt(e[m]['value'])} ({e[m]['verdict']})" for m in labels]
         lines.append(f"| {e['label']} | {e['op']} {e['target']:g} | {'yes' if e['gate'] else 'no'} | " + " | ".join(cells) + " |")
+    if note := subset_note(details):
+        lines += ["", note]
     if paired:
         lines += ["", "## Is the difference real?", "", f"HumanEval: {sentence(paired)}."]
     lines += _language_md(language_rows(details), labels)
@@ -156,6 +168,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;t
 figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap}}</style>
 </head><body><h1>ferrylm evaluation report</h1><p>Criteria: {html.escape(source)}. BLEU is sacreBLEU (0–100) divided by 100.</p>
 <table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
+{f'<p>{html.escape(subset_note(details))}</p>' if subset_note(details) else ''}
 {f'<h2>Is the difference real?</h2><p>HumanEval: {html.escape(sentence(paired))}.</p>' if paired else ''}
 {_language_html(language_rows(details), labels)}
 <h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2>{report_details.to_html(details)}</body></html>

@@ -29,7 +29,8 @@ def _benchmarks(details: dict, models: list[str]) -> Table | None:
         if "not_measured" in s:
             rows.append([m, bench, f"not measured: {s['not_measured']}", "", "", *[""] * len(ks), ""])
             continue
-        rows.append([m, bench, str(s.get("tasks", "—")), str(s.get("samples", "—")), str(s.get("passed_samples", "—")),
+        tasks = f"{s['tasks']} of {s['subset_of']}" if "subset_of" in s else str(s.get("tasks", "—"))
+        rows.append([m, bench, tasks, str(s.get("samples", "—")), str(s.get("passed_samples", "—")),
                      *[_num(s.get(k), "{:.3f}") for k in ks], ", ".join(s.get("isolation", []))])
     return "Code benchmarks (executed in the sandbox)", ["model", "benchmark", "tasks", "samples", "passed", *ks,
                                                         "isolation"], rows

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -26,8 +27,19 @@ def _post(url: str, payload: dict, timeout: float, stream: bool = False) -> requ
 
 
 def chat(base_url: str, model: str, messages: list[dict], max_tokens: int, temperature: float = 0.0,
-         n: int = 1, timeout: float = 600, **extra) -> list[str]:
-    """n replies to one conversation (the server applies the model's chat template)."""
+         n: int = 1, timeout: float = 600, until=None, **extra) -> list[str]:
+    """n replies to one conversation (the server applies the model's chat template). With `until`
+    (a test on the text so far) and n=1 the reply is streamed and the stream closed as soon as the
+    test holds; the server then stops generating for it."""
+    if until is not None and n == 1 and not extra:
+        text = ""
+        with closing(stream_text(base_url, model, max_tokens, messages=messages, temperature=temperature,
+                                 timeout=timeout)) as pieces:   # closing it closes the connection
+            for piece in pieces:
+                text += piece
+                if until(text):
+                    break
+        return [text]
     payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
                "n": n, **extra}
     body = _post(f"{base_url}/v1/chat/completions", payload, timeout).json()

@@ -39,3 +39,21 @@ def test_extract_code():
     assert extract_code("Sure:\n```python\n    return 1\n```\nDone") == "    return 1\n"
     assert extract_code("```\nx = 1\n") == "x = 1\n"  # an unclosed block still counts
     assert extract_code("    return 1") == "    return 1"
+
+
+def test_a_reply_can_stop_at_its_first_closed_code_block_without_changing_the_code():
+    from ferrylm.data.render import code_block_closed
+
+    replies = ["Sure!\n```python\n    return x * 2\n```\nThis doubles x, because ```inline``` ...",
+               "```python\ndef f(x):\n    return x\n```",
+               "```\n    return 1\n```\n\n```python\nother\n```",
+               "no code at all, just words",
+               "```python\n    return x  # never closed"]
+    for reply in replies:
+        stop = next((i for i in range(len(reply) + 1) if code_block_closed(reply[:i])), None)
+        if stop is None:
+            assert "```" not in reply or reply.count("```") == 1                 # nothing closes: all of it is read
+        else:
+            assert extract_code(reply[:stop]) == extract_code(reply)           # what the eval reads is unchanged
+            assert reply[:stop].endswith("```")
+    assert not code_block_closed("```python\n    return 1\n``")

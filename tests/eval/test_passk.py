@@ -28,3 +28,17 @@ def test_stop_sequences_cut_like_a_server():
 
     assert _cut("    return x\n\nprint(f(1))\n", ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]) == "    return x\n"
     assert _cut("    return x\n", ["\ndef"]) == "    return x\n"
+
+
+def test_a_seeded_subset_is_fixed_ordered_and_the_same_tasks_in_every_language():
+    from ferrylm.eval.humaneval import load_problems, select
+
+    a, b = load_problems(40, seed=0), load_problems(40, seed=0)
+    ids = [p["task_id"] for p in a]
+    assert ids == [p["task_id"] for p in b] and len(set(ids)) == 40
+    assert ids == sorted(ids, key=lambda t: int(t.split("/")[1]))           # the data set's order
+    assert ids != [p["task_id"] for p in load_problems(40)]                 # not the first 40
+    assert ids != [p["task_id"] for p in load_problems(40, seed=1)]
+    cpp = select([{"task_id": f"CPP/{i}"} for i in range(164)], 40, 0)
+    assert [t["task_id"].split("/")[1] for t in cpp] == [t.split("/")[1] for t in ids]
+    assert len(load_problems(500, seed=0)) == 164 and len(load_problems(None, seed=0)) == 164

@@ -107,3 +107,15 @@ def test_details_are_tables_not_dumps(tmp_path):
     assert "| tokens seen | 28,527 |" in md and "| fine-tuned | 6.50 | 50 | nrefs:1\\|tok:13a |" in md
     page = (tmp_path / "report.html").read_text()
     assert "<pre>" not in page and "<h3>Latency, batch 1 (2 runs)</h3>" in page
+
+
+def test_a_subset_is_named_wherever_its_pass_at_1_is_shown(tmp_path):
+    he = {"tasks": 40, "samples": 40, "passed_samples": 3, "pass@1": 0.075, "subset_of": 164, "per_task": {}}
+    cpp = {"tasks": 12, "samples": 12, "passed_samples": 1, "pass@1": 0.083, "subset_of": 164, "per_task": {}}
+    details = {m: {"humaneval": he, "humaneval_x": {"cpp": cpp}} for m in MODELS}
+    write_report(tmp_path, load_criteria("seed"), MODELS, details, HISTORY)
+    md = (tmp_path / "report.md").read_text()
+    assert "Subsets (seeded, the same for every model): HumanEval: 40 of 164 tasks; HumanEval-X cpp: 12 of 164 tasks." in md
+    assert "| cpp | 0.083 (1/12, subset of 164) |" in md
+    assert "| fine-tuned | HumanEval (Python) | 40 of 164 | 40 | 3 |" in md
+    assert "HumanEval: 40 of 164 tasks" in (tmp_path / "report.html").read_text()

@@ -1,0 +1,51 @@
+"""The endpoint client's early stop: it reads a streamed chat reply only until the caller's test holds,
+then closes the connection, which is what makes an OpenAI-compatible server stop generating."""
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from ferrylm.data.render import code_block_closed
+from ferrylm.serve import client
+
+PIECES = ["Here", " it is:\n", "```python\n", "    return x", " * 2\n", "```", "\nThis doubles", " x."] + [" more"] * 40
+
+
+class _Streamer(BaseHTTPRequestHandler):
+    sent: list[int] = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert body["stream"] is True and body["messages"][0]["content"] == "double x"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        n = 0
+        try:
+            for piece in PIECES:
+                self.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n".encode())
+                self.wfile.flush()
+                n += 1
+                time.sleep(0.02)
+            self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        _Streamer.sent.append(n)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_chat_stops_reading_at_the_closed_code_block_and_hangs_up():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Streamer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        reply = client.chat(url, "m", [{"role": "user", "content": "double x"}], 64, until=code_block_closed)
+        assert reply == ["Here it is:\n```python\n    return x * 2\n```"]
+        deadline = time.time() + 5
+        while not _Streamer.sent and time.time() < deadline:
+            time.sleep(0.05)
+        assert _Streamer.sent and _Streamer.sent[0] < len(PIECES)   # the server saw the client go
+    finally:
+        server.shutdown()
