@@ -94,15 +94,16 @@ bubblewrap:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; } || \
 	  echo "ferrylm: bubblewrap not installed (not root): install it to evaluate generated code"
 
-# Compilers for HumanEval-X (Debian's packages; needs root to install). Without one, that language
-# is reported as not measured. C++ and Java for now (Boost, for 2 of the 164 C++ tasks, is not installed).
+# Toolchains for HumanEval-X (Debian's packages; needs root to install). Without one, that language
+# is reported as not measured. Boost (for 2 of the 164 C++ tasks) is not installed.
+HX_PACKAGES := g++:g++ javac:openjdk-17-jdk-headless go:golang-go rustc:rustc cargo:cargo
+HX_CRATES := librust-rand-dev librust-regex-dev librust-md5-dev
 toolchains:
-	@command -v g++ >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ >/dev/null; } || \
-	  echo "ferrylm: g++ not installed (not root): HumanEval-X in C++ will not be measured"
-	@command -v javac >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless >/dev/null; } || \
-	  echo "ferrylm: javac not installed (not root): HumanEval-X in Java will not be measured"
+	@missing="$(foreach p,$(HX_PACKAGES),$(if $(wildcard /usr/bin/$(word 1,$(subst :, ,$(p)))),,$(word 2,$(subst :, ,$(p)))))"; \
+	for c in $(HX_CRATES); do dpkg -s $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	[ -z "$$(echo $$missing)" ] || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } || \
+	  echo "ferrylm: not installed (not root):$$missing; HumanEval-X will not measure the languages they serve"
 
 # The HTML report's render test drives headless Chromium (Debian's package; needs root to install).
 chromium:

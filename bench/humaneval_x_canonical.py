@@ -1,5 +1,6 @@
 """Every HumanEval-X canonical solution through the sandbox, per language: passed / 164, each failure
-by task id with its reason, and the wall time (2 sandbox workers, as the eval stage's default).
+by task id with its reason, and the wall time (2 sandbox workers, as the eval stage's default),
+including the preparation of Go's and Rust's test libraries when they are not cached yet.
 
     FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python bench/humaneval_x_canonical.py [--out FILE] [LANG ...]
 """
@@ -20,11 +21,11 @@ def main() -> None:
     a = ap.parse_args()
     rows = {}
     for lang in a.languages:
-        if (tool := hx.missing_tool(lang)) is not None:
-            rows[lang] = {"not_measured": f"{tool} missing"}
+        t0 = time.perf_counter()
+        if (why := hx.unavailable(lang)) is not None:
+            rows[lang] = {"not_measured": why}
             continue
         problems = hx.load_problems(lang)
-        t0 = time.perf_counter()
         results = hx.execute(lang, problems, [p["canonical_solution"] for p in problems], workers=a.workers)
         rows[lang] = {"passed": sum(r["passed"] for r in results), "tasks": len(problems),
                       "wall_s": round(time.perf_counter() - t0, 1), "isolation": sorted({r["isolation"] for r in results}),

@@ -83,82 +83,96 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _dispatch(args) -> int:
-    from .config import load_config, preset_names
+def _presets(args) -> int:
+    from .config import preset_names
+
+    print("\n".join(preset_names()))
+    return 0
+
+
+def _doctor(args) -> int:
+    from .config import load_config
+    from .doctor import doctor
+
+    return doctor(load_config(args.config, args.overrides), pins_only=args.pins_only)
+
+
+def _plan(args) -> int:
+    from .train.plan import load_setup, report
+
+    setup, notes = load_setup(args.setup, args.overrides)
+    print(report(args.setup, setup, notes))
+    return 0
+
+
+def _launch(args) -> int:
+    from .config import load_config
+    from .train.launch import sbatch_script, torchrun_command
+
+    load_config(args.config, args.overrides)   # a bad key fails here, not on every rank
+    if args.slurm:
+        with open(args.slurm, "w") as fh:
+            fh.write(sbatch_script(args.nproc, args.nnodes, args.config, args.overrides, workdir=os.getcwd()))
+        print(f"ferrylm: wrote {args.slurm}; submit it with: sbatch {args.slurm}")
+        return 0
+    cmd = torchrun_command(args.nproc, args.config, args.overrides, args.nnodes, args.node_rank, args.rdzv)
+    if args.dry_run:
+        print(" ".join(cmd))
+        return 0
+    os.execv(cmd[0], cmd)
+
+
+def _talk(args) -> int:
+    from .serve.client import stream_text, triton_stream
+
+    text = sys.stdin.read() if args.text == "-" else args.text
+    kwargs = {"prompt": text}
+    if args.command == "chat":
+        system = [{"role": "system", "content": args.system}] if args.system else []
+        kwargs = {"messages": system + [{"role": "user", "content": text}]}
+    if args.triton:   # greedy, as the Triton model decodes
+        pieces = triton_stream(args.url.rstrip("/"), args.model, args.max_tokens, **kwargs)
+    else:
+        pieces = stream_text(args.url.rstrip("/"), args.model, args.max_tokens, temperature=args.temperature, **kwargs)
+    for piece in pieces:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0
+
+
+def _manifest(args) -> int:
+    import yaml
+
+    from .data.corpus import manifest_from_layout
+
+    doc = manifest_from_layout(args.root)
+    with open(args.output, "w") as fh:
+        yaml.safe_dump(doc, fh, sort_keys=False, allow_unicode=True)
+    print(f"ferrylm: {len(doc['repositories'])} repositories written to {args.output}")
+    return 0
+
+
+def _humaneval(args) -> int:
+    from .eval.humaneval import score_samples
+
+    print(json.dumps(score_samples(args.samples, args.timeout, workers=args.workers, unconfined=args.unconfined),
+                     indent=2))
+    return 0
+
+
+def _stage(args) -> int:
+    from .config import load_config
     from .log import setup_logging
-
-    if args.command == "presets":
-        print("\n".join(preset_names()))
-        return 0
-    if args.command == "doctor":
-        from .doctor import doctor
-
-        return doctor(load_config(args.config, args.overrides), pins_only=args.pins_only)
-    if args.command == "plan":
-        from .train.plan import load_setup, report
-
-        setup, notes = load_setup(args.setup, args.overrides)
-        print(report(args.setup, setup, notes))
-        return 0
-    if args.command == "launch":
-        from .train.launch import sbatch_script, torchrun_command
-
-        load_config(args.config, args.overrides)   # a bad key fails here, not on every rank
-        if args.slurm:
-            with open(args.slurm, "w") as fh:
-                fh.write(sbatch_script(args.nproc, args.nnodes, args.config, args.overrides, workdir=os.getcwd()))
-            print(f"ferrylm: wrote {args.slurm}; submit it with: sbatch {args.slurm}")
-            return 0
-        cmd = torchrun_command(args.nproc, args.config, args.overrides, args.nnodes, args.node_rank, args.rdzv)
-        if args.dry_run:
-            print(" ".join(cmd))
-            return 0
-        os.execv(cmd[0], cmd)
-    if args.command in ("chat", "complete"):
-        from .serve.client import stream_text
-
-        text = sys.stdin.read() if args.text == "-" else args.text
-        kwargs = {"prompt": text}
-        if args.command == "chat":
-            system = [{"role": "system", "content": args.system}] if args.system else []
-            kwargs = {"messages": system + [{"role": "user", "content": text}]}
-        if args.triton:   # greedy, as the Triton model decodes
-            from .serve.client import triton_stream
-
-            pieces = triton_stream(args.url.rstrip("/"), args.model, args.max_tokens, **kwargs)
-        else:
-            pieces = stream_text(args.url.rstrip("/"), args.model, args.max_tokens, temperature=args.temperature, **kwargs)
-        for piece in pieces:
-            sys.stdout.write(piece)
-            sys.stdout.flush()
-        sys.stdout.write("\n")
-        return 0
-    if args.command == "manifest":
-        import yaml
-
-        from .data.corpus import manifest_from_layout
-
-        doc = manifest_from_layout(args.root)
-        with open(args.output, "w") as fh:
-            yaml.safe_dump(doc, fh, sort_keys=False, allow_unicode=True)
-        print(f"ferrylm: {len(doc['repositories'])} repositories written to {args.output}")
-        return 0
-    if args.command == "humaneval":
-        from .eval.humaneval import score_samples
-
-        print(json.dumps(score_samples(args.samples, args.timeout, workers=args.workers,
-                                       unconfined=args.unconfined), indent=2))
-        return 0
-    cfg = load_config(args.config, args.overrides)
     from .preflight import check_inputs
 
+    cfg = load_config(args.config, args.overrides)
     check_inputs(args.command, cfg)
     setup_logging(f"{cfg.run_dir}/ferrylm.log")
     if args.command == "run":
         from .pipeline import run_all
 
-        records = run_all(cfg)
-        out = records[-1].outputs
+        out = run_all(cfg)[-1].outputs
         print(f"ferrylm: report at {out['md']} (also {out['html']} and {out['json']})")
         return 0
     module = __import__(f"ferrylm.{args.command}", fromlist=["_"])
@@ -166,6 +180,14 @@ def _dispatch(args) -> int:
     if os.environ.get("RANK", "0") == "0":  # under a launcher, one rank speaks
         print(json.dumps({"stage": record.stage, "outputs": record.outputs}, indent=2))
     return 0
+
+
+COMMANDS = {**dict.fromkeys(STAGES, _stage), "presets": _presets, "doctor": _doctor, "plan": _plan, "launch": _launch,
+            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _humaneval}
+
+
+def _dispatch(args) -> int:
+    return COMMANDS[args.command](args)
 
 
 if __name__ == "__main__":

@@ -192,7 +192,9 @@ class ServeConfig(_Section):
     served_name: str = "ferrylm"
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)
-    dtype: str = "bfloat16"
+    # auto: bfloat16 on GPUs and on CPUs with native bf16 (AVX512-BF16, AMX), else float32: emulated
+    # bf16 made vLLM's CPU build ~10x slower on an AVX2 machine (docs/benchmarks.md).
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     max_model_len: int = Field(2048, gt=0)
     startup_timeout_s: float = Field(900, gt=0)
     # vLLM's CPU build only: RAM for the KV cache. On GPUs the cache takes what
@@ -224,7 +226,8 @@ class EvalConfig(_Section):
     # Benchmarks run on every model: "humaneval" (Python), "humaneval-x" (the same tasks in the
     # languages below, compiled and run in the sandbox; data from humaneval_x_dir or $FERRYLM_HUMANEVAL_X).
     benchmarks: list[Literal["humaneval", "humaneval-x"]] = Field(default_factory=lambda: ["humaneval"])
-    humaneval_x_languages: list[Literal["cpp", "java"]] = Field(default_factory=lambda: ["cpp", "java"])
+    humaneval_x_languages: list[Literal["cpp", "java", "go", "rust"]] = Field(
+        default_factory=lambda: ["cpp", "java", "go", "rust"])
     humaneval_x_dir: Optional[str] = None
     humaneval_x_limit: Optional[int] = Field(None, gt=0)
     # With a seed the limits above take that many tasks drawn at random (the same task numbers in

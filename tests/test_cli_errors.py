@@ -49,3 +49,10 @@ def test_a_model_directory_without_a_tokenizer_is_one_line(tmp_path, tiny_qwen2_
     assert main(["data", f"run_dir={tmp_path / 'run'}", f"model.path={bare}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.search(says, err[0]), err
+
+
+def test_every_command_the_parser_knows_has_its_function():
+    from ferrylm import cli
+
+    sub = next(a for a in cli._parser()._actions if a.dest == "command")
+    assert set(sub.choices) == set(cli.COMMANDS)

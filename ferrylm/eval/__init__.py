@@ -66,8 +66,8 @@ def humaneval_x_measure(cfg: Config, generator, out: Path, label: str) -> dict:
     e = cfg.eval
     per_language: dict[str, dict] = {}
     for lang in e.humaneval_x_languages:
-        if (tool := humaneval_x.missing_tool(lang)) is not None:
-            per_language[lang] = {"not_measured": f"{tool} missing"}
+        if (why := humaneval_x.unavailable(lang, e.humaneval_x_dir)) is not None:
+            per_language[lang] = {"not_measured": why}
             continue
         every = humaneval_x.load_problems(lang, e.humaneval_x_dir)
         problems = humaneval.select(every, e.humaneval_x_limit, e.subset_seed)
@@ -76,7 +76,8 @@ def humaneval_x_measure(cfg: Config, generator, out: Path, label: str) -> dict:
                                        e.samples_per_task, e.temperature, what=f"[{label}] HumanEval-X {lang} generation")
         results = humaneval_x.execute_samples(lang, problems, samples, timeout_s=max(e.exec_timeout_s, 20.0),
                                               memory_mb=e.exec_memory_mb, workers=e.exec_workers,
-                                              unconfined=e.exec_unconfined, what=f"[{label}] HumanEval-X {lang} execution")
+                                              unconfined=e.exec_unconfined, what=f"[{label}] HumanEval-X {lang} execution",
+                                              data=e.humaneval_x_dir)
         _write_results(out / f"humaneval_x_{lang}_{label}.jsonl", results, samples)
         per_language[lang] = humaneval.summarise(results, e.pass_k, of=len(every))
     return per_language

@@ -11,14 +11,13 @@ import gzip
 import json
 import random
 import re
-from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from math import comb
 from pathlib import Path
 
 from ..errors import FerryError
 from ..data.render import code_block_closed, extract_code, user_message
-from .progress import Progress
+from .progress import Progress, pool_map
 from .sandbox import Sandbox
 
 # The stop sequences of the original HumanEval paper / harness.
@@ -69,12 +68,12 @@ def program(problem: dict, completion: str) -> str:
 
 
 def run_programs(task_ids: list[str], programs: list, timeout_s: float, memory_mb: int, workers: int,
-                 unconfined: bool = False, what: str = "execution") -> list[dict]:
+                 unconfined: bool = False, what: str = "execution", binds: tuple[str, ...] = ()) -> list[dict]:
     """Each program (Python source, or a compiled program for the jail) in the sandbox, with progress;
     one {"task_id", "passed", "result", "isolation"} per program, in order."""
     progress = Progress(what, len(programs))
-    with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined) as box, ThreadPoolExecutor(workers) as pool:
-        outcomes = list(pool.map(progress.wrap(box.run), programs))
+    with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined, binds=binds) as box:
+        outcomes = pool_map(progress.wrap(box.run), programs, workers)
     return [{"task_id": t, "passed": o.status == "passed", "result": o.status, "isolation": o.isolation}
             for t, o in zip(task_ids, outcomes)]
 
@@ -90,8 +89,7 @@ def execute(problems: list[dict], samples: list[tuple[str, str]], timeout_s: flo
 def for_each_problem(problems: list[dict], one, concurrency: int, what: str) -> list[tuple[str, str]]:
     """`one(problem)` → [(task_id, completion), ...] over a pool, with progress, flattened in order."""
     progress = Progress(what, len(problems))
-    with ThreadPoolExecutor(concurrency) as pool:
-        return [s for group in pool.map(progress.wrap(one), problems) for s in group]
+    return [s for group in pool_map(progress.wrap(one), problems, concurrency) for s in group]
 
 
 def generate(generator, problems: list[dict], max_tokens: int, concurrency: int,

@@ -22,6 +22,7 @@ from typing import Callable
 
 from ..data.render import code_block_closed, extract_code, user_message
 from ..errors import FerryError
+from . import hx_libs
 
 ENV = "FERRYLM_HUMANEVAL_X"
 
@@ -93,22 +94,88 @@ def _java_program(problem: dict, completion: str) -> dict:
                       [*env, java, *_JVM, "--add-opens", "java.base/java.io=ALL-UNNAMED", "-cp", ".", "Main"]]}
 
 
+_GO_HARNESS = """
+func TestMain(m *testing.M) {
+    code := m.Run()
+    if token := ferryos.Getenv("FERRY_TOKEN"); code == 0 && token != "" {
+        ferryos.NewFile(3, "token").WriteString(token)
+    }
+    ferryos.Exit(code)
+}
+"""
+# Standard packages a completion may use without importing them (Go rejects unused imports, so only
+# those it names are added), as the reference harness does (CodeGeeX's evaluate_humaneval_x.py).
+_GO_IMPORTS = ("math", "strings", "fmt", "strconv", "time", "bytes", "regexp", "sort", "math/rand", "crypto/md5")
+
+
+def _go_program(problem: dict, completion: str, libs: str) -> dict:
+    prompt = problem["prompt"].replace(problem["import"], "")
+    used = [p for p in _GO_IMPORTS if p not in problem["test_setup"]
+            and re.search(rf"\b{p.split('/')[-1]}\.", problem["declaration"] + completion)]
+    source = (problem["test_setup"] + "".join(f'import "{p}"\n' for p in used) + 'import ferryos "os"\n'
+              + prompt + completion + "\n" + problem["test"] + _GO_HARNESS)
+    m = hx_libs.GO_MODULE   # the directory the libraries' cache entries were built in
+    setup = (f"mkdir {m} && cp main_test.go {libs}/go.mod {libs}/go.sum {m}/ && ln -s {libs}/vendor {m}/vendor && "
+             f"cp -r {libs}/cache {m}/.cache")
+    build = ["/usr/bin/env", "-C", m, f"GOCACHE={m}/.cache", f"GOPATH={m}/.gopath", *hx_libs.GO_ENV,
+             hx_libs.GO, "test", "-c", "-vet=off", "-o", f"{m}/main.test", "."]
+    return {"files": {"main_test.go": source},
+            "steps": [["/bin/sh", "-c", setup], build, [f"{m}/main.test", "-test.count=1"]]}
+
+
+def _rust_program(problem: dict, completion: str, libs: str) -> dict:
+    # The published tests are a #[cfg(test)] module for libtest, which has no hook after the last
+    # test; they become plain functions that main() calls in order, then writes the token.
+    live = re.sub(r"/\*.*?\*/", "", problem["test"], flags=re.S)
+    test_fn = r"#\[test\]\s*(?://[^\n]*\n\s*)*fn\s+"     # a line comment may sit between (Rust/50)
+    names = re.findall(test_fn + r"(\w+)", live)
+    if not names:   # Rust/32's published test is commented out: passing it would check nothing
+        return {"files": {}, "steps": [["/bin/sh", "-c", "echo 'the published test has no live #[test] function: "
+                                                         "nothing checks this task'; exit 1"], ["/bin/true"]]}
+    test = re.sub(test_fn, "pub fn ", live.replace("#[cfg(test)]", ""))
+    main = ("\nfn main() {\n" + "".join(f"    tests::{n}();\n" for n in names) +
+            "    if let Ok(token) = std::env::var(\"FERRY_TOKEN\") {\n        use std::io::Write;\n"
+            "        use std::os::unix::io::FromRawFd;\n"
+            "        let _ = unsafe { std::fs::File::from_raw_fd(3) }.write_all(token.as_bytes());\n    }\n}\n")
+    source = _rust_prompt(problem) + completion + "\n" + test + main
+    return {"files": {"main.rs": source},
+            "steps": [[hx_libs.RUSTC, "--edition", "2021", "-C", "opt-level=0", "--cap-lints", "allow", "-A", "warnings",
+                       "-C", "debuginfo=0", "-C", "strip=debuginfo",
+                       "-C", f"linker={os.path.realpath(shutil.which('cc') or 'cc')}",   # not via /etc/alternatives
+                       "-L", f"dependency={libs}/deps", *hx_libs.rust_externs(libs), "main.rs", "-o", "main"],
+                      ["./main"]]}
+
+
+def _rust_prompt(problem: dict) -> str:
+    """Rust's published prompt is the doc comment only; the `use` lines and the signature follow it."""
+    return problem["prompt"] + problem["declaration"]
+
+
+def _own_prompt(problem: dict) -> str:
+    return problem["prompt"]
+
+
 @dataclass(frozen=True)
 class Language:
     name: str           # as in the data set's file names
-    tool: str           # the toolchain binary whose absence means "not measured"
-    program: Callable[[dict, str], dict]
+    tool: str           # the toolchain binary whose absence means "not measured" (in the jail's /usr/bin)
+    program: Callable[..., dict]   # (problem, completion[, libs]) -> {"files", "steps"}
     fence: str          # the code block's language tag, as the data stage renders training pairs
     base_stops: tuple[str, ...]   # base mode: where a completion of the prompt's function ends
+    prompt: Callable[[dict], str] = _own_prompt   # what the model continues: ends inside the opened function
+    libs: Callable[[Path], str] | None = None     # prepares the test libraries (a directory bound read-only)
 
 
 LANGUAGES = {"cpp": Language("cpp", "g++", _cpp_program, "cpp", ("\n}\n",)),
-             "java": Language("java", "javac", _java_program, "java", ("\n    }\n",))}
+             "java": Language("java", "javac", _java_program, "java", ("\n    }\n",)),
+             "go": Language("go", "go", _go_program, "go", ("\n}\n",), libs=hx_libs.go_libs),
+             "rust": Language("rust", "rustc", _rust_program, "rust", ("\n}\n",), prompt=_rust_prompt,
+                              libs=lambda data: hx_libs.rust_libs())}
 
 
 def _entry_point(problem: dict) -> str:
     """The function the prompt opens: the last `name(...) {` of the declaration."""
-    names = re.findall(r"(\w+)\s*\([^;{}]*\)\s*\{", problem["declaration"])
+    names = re.findall(r"(\w+)\s*\([^;{}]*\)[^;{}()]*\{", problem["declaration"])   # a return type may follow
     return names[-1] if names else ""
 
 
@@ -117,7 +184,7 @@ def completion_from_reply(problem: dict, reply: str) -> str:
     closing brace. The model may repeat the signature (its body is taken) or leave the brace out."""
     code = extract_code(reply)
     name = _entry_point(problem)
-    m = re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*\{{", code) if name else None
+    m = re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)[^;{{}}()]*\{{", code) if name else None
     if m:
         code = code[m.end():]
     missing = 1 + code.count("{") - code.count("}")   # the prompt left one brace open
@@ -133,9 +200,9 @@ def generate(generator, language: str, problems: list[dict], max_tokens: int, co
 
     def one(p: dict) -> list[tuple[str, str]]:
         if mode == "base":
-            texts = generator.complete(p["prompt"], max_tokens, temperature, n=n, stop=list(lang.base_stops))
+            texts = generator.complete(lang.prompt(p), max_tokens, temperature, n=n, stop=list(lang.base_stops))
             return [(p["task_id"], t + "\n}\n") for t in texts]
-        replies = generator.chat([{"role": "user", "content": user_message(p["prompt"], lang.fence)}], max_tokens,
+        replies = generator.chat([{"role": "user", "content": user_message(lang.prompt(p), lang.fence)}], max_tokens,
                                  temperature, n=n, until=code_block_closed)
         return [(p["task_id"], completion_from_reply(p, r)) for r in replies]
 
@@ -162,10 +229,18 @@ def load_problems(language: str, configured: str | None = None, limit: int | Non
     return select(problems, limit, seed)
 
 
-def missing_tool(language: str) -> str | None:
-    """The toolchain binary a language needs that this machine lacks, or None."""
-    tool = LANGUAGES[language].tool
-    return None if shutil.which(tool) else tool
+def unavailable(language: str, configured: str | None = None) -> str | None:
+    """Why a language cannot be measured here (its toolchain missing from the jail's /usr/bin, or its
+    test libraries not preparable), or None."""
+    lang = LANGUAGES[language]
+    if not shutil.which(lang.tool, path="/usr/bin:/bin"):
+        return f"{lang.tool} missing"
+    try:
+        if lang.libs is not None:
+            lang.libs(data_dir(configured))
+    except hx_libs.LibsError as e:
+        return str(e)
+    return None
 
 
 def execute_samples(language: str, problems: list[dict], samples: list[tuple[str, str]], **kw) -> list[dict]:
@@ -174,10 +249,13 @@ def execute_samples(language: str, problems: list[dict], samples: list[tuple[str
 
 
 def execute(language: str, problems: list[dict], completions: list[str], timeout_s: float = 20.0,
-            memory_mb: int = 1024, workers: int = 2, unconfined: bool = False, what: str = "") -> list[dict]:
+            memory_mb: int = 1024, workers: int = 2, unconfined: bool = False, what: str = "",
+            data: str | None = None) -> list[dict]:
     """One result per (problem, completion), in order: {"task_id", "passed", "result", "isolation"}."""
     from .humaneval import run_programs
 
     lang = LANGUAGES[language]
-    return run_programs([p["task_id"] for p in problems], [lang.program(p, c) for p, c in zip(problems, completions)],
-                        timeout_s, memory_mb, workers, unconfined, what or f"HumanEval-X {language} execution")
+    libs = lang.libs(data_dir(data)) if lang.libs is not None else None
+    programs = [lang.program(p, c, libs) if libs else lang.program(p, c) for p, c in zip(problems, completions)]
+    return run_programs([p["task_id"] for p in problems], programs, timeout_s, memory_mb, workers, unconfined,
+                        what or f"HumanEval-X {language} execution", binds=(libs,) if libs else ())

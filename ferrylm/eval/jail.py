@@ -97,7 +97,7 @@ def _run_steps(files, steps, token):
         status = os.waitpid(pid, 0)[1]
         if status != 0:
             what = "compile" if not last else "run"
-            tool = next((a for a in argv if "=" not in a and os.path.basename(a) != "env"), argv[0])
+            tool = _tool(argv)
             code = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
                     else f"exit code {os.WEXITSTATUS(status)}")
             said = _first_error("step.txt")[:300] if not last else ""   # the compiler's own word for it
@@ -107,6 +107,17 @@ def _run_steps(files, steps, token):
                 os.kill(os.getpid(), os.WTERMSIG(status))   # the program's own signal is the verdict
             os._exit(1)
     os._exit(0)
+
+
+def _tool(argv):
+    """The program a step runs, past `env` and its settings (VAR=..., -C DIR)."""
+    args = iter(argv)
+    for a in args:
+        if a in ("-C", "--chdir"):
+            next(args, None)
+        elif "=" not in a and os.path.basename(a) != "env":
+            return a
+    return argv[0]
 
 
 def _kill_leftovers(pid: int, jailed: bool) -> None:

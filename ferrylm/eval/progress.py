@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ..log import get_logger
 
@@ -46,3 +47,16 @@ class Progress:
             finally:
                 self.tick()
         return run
+
+
+def pool_map(fn, items, workers: int) -> list:
+    """[fn(item) ...] on `workers` threads, in order. On Ctrl-C (or any error) the items not yet
+    started are dropped instead of run: a plain `with ThreadPoolExecutor` would wait for all of them."""
+    pool = ThreadPoolExecutor(workers)
+    try:
+        out = list(pool.map(fn, items))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return out

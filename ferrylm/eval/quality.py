@@ -8,6 +8,7 @@ import sacrebleu
 
 from ..data.render import code_block_closed, extract_code, user_message
 from ..serve.client import timed_chat_stream
+from .progress import pool_map
 
 # A fixed prompt, so latency numbers compare across runs and models.
 LATENCY_PROMPT = 'def fibonacci(n: int) -> list[int]:\n    """Return the first n Fibonacci numbers."""\n'
@@ -17,8 +18,7 @@ def bleu(generator, pairs: list[dict], max_tokens: int, concurrency: int) -> dic
     def one(row: dict) -> str:
         return extract_code(generator.chat(row["messages"], max_tokens, until=code_block_closed)[0])
 
-    with ThreadPoolExecutor(concurrency) as pool:
-        hyps = list(pool.map(one, pairs))
+    hyps = pool_map(one, pairs, concurrency)
     refs = [r["reference"] for r in pairs]
     metric = sacrebleu.BLEU()  # default 13a tokenizer, exp smoothing
     score = metric.corpus_score(hyps, [refs])

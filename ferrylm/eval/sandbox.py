@@ -50,8 +50,9 @@ def _python() -> tuple[str, str]:
     return os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix)
 
 
-def _root_fs_args() -> list[str]:
-    """/usr and the top-level links or directories into it, then the interpreter's prefix."""
+def _root_fs_args(binds: tuple[str, ...] = ()) -> list[str]:
+    """/usr and the top-level links or directories into it, then the interpreter's prefix and the
+    caller's read-only directories (a compiled language's prepared libraries), each at its own path."""
     args = ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
@@ -60,23 +61,22 @@ def _root_fs_args() -> list[str]:
             args += ["--ro-bind", top, top]
     # The JDK's configuration (its conf/ links into /etc), for HumanEval-X in Java; nothing else of /etc.
     args += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/java-17-openjdk", "/etc/java-17-openjdk"]
-    prefix = _python()[1]
-    if not prefix.startswith("/usr/"):
-        # Programs run as another uid: the directories leading to the prefix (pyenv under /root)
-        # are made open in the jail; their other contents are not there.
-        parents = [str(p) for p in reversed(Path(prefix).parents) if str(p) != "/"]
-        args += [a for d in parents for a in ("--perms", "0755", "--dir", d)] + ["--ro-bind", prefix, prefix]
+    for path in ([] if _python()[1].startswith("/usr/") else [_python()[1]]) + list(binds):
+        # Programs run as another uid: the directories leading to the path (pyenv, a cache under
+        # /root) are made open in the jail; their other contents are not there.
+        parents = [str(p) for p in reversed(Path(path).parents) if str(p) != "/"]
+        args += [a for d in parents for a in ("--perms", "0755", "--dir", d)] + ["--ro-bind", path, path]
     return args
 
 
-def bwrap_command() -> list[str] | None:
+def bwrap_command(binds: tuple[str, ...] = ()) -> list[str] | None:
     """The bubblewrap argv a worker runs under, or None when bubblewrap is missing or unusable here."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return None
     cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
            "--die-with-parent", "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-           *_root_fs_args(), "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(256 << 20), "--tmpfs", "/tmp",
+           *_root_fs_args(binds), "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(256 << 20), "--tmpfs", "/tmp",
            "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm", "--chdir", "/tmp"]
     if os.geteuid() == 0:
         cmd += ["--cap-drop", "ALL"] + [a for cap in _ROOT_CAPS for a in ("--cap-add", cap)]
@@ -107,7 +107,8 @@ def isolation_level(unconfined: bool = False) -> str:
 
 
 class _Worker:
-    def __init__(self, uid: int, isolation: str, cpu_s: int, memory_bytes: int, file_bytes: int, nproc: int):
+    def __init__(self, uid: int, isolation: str, cpu_s: int, memory_bytes: int, file_bytes: int, nproc: int,
+                 binds: tuple[str, ...] = ()):
         jailed = isolation != "unconfined"
         prog_uid = uid if isolation == "bwrap+uid" else -1
         # -S: no site-packages (programs see the standard library only, and start-up is faster);
@@ -115,7 +116,7 @@ class _Worker:
         argv = [_python()[0], "-I", "-S", "-B", "-c", _JAIL_SOURCE.read_text(),
                 *map(str, (cpu_s, memory_bytes, file_bytes, nproc, prog_uid, int(jailed)))]
         if jailed:
-            argv = bwrap_command() + argv
+            argv = bwrap_command(binds) + argv
         self.isolation = isolation
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, start_new_session=True, env={"PATH": "/usr/bin:/bin"})
@@ -148,13 +149,13 @@ class _Worker:
 
 class Sandbox:
     def __init__(self, slots: int = 2, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16,
-                 nproc: int = 64, unconfined: bool = False):
+                 nproc: int = 64, unconfined: bool = False, binds: tuple[str, ...] = ()):
         if slots < 1 or timeout_s <= 0 or memory_mb <= 0:
             raise SandboxError(f"the sandbox needs at least one worker, a positive timeout and memory limit "
                                f"(got workers={slots}, timeout={timeout_s}, memory_mb={memory_mb})")
         self.timeout_s = timeout_s
         self.isolation = isolation_level(unconfined)
-        self._spec = (self.isolation, int(timeout_s) + 1, memory_mb << 20, file_mb << 20, nproc)
+        self._spec = (self.isolation, int(timeout_s) + 1, memory_mb << 20, file_mb << 20, nproc, tuple(binds))
         self._idle: queue.Queue[tuple[int, _Worker]] = queue.Queue()
         for i in range(slots):
             self._idle.put((_BASE_UID + i, _Worker(_BASE_UID + i, *self._spec)))

@@ -26,6 +26,14 @@ def _cpu_flag(flag: str) -> bool:
         return True   # not Linux: let vLLM decide
 
 
+def resolved_dtype(dtype: str, cpu_build: bool) -> str:
+    """serve.dtype=auto: bfloat16 unless this is vLLM's CPU build on a CPU without native bf16."""
+    if dtype != "auto":
+        return dtype
+    native = any(_cpu_flag(f) for f in ("avx512_bf16", "amx_bf16"))
+    return "float32" if cpu_build and not native else "bfloat16"
+
+
 def gpus_present() -> int:
     """CUDA devices this process may use (CUDA_VISIBLE_DEVICES applies); 0 without a CUDA torch."""
     import torch
@@ -97,7 +105,7 @@ class VllmServer(ManagedServer):
     def command(self) -> list[str]:
         # `python -m` rather than the `vllm` console script, which the CPU build's metadata breaks.
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
-                "--host", self.host, "--port", str(self.port), "--dtype", self.dtype,
+                "--host", self.host, "--port", str(self.port), "--dtype", resolved_dtype(self.dtype, _cpu_build()),
                 "--max-model-len", str(self.max_model_len), "--shutdown-timeout", str(self.drain_timeout_s),
                 "--served-model-name", f"{self.served_name}-base" if self.lora_dir else self.served_name,
                 *self._lora_args(), *self.parallel.args(_cpu_build())]

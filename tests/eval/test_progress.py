@@ -28,3 +28,29 @@ def test_a_log_gets_a_line_every_tenth(caplog):
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("HumanEval execution")]
     assert len(lines) == 10 and lines[0].startswith("HumanEval execution: 17/164 (10%)")
     assert lines[-1].startswith("HumanEval execution: 164/164 (100%)")
+
+
+def test_an_interrupt_drops_the_items_not_yet_started():
+    import threading
+    import time
+
+    import pytest
+
+    from ferrylm.eval.progress import pool_map
+
+    started = []
+
+    def one(i):
+        started.append(i)
+        if i == 1:
+            raise KeyboardInterrupt          # as Ctrl-C would surface in the waiting thread
+        time.sleep(0.05)
+        return i
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        pool_map(one, range(200), 2)
+    time.sleep(0.3)
+    assert len(started) < 10 and time.monotonic() - t0 < 5      # not 200 items x 50 ms
+    assert threading.active_count() < 5
+    assert pool_map(lambda i: i * i, range(5), 2) == [0, 1, 4, 9, 16]
