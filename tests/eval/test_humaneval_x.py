@@ -204,6 +204,17 @@ def test_rust_canonical_solutions_pass_and_wrong_or_early_exits_fail():
 
 
 HOSTILE_BODIES = {   # per language: the body of the first task's function, each must not pass
+    "java": {"connects to the network": "        try { new java.net.Socket(\"1.1.1.1\", 80).close(); }\n"
+                                         "        catch (Exception e) { throw new RuntimeException(e); }\n"
+                                         "        return numbers.size() > 0;\n    }\n}\n",
+             "writes outside its directory": "        try { java.nio.file.Files.writeString(java.nio.file.Path.of("
+                                               "\"/usr/ferrylm-escaped\"), \"x\"); }\n        catch (Exception e) "
+                                               "{ throw new RuntimeException(e); }\n        return true;\n    }\n}\n",
+             "fork bomb": "        while (true) { try { new ProcessBuilder(\"/bin/sh\", \"-c\", \"sleep 100\").start(); } "
+                          "catch (Exception e) { } }\n    }\n}\n",
+             "memory bomb": "        java.util.List<long[]> keep = new java.util.ArrayList<>();\n"
+                            "        while (true) keep.add(new long[1 << 24]);\n    }\n}\n",
+             "infinite loop": "        long i = 0;\n        while (true) i++;\n    }\n}\n"},
     "go": {"connects to the network": "    c, err := net.Dial(\"tcp\", \"1.1.1.1:80\")\n    if err != nil { panic(err) }\n"
                                        "    c.Close()\n    return len(numbers) > 0\n}\n",
            "writes outside its directory": "    if ferryos.WriteFile(\"/usr/ferrylm-escaped\", []byte(\"x\"), 0644) != nil "
@@ -219,9 +230,9 @@ HOSTILE_BODIES = {   # per language: the body of the first task's function, each
 }
 
 
-@pytest.mark.parametrize("language", ["go", "rust"])
-def test_hostile_go_and_rust_programs_are_contained(language):
-    if not _jail_has({"go": "go", "rust": "rustc"}[language]):
+@pytest.mark.parametrize("language", ["java", "go", "rust"])
+def test_hostile_java_go_and_rust_programs_are_contained(language):
+    if not _jail_has({"java": "javac", "go": "go", "rust": "rustc"}[language]):
         pytest.skip(f"Debian's {language} toolchain is not installed")
     original = hx.load_problems(language, limit=1)[0]
     first, bodies = dict(original), HOSTILE_BODIES[language]
