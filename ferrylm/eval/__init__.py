@@ -17,7 +17,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record
 from ..models import resolve_model_path
 from . import humaneval
-from .criteria import load_criteria
+from .criteria import load_criteria, per_language
 from .generators import EndpointGenerator, LocalGenerator
 from ..data import read_jsonl
 from .quality import bleu, engine_latency, latency
@@ -65,22 +65,28 @@ def humaneval_x_measure(cfg: Config, generator, out: Path, label: str) -> dict:
 
     e = cfg.eval
     per_language: dict[str, dict] = {}
+    chosen: dict[str, tuple[int, list[dict]]] = {}
     for lang in e.humaneval_x_languages:
         if (why := humaneval_x.unavailable(lang, e.humaneval_x_dir)) is not None:
             per_language[lang] = {"not_measured": why}
             continue
         every = humaneval_x.load_problems(lang, e.humaneval_x_dir)
-        problems = humaneval.select(every, e.humaneval_x_limit, e.subset_seed)
-        log.info("[%s] HumanEval-X %s: %d tasks × %d samples", label, lang, len(problems), e.samples_per_task)
-        samples = humaneval_x.generate(generator, lang, problems, e.max_new_tokens, e.concurrency, e.prompt_mode,
-                                       e.samples_per_task, e.temperature, what=f"[{label}] HumanEval-X {lang} generation")
-        results = humaneval_x.execute_samples(lang, problems, samples, timeout_s=max(e.exec_timeout_s, 20.0),
+        chosen[lang] = (len(every), humaneval.select(every, e.humaneval_x_limit, e.subset_seed))
+    if not chosen:
+        return per_language
+    log.info("[%s] HumanEval-X %s × %d samples", label,
+             ", ".join(f"{lang}: {len(ps)} tasks" for lang, (_, ps) in chosen.items()), e.samples_per_task)
+    samples = humaneval_x.generate(generator, {lang: ps for lang, (_, ps) in chosen.items()}, e.max_new_tokens,
+                                   e.concurrency, e.prompt_mode, e.samples_per_task, e.temperature,
+                                   what=f"[{label}] HumanEval-X generation")
+    for lang, (total, problems) in chosen.items():
+        results = humaneval_x.execute_samples(lang, problems, samples[lang], timeout_s=max(e.exec_timeout_s, 20.0),
                                               memory_mb=e.exec_memory_mb, workers=e.exec_workers,
                                               unconfined=e.exec_unconfined, what=f"[{label}] HumanEval-X {lang} execution",
                                               data=e.humaneval_x_dir)
-        _write_results(out / f"humaneval_x_{lang}_{label}.jsonl", results, samples)
-        per_language[lang] = humaneval.summarise(results, e.pass_k, of=len(every))
-    return per_language
+        _write_results(out / f"humaneval_x_{lang}_{label}.jsonl", results, samples[lang])
+        per_language[lang] = humaneval.summarise(results, e.pass_k, of=total)
+    return {lang: per_language[lang] for lang in e.humaneval_x_languages}
 
 
 def _write_results(path: Path, results: list[dict], samples: list[tuple[str, str]]) -> None:
@@ -99,6 +105,8 @@ def criteria_values(measured: dict | None, train: dict | None, which: str) -> di
         v["grad_norm"] = train.get("final_grad_norm") if which == "fine-tuned" else None
         v["gpu_memory_gib"] = train.get("peak_gpu_memory_gib") if which == "fine-tuned" else None
     if measured:
+        for lang, s in (measured.get("humaneval_x") or {}).items():
+            v[f"pass_at_1_{lang}"] = s.get("pass@1")
         v["bleu"] = measured["bleu"]["bleu_0_1"]
         v["pass_at_1"] = measured["pass_at_1"]
         v["latency_512_s"] = measured["latency"]["total_s"]["p50"] if measured["latency"] else None
@@ -121,7 +129,8 @@ def run_eval(cfg: Config) -> StageRecord:
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
     record = StageRecord("eval", cfg.digest())
     problems = humaneval.load_problems(e.humaneval_limit, e.subset_seed)
-    pairs = read_jsonl(read_record(cfg.stage_dir("data"))["outputs"]["eval_prompts"], e.bleu_limit)
+    data = read_record(cfg.stage_dir("data"))
+    pairs = read_jsonl(data["outputs"]["eval_prompts"], e.bleu_limit)
     try:
         train = read_record(cfg.stage_dir("train"))["metrics"]
         history_file = cfg.stage_dir("train") / "log_history.jsonl"
@@ -147,10 +156,13 @@ def run_eval(cfg: Config) -> StageRecord:
 
     labels = ["fine-tuned", "base"] if (e.compare_base and not e.endpoint) or train else ["fine-tuned"]
     models = {m: criteria_values(measured.get(m), train, m) for m in labels}
+    measured_languages = list(dict.fromkeys(lang for d in measured.values() for lang in d.get("humaneval_x") or {}))
+    criteria = per_language(criteria, measured_languages)
     details = dict(measured)
     if train:
         details["training"] = {k: train[k] for k in ("steps", "first_train_loss", "final_train_loss", "final_grad_norm",
                                                      "tokens_seen", "train_runtime_s", "peak_gpu_memory_gib") if k in train}
+        details["training"]["pairs_by_language"] = data["metrics"].get("pairs_by_language", {})
     report = write_report(out, criteria, models, details, history, e.criteria)
     record.outputs = {name: str(out / f"report.{name}") for name in ("md", "html", "json")}
     record.metrics = {"models": models, "failed_gates": report["failed_gates"]}

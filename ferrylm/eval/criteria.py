@@ -42,3 +42,13 @@ def load_criteria(source: str = "seed") -> list[Criterion]:
             raise ConfigError(f"eval.criteria: {key}: needs op (one of {', '.join(_OPS)}) and a numeric target")
         out.append(Criterion(key, spec.get("label", key), spec["op"], float(spec["target"]), bool(spec.get("gate", True))))
     return out
+
+
+def per_language(criteria: list[Criterion], languages: list[str]) -> list[Criterion]:
+    """`pass_at_1_<language>` for each HumanEval-X language measured: as the criteria file sets it, else
+    the file's HumanEval Pass@1 criterion applied to that language (the seed's > 0.4 holds for each)."""
+    have = {c.key for c in criteria}
+    base = next((c for c in criteria if c.key == "pass_at_1"), None)
+    extra = [Criterion(f"pass_at_1_{lang}", f"HumanEval-X {lang} Pass@1", base.op, base.target, base.gate)
+             for lang in languages if base is not None and f"pass_at_1_{lang}" not in have]
+    return criteria + extra

@@ -191,22 +191,29 @@ def completion_from_reply(problem: dict, reply: str) -> str:
     return code.rstrip() + "\n" + "}\n" * max(missing, 0)
 
 
-def generate(generator, language: str, problems: list[dict], max_tokens: int, concurrency: int,
-             mode: str = "chat", n: int = 1, temperature: float = 0.0, what: str = "") -> list[tuple[str, str]]:
-    """n completions per problem, as (task_id, completion), the way humaneval.generate does it."""
+def generate(generator, problems: dict[str, list[dict]], max_tokens: int, concurrency: int, mode: str = "chat",
+             n: int = 1, temperature: float = 0.0, what: str = "") -> dict[str, list[tuple[str, str]]]:
+    """n completions per problem of every language, as {language: [(task_id, completion), ...]}, the
+    way humaneval.generate does it. One pool for all languages: a demo's few tasks per language
+    would otherwise leave most of the server's batch idle."""
     from .humaneval import for_each_problem
 
-    lang = LANGUAGES[language]
-
-    def one(p: dict) -> list[tuple[str, str]]:
+    def one(item: tuple[str, dict]) -> list[tuple[str, str, str]]:
+        language, p = item
+        lang = LANGUAGES[language]
         if mode == "base":
             texts = generator.complete(lang.prompt(p), max_tokens, temperature, n=n, stop=list(lang.base_stops))
-            return [(p["task_id"], t + "\n}\n") for t in texts]
+            return [(language, p["task_id"], t + "\n}\n") for t in texts]
         replies = generator.chat([{"role": "user", "content": user_message(lang.prompt(p), lang.fence)}], max_tokens,
                                  temperature, n=n, until=code_block_closed)
-        return [(p["task_id"], completion_from_reply(p, r)) for r in replies]
+        return [(language, p["task_id"], completion_from_reply(p, r)) for r in replies]
 
-    return for_each_problem(problems, one, concurrency, what or f"HumanEval-X {language} generation")
+    items = [(language, p) for language, ps in problems.items() for p in ps]
+    out: dict[str, list[tuple[str, str]]] = {language: [] for language in problems}
+    for language, task_id, completion in for_each_problem(items, one, concurrency,
+                                                          what or f"HumanEval-X {', '.join(problems)} generation"):
+        out[language].append((task_id, completion))
+    return out
 
 
 def data_dir(configured: str | None = None) -> Path:

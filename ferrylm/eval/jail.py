@@ -21,6 +21,7 @@ the program's directory, limits and uid, and the last one's harness writes the t
 import fcntl
 import json
 import os
+import re
 import resource
 import select
 import shutil
@@ -163,13 +164,15 @@ def _wait(pid: int, timeout: float):
 
 
 def _first_error(path: str) -> str:
-    """A compiler's first error line, else its last line."""
+    """A compiler's first error line (one that says "error", or Go's `file.go:LINE:COL: message`),
+    else its last line."""
     try:
         with open(path, "rb") as fh:
             lines = [ln.strip() for ln in fh.read(1 << 20).decode(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return ""
-    return next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "")
+    said = (ln for ln in lines if "error" in ln.lower() or re.match(r"\S+\.\w+:\d+:\d+: ", ln))
+    return next(said, lines[-1] if lines else "")
 
 
 def _last_stderr_line(workdir: str) -> str:

@@ -76,7 +76,24 @@ def _plots(history: list[dict], details: dict) -> dict[str, str]:
         ax.set_yticks(range(len(per_task)), list(per_task)), ax.set_xlabel(f"HumanEval task (0–{len(tasks) - 1})")
         plots["Pass@1 per task"] = _png(fig)
         plt.close(fig)
+    if rows := language_rows(details):
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        models = [m for m, d in details.items() if isinstance(d, dict) and d.get("humaneval_x")]
+        for i, m in enumerate(models):
+            values = [_pass1(details[m], r["language"]) for r in rows]
+            ax.bar([x + i * 0.8 / len(models) for x in range(len(rows))], [v or 0 for v in values],
+                   width=0.8 / len(models), label=m)
+        ax.set_xticks([x + 0.4 - 0.4 / len(models) for x in range(len(rows))],
+                      [f"{r['language']}\n{r['pairs']:,} pairs" for r in rows])
+        ax.set_ylabel("Pass@1"), ax.set_ylim(0, 1), ax.legend(), ax.grid(alpha=0.3, axis="y")
+        plots["Pass@1 by language"] = _png(fig)
+        plt.close(fig)
     return plots
+
+
+def _pass1(measured: dict, language: str) -> float | None:
+    s = measured.get("humaneval") if language == "python" else (measured.get("humaneval_x") or {}).get(language)
+    return s.get("pass@1") if isinstance(s, dict) else None
 
 
 def paired_comparison(details: dict) -> dict | None:
@@ -98,28 +115,36 @@ def subset_note(details: dict) -> str:
 
 
 def language_rows(details: dict) -> list[dict]:
-    """HumanEval-X per language: each model's Pass@1 (or why it was not measured) and, with both
-    models measured, the paired test of their difference."""
+    """Per language (Python's HumanEval first, then HumanEval-X's): the training pairs the data stage
+    extracted in it, each model's Pass@1 (or why it was not measured) and, with both models measured,
+    the paired test of their difference."""
     per_model = {m: d["humaneval_x"] for m, d in details.items() if isinstance(d, dict) and d.get("humaneval_x")}
+    if not per_model:
+        return []
+    for m in per_model:
+        if isinstance(details[m].get("humaneval"), dict):
+            per_model[m] = {"python": details[m]["humaneval"], **per_model[m]}
+    pairs = (details.get("training") or {}).get("pairs_by_language") or {}
     rows = []
-    for lang in sorted({lang for x in per_model.values() for lang in x}):
+    for lang in dict.fromkeys(lang for x in per_model.values() for lang in x):
         cells = {m: x.get(lang) or {} for m, x in per_model.items()}
         shown = {m: (_fmt(c["pass@1"]) + f" ({c['passed_samples']}/{c['samples']}"
                      + (f", subset of {c['subset_of']})" if "subset_of" in c else ")") if "pass@1" in c
                      else f"not measured: {c.get('not_measured', 'no result')}") for m, c in cells.items()}
         both = all("per_task" in cells.get(m, {}) for m in ("fine-tuned", "base"))
         paired = compare(cells["fine-tuned"]["per_task"], cells["base"]["per_task"]) if both else None
-        rows.append({"language": lang, "cells": shown, "paired": paired})
+        rows.append({"language": lang, "pairs": pairs.get(lang, 0), "cells": shown, "paired": paired})
     return rows
 
 
 def _language_md(rows: list[dict], labels: list[str]) -> list[str]:
     if not rows:
         return []
-    lines = ["", "## HumanEval-X by language (Pass@1)", "", "| language | " + " | ".join(labels) + " | is the difference real? |",
-             "|---|" + "---|" * (len(labels) + 1)]
+    lines = ["", "## Pass@1 by language (HumanEval and HumanEval-X)", "",
+             "| language | training pairs | " + " | ".join(labels) + " | is the difference real? |",
+             "|---|---:|" + "---|" * (len(labels) + 1)]
     for r in rows:
-        lines.append(f"| {r['language']} | " + " | ".join(r["cells"].get(m, "—") for m in labels) +
+        lines.append(f"| {r['language']} | {r['pairs']:,} | " + " | ".join(r["cells"].get(m, "—") for m in labels) +
                      f" | {sentence(r['paired']) if r['paired'] else '—'} |")
     return lines
 
@@ -143,10 +168,10 @@ def _language_html(rows: list[dict], labels: list[str]) -> str:
     if not rows:
         return ""
     head = "".join(f"<th>{html.escape(m)}</th>" for m in labels)
-    body = "".join(f"<tr><td>{html.escape(r['language'])}</td>" +
+    body = "".join(f"<tr><td>{html.escape(r['language'])}</td><td>{r['pairs']:,}</td>" +
                    "".join(f"<td>{html.escape(r['cells'].get(m, '—'))}</td>" for m in labels) +
                    f"<td>{html.escape(sentence(r['paired'])) if r['paired'] else '—'}</td></tr>" for r in rows)
-    return (f"<h2>HumanEval-X by language (Pass@1)</h2><table><tr><th>language</th>{head}"
+    return (f"<h2>Pass@1 by language (HumanEval and HumanEval-X)</h2><table><tr><th>language</th><th>training pairs</th>{head}"
             f"<th>is the difference real?</th></tr>{body}</table>")
 
 
@@ -182,7 +207,8 @@ def write_report(out_dir: Path, criteria: list[Criterion], models: dict[str, dic
     labels = list(models)
     paired = paired_comparison(details)
     report = {"criteria": table, "models": models, "details": details,
-              "paired": {"humaneval": paired, **{f"humaneval-x/{r['language']}": r["paired"] for r in language_rows(details)}},
+              "paired": {"humaneval": paired, **{f"humaneval-x/{r['language']}": r["paired"] for r in language_rows(details)
+                                                     if r["language"] != "python"}},
               "failed_gates": {m: failed_gates(table, m) for m in labels}}
     write_json_atomic(out_dir / "report.json", report)
     md = _markdown(table, labels, details, source, paired)

@@ -168,6 +168,7 @@ def test_go_canonical_solutions_pass_and_wrong_or_early_exits_fail():
     some, first = problems[::8], problems[0]              # HasCloseElements
     wrong = {"wrong answer": "    return true\n}\n",
              "does not compile": "    return undefinedName\n}\n",
+             "wrong type": "    return \"no\"\n}\n",
              "exits 0 before the tests": "    ferryos.Exit(0)\n    return false\n}\n",
              "closes the token's descriptor": "    ferryos.NewFile(3, \"t\").Close()\n" + first["canonical_solution"]}
     results = hx.execute("go", some + [first] * len(wrong), [p["canonical_solution"] for p in some] + list(wrong.values()))
@@ -176,6 +177,7 @@ def test_go_canonical_solutions_pass_and_wrong_or_early_exits_fail():
     assert verdicts["wrong answer"] == "failed: run step main.test failed (exit code 1)", verdicts
     assert verdicts["does not compile"].startswith("failed: compile step go failed (exit code 2): ")
     assert "undefined: undefinedName" in verdicts["does not compile"]
+    assert "main_test.go:" in verdicts["wrong type"] and "cannot use" in verdicts["wrong type"], verdicts   # not "FAIL"
     assert verdicts["exits 0 before the tests"].startswith("failed"), verdicts
     assert verdicts["closes the token's descriptor"].startswith("failed"), verdicts
 

@@ -29,12 +29,16 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
         rows = [json.loads(l) for l in open(run / "eval" / f"humaneval_{label}.jsonl")]
         assert len(rows) == 6 and all(r["result"] for r in rows)
         if with_x:
-            cpp = report["details"][label]["humaneval_x"]["cpp"]
-            assert cpp["tasks"] == 2 and cpp["samples"] == 4 and "pass@2" in cpp
-            assert len(open(run / "eval" / f"humaneval_x_cpp_{label}.jsonl").readlines()) == 4
+            for lang, x in report["details"][label]["humaneval_x"].items():   # every language the machine has
+                if "not_measured" in x:
+                    continue
+                assert x["tasks"] == 2 and x["samples"] == 4 and "pass@2" in x and x["subset_of"] == 164, lang
+                assert len(open(run / "eval" / f"humaneval_x_{lang}_{label}.jsonl").readlines()) == 4
     if with_x:
-        assert "## HumanEval-X by language (Pass@1)" in (run / "eval" / "report.md").read_text()
+        assert "## Pass@1 by language (HumanEval and HumanEval-X)" in (run / "eval" / "report.md").read_text()
         assert "humaneval-x/cpp" in report["paired"]
+        measured = [k for k, x in report["details"]["fine-tuned"]["humaneval_x"].items() if "not_measured" not in x]
+        assert {f"pass_at_1_{k}" for k in measured} <= {r["criterion"] for r in report["criteria"]}
     lat = next(r for r in report["criteria"] if r["criterion"] == "latency_512_s")
     assert lat["fine-tuned"]["verdict"] == "not measured"
     assert rec.outputs["html"].endswith("report.html")

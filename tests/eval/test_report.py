@@ -78,12 +78,19 @@ def test_humaneval_x_gets_a_row_per_language_with_its_paired_test(tmp_path):
                                                  "per_task": cpp if m == "fine-tuned" else {t: 0.0 for t in cpp}},
                                          "go": {"not_measured": "go missing"}}}
                for m, d in DETAILS.items()}
+    for m in MODELS:
+        details[m]["humaneval"] = {**details[m]["humaneval"], "pass@1": 0.35, "passed_samples": 7, "samples": 20}
+    details["training"] = {"steps": 8, "pairs_by_language": {"python": 1018, "cpp": 12}}
     report = write_report(tmp_path, load_criteria("seed"), MODELS, details, HISTORY)
     md = (tmp_path / "report.md").read_text()
-    assert "| cpp | 0.5 (5/10) | 0.2 (2/10) | Pass@1 fine-tuned 0.500 vs base 0.000 on 10 tasks" in md
-    assert "| go | not measured: go missing | not measured: go missing | — |" in md
+    assert "| language | training pairs | fine-tuned | base | is the difference real? |" in md
+    assert "| python | 1,018 | 0.35 (7/20) | 0.35 (7/20) | Pass@1 fine-tuned 0.350 vs base 0.350 on 20 tasks" in md   # HumanEval first
+    assert "| cpp | 12 | 0.5 (5/10) | 0.2 (2/10) | Pass@1 fine-tuned 0.500 vs base 0.000 on 10 tasks" in md
+    assert "| go | 0 | not measured: go missing | not measured: go missing | — |" in md
     assert report["paired"]["humaneval-x/cpp"]["tasks"] == 10 and report["paired"]["humaneval-x/go"] is None
-    assert "HumanEval-X by language" in (tmp_path / "report.html").read_text()
+    assert "humaneval-x/python" not in report["paired"]
+    page = (tmp_path / "report.html").read_text()
+    assert "Pass@1 by language" in page and page.count("data:image/png;base64,") == 4   # + the per-language bars
 
 
 def test_details_are_tables_not_dumps(tmp_path):
@@ -116,6 +123,20 @@ def test_a_subset_is_named_wherever_its_pass_at_1_is_shown(tmp_path):
     write_report(tmp_path, load_criteria("seed"), MODELS, details, HISTORY)
     md = (tmp_path / "report.md").read_text()
     assert "Subsets (seeded, the same for every model): HumanEval: 40 of 164 tasks; HumanEval-X cpp: 12 of 164 tasks." in md
-    assert "| cpp | 0.083 (1/12, subset of 164) |" in md
+    assert "| cpp | 0 | 0.083 (1/12, subset of 164) |" in md
     assert "| fine-tuned | HumanEval (Python) | 40 of 164 | 40 | 3 |" in md
     assert "HumanEval: 40 of 164 tasks" in (tmp_path / "report.html").read_text()
+
+
+def test_each_humaneval_x_language_gets_the_pass_at_1_criterion_unless_the_file_sets_its_own(tmp_path):
+    from ferrylm.eval.criteria import per_language
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("pass_at_1: {op: '>', target: 0.4}\npass_at_1_rust: {label: Rust, op: '>=', target: 0.1, gate: false}\n")
+    criteria = per_language(load_criteria(str(mine)), ["cpp", "rust"])
+    assert [(c.key, c.op, c.target, c.gate) for c in criteria] == [
+        ("pass_at_1", ">", 0.4, True), ("pass_at_1_rust", ">=", 0.1, False), ("pass_at_1_cpp", ">", 0.4, True)]
+    models = {"fine-tuned": {"pass_at_1": 0.5, "pass_at_1_cpp": 0.2, "pass_at_1_rust": 0.2}}
+    report = write_report(tmp_path, criteria, models, {}, [])
+    assert report["failed_gates"]["fine-tuned"] == ["pass_at_1_cpp"]          # rust's own, lower bar is met
+    assert "| HumanEval-X cpp Pass@1 | > 0.4 | yes | 0.2 (fail) |" in (tmp_path / "report.md").read_text()

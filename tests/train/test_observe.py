@@ -62,7 +62,8 @@ def test_selective_checkpointing_recomputes_some_layers_with_the_same_losses(tin
     for fraction in ("1.0", "0.5"):
         run = tmp_path / f"run-{fraction}"
         shutil.copytree(tiny_data_run, run)
-        cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=3", f"train.checkpoint_fraction={fraction}",
+        cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=3", "train.gradient_checkpointing=true",
+                          f"train.checkpoint_fraction={fraction}",
                           "train.report_to=[]")
         with caplog.at_level(logging.INFO, logger="ferrylm.train"):
             run_train(cfg)
