@@ -32,8 +32,10 @@ class GateFailed(FerryError, RuntimeError):
     exit_code = 3
 
 
-def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out: Path, label: str) -> dict:
-    """HumanEval and BLEU through `generator`; latency too when it is an endpoint (it needs streaming)."""
+def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out: Path, label: str,
+            of: int) -> dict:
+    """HumanEval (`problems`, of `of` tasks) and BLEU through `generator`; latency too when it is an
+    endpoint (it needs streaming)."""
     e = cfg.eval
     log.info("[%s] HumanEval (%s prompts): %d tasks × %d samples", label, e.prompt_mode, len(problems), e.samples_per_task)
     samples = humaneval.generate(generator, problems, e.max_new_tokens, e.concurrency, e.prompt_mode,
@@ -41,7 +43,7 @@ def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out
     results = humaneval.execute(problems, samples, e.exec_timeout_s, e.exec_memory_mb, e.exec_workers,
                                 e.exec_unconfined, what=f"[{label}] HumanEval execution")
     _write_results(out / f"humaneval_{label}.jsonl", results, samples)
-    he = humaneval.summarise(results, e.pass_k, of=len(humaneval.load_problems()))
+    he = humaneval.summarise(results, e.pass_k, of=of)
     hx = humaneval_x_measure(cfg, generator, out, label) if "humaneval-x" in e.benchmarks else None
     log.info("[%s] BLEU on %d held-out pairs", label, len(pairs))
     b = bleu(generator, pairs, e.max_new_tokens, e.concurrency)
@@ -128,7 +130,8 @@ def run_eval(cfg: Config) -> StageRecord:
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
     record = StageRecord("eval", cfg.digest())
-    problems = humaneval.load_problems(e.humaneval_limit, e.subset_seed)
+    every = humaneval.load_problems()
+    problems = humaneval.select(every, e.humaneval_limit, e.subset_seed)
     data = read_record(cfg.stage_dir("data"))
     pairs = read_jsonl(data["outputs"]["eval_prompts"], e.bleu_limit)
     try:
@@ -138,21 +141,22 @@ def run_eval(cfg: Config) -> StageRecord:
     except FileNotFoundError:
         train, history = None, []
 
+    def measured_by(generator, label: str) -> dict:
+        return measure(cfg, generator, problems, pairs, out, label, of=len(every))
+
     measured: dict[str, dict] = {}
     if e.endpoint:
-        measured["fine-tuned"] = measure(cfg, EndpointGenerator(e.endpoint, cfg.serve.served_name), problems, pairs,
-                                         out, "fine-tuned")
+        measured["fine-tuned"] = measured_by(EndpointGenerator(e.endpoint, cfg.serve.served_name), "fine-tuned")
     else:
         targets = {"fine-tuned": served_model_dir(cfg)}
         if e.compare_base:
             targets["base"] = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
         for label, model_dir in targets.items():
             if e.local:
-                measured[label] = measure(cfg, LocalGenerator(model_dir), problems, pairs, out, label)
+                measured[label] = measured_by(LocalGenerator(model_dir), label)
                 continue
             with server_for(cfg, model_dir) as server:
-                measured[label] = measure(cfg, EndpointGenerator(server.url, server.served_name), problems, pairs,
-                                          out, label)
+                measured[label] = measured_by(EndpointGenerator(server.url, server.served_name), label)
 
     labels = ["fine-tuned", "base"] if (e.compare_base and not e.endpoint) or train else ["fine-tuned"]
     models = {m: criteria_values(measured.get(m), train, m) for m in labels}

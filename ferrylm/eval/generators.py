@@ -8,6 +8,11 @@ from pathlib import Path
 from ..serve import client
 
 
+# A stop test on the text so far runs every this many tokens: decoding at every step would cost
+# more than the tokens it saves.
+_UNTIL_EVERY = 8
+
+
 class EndpointGenerator:
     def __init__(self, base_url: str, model: str):
         self.base_url, self.model = base_url.rstrip("/"), model
@@ -62,7 +67,7 @@ class LocalGenerator:
             with self._lock:
                 for i, token in enumerate(self.engine.stream(prompt_ids, max_tokens, self.eos_ids), 1):
                     tokens.append(token)
-                    if until is not None and i % 8 == 0 and until(self.tokenizer.decode(tokens, skip_special_tokens=True)):
+                    if until is not None and i % _UNTIL_EVERY == 0 and until(self.tokenizer.decode(tokens, skip_special_tokens=True)):
                         break
             return [self.tokenizer.decode(tokens, skip_special_tokens=True)]
         kwargs = {"do_sample": temperature > 0, "max_new_tokens": max_tokens, "num_return_sequences": n,
@@ -87,8 +92,7 @@ class LocalGenerator:
 
 
 class _Until:
-    """generate()'s stopping criterion from a test on the text generated so far (checked every 8 tokens:
-    decoding at every step would cost more than the tokens it saves)."""
+    """generate()'s stopping criterion from a test on the text generated so far."""
 
     def __init__(self, tokenizer, prompt_len: int, until):
         self.tokenizer, self.prompt_len, self.until = tokenizer, prompt_len, until
@@ -97,7 +101,7 @@ class _Until:
         import torch
 
         new = input_ids.shape[1] - self.prompt_len
-        done = new > 0 and new % 8 == 0 and self.until(self.tokenizer.decode(input_ids[0, self.prompt_len:],
+        done = new > 0 and new % _UNTIL_EVERY == 0 and self.until(self.tokenizer.decode(input_ids[0, self.prompt_len:],
                                                                                skip_special_tokens=True))
         return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 

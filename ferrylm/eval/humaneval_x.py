@@ -51,7 +51,7 @@ _CPP_HEADERS = ("#include<stdlib.h>", "#include<algorithm>", "#include<math.h>",
                 "#include<iostream>", "#include<cassert>")
 
 
-def _cpp_program(problem: dict, completion: str) -> dict:
+def _cpp_program(problem: dict, completion: str, libs: str | None = None) -> dict:
     test, n = re.subn(r"\bint\s+main\s*\(\s*\)", "int ferry_tests_main()", problem["test"], count=1)
     if not n:
         raise ValueError(f"{problem['task_id']}: its test has no `int main()`")
@@ -83,7 +83,7 @@ _JVM = ["-Xmx256m", "-Xss4m", "-XX:ReservedCodeCacheSize=64m", "-XX:MaxMetaspace
         "-XX:CompressedClassSpaceSize=64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1"]
 
 
-def _java_program(problem: dict, completion: str) -> dict:
+def _java_program(problem: dict, completion: str, libs: str | None = None) -> dict:
     test, n = re.subn(r"public\s+class\s+Main\b", "class FerryTests", problem["test"], count=1)
     if not n:
         raise ValueError(f"{problem['task_id']}: its test has no `public class Main`")
@@ -159,7 +159,7 @@ def _own_prompt(problem: dict) -> str:
 class Language:
     name: str           # as in the data set's file names
     tool: str           # the toolchain binary whose absence means "not measured" (in the jail's /usr/bin)
-    program: Callable[..., dict]   # (problem, completion[, libs]) -> {"files", "steps"}
+    program: Callable[[dict, str, str | None], dict]   # (problem, completion, libs) -> {"files", "steps"}
     fence: str          # the code block's language tag, as the data stage renders training pairs
     base_stops: tuple[str, ...]   # base mode: where a completion of the prompt's function ends
     prompt: Callable[[dict], str] = _own_prompt   # what the model continues: ends inside the opened function
@@ -224,16 +224,13 @@ def data_dir(configured: str | None = None) -> Path:
     return Path(where)
 
 
-def load_problems(language: str, configured: str | None = None, limit: int | None = None,
-                  seed: int | None = None) -> list[dict]:
+def load_problems(language: str, configured: str | None = None, limit: int | None = None) -> list[dict]:
     path = data_dir(configured) / f"humaneval_{language}.jsonl.gz"
     if not path.is_file():
         raise HumanEvalXMissing(f"HumanEval-X: {path} does not exist (eval.humaneval_x_dir / {ENV})")
     with gzip.open(path, "rt") as fh:
         problems = [json.loads(line) for line in fh if line.strip()]
-    from .humaneval import select
-
-    return select(problems, limit, seed)
+    return problems[:limit] if limit else problems
 
 
 def unavailable(language: str, configured: str | None = None) -> str | None:
@@ -263,6 +260,6 @@ def execute(language: str, problems: list[dict], completions: list[str], timeout
 
     lang = LANGUAGES[language]
     libs = lang.libs(data_dir(data)) if lang.libs is not None else None
-    programs = [lang.program(p, c, libs) if libs else lang.program(p, c) for p, c in zip(problems, completions)]
+    programs = [lang.program(p, c, libs) for p, c in zip(problems, completions)]
     return run_programs([p["task_id"] for p in problems], programs, timeout_s, memory_mb, workers, unconfined,
                         what or f"HumanEval-X {language} execution", binds=(libs,) if libs else ())

@@ -176,12 +176,8 @@ def _first_error(path: str) -> str:
 
 
 def _last_stderr_line(workdir: str) -> str:
-    return _last_line(os.path.join(workdir, "stderr.txt"))
-
-
-def _last_line(path: str) -> str:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(os.path.join(workdir, "stderr.txt"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return ""
     with os.fdopen(fd, "rb") as fh:

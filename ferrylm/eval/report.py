@@ -42,7 +42,7 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _plots(history: list[dict], details: dict) -> dict[str, str]:
+def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, str]:
     """title → base64 PNG; only plots that have data."""
     import matplotlib
 
@@ -76,7 +76,7 @@ def _plots(history: list[dict], details: dict) -> dict[str, str]:
         ax.set_yticks(range(len(per_task)), list(per_task)), ax.set_xlabel(f"HumanEval task (0–{len(tasks) - 1})")
         plots["Pass@1 per task"] = _png(fig)
         plt.close(fig)
-    if rows := language_rows(details):
+    if rows:
         fig, ax = plt.subplots(figsize=(6, 3.2))
         models = [m for m, d in details.items() if isinstance(d, dict) and d.get("humaneval_x")]
         for i, m in enumerate(models):
@@ -149,17 +149,18 @@ def _language_md(rows: list[dict], labels: list[str]) -> list[str]:
     return lines
 
 
-def _markdown(table: list[dict], labels: list[str], details: dict, source: str, paired: dict | None) -> str:
+def _markdown(table: list[dict], labels: list[str], details: dict, source: str, paired: dict | None,
+              rows: list[dict], note: str) -> str:
     lines = ["# ferrylm evaluation report", "", f"Criteria: {source}. BLEU is sacreBLEU (0–100) divided by 100.", "",
              "| criterion | target | gate | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
     for e in table:
         cells = [f"{_fmt(e[m]['value'])} ({e[m]['verdict']})" for m in labels]
         lines.append(f"| {e['label']} | {e['op']} {e['target']:g} | {'yes' if e['gate'] else 'no'} | " + " | ".join(cells) + " |")
-    if note := subset_note(details):
+    if note:
         lines += ["", note]
     if paired:
         lines += ["", "## Is the difference real?", "", f"HumanEval: {sentence(paired)}."]
-    lines += _language_md(language_rows(details), labels)
+    lines += _language_md(rows, labels)
     lines += ["", "## Details", "", *report_details.markdown(details)]
     return "\n".join(lines) + "\n"
 
@@ -176,7 +177,7 @@ def _language_html(rows: list[dict], labels: list[str]) -> str:
 
 
 def _html(table: list[dict], labels: list[str], plots: dict[str, str], source: str,
-          paired: dict | None, details: dict) -> str:
+          paired: dict | None, details: dict, languages: list[dict], note: str) -> str:
     rows = []
     for e in table:
         cells = "".join(f'<td class="{e[m]["verdict"].replace(" ", "-")}">{_fmt(e[m]["value"])}<br><small>{e[m]["verdict"]}</small></td>'
@@ -193,9 +194,9 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;t
 figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap}}</style>
 </head><body><h1>ferrylm evaluation report</h1><p>Criteria: {html.escape(source)}. BLEU is sacreBLEU (0–100) divided by 100.</p>
 <table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
-{f'<p>{html.escape(subset_note(details))}</p>' if subset_note(details) else ''}
+{f'<p>{html.escape(note)}</p>' if note else ''}
 {f'<h2>Is the difference real?</h2><p>HumanEval: {html.escape(sentence(paired))}.</p>' if paired else ''}
-{_language_html(language_rows(details), labels)}
+{_language_html(languages, labels)}
 <h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2>{report_details.to_html(details)}</body></html>
 """
 
@@ -206,12 +207,14 @@ def write_report(out_dir: Path, criteria: list[Criterion], models: dict[str, dic
     table = criteria_table(criteria, models)
     labels = list(models)
     paired = paired_comparison(details)
+    rows, note = language_rows(details), subset_note(details)
     report = {"criteria": table, "models": models, "details": details,
-              "paired": {"humaneval": paired, **{f"humaneval-x/{r['language']}": r["paired"] for r in language_rows(details)
+              "paired": {"humaneval": paired, **{f"humaneval-x/{r['language']}": r["paired"] for r in rows
                                                      if r["language"] != "python"}},
               "failed_gates": {m: failed_gates(table, m) for m in labels}}
     write_json_atomic(out_dir / "report.json", report)
-    md = _markdown(table, labels, details, source, paired)
+    md = _markdown(table, labels, details, source, paired, rows, note)
     (out_dir / "report.md").write_text(md)
-    (out_dir / "report.html").write_text(_html(table, labels, _plots(history or [], details), source, paired, details))
+    plots = _plots(history or [], details, rows)
+    (out_dir / "report.html").write_text(_html(table, labels, plots, source, paired, details, rows, note))
     return report
