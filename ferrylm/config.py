@@ -223,9 +223,10 @@ class EvalConfig(_Section):
     local: bool = False                          # run the models in-process instead of serving them
     compare_base: bool = True
     humaneval_limit: Optional[int] = Field(None, gt=0)
-    # Benchmarks run on every model: "humaneval" (Python), "humaneval-x" (the same tasks in the
-    # languages below, compiled and run in the sandbox; data from humaneval_x_dir or $FERRYLM_HUMANEVAL_X).
-    benchmarks: list[Literal["humaneval", "humaneval-x"]] = Field(default_factory=lambda: ["humaneval"])
+    # Benchmarks run on every model, each a module of ferrylm/eval (eval/benchmark.py): "humaneval"
+    # (Python), "humaneval-x" (the same tasks in the languages below, compiled and run in the
+    # sandbox; data from humaneval_x_dir or $FERRYLM_HUMANEVAL_X).
+    benchmarks: list[str] = Field(default_factory=lambda: ["humaneval"])
     humaneval_x_languages: list[Literal["cpp", "java", "go", "rust"]] = Field(
         default_factory=lambda: ["cpp", "java", "go", "rust"])
     humaneval_x_dir: Optional[str] = None
@@ -251,6 +252,17 @@ class EvalConfig(_Section):
     latency_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4])
     criteria: str = "seed"                       # shipped set name or a YAML path
     enforce_gates: bool = True                   # exit non-zero when a gating criterion fails
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _known_benchmarks(cls, v: list[str]) -> list[str]:
+        # Without importing the eval package (torch, the sandbox) just to read a config.
+        here = Path(__file__).parent / "eval"
+        known = sorted(p.stem.replace("_", "-") for p in here.glob("*.py")
+                       if p.stem != "benchmark" and "\ndef tracks(" in p.read_text())
+        if unknown := [b for b in v if b not in known]:
+            raise ValueError(f"unknown benchmark {', '.join(unknown)} (known: {', '.join(known)})")
+        return v
 
 
 class Config(_Section):

@@ -21,6 +21,8 @@ def test_default_preset_loads_with_overrides():
     ("train.offload_optimizer=true", "train.offload_optimizer: optimizer offload is DeepSpeed's"),
     ("train.offload_params=true", "train.offload_params: parameter offload needs train.deepspeed=zero3"),
     ("hardware.gpus=0", "hardware.gpus: Input should be greater than 0"),
+    ("eval.benchmarks=[humaneval,mbpp]", "eval.benchmarks: unknown benchmark mbpp (known: humaneval, humaneval-x)"),
+    ("eval.benchmarks=[benchmark]", "eval.benchmarks: unknown benchmark benchmark"),   # the seam is not a benchmark
 ])
 def test_bad_values_name_the_key_in_one_line(override, message):
     with pytest.raises(ConfigError) as e:

@@ -120,7 +120,7 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
     time.sleep(1)
     assert not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
 
-    results = [json.loads(l) for l in open(tmp_path / "run" / "eval" / "humaneval_fine-tuned.jsonl")]
+    results = [json.loads(l) for l in open(tmp_path / "run" / "eval" / "humaneval_python_fine-tuned.jsonl")]
     assert len(results) == 4 and all(r["result"] in ("passed", "timed out") or r["result"].startswith("failed")
                                      for r in results)
     full = json.loads((tmp_path / "run" / "eval" / "report.json").read_text())

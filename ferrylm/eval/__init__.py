@@ -1,4 +1,4 @@
-"""Eval stage: HumanEval Pass@k, BLEU and latency against live endpoints, training numbers, the report.
+"""Eval stage: code benchmarks' Pass@k (HumanEval, HumanEval-X; see benchmark.py), BLEU and latency against live endpoints, training numbers, the report.
 
 With `eval.endpoint` set, the running endpoint is measured as the fine-tuned model; with
 `eval.local=true` the models run in-process with transformers (no latency then). Otherwise the
@@ -16,8 +16,8 @@ from ..config import Config
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record
 from ..models import resolve_model_path
-from . import humaneval
-from .criteria import load_criteria, per_language
+from . import benchmark
+from .criteria import load_criteria, per_track
 from .generators import EndpointGenerator, LocalGenerator
 from ..data import read_jsonl
 from .quality import bleu, engine_latency, latency
@@ -32,69 +32,25 @@ class GateFailed(FerryError, RuntimeError):
     exit_code = 3
 
 
-def measure(cfg: Config, generator, problems: list[dict], pairs: list[dict], out: Path, label: str,
-            of: int) -> dict:
-    """HumanEval (`problems`, of `of` tasks) and BLEU through `generator`; latency too when it is an
-    endpoint (it needs streaming)."""
+def measure(cfg: Config, generator, tracks: list[benchmark.Track], pairs: list[dict], out: Path, label: str) -> dict:
+    """The benchmarks' tracks and BLEU through `generator`; latency too when it is an endpoint (it
+    needs streaming) or an in-process engine."""
     e = cfg.eval
-    log.info("[%s] HumanEval (%s prompts): %d tasks × %d samples", label, e.prompt_mode, len(problems), e.samples_per_task)
-    samples = humaneval.generate(generator, problems, e.max_new_tokens, e.concurrency, e.prompt_mode,
-                                 e.samples_per_task, e.temperature, what=f"[{label}] HumanEval generation")
-    results = humaneval.execute(problems, samples, e.exec_timeout_s, e.exec_memory_mb, e.exec_workers,
-                                e.exec_unconfined, what=f"[{label}] HumanEval execution")
-    _write_results(out / f"humaneval_{label}.jsonl", results, samples)
-    he = humaneval.summarise(results, e.pass_k, of=of)
-    hx = humaneval_x_measure(cfg, generator, out, label) if "humaneval-x" in e.benchmarks else None
+    log.info("[%s] %s (%s prompts) × %d samples", label, ", ".join(f"{t.title}: {len(t.problems)} tasks" for t in tracks),
+             e.prompt_mode, e.samples_per_task)
+    measured = {"benchmarks": benchmark.measure(generator, tracks, e, out, label)}
     log.info("[%s] BLEU on %d held-out pairs", label, len(pairs))
-    b = bleu(generator, pairs, e.max_new_tokens, e.concurrency)
-    lat = None
+    measured["bleu"] = bleu(generator, pairs, e.max_new_tokens, e.concurrency)
+    measured["latency"] = None
     if isinstance(generator, EndpointGenerator):
         log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
                  e.latency_runs, e.latency_concurrency)
-        lat = latency(generator.base_url, generator.model, e.latency_new_tokens, e.latency_runs, e.latency_concurrency)
+        measured["latency"] = latency(generator.base_url, generator.model, e.latency_new_tokens, e.latency_runs,
+                                      e.latency_concurrency)
     elif getattr(generator, "engine", None) is not None:
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
-        lat = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
-    out_row = {"humaneval": he, "pass_at_1": he.get("pass@1"), "bleu": b, "latency": lat}
-    if hx is not None:
-        out_row["humaneval_x"] = hx
-    return out_row
-
-
-def humaneval_x_measure(cfg: Config, generator, out: Path, label: str) -> dict:
-    """HumanEval-X per language: a summary like HumanEval's, or why that language was not measured."""
-    from . import humaneval_x
-
-    e = cfg.eval
-    per_language: dict[str, dict] = {}
-    chosen: dict[str, tuple[int, list[dict]]] = {}
-    for lang in e.humaneval_x_languages:
-        if (why := humaneval_x.unavailable(lang, e.humaneval_x_dir)) is not None:
-            per_language[lang] = {"not_measured": why}
-            continue
-        every = humaneval_x.load_problems(lang, e.humaneval_x_dir)
-        chosen[lang] = (len(every), humaneval.select(every, e.humaneval_x_limit, e.subset_seed))
-    if not chosen:
-        return per_language
-    log.info("[%s] HumanEval-X %s × %d samples", label,
-             ", ".join(f"{lang}: {len(ps)} tasks" for lang, (_, ps) in chosen.items()), e.samples_per_task)
-    samples = humaneval_x.generate(generator, {lang: ps for lang, (_, ps) in chosen.items()}, e.max_new_tokens,
-                                   e.concurrency, e.prompt_mode, e.samples_per_task, e.temperature,
-                                   what=f"[{label}] HumanEval-X generation")
-    for lang, (total, problems) in chosen.items():
-        results = humaneval_x.execute_samples(lang, problems, samples[lang], timeout_s=max(e.exec_timeout_s, 20.0),
-                                              memory_mb=e.exec_memory_mb, workers=e.exec_workers,
-                                              unconfined=e.exec_unconfined, what=f"[{label}] HumanEval-X {lang} execution",
-                                              data=e.humaneval_x_dir)
-        _write_results(out / f"humaneval_x_{lang}_{label}.jsonl", results, samples[lang])
-        per_language[lang] = humaneval.summarise(results, e.pass_k, of=total)
-    return {lang: per_language[lang] for lang in e.humaneval_x_languages}
-
-
-def _write_results(path: Path, results: list[dict], samples: list[tuple[str, str]]) -> None:
-    with open(path, "w") as fh:
-        for r, (_, completion) in zip(results, samples):
-            fh.write(json.dumps({**r, "completion": completion}) + "\n")
+        measured["latency"] = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
+    return measured
 
 
 def criteria_values(measured: dict | None, train: dict | None, which: str) -> dict:
@@ -107,10 +63,9 @@ def criteria_values(measured: dict | None, train: dict | None, which: str) -> di
         v["grad_norm"] = train.get("final_grad_norm") if which == "fine-tuned" else None
         v["gpu_memory_gib"] = train.get("peak_gpu_memory_gib") if which == "fine-tuned" else None
     if measured:
-        for lang, s in (measured.get("humaneval_x") or {}).items():
-            v[f"pass_at_1_{lang}"] = s.get("pass@1")
+        for t in measured["benchmarks"]:
+            v[t["key"]] = t.get("pass@1")
         v["bleu"] = measured["bleu"]["bleu_0_1"]
-        v["pass_at_1"] = measured["pass_at_1"]
         v["latency_512_s"] = measured["latency"]["total_s"]["p50"] if measured["latency"] else None
     return v
 
@@ -121,17 +76,11 @@ def run_eval(cfg: Config) -> StageRecord:
 
     e = cfg.eval
     criteria = load_criteria(e.criteria)  # a bad criteria file fails before any server starts
-    if "humaneval-x" in e.benchmarks:     # so does a missing HumanEval-X copy
-        from . import humaneval_x
-
-        for lang in e.humaneval_x_languages:
-            humaneval_x.load_problems(lang, e.humaneval_x_dir, 1)
+    tracks = benchmark.tracks(e)          # so does a benchmark's missing data
     out = cfg.stage_dir("eval")
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
     record = StageRecord("eval", cfg.digest())
-    every = humaneval.load_problems()
-    problems = humaneval.select(every, e.humaneval_limit, e.subset_seed)
     data = read_record(cfg.stage_dir("data"))
     pairs = read_jsonl(data["outputs"]["eval_prompts"], e.bleu_limit)
     try:
@@ -142,7 +91,7 @@ def run_eval(cfg: Config) -> StageRecord:
         train, history = None, []
 
     def measured_by(generator, label: str) -> dict:
-        return measure(cfg, generator, problems, pairs, out, label, of=len(every))
+        return measure(cfg, generator, tracks, pairs, out, label)
 
     measured: dict[str, dict] = {}
     if e.endpoint:
@@ -160,8 +109,7 @@ def run_eval(cfg: Config) -> StageRecord:
 
     labels = ["fine-tuned", "base"] if (e.compare_base and not e.endpoint) or train else ["fine-tuned"]
     models = {m: criteria_values(measured.get(m), train, m) for m in labels}
-    measured_languages = list(dict.fromkeys(lang for d in measured.values() for lang in d.get("humaneval_x") or {}))
-    criteria = per_language(criteria, measured_languages)
+    criteria = per_track(criteria, {t.key: t.title for t in tracks})
     details = dict(measured)
     if train:
         details["training"] = {k: train[k] for k in ("steps", "first_train_loss", "final_train_loss", "final_grad_norm",

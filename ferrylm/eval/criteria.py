@@ -44,11 +44,12 @@ def load_criteria(source: str = "seed") -> list[Criterion]:
     return out
 
 
-def per_language(criteria: list[Criterion], languages: list[str]) -> list[Criterion]:
-    """`pass_at_1_<language>` for each HumanEval-X language measured: as the criteria file sets it, else
-    the file's HumanEval Pass@1 criterion applied to that language (the seed's > 0.4 holds for each)."""
+def per_track(criteria: list[Criterion], tracks: dict[str, str]) -> list[Criterion]:
+    """A criterion for each benchmark track's key (key → title, e.g. pass_at_1_cpp → "HumanEval-X cpp"):
+    as the criteria file sets it, else the file's Pass@1 criterion applied to that track (the seed's
+    > 0.4 holds for each language)."""
     have = {c.key for c in criteria}
     base = next((c for c in criteria if c.key == "pass_at_1"), None)
-    extra = [Criterion(f"pass_at_1_{lang}", f"HumanEval-X {lang} Pass@1", base.op, base.target, base.gate)
-             for lang in languages if base is not None and f"pass_at_1_{lang}" not in have]
+    extra = [Criterion(key, f"{title} Pass@1", base.op, base.target, base.gate)
+             for key, title in tracks.items() if base is not None and key not in have]
     return criteria + extra

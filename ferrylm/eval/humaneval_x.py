@@ -11,6 +11,7 @@ the environment variable FERRYLM_HUMANEVAL_X.
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -20,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..data.render import code_block_closed, extract_code, user_message
+from ..data.render import extract_code
 from ..errors import FerryError
 from . import hx_libs
+from .benchmark import Track, run_programs
+from .humaneval import select
 
 ENV = "FERRYLM_HUMANEVAL_X"
 
@@ -179,41 +182,23 @@ def _entry_point(problem: dict) -> str:
     return names[-1] if names else ""
 
 
-def completion_from_reply(problem: dict, reply: str) -> str:
-    """What follows the prompt (which ends inside the opened function): the body and the function's
-    closing brace. The model may repeat the signature (its body is taken) or leave the brace out."""
+def completion_from_reply(problem: dict, reply: str, opened: int = 1) -> str:
+    """What follows the prompt (which ends inside the opened function, `opened` braces deep: Java's
+    method sits in its class): the body and the closing braces. The model may repeat the signature
+    (its body is taken), the class around it, or leave the braces out."""
     code = extract_code(reply)
     name = _entry_point(problem)
     m = re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)[^;{{}}()]*\{{", code) if name else None
     if m:
         code = code[m.end():]
-    missing = 1 + code.count("{") - code.count("}")   # the prompt left one brace open
+    missing = opened + code.count("{") - code.count("}")
     return code.rstrip() + "\n" + "}\n" * max(missing, 0)
 
 
-def generate(generator, problems: dict[str, list[dict]], max_tokens: int, concurrency: int, mode: str = "chat",
-             n: int = 1, temperature: float = 0.0, what: str = "") -> dict[str, list[tuple[str, str]]]:
-    """n completions per problem of every language, as {language: [(task_id, completion), ...]}, the
-    way humaneval.generate does it. One pool for all languages: a demo's few tasks per language
-    would otherwise leave most of the server's batch idle."""
-    from .humaneval import for_each_problem
-
-    def one(item: tuple[str, dict]) -> list[tuple[str, str, str]]:
-        language, p = item
-        lang = LANGUAGES[language]
-        if mode == "base":
-            texts = generator.complete(lang.prompt(p), max_tokens, temperature, n=n, stop=list(lang.base_stops))
-            return [(language, p["task_id"], t + "\n}\n") for t in texts]
-        replies = generator.chat([{"role": "user", "content": user_message(lang.prompt(p), lang.fence)}], max_tokens,
-                                 temperature, n=n, until=code_block_closed)
-        return [(language, p["task_id"], completion_from_reply(p, r)) for r in replies]
-
-    items = [(language, p) for language, ps in problems.items() for p in ps]
-    out: dict[str, list[tuple[str, str]]] = {language: [] for language in problems}
-    for language, task_id, completion in for_each_problem(items, one, concurrency,
-                                                          what or f"HumanEval-X {', '.join(problems)} generation"):
-        out[language].append((task_id, completion))
-    return out
+def _opened(lang: Language, problem: dict) -> int:
+    """How many braces the prompt leaves open (1; 2 in Java, whose method is inside `class Solution`)."""
+    prompt = lang.prompt(problem)
+    return max(1, prompt.count("{") - prompt.count("}"))
 
 
 def data_dir(configured: str | None = None) -> Path:
@@ -247,17 +232,31 @@ def unavailable(language: str, configured: str | None = None) -> str | None:
     return None
 
 
-def execute_samples(language: str, problems: list[dict], samples: list[tuple[str, str]], **kw) -> list[dict]:
-    by_id = {p["task_id"]: p for p in problems}
-    return execute(language, [by_id[t] for t, _ in samples], [c for _, c in samples], **kw)
+def tracks(e) -> list[Track]:
+    """The benchmark seam (benchmark.py): one track per configured language, each feeding its own
+    `pass_at_1_<language>` criterion. Missing data raises; a missing toolchain or library makes
+    that language "not measured" and the rest still run."""
+    out = []
+    for name in e.humaneval_x_languages:
+        lang = LANGUAGES[name]
+        every = load_problems(name, e.humaneval_x_dir)
+        t = Track("humaneval-x", name, f"HumanEval-X {name}", f"pass_at_1_{name}", prompt=lang.prompt,
+                  from_reply=lambda p, reply, lang=lang: completion_from_reply(p, reply, _opened(lang, p)),
+                  base_stops=lang.base_stops, from_base=lambda p, text, lang=lang: text + "\n}\n" * _opened(lang, p),
+                  timeout_s=max(e.exec_timeout_s, 20.0))   # a compile step comes first
+        t.not_measured = unavailable(name, e.humaneval_x_dir)
+        if not t.not_measured:
+            libs = lang.libs(data_dir(e.humaneval_x_dir)) if lang.libs is not None else None   # cached: prepared above
+            t.problems, t.total = select(every, e.humaneval_x_limit, e.subset_seed), len(every)
+            t.program, t.binds = functools.partial(lang.program, libs=libs), (libs,) if libs else ()
+        out.append(t)
+    return out
 
 
 def execute(language: str, problems: list[dict], completions: list[str], timeout_s: float = 20.0,
             memory_mb: int = 1024, workers: int = 2, unconfined: bool = False, what: str = "",
             data: str | None = None) -> list[dict]:
     """One result per (problem, completion), in order: {"task_id", "passed", "result", "isolation"}."""
-    from .humaneval import run_programs
-
     lang = LANGUAGES[language]
     libs = lang.libs(data_dir(data)) if lang.libs is not None else None
     programs = [lang.program(p, c, libs) for p, c in zip(problems, completions)]

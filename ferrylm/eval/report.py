@@ -68,21 +68,21 @@ def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, st
         ax.set_yticks(range(len(lat)), list(lat)), ax.set_xlabel("512-token completion, seconds"), ax.grid(alpha=0.3)
         plots["Latency distribution"] = _png(fig)
         plt.close(fig)
-    per_task = {m: d["humaneval"]["per_task"] for m, d in details.items() if isinstance(d, dict) and "humaneval" in d}
+    first = rows[0] if rows else None     # the first benchmark's first language: HumanEval by default
+    per_task = {m: c["per_task"] for m, c in (first["summaries"] if first else {}).items() if c.get("per_task")}
     if per_task:
         tasks = list(next(iter(per_task.values())))
         fig, ax = plt.subplots(figsize=(max(6, len(tasks) * 0.06), 1 + 0.5 * len(per_task)))
         ax.imshow([[per_task[m].get(t, 0) for t in tasks] for m in per_task], aspect="auto", cmap="Greens", vmin=0, vmax=1)
-        ax.set_yticks(range(len(per_task)), list(per_task)), ax.set_xlabel(f"HumanEval task (0–{len(tasks) - 1})")
+        ax.set_yticks(range(len(per_task)), list(per_task)), ax.set_xlabel(f"{first['title']} task (0–{len(tasks) - 1})")
         plots["Pass@1 per task"] = _png(fig)
         plt.close(fig)
-    if rows:
+    if len(rows) > 1:
         fig, ax = plt.subplots(figsize=(6, 3.2))
-        models = [m for m, d in details.items() if isinstance(d, dict) and d.get("humaneval_x")]
+        models = list(dict.fromkeys(m for r in rows for m in r["summaries"]))
         for i, m in enumerate(models):
-            values = [_pass1(details[m], r["language"]) for r in rows]
-            ax.bar([x + i * 0.8 / len(models) for x in range(len(rows))], [v or 0 for v in values],
-                   width=0.8 / len(models), label=m)
+            values = [r["summaries"].get(m, {}).get("pass@1") or 0 for r in rows]
+            ax.bar([x + i * 0.8 / len(models) for x in range(len(rows))], values, width=0.8 / len(models), label=m)
         ax.set_xticks([x + 0.4 - 0.4 / len(models) for x in range(len(rows))],
                       [f"{r['language']}\n{r['pairs']:,} pairs" for r in rows])
         ax.set_ylabel("Pass@1"), ax.set_ylim(0, 1), ax.legend(), ax.grid(alpha=0.3, axis="y")
@@ -91,66 +91,54 @@ def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, st
     return plots
 
 
-def _pass1(measured: dict, language: str) -> float | None:
-    s = measured.get("humaneval") if language == "python" else (measured.get("humaneval_x") or {}).get(language)
-    return s.get("pass@1") if isinstance(s, dict) else None
-
-
-def paired_comparison(details: dict) -> dict | None:
-    """HumanEval fine-tuned vs base, task by task, when both were measured."""
-    per_task = {m: d["humaneval"]["per_task"] for m, d in details.items()
-                if isinstance(d, dict) and isinstance(d.get("humaneval"), dict) and "per_task" in d["humaneval"]}
-    if not {"fine-tuned", "base"} <= set(per_task):
-        return None
-    return compare(per_task["fine-tuned"], per_task["base"])
+def _summaries(details: dict) -> dict[str, list[dict]]:
+    """model → its benchmark tracks' summaries (benchmark.measure's)."""
+    return {m: d["benchmarks"] for m, d in details.items() if isinstance(d, dict) and d.get("benchmarks")}
 
 
 def subset_note(details: dict) -> str:
     """One sentence when a benchmark ran on a subset of its tasks, so no Pass@1 reads as the full set's."""
-    parts = dict.fromkeys(f"HumanEval{'' if lang is None else '-X ' + lang}: {s['tasks']} of {s['subset_of']} tasks"
-             for d in details.values() if isinstance(d, dict)
-             for lang, s in [(None, d.get("humaneval")), *(d.get("humaneval_x") or {}).items()]
-             if isinstance(s, dict) and "subset_of" in s)
+    parts = dict.fromkeys(f"{s['title']}: {s['tasks']} of {s['subset_of']} tasks"
+                          for ss in _summaries(details).values() for s in ss if "subset_of" in s)
     return f"Subsets (seeded, the same for every model): {'; '.join(parts)}." if parts else ""
 
 
 def language_rows(details: dict) -> list[dict]:
-    """Per language (Python's HumanEval first, then HumanEval-X's): the training pairs the data stage
-    extracted in it, each model's Pass@1 (or why it was not measured) and, with both models measured,
-    the paired test of their difference."""
-    per_model = {m: d["humaneval_x"] for m, d in details.items() if isinstance(d, dict) and d.get("humaneval_x")}
-    if not per_model:
-        return []
-    for m in per_model:
-        if isinstance(details[m].get("humaneval"), dict):
-            per_model[m] = {"python": details[m]["humaneval"], **per_model[m]}
+    """Per benchmark and language, in the configured order: the training pairs the data stage
+    extracted in that language, each model's Pass@1 (or why it was not measured) and, with both
+    models measured, the paired test of their difference."""
+    per_model = _summaries(details)
     pairs = (details.get("training") or {}).get("pairs_by_language") or {}
-    rows = []
-    for lang in dict.fromkeys(lang for x in per_model.values() for lang in x):
-        cells = {m: x.get(lang) or {} for m, x in per_model.items()}
-        shown = {m: (_fmt(c["pass@1"]) + f" ({c['passed_samples']}/{c['samples']}"
-                     + (f", subset of {c['subset_of']})" if "subset_of" in c else ")") if "pass@1" in c
-                     else f"not measured: {c.get('not_measured', 'no result')}") for m, c in cells.items()}
+    rows: dict[tuple[str, str], dict] = {}
+    for m, ss in per_model.items():
+        for s in ss:
+            row = rows.setdefault((s["benchmark"], s["language"]), {
+                "benchmark": s["benchmark"], "language": s["language"], "title": s["title"],
+                "pairs": pairs.get(s["language"], 0), "summaries": {}})
+            row["summaries"][m] = s
+    for row in rows.values():
+        cells = row["summaries"]
+        row["cells"] = {m: (_fmt(c["pass@1"]) + f" ({c['passed_samples']}/{c['samples']}"
+                            + (f", subset of {c['subset_of']})" if "subset_of" in c else ")") if "pass@1" in c
+                            else f"not measured: {c.get('not_measured', 'no result')}") for m, c in cells.items()}
         both = all("per_task" in cells.get(m, {}) for m in ("fine-tuned", "base"))
-        paired = compare(cells["fine-tuned"]["per_task"], cells["base"]["per_task"]) if both else None
-        rows.append({"language": lang, "pairs": pairs.get(lang, 0), "cells": shown, "paired": paired})
-    return rows
+        row["paired"] = compare(cells["fine-tuned"]["per_task"], cells["base"]["per_task"]) if both else None
+    return list(rows.values())
 
 
 def _language_md(rows: list[dict], labels: list[str]) -> list[str]:
     if not rows:
         return []
-    lines = ["", "## Pass@1 by language (HumanEval and HumanEval-X)", "",
-             "| language | training pairs | " + " | ".join(labels) + " | is the difference real? |",
+    lines = ["", "## Pass@1 by benchmark and language", "",
+             "| benchmark | training pairs in its language | " + " | ".join(labels) + " | is the difference real? |",
              "|---|---:|" + "---|" * (len(labels) + 1)]
     for r in rows:
-        lines.append(f"| {r['language']} | {r['pairs']:,} | " + " | ".join(r["cells"].get(m, "—") for m in labels) +
+        lines.append(f"| {r['title']} | {r['pairs']:,} | " + " | ".join(r["cells"].get(m, "—") for m in labels) +
                      f" | {sentence(r['paired']) if r['paired'] else '—'} |")
     return lines
 
 
-def _markdown(table: list[dict], labels: list[str], details: dict, source: str, paired: dict | None,
-              rows: list[dict], note: str) -> str:
+def _markdown(table: list[dict], labels: list[str], details: dict, source: str, rows: list[dict], note: str) -> str:
     lines = ["# ferrylm evaluation report", "", f"Criteria: {source}. BLEU is sacreBLEU (0–100) divided by 100.", "",
              "| criterion | target | gate | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
     for e in table:
@@ -158,8 +146,6 @@ def _markdown(table: list[dict], labels: list[str], details: dict, source: str, 
         lines.append(f"| {e['label']} | {e['op']} {e['target']:g} | {'yes' if e['gate'] else 'no'} | " + " | ".join(cells) + " |")
     if note:
         lines += ["", note]
-    if paired:
-        lines += ["", "## Is the difference real?", "", f"HumanEval: {sentence(paired)}."]
     lines += _language_md(rows, labels)
     lines += ["", "## Details", "", *report_details.markdown(details)]
     return "\n".join(lines) + "\n"
@@ -169,15 +155,15 @@ def _language_html(rows: list[dict], labels: list[str]) -> str:
     if not rows:
         return ""
     head = "".join(f"<th>{html.escape(m)}</th>" for m in labels)
-    body = "".join(f"<tr><td>{html.escape(r['language'])}</td><td>{r['pairs']:,}</td>" +
+    body = "".join(f"<tr><td>{html.escape(r['title'])}</td><td>{r['pairs']:,}</td>" +
                    "".join(f"<td>{html.escape(r['cells'].get(m, '—'))}</td>" for m in labels) +
                    f"<td>{html.escape(sentence(r['paired'])) if r['paired'] else '—'}</td></tr>" for r in rows)
-    return (f"<h2>Pass@1 by language (HumanEval and HumanEval-X)</h2><table><tr><th>language</th><th>training pairs</th>{head}"
+    return (f"<h2>Pass@1 by benchmark and language</h2><table><tr><th>benchmark</th><th>training pairs in its language</th>{head}"
             f"<th>is the difference real?</th></tr>{body}</table>")
 
 
 def _html(table: list[dict], labels: list[str], plots: dict[str, str], source: str,
-          paired: dict | None, details: dict, languages: list[dict], note: str) -> str:
+          details: dict, languages: list[dict], note: str) -> str:
     rows = []
     for e in table:
         cells = "".join(f'<td class="{e[m]["verdict"].replace(" ", "-")}">{_fmt(e[m]["value"])}<br><small>{e[m]["verdict"]}</small></td>'
@@ -195,7 +181,6 @@ figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f
 </head><body><h1>ferrylm evaluation report</h1><p>Criteria: {html.escape(source)}. BLEU is sacreBLEU (0–100) divided by 100.</p>
 <table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
 {f'<p>{html.escape(note)}</p>' if note else ''}
-{f'<h2>Is the difference real?</h2><p>HumanEval: {html.escape(sentence(paired))}.</p>' if paired else ''}
 {_language_html(languages, labels)}
 <h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2>{report_details.to_html(details)}</body></html>
 """
@@ -206,15 +191,13 @@ def write_report(out_dir: Path, criteria: list[Criterion], models: dict[str, dic
     """models: label → {criterion key → value}. Writes report.{json,md,html}; returns the JSON."""
     table = criteria_table(criteria, models)
     labels = list(models)
-    paired = paired_comparison(details)
     rows, note = language_rows(details), subset_note(details)
     report = {"criteria": table, "models": models, "details": details,
-              "paired": {"humaneval": paired, **{f"humaneval-x/{r['language']}": r["paired"] for r in rows
-                                                     if r["language"] != "python"}},
+              "paired": {f"{r['benchmark']}/{r['language']}": r["paired"] for r in rows},
               "failed_gates": {m: failed_gates(table, m) for m in labels}}
     write_json_atomic(out_dir / "report.json", report)
-    md = _markdown(table, labels, details, source, paired, rows, note)
+    md = _markdown(table, labels, details, source, rows, note)
     (out_dir / "report.md").write_text(md)
     plots = _plots(history or [], details, rows)
-    (out_dir / "report.html").write_text(_html(table, labels, plots, source, paired, details, rows, note))
+    (out_dir / "report.html").write_text(_html(table, labels, plots, source, details, rows, note))
     return report

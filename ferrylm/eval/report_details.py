@@ -18,9 +18,7 @@ def _num(v: Optional[float], fmt: str = "{:.3g}") -> str:
 
 
 def _benchmarks(details: dict, models: list[str]) -> Table | None:
-    summaries = [(m, "HumanEval (Python)", details[m].get("humaneval")) for m in models]
-    summaries += [(m, f"HumanEval-X {lang}", x) for m in models for lang, x in (details[m].get("humaneval_x") or {}).items()]
-    summaries = [(m, b, s) for m, b, s in summaries if isinstance(s, dict)]
+    summaries = [(m, s["title"], s) for m in models for s in details[m].get("benchmarks") or []]
     if not summaries:
         return None
     ks = sorted({k for _, _, s in summaries for k in s if k.startswith("pass@")}, key=lambda k: int(k[5:]))

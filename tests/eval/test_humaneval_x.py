@@ -257,3 +257,42 @@ def test_a_language_whose_libraries_cannot_be_prepared_is_not_measured_with_the_
     why = hx.unavailable("go", str(tmp_path))                       # a copy without go-evaluation/
     assert why == f"HumanEval-X Go: {tmp_path}/go-evaluation/vendor.tar.gz is missing (the data set's Go module files)"
     assert hx.unavailable("go") is None
+
+
+def _shapes(language: str, problem: dict, opened: int) -> dict[str, str]:
+    """A correct answer to the task as models write it in a chat reply."""
+    body = problem["canonical_solution"].rstrip()
+    for _ in range(opened):                                   # the canonical solution closes what the prompt opened
+        body = body.rstrip().removesuffix("}")
+    signature = problem["declaration"].rstrip().splitlines()[-1]
+    shapes = {"body, braces left out": f"```{language}\n{body}\n```",
+              "body and the function's brace": f"```{language}\n{body}\n}}\n```",
+              "the signature repeated": f"Here is the function:\n```{language}\n{signature}\n{body}\n}}\n```\nIt loops.",
+              "two blocks, the first is the answer": f"```{language}\n{body}\n```\nUsage:\n```{language}\nmain();\n```"}
+    if language == "java":
+        shapes["the class repeated"] = f"```java\nclass Solution {{\n{signature}\n{body}\n    }}\n}}\n```"
+    return shapes
+
+
+@pytest.mark.parametrize("language", ["cpp", "java", "go", "rust"])
+def test_a_correct_answer_passes_in_every_shape_a_reply_takes(language):
+    """Through the track the eval stage uses: a right answer must not fail on how it was written
+    (Java's prompt leaves its class open too, so a body alone needs two braces)."""
+    from types import SimpleNamespace
+
+    from ferrylm.eval import benchmark
+
+    e = SimpleNamespace(humaneval_x_languages=[language], humaneval_x_dir=None, humaneval_x_limit=1, subset_seed=None,
+                        exec_timeout_s=20.0)
+    (track,) = hx.tracks(e)
+    if track.not_measured:
+        pytest.skip(track.not_measured)
+    problem = track.problems[0]
+    opened = 2 if language == "java" else 1
+    shapes = _shapes(language, problem, opened)
+    completions = {k: track.from_reply(problem, reply) for k, reply in shapes.items()}
+    body = shapes["body, braces left out"].split("\n", 1)[1].rsplit("\n```", 1)[0]
+    completions["base mode (cut at the stop sequence)"] = track.from_base(problem, body)
+    results = benchmark.execute(track, [(problem["task_id"], c) for c in completions.values()], 1024, 2)
+    verdicts = dict(zip(completions, (r["result"] for r in results)))
+    assert verdicts == dict.fromkeys(completions, "passed"), verdicts

@@ -23,22 +23,23 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     report = json.loads((run / "eval" / "report.json").read_text())
     assert set(report["models"]) == {"fine-tuned", "base"}
     for label in ("fine-tuned", "base"):
-        he = report["details"][label]["humaneval"]
-        assert he["tasks"] == 3 and he["samples"] == 6 and "pass@2" in he
+        he, *xs = report["details"][label]["benchmarks"]
+        assert (he["title"], he["key"], he["tasks"], he["samples"]) == ("HumanEval (Python)", "pass_at_1", 3, 6)
+        assert "pass@2" in he
         assert report["details"][label]["latency"] is None  # no endpoint, no streaming latency
-        rows = [json.loads(l) for l in open(run / "eval" / f"humaneval_{label}.jsonl")]
+        rows = [json.loads(l) for l in open(run / "eval" / f"humaneval_python_{label}.jsonl")]
         assert len(rows) == 6 and all(r["result"] for r in rows)
-        if with_x:
-            for lang, x in report["details"][label]["humaneval_x"].items():   # every language the machine has
-                if "not_measured" in x:
-                    continue
-                assert x["tasks"] == 2 and x["samples"] == 4 and "pass@2" in x and x["subset_of"] == 164, lang
-                assert len(open(run / "eval" / f"humaneval_x_{lang}_{label}.jsonl").readlines()) == 4
+        assert [x["language"] for x in xs] == (["cpp", "java", "go", "rust"] if with_x else [])
+        for x in xs:                                      # every language the machine has
+            if "not_measured" in x:
+                continue
+            assert x["tasks"] == 2 and x["samples"] == 4 and "pass@2" in x and x["subset_of"] == 164, x["language"]
+            assert len(open(run / "eval" / f"humaneval_x_{x['language']}_{label}.jsonl").readlines()) == 4
     if with_x:
-        assert "## Pass@1 by language (HumanEval and HumanEval-X)" in (run / "eval" / "report.md").read_text()
+        assert "## Pass@1 by benchmark and language" in (run / "eval" / "report.md").read_text()
         assert "humaneval-x/cpp" in report["paired"]
-        measured = [k for k, x in report["details"]["fine-tuned"]["humaneval_x"].items() if "not_measured" not in x]
-        assert {f"pass_at_1_{k}" for k in measured} <= {r["criterion"] for r in report["criteria"]}
+        measured = [x["key"] for x in report["details"]["fine-tuned"]["benchmarks"] if "not_measured" not in x]
+        assert set(measured) <= {r["criterion"] for r in report["criteria"]}
     lat = next(r for r in report["criteria"] if r["criterion"] == "latency_512_s")
     assert lat["fine-tuned"]["verdict"] == "not measured"
     assert rec.outputs["html"].endswith("report.html")

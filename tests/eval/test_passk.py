@@ -1,6 +1,6 @@
 import pytest
 
-from ferrylm.eval.humaneval import pass_at_k, summarise
+from ferrylm.eval.benchmark import pass_at_k, summarise
 
 
 def test_unbiased_estimator_against_enumeration():

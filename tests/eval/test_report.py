@@ -15,8 +15,18 @@ MODELS = {
              "pass_at_1": 0.0, "latency_512_s": 20.0},
 }
 HISTORY = [{"step": 0, "eval_loss": 2.4}] + [{"step": i, "loss": 2.5 - i / 20} for i in range(1, 11)] + [{"step": 10, "eval_loss": 1.9}]
-DETAILS = {m: {"humaneval": {"per_task": {f"HumanEval/{i}": float(i % 3 == 0) for i in range(20)}},
-               "latency": {"samples_total_s": [20.1, 20.5, 21.0]}} for m in MODELS}
+
+
+def track(benchmark="humaneval", language="python", **summary) -> dict:
+    """One benchmark track's summary, as benchmark.measure writes it."""
+    title = "HumanEval (Python)" if benchmark == "humaneval" else f"HumanEval-X {language}"
+    key = "pass_at_1" if benchmark == "humaneval" else f"pass_at_1_{language}"
+    return {"benchmark": benchmark, "language": language, "title": title, "key": key, **summary}
+
+
+HE = track(tasks=20, samples=20, passed_samples=7, **{"pass@1": 0.35},
+           per_task={f"HumanEval/{i}": float(i % 3 == 0) for i in range(20)})
+DETAILS = {m: {"benchmarks": [HE], "latency": {"samples_total_s": [20.1, 20.5, 21.0]}} for m in MODELS}
 
 
 def test_report_says_pass_or_fail_for_every_criterion(tmp_path):
@@ -28,8 +38,9 @@ def test_report_says_pass_or_fail_for_every_criterion(tmp_path):
     assert report["failed_gates"]["fine-tuned"] == ["bleu", "pass_at_1", "latency_512_s"]
     md = (tmp_path / "report.md").read_text()
     assert "| HumanEval Pass@1 | > 0.4 | yes | 0.05 (fail) | 0 (fail) |" in md
-    assert ("HumanEval: Pass@1 fine-tuned 0.350 vs base 0.350 on 20 tasks: difference +0.000 (95% interval +0.000 "
-            "to +0.000); solved by only one: 0 fine-tuned, 0 base; McNemar exact p = 1 — not a significant") in md
+    assert ("| HumanEval (Python) | 0 | 0.35 (7/20) | 0.35 (7/20) | Pass@1 fine-tuned 0.350 vs base 0.350 on 20 tasks: "
+            "difference +0.000 (95% interval +0.000 to +0.000); solved by only one: 0 fine-tuned, 0 base; McNemar exact "
+            "p = 1 — not a significant") in md
     assert json.loads((tmp_path / "report.json").read_text())["models"] == MODELS
     page = (tmp_path / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3  # loss curve, latency, pass@1 per task
@@ -73,29 +84,29 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
 
 def test_humaneval_x_gets_a_row_per_language_with_its_paired_test(tmp_path):
     cpp = {f"CPP/{i}": float(i % 2 == 0) for i in range(10)}
-    details = {m: {**d, "humaneval_x": {"cpp": {"tasks": 10, "samples": 10, "passed_samples": 5 if m == "fine-tuned" else 2,
-                                                 "pass@1": 0.5 if m == "fine-tuned" else 0.2,
-                                                 "per_task": cpp if m == "fine-tuned" else {t: 0.0 for t in cpp}},
-                                         "go": {"not_measured": "go missing"}}}
+    details = {m: {**d, "benchmarks": [HE, track("humaneval-x", "cpp", tasks=10, samples=10,
+                                                 passed_samples=5 if m == "fine-tuned" else 2,
+                                                 per_task=cpp if m == "fine-tuned" else {t: 0.0 for t in cpp},
+                                                 **{"pass@1": 0.5 if m == "fine-tuned" else 0.2}),
+                                           track("humaneval-x", "go", not_measured="go missing")]}
                for m, d in DETAILS.items()}
-    for m in MODELS:
-        details[m]["humaneval"] = {**details[m]["humaneval"], "pass@1": 0.35, "passed_samples": 7, "samples": 20}
     details["training"] = {"steps": 8, "pairs_by_language": {"python": 1018, "cpp": 12}}
     report = write_report(tmp_path, load_criteria("seed"), MODELS, details, HISTORY)
     md = (tmp_path / "report.md").read_text()
-    assert "| language | training pairs | fine-tuned | base | is the difference real? |" in md
-    assert "| python | 1,018 | 0.35 (7/20) | 0.35 (7/20) | Pass@1 fine-tuned 0.350 vs base 0.350 on 20 tasks" in md   # HumanEval first
-    assert "| cpp | 12 | 0.5 (5/10) | 0.2 (2/10) | Pass@1 fine-tuned 0.500 vs base 0.000 on 10 tasks" in md
-    assert "| go | 0 | not measured: go missing | not measured: go missing | — |" in md
+    assert "| benchmark | training pairs in its language | fine-tuned | base | is the difference real? |" in md
+    assert ("| HumanEval (Python) | 1,018 | 0.35 (7/20) | 0.35 (7/20) | Pass@1 fine-tuned 0.350 vs base 0.350 on 20 "
+            "tasks") in md   # in the configured order: HumanEval first
+    assert "| HumanEval-X cpp | 12 | 0.5 (5/10) | 0.2 (2/10) | Pass@1 fine-tuned 0.500 vs base 0.000 on 10 tasks" in md
+    assert "| HumanEval-X go | 0 | not measured: go missing | not measured: go missing | — |" in md
     assert report["paired"]["humaneval-x/cpp"]["tasks"] == 10 and report["paired"]["humaneval-x/go"] is None
-    assert "humaneval-x/python" not in report["paired"]
+    assert report["paired"]["humaneval/python"]["tasks"] == 20 and "humaneval-x/python" not in report["paired"]
     page = (tmp_path / "report.html").read_text()
     assert "Pass@1 by language" in page and page.count("data:image/png;base64,") == 4   # + the per-language bars
 
 
 def test_details_are_tables_not_dumps(tmp_path):
-    details = {m: {"humaneval": {"tasks": 164, "samples": 164, "passed_samples": 11, "pass@1": 0.067,
-                                 "isolation": ["bwrap+uid"], "per_task": {}},
+    details = {m: {"benchmarks": [track(tasks=164, samples=164, passed_samples=11, isolation=["bwrap+uid"], per_task={},
+                                        **{"pass@1": 0.067})],
                    "bleu": {"sacrebleu": 6.5, "bleu_0_1": 0.065, "signature": "nrefs:1|tok:13a", "pairs": 50},
                    "latency": {"new_tokens": 512, "runs": 2, "ttft_s": {"p50": 0.4, "p95": 0.5, "p99": 0.5},
                                "tpot_s": {"p50": 0.05, "p95": 0.06, "p99": 0.06},
@@ -117,23 +128,24 @@ def test_details_are_tables_not_dumps(tmp_path):
 
 
 def test_a_subset_is_named_wherever_its_pass_at_1_is_shown(tmp_path):
-    he = {"tasks": 40, "samples": 40, "passed_samples": 3, "pass@1": 0.075, "subset_of": 164, "per_task": {}}
-    cpp = {"tasks": 12, "samples": 12, "passed_samples": 1, "pass@1": 0.083, "subset_of": 164, "per_task": {}}
-    details = {m: {"humaneval": he, "humaneval_x": {"cpp": cpp}} for m in MODELS}
+    he = track(tasks=40, samples=40, passed_samples=3, subset_of=164, per_task={}, **{"pass@1": 0.075})
+    cpp = track("humaneval-x", "cpp", tasks=12, samples=12, passed_samples=1, subset_of=164, per_task={}, **{"pass@1": 0.083})
+    details = {m: {"benchmarks": [he, cpp]} for m in MODELS}
     write_report(tmp_path, load_criteria("seed"), MODELS, details, HISTORY)
     md = (tmp_path / "report.md").read_text()
-    assert "Subsets (seeded, the same for every model): HumanEval: 40 of 164 tasks; HumanEval-X cpp: 12 of 164 tasks." in md
-    assert "| cpp | 0 | 0.083 (1/12, subset of 164) |" in md
+    assert ("Subsets (seeded, the same for every model): HumanEval (Python): 40 of 164 tasks; HumanEval-X cpp: 12 of "
+            "164 tasks.") in md
+    assert "| HumanEval-X cpp | 0 | 0.083 (1/12, subset of 164) |" in md
     assert "| fine-tuned | HumanEval (Python) | 40 of 164 | 40 | 3 |" in md
-    assert "HumanEval: 40 of 164 tasks" in (tmp_path / "report.html").read_text()
+    assert "HumanEval (Python): 40 of 164 tasks" in (tmp_path / "report.html").read_text()
 
 
 def test_each_humaneval_x_language_gets_the_pass_at_1_criterion_unless_the_file_sets_its_own(tmp_path):
-    from ferrylm.eval.criteria import per_language
+    from ferrylm.eval.criteria import per_track
 
     mine = tmp_path / "mine.yaml"
     mine.write_text("pass_at_1: {op: '>', target: 0.4}\npass_at_1_rust: {label: Rust, op: '>=', target: 0.1, gate: false}\n")
-    criteria = per_language(load_criteria(str(mine)), ["cpp", "rust"])
+    criteria = per_track(load_criteria(str(mine)), {"pass_at_1_cpp": "HumanEval-X cpp", "pass_at_1_rust": "HumanEval-X rust"})
     assert [(c.key, c.op, c.target, c.gate) for c in criteria] == [
         ("pass_at_1", ">", 0.4, True), ("pass_at_1_rust", ">=", 0.1, False), ("pass_at_1_cpp", ">", 0.4, True)]
     models = {"fine-tuned": {"pass_at_1": 0.5, "pass_at_1_cpp": 0.2, "pass_at_1_rust": 0.2}}

@@ -1,0 +1,149 @@
+"""The seam every executed code benchmark goes through.
+
+A benchmark is a module of this package named after it ("humaneval-x" → `humaneval_x.py`) with
+`tracks(e) -> list[Track]`, given the eval config: one track per language it measures, holding its
+selected tasks and how a task becomes a prompt, a reply a completion, and a completion a program
+for the sandbox (or why that language cannot be measured here). The stage generates every track's
+tasks through one pool (a few tasks per language would otherwise leave a server's batch idle),
+executes each track in the sandbox and summarises it; the criteria and the report read the
+summaries, never a benchmark's name. A new benchmark or language is one module plus its data.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from math import comb
+from pathlib import Path
+from typing import Callable
+
+from ..data.render import code_block_closed, user_message
+from .progress import Progress, pool_map
+from .sandbox import Sandbox
+
+
+@dataclass
+class Track:
+    benchmark: str                    # as eval.benchmarks names it
+    language: str
+    title: str                        # how the report names it: "HumanEval-X cpp"
+    key: str                          # the criterion its Pass@1 feeds: "pass_at_1_cpp"
+    problems: list[dict] = field(default_factory=list)    # the selected tasks
+    total: int = 0                    # the data set's size (the problems may be a seeded subset of it)
+    prompt: Callable[[dict], str] = lambda p: p["prompt"]  # what the model continues
+    from_reply: Callable[[dict, str], str] | None = None   # chat reply -> completion
+    base_stops: tuple[str, ...] = ()  # base mode: where a completion ends ...
+    from_base: Callable[[dict, str], str] = lambda p, text: text   # ... and what closes it again
+    program: Callable[[dict, str], object] | None = None   # (problem, completion) -> what the sandbox runs
+    binds: tuple[str, ...] = ()       # directories the programs read (bound read-only)
+    timeout_s: float = 10.0
+    not_measured: str | None = None   # why this language cannot be measured here
+
+
+def module(name: str):
+    """The benchmark's module; an unknown name is refused when the config is read."""
+    return importlib.import_module(f"{__package__}.{name.replace('-', '_')}")
+
+
+def tracks(e) -> list[Track]:
+    """Every track of every benchmark `e.benchmarks` names, in that order. A benchmark whose data is
+    missing raises here, before any model is loaded or server started."""
+    return [t for name in e.benchmarks for t in module(name).tracks(e)]
+
+
+def for_each_problem(items: list, one, concurrency: int, what: str) -> list:
+    """`one(item)` → a list, over a pool, with progress, flattened in order."""
+    progress = Progress(what, len(items))
+    return [s for group in pool_map(progress.wrap(one), items, concurrency) for s in group]
+
+
+def generate(generator, tracks: list[Track], max_tokens: int, concurrency: int, mode: str = "chat", n: int = 1,
+             temperature: float = 0.0, what: str = "generation") -> list[list[tuple[str, str]]]:
+    """n completions per task of every track through one pool, as one [(task_id, completion), ...]
+    per track. chat: the prompt in the fine-tune's instruction, the first code block of the reply
+    (generation stops once it closes); base: the raw prompt, cut at the track's stop sequences."""
+    def one(item: tuple[int, dict]) -> list[tuple[int, str, str]]:
+        i, p = item
+        t = tracks[i]
+        if mode == "base":
+            texts = generator.complete(t.prompt(p), max_tokens, temperature, n=n, stop=list(t.base_stops))
+            return [(i, p["task_id"], t.from_base(p, text)) for text in texts]
+        replies = generator.chat([{"role": "user", "content": user_message(t.prompt(p), t.language)}], max_tokens,
+                                 temperature, n=n, until=code_block_closed)
+        return [(i, p["task_id"], t.from_reply(p, r)) for r in replies]
+
+    items = [(i, p) for i, t in enumerate(tracks) for p in t.problems]
+    out: list[list[tuple[str, str]]] = [[] for _ in tracks]
+    for i, task_id, completion in for_each_problem(items, one, concurrency, what):
+        out[i].append((task_id, completion))
+    return out
+
+
+def run_programs(task_ids: list[str], programs: list, timeout_s: float, memory_mb: int, workers: int,
+                 unconfined: bool = False, what: str = "execution", binds: tuple[str, ...] = ()) -> list[dict]:
+    """Each program (Python source, or a compiled program for the jail) in the sandbox, with progress;
+    one {"task_id", "passed", "result", "isolation"} per program, in order."""
+    progress = Progress(what, len(programs))
+    with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined, binds=binds) as box:
+        outcomes = pool_map(progress.wrap(box.run), programs, workers)
+    return [{"task_id": t, "passed": o.status == "passed", "result": o.status, "isolation": o.isolation}
+            for t, o in zip(task_ids, outcomes)]
+
+
+def execute(track: Track, samples: list[tuple[str, str]], memory_mb: int, workers: int, unconfined: bool = False,
+            what: str = "execution") -> list[dict]:
+    """Each (task_id, completion) of the track run in the sandbox; one result per sample, in order."""
+    by_id = {p["task_id"]: p for p in track.problems}
+    return run_programs([t for t, _ in samples], [track.program(by_id[t], c) for t, c in samples], track.timeout_s,
+                        memory_mb, workers, unconfined, what, binds=track.binds)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimator of pass@k from n samples of which c passed (Chen et al., 2021)."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples per task, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def summarise(results: list[dict], ks: list[int], of: int | None = None) -> dict:
+    """pass@k for each k (mean over tasks), and per-task pass counts; `of`: the data set's size, kept
+    when the tasks were a subset of it."""
+    per_task: dict[str, list[int]] = {}
+    for r in results:
+        n_c = per_task.setdefault(r["task_id"], [0, 0])
+        n_c[0] += 1
+        n_c[1] += r["passed"]
+    out = {"tasks": len(per_task), "samples": len(results), "passed_samples": sum(r["passed"] for r in results),
+           "per_task": {t: c / n for t, (n, c) in per_task.items()},
+           "isolation": sorted({r.get("isolation", "none") for r in results})}
+    if of is not None and of > len(per_task):
+        out["subset_of"] = of
+    n_min = min((n for n, _ in per_task.values()), default=0)
+    for k in ks:
+        if k <= n_min:
+            out[f"pass@{k}"] = sum(pass_at_k(n, c, k) for n, c in per_task.values()) / len(per_task)
+    return out
+
+
+def measure(generator, tracks: list[Track], e, out: Path, label: str) -> list[dict]:
+    """Every track through `generator`: one summary per track, named by its benchmark, language, title
+    and criterion key; per-sample results in `<benchmark>_<language>_<label>.jsonl`."""
+    live = [t for t in tracks if t.not_measured is None and t.problems]
+    samples = generate(generator, live, e.max_new_tokens, e.concurrency, e.prompt_mode, e.samples_per_task,
+                       e.temperature, what=f"[{label}] generation, {', '.join(t.title for t in live)}") if live else []
+    done = {id(t): s for t, s in zip(live, samples)}
+    summaries = []
+    for t in tracks:
+        head = {"benchmark": t.benchmark, "language": t.language, "title": t.title, "key": t.key}
+        if id(t) not in done:
+            summaries.append({**head, "not_measured": t.not_measured or "no tasks"})
+            continue
+        results = execute(t, done[id(t)], e.exec_memory_mb, e.exec_workers, e.exec_unconfined,
+                          what=f"[{label}] {t.title} execution")
+        with open(out / f"{t.benchmark.replace('-', '_')}_{t.language}_{label}.jsonl", "w") as fh:
+            for r, (_, completion) in zip(results, done[id(t)]):
+                fh.write(json.dumps({**r, "completion": completion}) + "\n")
+        summaries.append({**head, **summarise(results, e.pass_k, of=t.total)})
+    return summaries
