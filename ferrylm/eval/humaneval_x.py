@@ -184,15 +184,21 @@ def _entry_point(problem: dict) -> str:
 
 def completion_from_reply(problem: dict, reply: str, opened: int = 1) -> str:
     """What follows the prompt (which ends inside the opened function, `opened` braces deep: Java's
-    method sits in its class): the body and the closing braces. The model may repeat the signature
-    (its body is taken), the class around it, or leave the braces out."""
+    method sits in its class): the body up to where what the prompt opened closes. The model may
+    repeat the includes and the signature (the body after it is taken) or the class around it, leave
+    the braces out or be cut short (they are added), or show a usage example after the function (a
+    second `main` would not compile: it is dropped)."""
     code = extract_code(reply)
     name = _entry_point(problem)
     m = re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)[^;{{}}()]*\{{", code) if name else None
     if m:
         code = code[m.end():]
-    missing = opened + code.count("{") - code.count("}")
-    return code.rstrip() + "\n" + "}\n" * max(missing, 0)
+    depth = 0
+    for i, ch in enumerate(code):
+        depth += (ch == "{") - (ch == "}")
+        if depth == -opened:
+            return code[:i + 1] + "\n"
+    return code.rstrip() + "\n" + "}\n" * (opened + depth)
 
 
 def _opened(lang: Language, problem: dict) -> int:

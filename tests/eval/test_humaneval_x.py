@@ -271,6 +271,11 @@ def _shapes(language: str, problem: dict, opened: int) -> dict[str, str]:
               "two blocks, the first is the answer": f"```{language}\n{body}\n```\nUsage:\n```{language}\nmain();\n```"}
     if language == "java":
         shapes["the class repeated"] = f"```java\nclass Solution {{\n{signature}\n{body}\n    }}\n}}\n```"
+        shapes["a usage example after it"] = (f"```java\nclass Solution {{\n{signature}\n{body}\n    }}\n"
+                                              "    public static void main(String[] args) {\n    }\n}\n```")
+    else:
+        main = {"cpp": "int main() {\n    return 0;\n}", "go": "func main() {\n}", "rust": "fn main() {\n}"}[language]
+        shapes["a usage example after it"] = f"```{language}\n{signature}\n{body}\n}}\n\n{main}\n```"
     return shapes
 
 
@@ -296,3 +301,48 @@ def test_a_correct_answer_passes_in_every_shape_a_reply_takes(language):
     results = benchmark.execute(track, [(problem["task_id"], c) for c in completions.values()], 1024, 2)
     verdicts = dict(zip(completions, (r["result"] for r in results)))
     assert verdicts == dict.fromkeys(completions, "passed"), verdicts
+
+
+# Real SmolLM2-135M-Instruct replies (bench/humaneval_x_replies.py records them): the verdict each gets
+# through the eval stage's track, and why. Every failure is the model's own code, found by its
+# compiler or tests, never one of our assembly (a brace we lost, an include inside the function,
+# its usage example's second main).
+SMOLLM2_VERDICTS = {
+    "CPP/0": "failed: killed by SIGABRT",                      # compiles; the assert fails
+    "CPP/1": "expected ‘(’ before ‘}’ token",                   # cut short at 200 tokens inside `else if`
+    "CPP/2": "failed: killed by SIGABRT",
+    "Java/0": "error: cannot find symbol",                      # Stream has no .all()
+    "Java/1": "error: illegal start of expression",             # repeats the class, then no method around its loop
+    "Java/2": "failed: run step java failed (exit code 1)",
+    "Go/0": "undefined: sum",
+    "Go/1": "missing return",                                   # an empty body
+    "Go/2": "illegal character U+003F '?'",                     # a C ternary; its `func main` example is dropped
+    "Rust/0": "failed: run step main failed (exit code 101)",   # compiles; the assert panics
+    "Rust/1": "error: expected `;`, found `}`",                 # cut short inside a statement
+    "Rust/2": "error: expected `;`, found `}`",
+}
+
+
+@pytest.mark.parametrize("language", ["cpp", "java", "go", "rust"])
+def test_real_smollm2_replies_become_programs_that_fail_only_for_the_models_reasons(language):
+    import json
+    from types import SimpleNamespace
+
+    from ferrylm.eval import benchmark
+
+    replies = json.loads((Path(__file__).parent / "data" / "smollm2_humaneval_x_replies.json").read_text())
+    e = SimpleNamespace(humaneval_x_languages=[language], humaneval_x_dir=None, humaneval_x_limit=3, subset_seed=None,
+                        exec_timeout_s=20.0)
+    (track,) = hx.tracks(e)
+    if track.not_measured:
+        pytest.skip(track.not_measured)
+    samples = [(p["task_id"], track.from_reply(p, replies[p["task_id"]])) for p in track.problems]
+    for _, completion in samples:
+        assert "```" not in completion and "#include" not in completion and "use std::" not in completion
+        assert "func main" not in completion and "package main" not in completion
+    verdicts = {r["task_id"]: r["result"] for r in benchmark.execute(track, samples, 1024, 2)}
+    for task_id, verdict in verdicts.items():
+        assert SMOLLM2_VERDICTS[task_id] in verdict, (task_id, verdict)
+        for ours in ("reached end of file while parsing", "expected '}' at end of input", "unexpected EOF",
+                     "unclosed delimiter", "redefinition of", "main redeclared"):
+            assert ours not in verdict, (task_id, verdict)
