@@ -40,7 +40,11 @@ def measure(cfg: Config, generator, tracks: list[benchmark.Track], pairs: list[d
              e.prompt_mode, e.samples_per_task)
     measured = {"benchmarks": benchmark.measure(generator, tracks, e, out, label)}
     log.info("[%s] BLEU on %d held-out pairs", label, len(pairs))
-    measured["bleu"] = bleu(generator, pairs, e.max_new_tokens, e.concurrency)
+    measured["bleu"], outputs = bleu(generator, pairs, e.max_new_tokens, e.concurrency)
+    with open(out / f"heldout_{label}.jsonl", "w") as fh:      # what BLEU scored, for people to judge (review)
+        for pair, output in zip(pairs, outputs):
+            fh.write(json.dumps({"source": pair.get("source"), "language": pair.get("language"),
+                                 "messages": pair["messages"], "reference": pair["reference"], "output": output}) + "\n")
     measured["latency"] = None
     if isinstance(generator, EndpointGenerator):
         log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
@@ -117,6 +121,11 @@ def run_eval(cfg: Config) -> StageRecord:
         details["training"]["pairs_by_language"] = data["metrics"].get("pairs_by_language", {})
     report = write_report(out, criteria, models, details, history, e.criteria)
     record.outputs = {name: str(out / f"report.{name}") for name in ("md", "html", "json")}
+    for label, d in measured.items():     # every sample, for people to judge (ferrylm review)
+        record.outputs[f"heldout:{label}"] = str(out / f"heldout_{label}.jsonl")
+        record.outputs.update({f"samples:{label}:{s['benchmark']}/{s['language']}":
+                               str(out / benchmark.results_file(s["benchmark"], s["language"], label))
+                               for s in d["benchmarks"] if "not_measured" not in s})
     record.metrics = {"models": models, "failed_gates": report["failed_gates"]}
     record.finish(out)
     log.info("report: %s", out / "report.md")

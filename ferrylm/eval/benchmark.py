@@ -127,6 +127,11 @@ def summarise(results: list[dict], ks: list[int], of: int | None = None) -> dict
     return out
 
 
+def results_file(benchmark: str, language: str, label: str) -> str:
+    """Where one model's samples of one track are kept (in the eval stage's directory)."""
+    return f"{benchmark.replace('-', '_')}_{language}_{label}.jsonl"
+
+
 def measure(generator, tracks: list[Track], e, out: Path, label: str) -> list[dict]:
     """Every track through `generator`: one summary per track, named by its benchmark, language, title
     and criterion key; per-sample results in `<benchmark>_<language>_<label>.jsonl`."""
@@ -142,7 +147,7 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str) -> list[di
             continue
         results = execute(t, done[id(t)], e.exec_memory_mb, e.exec_workers, e.exec_unconfined,
                           what=f"[{label}] {t.title} execution")
-        with open(out / f"{t.benchmark.replace('-', '_')}_{t.language}_{label}.jsonl", "w") as fh:
+        with open(out / results_file(t.benchmark, t.language, label), "w") as fh:
             for r, (_, completion) in zip(results, done[id(t)]):
                 fh.write(json.dumps({**r, "completion": completion}) + "\n")
         summaries.append({**head, **summarise(results, e.pass_k, of=t.total)})

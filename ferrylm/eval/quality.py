@@ -14,7 +14,8 @@ from .progress import pool_map
 LATENCY_PROMPT = 'def fibonacci(n: int) -> list[int]:\n    """Return the first n Fibonacci numbers."""\n'
 
 
-def bleu(generator, pairs: list[dict], max_tokens: int, concurrency: int) -> dict:
+def bleu(generator, pairs: list[dict], max_tokens: int, concurrency: int) -> tuple[dict, list[str]]:
+    """sacreBLEU of the code each held-out prompt gets against its reference; and those outputs."""
     def one(row: dict) -> str:
         return extract_code(generator.chat(row["messages"], max_tokens, until=code_block_closed)[0])
 
@@ -23,7 +24,7 @@ def bleu(generator, pairs: list[dict], max_tokens: int, concurrency: int) -> dic
     metric = sacrebleu.BLEU()  # default 13a tokenizer, exp smoothing
     score = metric.corpus_score(hyps, [refs])
     return {"sacrebleu": score.score, "bleu_0_1": score.score / 100, "signature": str(metric.get_signature()),
-            "pairs": len(pairs)}
+            "pairs": len(pairs)}, hyps
 
 
 def percentile(values: list[float], q: float) -> float:

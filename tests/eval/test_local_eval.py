@@ -43,3 +43,7 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     lat = next(r for r in report["criteria"] if r["criterion"] == "latency_512_s")
     assert lat["fine-tuned"]["verdict"] == "not measured"
     assert rec.outputs["html"].endswith("report.html")
+    # Every sample is kept and named in the record, for the review page to find.
+    held = [json.loads(l) for l in open(rec.outputs["heldout:base"])]
+    assert len(held) == 2 and all({"messages", "reference", "output", "language"} <= set(h) for h in held)
+    assert rec.outputs["samples:fine-tuned:humaneval/python"] == str(run / "eval" / "humaneval_python_fine-tuned.jsonl")
