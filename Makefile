@@ -24,7 +24,7 @@ endif
 comma := ,
 DEMO_BENCHMARKS := $(if $(FERRYLM_HUMANEVAL_X),eval.benchmarks=[humaneval$(comma)humaneval-x])
 
-.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo test test-fast data train export serve eval run clean
+.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo review report test test-fast data train export serve eval run clean
 
 install: $(STAMP)
 
@@ -86,6 +86,14 @@ DEMO_CONFIG ?= $(if $(filter cpu,$(DEVICE)),default,demo-gpu)
 
 demo: $(STAMP) bubblewrap toolchains
 	$(VENV)/bin/ferrylm run --config $(DEMO_CONFIG) $(DEMO_BENCHMARKS) $(ARGS)
+	@echo "ferrylm: judge the outputs yourself: make review CONFIG=$(DEMO_CONFIG) (a page on http://127.0.0.1:8765/), then make report"
+
+# The blind review page for a run's eval outputs (loopback), and the report re-written with its votes.
+review: $(STAMP)
+	$(VENV)/bin/ferrylm review --config $(CONFIG) $(ARGS)
+
+report: $(STAMP)
+	$(VENV)/bin/ferrylm report --config $(CONFIG) $(ARGS)
 
 # Generated programs run in a bubblewrap jail (Debian's package; needs root to install). Without it
 # the eval stage refuses to execute them (eval.exec_unconfined=true runs them unconfined).
@@ -105,11 +113,12 @@ toolchains:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } || \
 	  echo "ferrylm: not installed (not root):$$missing; HumanEval-X will not measure the languages they serve"
 
-# The HTML report's render test drives headless Chromium (Debian's package; needs root to install).
+# The HTML report's render test and the review page's browser test drive headless Chromium, the
+# latter through chromium-driver (Debian's packages; need root to install).
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
-	  echo "ferrylm: chromium not installed (not root): the HTML render test will be skipped"
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; } || \
+	  echo "ferrylm: chromium / chromium-driver not installed (not root): the browser tests will be skipped"
 
 test: $(STAMP) chromium bubblewrap toolchains
 	$(PY) -m pytest -q -ra --durations=15 $(ARGS)

@@ -1,4 +1,4 @@
-"""`ferrylm data | train | export | serve | eval | run | doctor | presets | plan | launch | manifest | chat | complete`.
+"""`ferrylm data | train | export | serve | eval | run | review | report | doctor | presets | plan | launch | manifest | chat | complete`.
 
     ferrylm train --config my.yaml train.learning_rate=1e-4 train.max_steps=200
     ferrylm eval humaneval --samples samples.jsonl
@@ -29,6 +29,13 @@ def _parser() -> argparse.ArgumentParser:
     dr.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
     dr.add_argument("--pins-only", action="store_true", help="only compare installed packages with the install profile's pins")
     dr.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.liger=true")
+    rv = sub.add_parser("review", help="serve the blind side-by-side review page for a run's eval outputs (loopback)")
+    rp = sub.add_parser("report", help="re-write the eval report with the review votes so far (nothing re-generated)")
+    for c in (rv, rp):
+        c.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
+        c.add_argument("overrides", nargs="*", help="dotted overrides, e.g. review.samples=40")
+    rv.add_argument("--host", default=None, help="bind address (default review.host, 127.0.0.1); others can then vote")
+    rv.add_argument("--port", type=int, default=None, help="port (default review.port, 8765)")
     sub.add_parser("presets", help="list the presets shipped in the package")
     pl = sub.add_parser("plan", help="predict per-GPU peak memory of a run config's training (Qwen2.5-7B shapes)")
     pl.add_argument("setup", help="a preset (ferrylm presets: a40x2, a800-80g, ...) or a run config YAML")
@@ -161,6 +168,27 @@ def _humaneval(args) -> int:
     return 0
 
 
+def _review(args) -> int:
+    from .config import load_config
+    from .review import run_review
+
+    flags = [f"review.{k}={v}" for k, v in (("host", args.host), ("port", args.port)) if v is not None]
+    run_review(load_config(args.config, [*args.overrides, *flags]))
+    return 0
+
+
+def _report(args) -> int:
+    from .config import load_config
+    from .eval import rewrite_report
+
+    cfg = load_config(args.config, args.overrides)
+    report = rewrite_report(cfg)
+    human = report["details"].get("human")
+    votes = f"{human['votes']} votes" if human else "no votes yet"
+    print(f"ferrylm: report at {cfg.stage_dir('eval') / 'report.md'} ({votes})")
+    return 0
+
+
 def _stage(args) -> int:
     from .config import load_config
     from .log import setup_logging
@@ -183,7 +211,7 @@ def _stage(args) -> int:
 
 
 COMMANDS = {**dict.fromkeys(STAGES, _stage), "presets": _presets, "doctor": _doctor, "plan": _plan, "launch": _launch,
-            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _humaneval}
+            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _humaneval, "review": _review, "report": _report}
 
 
 def _dispatch(args) -> int:

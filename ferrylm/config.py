@@ -265,6 +265,16 @@ class EvalConfig(_Section):
         return v
 
 
+class ReviewConfig(_Section):
+    samples: int = Field(60, gt=0)               # items drawn once from the eval stage's outputs
+    seed: int = 0                                # the draw and each item's A/B order
+    # The seed's human criterion (> 80 % judged correct) gates only when this is set; until votes
+    # exist the report says "not measured".
+    required: bool = False
+    host: str = "127.0.0.1"                      # loopback unless asked
+    port: int = Field(8765, gt=0, lt=65536)
+
+
 class Config(_Section):
     run_dir: str = "runs/default"
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -274,6 +284,7 @@ class Config(_Section):
     export: ExportConfig = Field(default_factory=ExportConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
 
     @model_validator(mode="after")
     def _check(self) -> "Config":

@@ -14,6 +14,7 @@ import time
 import psutil
 import pytest
 import requests
+import sacrebleu
 
 from ferrylm.config import load_config
 from ferrylm.data import run_data
@@ -125,14 +126,16 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
                                      for r in results)
     full = json.loads((tmp_path / "run" / "eval" / "report.json").read_text())
     ft = full["details"]["fine-tuned"]
-    assert ft["pass_at_1"] == sum(r["passed"] for r in results) / 4
+    assert full["models"]["fine-tuned"]["pass_at_1"] == sum(r["passed"] for r in results) / 4
     assert all(r["isolation"] == ("bwrap+uid" if os.geteuid() == 0 else "bwrap") for r in results)
-    assert 0 <= ft["bleu"]["sacrebleu"] <= 100 and "tok:13a" in ft["bleu"]["signature"]
+    held = [json.loads(l) for l in open(tmp_path / "run" / "eval" / "heldout_fine-tuned.jsonl")]
+    again = sacrebleu.corpus_score([h["output"] for h in held], [[h["reference"] for h in held]]).score
+    assert len(held) == 4 and ft["bleu"]["sacrebleu"] == pytest.approx(again) and "tok:13a" in ft["bleu"]["signature"]
     lat = ft["latency"]
     assert lat["new_tokens"] == 64 and lat["runs"] == 2 and lat["ttft_s"]["p50"] < lat["total_s"]["p50"]
     assert lat["sweep"][0]["concurrency"] == 2 and lat["sweep"][0]["aggregate_tokens_per_s"] > 0
     assert {row["criterion"] for row in full["criteria"]} == {"loss", "perplexity", "grad_norm", "gpu_memory_gib",
-                                                               "bleu", "pass_at_1", "latency_512_s"}
+                                                               "bleu", "pass_at_1", "latency_512_s", "human_correct"}
     assert "bleu" in full["failed_gates"]["fine-tuned"]
     assert full["models"]["fine-tuned"]["loss"] == pytest.approx(train["eval_loss"])
     assert (tmp_path / "run" / "eval" / "report.html").stat().st_size > 10_000

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
-from ..manifest import StageRecord, locked_stage, read_record
+from ..manifest import StageRecord, locked_stage, read_record, write_json_atomic
 from ..models import resolve_model_path
 from . import benchmark
-from .criteria import load_criteria, per_track
+from .criteria import Criterion, load_criteria, per_track
 from .generators import EndpointGenerator, LocalGenerator
 from ..data import read_jsonl
 from .quality import bleu, engine_latency, latency
@@ -74,6 +75,43 @@ def criteria_values(measured: dict | None, train: dict | None, which: str) -> di
     return v
 
 
+def _training(cfg: Config) -> tuple[dict | None, list[dict]]:
+    """The train stage's metrics and its loss history, or (None, []) without a train stage."""
+    try:
+        train = read_record(cfg.stage_dir("train"))["metrics"]
+        history_file = cfg.stage_dir("train") / "log_history.jsonl"
+        return train, [json.loads(line) for line in history_file.read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return None, []
+
+
+def _write(cfg: Config, criteria: list[Criterion], models: dict, details: dict, history: list[dict]) -> dict:
+    """The report, with the people's verdict where votes exist (`ferrylm review`); the human
+    criterion gates only with review.required."""
+    from ..review import human_verdict
+
+    human = human_verdict(cfg)
+    criteria = [replace(c, gate=cfg.review.required) if c.key == "human_correct" else c for c in criteria]
+    details = {k: v for k, v in details.items() if k != "human"} | ({"human": human} if human else {})
+    models = {m: {**v, "human_correct": human["models"][m]["rate"] if human else None} for m, v in models.items()}
+    return write_report(cfg.stage_dir("eval"), criteria, models, details, history, cfg.eval.criteria)
+
+
+@locked_stage("eval")
+def rewrite_report(cfg: Config) -> dict:
+    """`ferrylm report`: the eval report again from its own report.json and the votes so far; nothing
+    is generated or executed again. The record is re-written after it (it must not be older than
+    what it lists)."""
+    out = cfg.stage_dir("eval")
+    record = read_record(out)
+    old = json.loads((out / "report.json").read_text())
+    criteria = [Criterion(r["criterion"], r["label"], r["op"], r["target"], r["gate"]) for r in old["criteria"]]
+    report = _write(cfg, criteria, old["models"], old["details"], _training(cfg)[1])
+    record["metrics"] = {"models": report["models"], "failed_gates": report["failed_gates"]}
+    write_json_atomic(out / "record.json", record)
+    return report
+
+
 @locked_stage("eval")
 def run_eval(cfg: Config) -> StageRecord:
     from ..serve import server_for, served_model_dir
@@ -87,12 +125,7 @@ def run_eval(cfg: Config) -> StageRecord:
     record = StageRecord("eval", cfg.digest())
     data = read_record(cfg.stage_dir("data"))
     pairs = read_jsonl(data["outputs"]["eval_prompts"], e.bleu_limit)
-    try:
-        train = read_record(cfg.stage_dir("train"))["metrics"]
-        history_file = cfg.stage_dir("train") / "log_history.jsonl"
-        history = [json.loads(line) for line in history_file.read_text().splitlines() if line.strip()]
-    except FileNotFoundError:
-        train, history = None, []
+    train, history = _training(cfg)
 
     def measured_by(generator, label: str) -> dict:
         return measure(cfg, generator, tracks, pairs, out, label)
@@ -119,14 +152,14 @@ def run_eval(cfg: Config) -> StageRecord:
         details["training"] = {k: train[k] for k in ("steps", "first_train_loss", "final_train_loss", "final_grad_norm",
                                                      "tokens_seen", "train_runtime_s", "peak_gpu_memory_gib") if k in train}
         details["training"]["pairs_by_language"] = data["metrics"].get("pairs_by_language", {})
-    report = write_report(out, criteria, models, details, history, e.criteria)
+    report = _write(cfg, criteria, models, details, history)
     record.outputs = {name: str(out / f"report.{name}") for name in ("md", "html", "json")}
     for label, d in measured.items():     # every sample, for people to judge (ferrylm review)
         record.outputs[f"heldout:{label}"] = str(out / f"heldout_{label}.jsonl")
         record.outputs.update({f"samples:{label}:{s['benchmark']}/{s['language']}":
                                str(out / benchmark.results_file(s["benchmark"], s["language"], label))
                                for s in d["benchmarks"] if "not_measured" not in s})
-    record.metrics = {"models": models, "failed_gates": report["failed_gates"]}
+    record.metrics = {"models": report["models"], "failed_gates": report["failed_gates"]}
     record.finish(out)
     log.info("report: %s", out / "report.md")
     failed = report["failed_gates"].get("fine-tuned", [])

@@ -147,8 +147,11 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str) -> list[di
             continue
         results = execute(t, done[id(t)], e.exec_memory_mb, e.exec_workers, e.exec_unconfined,
                           what=f"[{label}] {t.title} execution")
+        by_id = {p["task_id"]: p for p in t.problems}
         with open(out / results_file(t.benchmark, t.language, label), "w") as fh:
-            for r, (_, completion) in zip(results, done[id(t)]):
-                fh.write(json.dumps({**r, "completion": completion}) + "\n")
+            for r, (task_id, completion) in zip(results, done[id(t)]):
+                p = by_id[task_id]      # the prompt and reference too: a reader (or reviewer) needs nothing else
+                fh.write(json.dumps({**r, "completion": completion, "prompt": t.prompt(p),
+                                     "reference": p.get("canonical_solution")}) + "\n")
         summaries.append({**head, **summarise(results, e.pass_k, of=t.total)})
     return summaries

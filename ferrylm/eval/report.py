@@ -13,6 +13,7 @@ from typing import Optional
 
 from ..manifest import write_json_atomic
 from .criteria import Criterion
+from ..review import verdict
 from . import report_details
 from .paired import compare, sentence
 
@@ -147,6 +148,8 @@ def _markdown(table: list[dict], labels: list[str], details: dict, source: str, 
     if note:
         lines += ["", note]
     lines += _language_md(rows, labels)
+    if details.get("human"):
+        lines += verdict.markdown(details["human"])
     lines += ["", "## Details", "", *report_details.markdown(details)]
     return "\n".join(lines) + "\n"
 
@@ -182,6 +185,7 @@ figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f
 <table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
 {f'<p>{html.escape(note)}</p>' if note else ''}
 {_language_html(languages, labels)}
+{verdict.to_html(details["human"]) if details.get("human") else ''}
 <h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2>{report_details.to_html(details)}</body></html>
 """
 

@@ -74,7 +74,7 @@ def _training(details: dict) -> Table | None:
 
 
 def tables(details: dict) -> list[Table]:
-    models = [m for m, d in details.items() if m != "training" and isinstance(d, dict)]
+    models = [m for m, d in details.items() if m not in ("training", "human") and isinstance(d, dict)]
     found = [_benchmarks(details, models), _bleu(details, models), *_latency(details, models), _training(details)]
     return [t for t in found if t]
 

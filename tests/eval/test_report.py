@@ -34,7 +34,8 @@ def test_report_says_pass_or_fail_for_every_criterion(tmp_path):
     verdicts = {row["criterion"]: (row["fine-tuned"]["verdict"], row["base"]["verdict"]) for row in report["criteria"]}
     assert verdicts == {"loss": ("pass", "fail"), "perplexity": ("pass", "pass"), "grad_norm": ("pass", "not measured"),
                         "gpu_memory_gib": ("not measured", "not measured"), "bleu": ("fail", "fail"),
-                        "pass_at_1": ("fail", "fail"), "latency_512_s": ("fail", "fail")}
+                        "pass_at_1": ("fail", "fail"), "latency_512_s": ("fail", "fail"),
+                        "human_correct": ("not measured", "not measured")}     # until people vote (ferrylm review)
     assert report["failed_gates"]["fine-tuned"] == ["bleu", "pass_at_1", "latency_512_s"]
     md = (tmp_path / "report.md").read_text()
     assert "| HumanEval Pass@1 | > 0.4 | yes | 0.05 (fail) | 0 (fail) |" in md

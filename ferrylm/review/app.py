@@ -1,0 +1,130 @@
+"""The review web app: one page per item (prompt, outputs A and B blind, the reference collapsed),
+server-side syntax highlighting, a JSON vote API that writes before the page moves on, and the
+execution results revealed only after the vote. No asset leaves the process: no CDN, no network."""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import TextLexer, get_lexer_by_name
+from pygments.util import ClassNotFound
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
+from starlette.routing import Route
+
+from ..data.render import extract_code
+from .store import VERDICTS, Votes
+
+_PAGE = (Path(__file__).parent / "page.html").read_text()
+_CSS = HtmlFormatter(style="friendly").get_style_defs(".code")
+
+
+def _code(text: str, language: str) -> str:
+    try:
+        lexer = get_lexer_by_name(language)
+    except ClassNotFound:
+        lexer = TextLexer()
+    return highlight(text or " ", lexer, HtmlFormatter(cssclass="code"))
+
+
+def _prompt(item: dict) -> str:
+    """A held-out pair's prompt is an instruction and a code block; a task's prompt is code."""
+    text = item["prompt"]
+    if "```" not in text:
+        return _code(text, item["language"])
+    instruction = text.split("```", 1)[0].strip()
+    return f"<p>{html.escape(instruction)}</p>" + _code(extract_code(text), item["language"])
+
+
+def _problem(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def make_app(items: list[dict], votes: Votes) -> Starlette:
+    index = {item["id"]: item for item in items}
+
+    def page(request: Request):
+        reviewer = request.query_params.get("reviewer", "").strip()
+        n = request.path_params.get("n")
+        if not reviewer:
+            return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", _NAME_FORM))
+        mine = votes.of(reviewer)
+        if n is None:   # resume: the first item this reviewer has not judged
+            n = next((i + 1 for i, it in enumerate(items) if it["id"] not in mine), len(items))
+            return RedirectResponse(f"/item/{n}?reviewer={reviewer}", status_code=303)
+        if not 1 <= n <= len(items):
+            return HTMLResponse(f"<p>No item {n}: there are {len(items)}.</p>", status_code=404)
+        item = items[n - 1]
+        a, b = item["a"], ("base" if item["a"] == "fine-tuned" else "fine-tuned")
+        state = {"item": item["id"], "n": n, "total": len(items), "reviewer": reviewer, "done": len(mine),
+                 "previous": _as_shown(mine.get(item["id"]), a)}
+        body = _ITEM.format(
+            n=n, total=len(items), done=len(mine), reviewer=html.escape(reviewer), kind=html.escape(item["kind"]),
+            language=html.escape(item["language"]), source=html.escape(item.get("source") or ""),
+            prompt=_prompt(item), a=_code(item["outputs"][a], item["language"]),
+            b=_code(item["outputs"][b], item["language"]), reference=_code(item["reference"], item["language"]),
+            state=html.escape(json.dumps(state)))
+        return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", body))
+
+    async def vote(request: Request):
+        try:
+            v = await request.json()
+        except ValueError:
+            return _problem(400, "the body is not JSON")
+        if not isinstance(v, dict):
+            return _problem(400, "the body must be a JSON object")
+        reviewer, item = str(v.get("reviewer") or "").strip(), index.get(v.get("item"))
+        if not reviewer or len(reviewer) > 80:
+            return _problem(422, "reviewer: a name of 1 to 80 characters is needed")
+        if item is None:
+            return _problem(404, f"item: {v.get('item')!r} is not one of this review's items")
+        if v.get("a") not in VERDICTS or v.get("b") not in VERDICTS:
+            return _problem(422, f"a, b: each output's verdict is one of {', '.join(VERDICTS)}")
+        if v.get("preference") not in ("a", "b", "tie"):
+            return _problem(422, "preference: one of a, b, tie")
+        comment = v.get("comment", "")
+        if not isinstance(comment, str) or len(comment) > 4000:
+            return _problem(422, "comment: text of at most 4000 characters")
+        a, b = item["a"], ("base" if item["a"] == "fine-tuned" else "fine-tuned")
+        preference = {"a": a, "b": b, "tie": "tie"}[v["preference"]]
+        votes.put(reviewer, item["id"], {a: v["a"], b: v["b"]}, preference, comment, shown_as_a=a)
+        execution = item["execution"] or {}
+        return JSONResponse({"saved": True, "done": len(votes.of(reviewer)), "total": len(items),
+                             "execution": {"a": execution.get(a), "b": execution.get(b)}})
+
+    return Starlette(routes=[Route("/", page), Route("/item/{n:int}", page), Route("/api/vote", vote, methods=["POST"])])
+
+
+def _as_shown(vote: dict | None, a: str) -> dict | None:
+    """A stored vote (by model) as the page shows it (A / B)."""
+    if vote is None:
+        return None
+    col = {"fine-tuned": "fine_tuned", "base": "base"}
+    b = "base" if a == "fine-tuned" else "fine-tuned"
+    preference = {a: "a", b: "b", "tie": "tie"}[vote["preference"]]
+    return {"a": vote[col[a]], "b": vote[col[b]], "preference": preference, "comment": vote["comment"]}
+
+
+_NAME_FORM = """<h1>ferrylm review</h1><form method="get" action="/"><label>Your name
+<input name="reviewer" id="reviewer" autofocus required maxlength="80"></label> <button>Start</button></form>
+<p>Each item shows a prompt and two outputs, A and B, from the fine-tuned and the base model in an order drawn per
+item. Judge each output, say which you prefer, and save; the tests' results (where the item was executed) show after.</p>"""
+
+_ITEM = """<header><b>ferrylm review</b> · {reviewer} · <span id="progress">{done} / {total}</span> judged ·
+item {n} of {total} · {kind} · {language} <small>{source}</small></header>
+<h2>Prompt</h2>{prompt}
+<div class="pair">
+ <section id="A"><h2>A</h2>{a}<div class="verdict" data-side="a"></div><div class="exec" id="exec-a"></div></section>
+ <section id="B"><h2>B</h2>{b}<div class="verdict" data-side="b"></div><div class="exec" id="exec-b"></div></section>
+</div>
+<details><summary>Reference answer</summary>{reference}</details>
+<div id="prefer"></div>
+<textarea id="comment" rows="2" placeholder="comment (optional)"></textarea>
+<p><button id="save">Save vote (Enter)</button> <button id="next" disabled>Next item (N)</button> <span id="status"></span></p>
+<p class="keys">Keys: A is 1 correct · 2 partly · 3 incorrect; B is 7 correct · 8 partly · 9 incorrect;
+preference a / b / t (tie); Enter saves; N goes on.</p>
+<script id="state" type="application/json">{state}</script>"""
