@@ -112,8 +112,9 @@ def read_record(stage_dir: str | Path) -> dict:
 
 
 @contextmanager
-def stage_lock(stage_dir: str | Path, stage: str) -> Iterator[None]:
-    """Hold `stage_dir` for one writer, withdrawing its old record until the new one is written.
+def stage_lock(stage_dir: str | Path, stage: str, withdraw: bool = True) -> Iterator[None]:
+    """Hold `stage_dir` for one writer, withdrawing its old record until the new one is written
+    (withdraw=False: a writer that only re-renders the stage's own outputs keeps it).
 
     The lock is an flock on `<run_dir>/.<stage>.lock` (gone with its process, so a killed run leaves no
     stale lock); the file names the holder for the one-line refusal a second writer gets. Under a
@@ -135,7 +136,8 @@ def stage_lock(stage_dir: str | Path, stage: str) -> Iterator[None]:
         os.ftruncate(fd, 0)
         os.pwrite(fd, (f"`ferrylm {stage}` (pid {os.getpid()} on {socket.gethostname()}, since "
                        f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(sys.argv[:3])})").encode(), 0)
-        (stage_dir / "record.json").unlink(missing_ok=True)
+        if withdraw:
+            (stage_dir / "record.json").unlink(missing_ok=True)
         yield
     finally:
         os.close(fd)

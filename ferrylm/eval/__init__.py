@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
-from ..manifest import StageRecord, locked_stage, read_record, write_json_atomic
+from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic
 from ..models import resolve_model_path
 from . import benchmark
 from .criteria import Criterion, load_criteria, per_track
@@ -97,18 +97,19 @@ def _write(cfg: Config, criteria: list[Criterion], models: dict, details: dict, 
     return write_report(cfg.stage_dir("eval"), criteria, models, details, history, cfg.eval.criteria)
 
 
-@locked_stage("eval")
 def rewrite_report(cfg: Config) -> dict:
     """`ferrylm report`: the eval report again from its own report.json and the votes so far; nothing
-    is generated or executed again. The record is re-written after it (it must not be older than
-    what it lists)."""
+    is generated or executed again. The record stays (under the stage's lock) and is re-written
+    after the report, which it must not be older than."""
     out = cfg.stage_dir("eval")
-    record = read_record(out)
-    old = json.loads((out / "report.json").read_text())
-    criteria = [Criterion(r["criterion"], r["label"], r["op"], r["target"], r["gate"]) for r in old["criteria"]]
-    report = _write(cfg, criteria, old["models"], old["details"], _training(cfg)[1])
-    record["metrics"] = {"models": report["models"], "failed_gates": report["failed_gates"]}
-    write_json_atomic(out / "record.json", record)
+    read_record(out)                               # a finished eval stage, or one line saying to run it
+    with stage_lock(out, "eval", withdraw=False):
+        record = json.loads((out / "record.json").read_text())
+        old = json.loads((out / "report.json").read_text())
+        criteria = [Criterion(r["criterion"], r["label"], r["op"], r["target"], r["gate"]) for r in old["criteria"]]
+        report = _write(cfg, criteria, old["models"], old["details"], _training(cfg)[1])
+        record["metrics"] = {"models": report["models"], "failed_gates": report["failed_gates"]}
+        write_json_atomic(out / "record.json", record)
     return report
 
 

@@ -67,7 +67,7 @@ def make_app(items: list[dict], votes: Votes) -> Starlette:
             language=html.escape(item["language"]), source=html.escape(item.get("source") or ""),
             prompt=_prompt(item), a=_code(item["outputs"][a], item["language"]),
             b=_code(item["outputs"][b], item["language"]), reference=_code(item["reference"], item["language"]),
-            state=html.escape(json.dumps(state)))
+            state=json.dumps(state).replace("</", "<\\/"))   # inside <script> entities are not decoded
         return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", body))
 
     async def vote(request: Request):
