@@ -130,4 +130,5 @@ data train export serve eval run: $(STAMP) bubblewrap
 	$(VENV)/bin/ferrylm $@ --config $(CONFIG) $(ARGS)
 
 clean:
-	rm -rf runs triton_models .pytest_cache
+	rm -rf runs .pytest_cache
+	find triton_models -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -1,4 +1,4 @@
-"""The engine's Triton matrix-vector kernel (ferrylm/serve/gemv.py) against cuBLAS, for batch-1 bf16 decode.
+"""The engine's Triton matrix-vector kernel (ferrylm/engine/gemv.py) against cuBLAS, for batch-1 bf16 decode.
 
     python3 bench/gemv_triton.py --out gemv_h200.json [--decode]
 
@@ -37,7 +37,7 @@ PER_TOKEN = {"wqkv": 28, "wo": 28, "w13": 28, "w2": 28, "lm_head": 1}
 def sweep(pdl: bool) -> dict:
     from triton.testing import do_bench
 
-    from ferrylm.serve.gemv import tune
+    from ferrylm.engine.gemv import tune
 
     out = {}
     for name, (n, k) in SHAPES.items():
@@ -58,8 +58,9 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
     import torch._inductor.config as inductor
 
     from gpu_decode import model_7b
-    from ferrylm.serve.engine import Engine
-    from ferrylm.serve.gemv import gemv_weights, supports_pdl
+    from ferrylm.engine import Engine
+    from ferrylm.engine.decode_step import gemv_weights
+    from ferrylm.engine.gemv import supports_pdl
 
     model = model_7b()
     ids = torch.randint(100, 150000, (1, 128), generator=torch.Generator().manual_seed(1)).cuda()[0].tolist()
@@ -112,7 +113,7 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
     if has_inductor_pdl:
         inductor.triton.enable_pdl = False
     # Each variant's first decode step against the same decoder in fp32: which is closer to exact.
-    from ferrylm.serve.fused import FusedDecoder
+    from ferrylm.engine.fused import FusedDecoder
 
     with torch.no_grad():
         ref = FusedDecoder(model.float(), 128 + 8)
@@ -124,7 +125,7 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
 
 
 def main() -> None:
-    from ferrylm.serve.gemv import supports_pdl
+    from ferrylm.engine.gemv import supports_pdl
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -133,7 +134,7 @@ def main() -> None:
     ap.add_argument("--variants", default="cuBLAS,gemv,gemv, fused step".replace(", ", "+"),
                     help="decode variants, comma-separated: cuBLAS, gemv (every product on the kernel, PDL on "
                          "Hopper), gemv+fused step (norms, rotary positions, SiLU gate, residual adds and "
-                         "attention in the kernels of ferrylm/serve/decode_step.py)")
+                         "attention in the kernels of ferrylm/engine/decode_step.py)")
     args = ap.parse_args()
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "pdl": supports_pdl()}
@@ -143,7 +144,7 @@ def main() -> None:
         result[f"{kind}_linear_ms_per_token"] = ms
         result[f"{kind}_linear_s_per_512_tokens"] = ms * 512 / 1e3
     if args.decode:
-        from ferrylm.serve.gemv import Epilogue
+        from ferrylm.engine.gemv import Epilogue
 
         configs = {(v["n"], v["k"], Epilogue()): v["config"] for v in result["shapes"].values()}
         result["decode_512"] = decode(configs, args.runs, [v.replace("+", ", ") for v in args.variants.split(",")])

@@ -4,7 +4,7 @@
 
 128-token prompt, 512 new tokens (no early stop), greedy. Engines: transformers `generate()` with
 its default dynamic cache; `generate()` with the static cache (which transformers compiles);
-`ferrylm.serve.engine.Engine` (static cache, decode step compiled with CUDA graphs, greedy
+`ferrylm.engine.Engine` (static cache, decode step compiled with CUDA graphs, greedy
 inside the graph), on the transformers model or on `FusedDecoder`, in bf16 (cuBLAS or the Triton
 matrix-vector kernel) or with 4-bit weights. Floor: the bytes of every weight read once per token (the embedding table is
 only gathered) over the GPU's peak HBM bandwidth.
@@ -22,6 +22,38 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
+
+
+# Weight-only FP8 for the decode comparison (only this benchmark uses it).
+class Fp8WeightLinear(torch.nn.Module):
+    """Weight-only FP8 (e4m3) linear: weights stored in 8 bits with a per-output-channel scale,
+    cast to the activation dtype inside the compiled matmul. At batch 1 decode reads half the bytes
+    of bf16; compute stays bf16."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        w = linear.weight.detach().float()
+        scale = w.abs().amax(dim=1).clamp(min=1e-12) / 448.0
+        self.weight = torch.nn.Parameter((w / scale[:, None]).to(torch.float8_e4m3fn), requires_grad=False)
+        self.scale = torch.nn.Parameter(scale.to(linear.weight.dtype), requires_grad=False)
+        self.bias = linear.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.nn.functional.linear(x, self.weight.to(x.dtype)) * self.scale
+        return out + self.bias if self.bias is not None else out
+
+
+def fp8_weights(model, replacement=None) -> int:
+    """Replace the decoder layers' linear layers with `replacement(linear)` (default
+    `Fp8WeightLinear`); returns how many."""
+    replacement = replacement or Fp8WeightLinear
+    count = 0
+    for mod in list(model.model.layers.modules()):
+        for name, child in list(mod.named_children()):
+            if isinstance(child, torch.nn.Linear):
+                setattr(mod, name, replacement(child))
+                count += 1
+    return count
 
 
 def model_7b():
@@ -73,7 +105,7 @@ VARIANTS = {
 def int4_kernel_error(group: int) -> float:
     """Relative max error of the CUDA int4 layer against its own dequantized weights (7B MLP shape):
     checks the packing on the GPU, where the suite cannot run it."""
-    from ferrylm.serve.quant import Int4WeightLinear, round_to_nearest_int4
+    from ferrylm.engine.int4 import Int4WeightLinear, round_to_nearest_int4
 
     w = torch.randn(18944, 3584, device="cuda", dtype=torch.bfloat16) * 0.02
     q, scale = round_to_nearest_int4(w, group)
@@ -107,7 +139,7 @@ def main() -> None:
     ap.add_argument("--int4-group", type=int, default=128)
     ap.add_argument("--skip-hf", action="store_true")
     args = ap.parse_args()
-    from ferrylm.serve.engine import Engine, fp8_weights
+    from ferrylm.engine import Engine
 
     gpu = torch.cuda.get_device_name()
     model = model_7b()

@@ -28,7 +28,7 @@ def main() -> None:
     args = ap.parse_args()
     from gpu_decode import model_7b
 
-    from ferrylm.serve.engine import Engine
+    from ferrylm.engine import Engine
 
     model = model_7b()
     prompt = list(range(1000, 1128))

@@ -47,8 +47,8 @@ class LocalGenerator:
         self.model = load_model(model_dir, torch.bfloat16 if cuda else None).eval()
         self.engine, self.max_len = None, max_len
         if cuda:
-            from ..serve.engine import Engine
-            from ..serve.fused import supports
+            from ..engine import Engine
+            from ..engine.fused import supports
 
             self.model = self.model.to("cuda")
             self.engine = Engine(self.model, max_len=max_len, fused=supports(self.model.config))

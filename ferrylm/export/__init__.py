@@ -65,7 +65,7 @@ def _triton_engine(choice: str, model_dir: Path) -> str:
     computes the architecture exactly (Llama, Qwen2, Mistral), transformers' generate() elsewhere."""
     from transformers import AutoConfig
 
-    from ..serve.fused import SUPPORTED, supports
+    from ..engine.fused import SUPPORTED, supports
 
     if choice == "transformers":
         return choice

@@ -49,7 +49,7 @@ class TritonPythonModel:
             self.model = engine.OnnxCausalLM(params["model_dir"])
         elif self.engine == "fused":
             import torch
-            from ferrylm.serve.engine import Engine
+            from ferrylm.engine import Engine
 
             cuda, w4a16 = torch.cuda.is_available(), params.get("w4a16") == "1"
             self.model = Engine.from_pretrained(

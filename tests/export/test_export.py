@@ -158,7 +158,7 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
     """compressed-tensors W4A16 (pack-quantized) and FP8 (float-quantized) artifacts: the config vLLM
     reads, smaller files, parity read back through transformers' loader; the batch-1 engine runs the
     W4A16 artifact's own integers and scales on torch's int4 kernel and agrees with that loader."""
-    from ferrylm.serve.engine import Engine
+    from ferrylm.engine import Engine
     from ferrylm.export.vllm_quant import load_compressed
 
     run, cfg = trained_run
@@ -186,7 +186,7 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
     art = copy / "export" / "vllm-w4a16"
     # The engine's own rounding (used where no artifact is at hand, as in the GPU benchmark) gives the
     # artifact's integers and scales exactly.
-    from ferrylm.serve.quant import read_w4a16, round_to_nearest_int4
+    from ferrylm.engine.int4 import read_w4a16, round_to_nearest_int4
 
     stored = read_w4a16(art)["model.layers.1.mlp.down_proj"]
     merged = AutoModelForCausalLM.from_pretrained(copy / "export" / "merged", dtype=torch.bfloat16)

@@ -71,7 +71,7 @@ def _greedy(model, tokenizer, prompt: str, n: int) -> str:
 def _w4a16_artifact(tiny_qwen2_dir, out):
     """A W4A16 artifact of the tiny model, and the text the engine reading it generates in-process."""
     from ferrylm.export.vllm_quant import write_compressed
-    from ferrylm.serve.engine import Engine
+    from ferrylm.engine import Engine
 
     write_compressed(tiny_qwen2_dir, out, "w4a16", 32)
     tokenizer = load_tokenizer(tiny_qwen2_dir)

@@ -5,9 +5,8 @@ launches and Python unless the step is captured. `Engine` prefills eagerly, then
 step compiled with `mode="reduce-overhead"` (CUDA graphs) over a preallocated `StaticCache`,
 with the greedy choice inside the graph, so a token costs one graph replay. The loop's state (the
 latest token, its position, the tokens so far) is in fixed buffers that the captured step reads and
-advances, so nothing runs between replays: on an H200 that took the 7B engine on Triton kernels from
-1.92 s to 1.84 s for 512 tokens (docs/benchmarks.md). On CPU it runs the same loop uncompiled (tests
-check it gives `generate()`'s tokens).
+advances, so nothing runs between replays (docs/benchmarks.md has what each step gained). On CPU it
+runs the same loop uncompiled (tests check it gives `generate()`'s tokens).
 """
 from __future__ import annotations
 
@@ -17,37 +16,6 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
-
-
-class Fp8WeightLinear(torch.nn.Module):
-    """Weight-only FP8 (e4m3) linear: weights stored in 8 bits with a per-output-channel scale,
-    cast to the activation dtype inside the compiled matmul. At batch 1 decode reads half the bytes
-    of bf16; compute stays bf16."""
-
-    def __init__(self, linear: torch.nn.Linear):
-        super().__init__()
-        w = linear.weight.detach().float()
-        scale = w.abs().amax(dim=1).clamp(min=1e-12) / 448.0
-        self.weight = torch.nn.Parameter((w / scale[:, None]).to(torch.float8_e4m3fn), requires_grad=False)
-        self.scale = torch.nn.Parameter(scale.to(linear.weight.dtype), requires_grad=False)
-        self.bias = linear.bias
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.nn.functional.linear(x, self.weight.to(x.dtype)) * self.scale
-        return out + self.bias if self.bias is not None else out
-
-
-def fp8_weights(model, replacement=None) -> int:
-    """Replace the decoder layers' linear layers with `replacement(linear)` (default
-    `Fp8WeightLinear`); returns how many."""
-    replacement = replacement or Fp8WeightLinear
-    count = 0
-    for mod in list(model.model.layers.modules()):
-        for name, child in list(mod.named_children()):
-            if isinstance(child, torch.nn.Linear):
-                setattr(mod, name, replacement(child))
-                count += 1
-    return count
 
 
 class Engine:
@@ -63,6 +31,10 @@ class Engine:
                  gemv: bool = False):
         from transformers import StaticCache
 
+        layers = [name for name, on in (("int4_group", int4_group), ("w4a16_dir", w4a16_dir), ("gemv", gemv)) if on]
+        if len(layers) > 1:    # each replaces the decoder's linear layers: one would silently win
+            raise ValueError(f"Engine: {' and '.join(layers)} each choose the decoder's linear layers; give one")
+
         import torch._inductor.config as inductor
 
         # tune: let inductor generate the batch-1 matrix-vector kernels itself (and fuse an FP8
@@ -72,8 +44,8 @@ class Engine:
         inductor.triton.unique_kernel_names = tune
         if hasattr(inductor.triton, "enable_pdl"):
             # With the gemv kernel, inductor's kernels too are launched early (programmatic dependent
-            # launch, Hopper and newer): 2.21 s against 2.30 s for 512 tokens on an H200. (Triton is
-            # imported only for that engine.)
+            # launch, Hopper and newer; measured faster: docs/benchmarks.md). The Triton kernel
+            # language is imported only for that engine.
             pdl = False
             if gemv:
                 from .gemv import supports_pdl
@@ -88,7 +60,7 @@ class Engine:
         self.decoder = None
         if fused or int4_group or w4a16_dir or gemv:
             from .fused import FusedDecoder
-            from .quant import int4_from_w4a16, int4_weights
+            from .int4 import int4_from_w4a16, int4_weights
 
             self.decoder = FusedDecoder(model, max_len)
             if w4a16_dir:
@@ -96,7 +68,7 @@ class Engine:
             elif int4_group:
                 int4_weights(self.decoder, int4_group)
             elif gemv:
-                from .gemv import gemv_weights
+                from .decode_step import gemv_weights
 
                 self.gemv_configs = gemv_weights(self.decoder)
         else:

@@ -3,8 +3,8 @@ attention kernels per layer.
 
 At one token per step a 7B layer is four weight reads of 26-271 MB, and everything between them
 (RMS norms, rotary positions, cache writes, the attention mask, the SiLU gate, residual adds) is a
-dozen kernels of a few microseconds each, most of it launch latency: 0.8 ms of a 4.2 ms step on an
-H200 (docs/benchmarks.md). Here that work moves into the products' own prologues and epilogues
+dozen kernels of a few microseconds each, most of it launch latency (a fifth of a step on an H200:
+docs/benchmarks.md). Here that work moves into the products' own prologues and epilogues
 (`gemv.Epilogue`):
 
 - the RMS norm before q/k/v, gate/up and the output layer: its weight is folded into the matrix's
@@ -22,17 +22,18 @@ kernels let their dependents launch at once, before waiting themselves, and read
 values before waiting for the q/k/v product: the o product's programs are then already resident and
 reading their first weights while attention runs, when the memory would otherwise be idle.
 
-Measured on an H200, 512 tokens (docs/benchmarks.md): 2.18 s with every product on the kernel, 1.96 s
-with this step, 1.92 s with the early launches, 1.84 s with the engine's decode loop kept in the
-captured graph (engine.py). The prompt still runs through `FusedDecoder.forward` (F.linear on the
-folded weights).
+What each part gained is measured in docs/benchmarks.md. The prompt still runs through
+`FusedDecoder.forward` (F.linear on the folded weights).
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from .gemv import ROPE, SILU, Epilogue
+from typing import Optional
+
+from .fused import layer_linears
+from .gemv import ROPE, SILU, Epilogue, GemvLinear, supports_pdl, tune
 
 try:
     import triton
@@ -161,3 +162,26 @@ def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         x = layer.w2.step(layer.w13.step(x), residual=x)
     return dec.lm_head.step(x).view(1, 1, -1)
 
+
+def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: Optional[dict] = None,
+                 fused_step: bool = True, fixed: Optional[dict] = None) -> dict:
+    """Put every linear layer of the fused decoder (and its output layer) on `gemv`, one tuned
+    configuration per weight shape and epilogue (or `configs` {(n, k, epilogue): cfg}, or one `fixed`
+    configuration for all); with
+    `fused_step`, one-token steps run `decode_step` (norms, rotary positions, SiLU gate and
+    residual adds inside the kernels). Returns the configurations used."""
+    pdl = supports_pdl() if pdl is None else pdl
+    configs = dict(configs or {})
+    if fused_step:
+        fold_norms(decoder)
+    kinds = epilogues(decoder) if fused_step else {}
+    for owner, name in layer_linears(decoder) + [(decoder, "lm_head")]:
+        linear = getattr(owner, name)
+        epilogue = kinds.get(name, Epilogue())
+        key = (*linear.weight.shape, epilogue)
+        if key not in configs:
+            configs[key] = fixed or tune(linear.weight.detach(), pdl, epilogue)
+        setattr(owner, name, GemvLinear(linear, configs[key], pdl, epilogue))
+    if fused_step:
+        decoder.one_token_step = decode_step
+    return configs

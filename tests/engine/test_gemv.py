@@ -19,9 +19,9 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 import torch.nn.functional as F
-from ferrylm.serve.decode_step import attention
-from ferrylm.serve.fused import FusedDecoder
-from ferrylm.serve.gemv import ROPE, SILU, Epilogue, GemvLinear, gemv, gemv_reference, gemv_weights
+from ferrylm.engine.decode_step import attention, gemv_weights
+from ferrylm.engine.fused import FusedDecoder
+from ferrylm.engine.gemv import ROPE, SILU, Epilogue, GemvLinear, gemv, gemv_reference
 
 torch.manual_seed(0)
 w, x, b = torch.randn(12, 100), torch.randn(100), torch.randn(12)
@@ -103,7 +103,7 @@ def test_gemv_kernel_in_the_interpreter():
 def test_engine_refuses_the_kernel_without_a_gpu(tiny_qwen2_dir):
     from transformers import AutoModelForCausalLM
 
-    from ferrylm.serve.engine import Engine
+    from ferrylm.engine import Engine
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")

@@ -1,9 +1,10 @@
-"""A batch-1 matrix-vector kernel for the GPU engine's bf16 linear layers, written in Triton.
+"""A batch-1 matrix-vector kernel for the GPU engine's bf16 linear layers, written in the Triton
+kernel language (not the Triton inference server of serve/triton_server.py).
 
 At one token per step every linear layer is y = W x with each weight read once, so a layer's time is
-its bytes over the bandwidth the kernel reaches. cuBLAS reached 58 % of the H200's floor on the 7B
-decode (2.55 s for 512 tokens); much of the loss is at kernel boundaries, where a product ramps up and
-drains and the next starts only after it has flushed. Two things here:
+its bytes over the bandwidth the kernel reaches. cuBLAS stays well short of that floor on a 7B decode;
+much of the loss is at kernel boundaries, where a product ramps up and drains and the next starts
+only after it has flushed. Two things here:
 
 - each program owns `block_n` rows and walks K in `block_k`-wide tiles (masked, so a tile may be
   wider than K), the configuration tuned per weight shape when the engine is built;
@@ -11,16 +12,13 @@ drains and the next starts only after it has flushed. Two things here:
   still runs, reads its first weight tile, which does not depend on that kernel, and only then waits
   for it (`gdc_wait`) before reading x.
 
-Measured on an H200 for 512 tokens of a 7B model (docs/benchmarks.md): 2.59 s on cuBLAS, 2.30 s on
-this kernel, 2.18-2.21 s with PDL on it and on inductor's kernels, 1.96 s with the epilogues below
-doing the work between the products (`decode_step.py`, what `Engine(gemv=True)` runs), 1.84 s with
-that step's early launches and the engine's loop inside the captured graph.
+What each of these, and the epilogues below, gained on an H200 is in docs/benchmarks.md ("GPU:
+batch-1 decode"); `decode_step.py` builds the one-token step `Engine(gemv=True)` runs on them.
 
 `Epilogue` says what a product does around itself: an RMS norm before it (its weight folded into w,
 the kernel sums x's squares as it reads x and scales its dot products at the end), SiLU's gate or
 rotary positions (each program owns two row blocks, gate and up, or a head's two halves), a residual
-add after it. (An earlier attempt, commit 8dcc055, recomputed the gate's SiLU on the input side,
-in every program, and measured slower.)
+add after it. (Recomputing the gate's SiLU on the input side, in every program, measured slower.)
 
 The kernel is a torch custom op, so `torch.compile` captures it in the engine's CUDA graph like any
 other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
@@ -268,30 +266,3 @@ class GemvLinear(torch.nn.Module):
         return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, norm_eps=e.norm_eps,
                        pair=e.pair, period=e.period, rope_rows=e.rope_rows, rope_scale=e.rope_scale,
                        has_residual=e.residual, **self.cfg)
-
-
-def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: Optional[dict] = None,
-                 fused_step: bool = True, fixed: Optional[dict] = None) -> dict:
-    """Put every linear layer of the fused decoder (and its output layer) on `gemv`, one tuned
-    configuration per weight shape and epilogue (or `configs` {(n, k, epilogue): cfg}, or one `fixed`
-    configuration for all); with
-    `fused_step`, one-token steps run `decode_step.decode_step` (norms, rotary positions, SiLU gate and
-    residual adds inside the kernels). Returns the configurations used."""
-    from .decode_step import decode_step, epilogues, fold_norms
-    from .fused import layer_linears
-
-    pdl = supports_pdl() if pdl is None else pdl
-    configs = dict(configs or {})
-    if fused_step:
-        fold_norms(decoder)
-    kinds = epilogues(decoder) if fused_step else {}
-    for owner, name in layer_linears(decoder) + [(decoder, "lm_head")]:
-        linear = getattr(owner, name)
-        epilogue = kinds.get(name, Epilogue())
-        key = (*linear.weight.shape, epilogue)
-        if key not in configs:
-            configs[key] = fixed or tune(linear.weight.detach(), pdl, epilogue)
-        setattr(owner, name, GemvLinear(linear, configs[key], pdl, epilogue))
-    if fused_step:
-        decoder.one_token_step = decode_step
-    return configs
