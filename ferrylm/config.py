@@ -174,17 +174,19 @@ class ExportConfig(_Section):
     # GPU bf16 in CUDA graphs), "transformers" (generate(), any architecture), "auto" (fused where it
     # supports the architecture). With vllm_quantize w4a16 and the fused engine, also "<name>-w4a16".
     triton_engine: Literal["auto", "fused", "transformers"] = "auto"
+    # Prompt + new tokens the Triton models accept (their engine's static cache is this long).
+    triton_max_len: int = Field(2048, gt=0)
 
 
 class ServeConfig(_Section):
     # "vllm": the merged model behind vLLM's OpenAI API. "triton": a Triton repository written by
-    # the export stage (export.triton_dir), streamed over Triton's HTTP generate / gRPC endpoints.
+    # the export stage (its record names it), streamed over Triton's HTTP generate / gRPC endpoints.
     backend: Literal["vllm", "triton"] = "vllm"
     # None serves the exported model of this run: `artifact` picks which one (the merged model, or a
     # vLLM-format quantized artifact written with export.vllm_quantize).
     model: Optional[str] = None
     artifact: Literal["merged", "w4a16", "fp8"] = "merged"
-    # backend=triton: which repository model (None: export.triton_name; "<name>-onnx" is the ONNX one).
+    # backend=triton: which repository model (None: the export's merged model; "<name>-onnx" is the ONNX one).
     triton_model: Optional[str] = None
     # backend=vllm: serve the base model with the run's LoRA adapter applied by vLLM (--enable-lora)
     # instead of the merged model; the adapter answers as served_name, the base as "<served_name>-base".

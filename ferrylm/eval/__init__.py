@@ -78,9 +78,9 @@ def criteria_values(measured: dict | None, train: dict | None, which: str) -> di
 def _training(cfg: Config) -> tuple[dict | None, list[dict]]:
     """The train stage's metrics and its loss history, or (None, []) without a train stage."""
     try:
-        train = read_record(cfg.stage_dir("train"))["metrics"]
-        history_file = cfg.stage_dir("train") / "log_history.jsonl"
-        return train, [json.loads(line) for line in history_file.read_text().splitlines() if line.strip()]
+        trained = read_record(cfg.stage_dir("train"))
+        history = Path(trained["outputs"]["log_history"]).read_text().splitlines()
+        return trained["metrics"], [json.loads(line) for line in history if line.strip()]
     except FileNotFoundError:
         return None, []
 

@@ -89,11 +89,12 @@ def run_export(cfg: Config) -> StageRecord:
     e = cfg.export
     out = cfg.stage_dir("export")
     record = StageRecord("export", cfg.digest())
-    trained = read_record(cfg.stage_dir("train"))["outputs"]
+    train_rec = read_record(cfg.stage_dir("train"))
+    trained = train_rec["outputs"]
     base_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     # A full fine-tune wrote a whole model: nothing to merge, the artifact is that model (cast to
     # export.dtype) and the reference is the model itself.
-    full = "model" in trained
+    full = train_rec["metrics"]["method"] == "full"
     adapter_dir = Path(trained["model"] if full else trained["adapter"])
     expected = "config.json" if full else "adapter_config.json"
     if not (adapter_dir / expected).is_file():
@@ -141,8 +142,7 @@ def run_export(cfg: Config) -> StageRecord:
     record.outputs = {"merged": str(final), "manifest": str(final / "manifest.json")}
     record.metrics = {"parity": parity.as_dict(), "merged_sha256": sha256_tree(final), "merge": merge_info}
     engine = _triton_engine(e.triton_engine, final)
-    max_len = cfg.serve.max_model_len
-    record.outputs["triton_model"] = str(write_triton_repo(e.triton_dir, e.triton_name, final, engine, max_len))
+    record.outputs["triton_model"] = str(write_triton_repo(e.triton_dir, e.triton_name, final, engine, e.triton_max_len))
     record.metrics["triton_engine"] = engine
     record.outputs["triton_model_vllm"] = str(write_vllm_backend_repo(e.triton_dir, f"{e.triton_name}-vllm", final))
     if e.onnx:

@@ -43,10 +43,11 @@ def lora_server_for(cfg: Config, port: int | None = None) -> VllmServer:
     from ..models import resolve_model_path
 
     try:
-        outputs = read_record(cfg.stage_dir("train"))["outputs"]
+        trained = read_record(cfg.stage_dir("train"))
     except FileNotFoundError:
         raise ServeError(f"serve.lora: {cfg.stage_dir('train')} holds no training run: run `ferrylm train` first") from None
-    if "adapter" not in outputs:
+    outputs, method = trained["outputs"], trained["metrics"]["method"]
+    if method == "full":
         raise ServeError("serve.lora: this run is a full fine-tune (no adapter); serve its export instead")
     return server_for(cfg, resolve_model_path(cfg.model.path, cfg.model.cache_dir), port=port, lora_dir=outputs["adapter"])
 
@@ -55,7 +56,12 @@ def triton_server_for(cfg: Config, port: int | None = None) -> TritonServer:
     from ..models import cache_root
 
     s = cfg.serve
-    return TritonServer(cfg.export.triton_dir, s.triton_model or cfg.export.triton_name, s.host, port or s.port,
+    try:
+        repo = Path(read_record(cfg.stage_dir("export"))["outputs"]["triton_model"])   # <triton_dir>/<name>
+    except FileNotFoundError:
+        raise ServeError(f"serve.backend=triton: {cfg.stage_dir('export')} holds no export: run `ferrylm export` "
+                         "first") from None
+    return TritonServer(repo.parent, s.triton_model or repo.name, s.host, port or s.port,
                         cfg.stage_dir("serve") / "triton.log", s.startup_timeout_s, s.drain_timeout_s,
                         cache_root(cfg.model.cache_dir))
 

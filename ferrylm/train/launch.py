@@ -1,5 +1,6 @@
 """One config, three ways to launch training: one node with several processes, several nodes
-(torchrun's c10d rendezvous), or a SLURM batch script that does the latter on the allocation.
+(torchrun's c10d rendezvous), or a SLURM batch script that does the latter on the allocation; and
+the process-group environment a single process needs (prepare_distributed_env).
 
     ferrylm launch --nproc 2 --config run.yaml train.deepspeed=zero2
     ferrylm launch --nproc 8 --nnodes 4 --node-rank 0 --rdzv node0:29500 --config run.yaml
@@ -7,8 +8,15 @@
 """
 from __future__ import annotations
 
+import os
+import re
 import shlex
+import socket
 import sys
+
+from ..log import get_logger
+
+log = get_logger("train")
 
 
 def torchrun_command(nproc: int, config: str | None, overrides: list[str], nnodes: int = 1, node_rank: int = 0,
@@ -54,3 +62,32 @@ HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export OMP_NUM_THREADS=$((SLURM_CPUS_PER_TASK / {nproc} > 0 ? SLURM_CPUS_PER_TASK / {nproc} : 1))
 srun --kill-on-bad-exit=1 {line}
 """
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
+    if use_deepspeed and not has_cuda:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+    if use_deepspeed and re.search(r"\d\.\d[a-z]", arch):
+        # DeepSpeed's op builder reads "9.0a" as a number and fails; the plain arch builds the same ops.
+        os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d\.\d)[a-z]", r"\1", arch)
+    import torch
+
+    gpus = torch.cuda.device_count() if has_cuda else 0
+    several_gpus = gpus > 1
+    if several_gpus and "RANK" not in os.environ:
+        # One process on a machine with several GPUs: the Trainer would wrap the model in
+        # nn.DataParallel (one process driving every GPU, the loss summed across them). Train on
+        # one GPU instead, as a world of one, and say how to use them all.
+        log.warning("%d GPUs visible but one process: training on GPU 0; use `ferrylm launch --nproc %d` for all",
+                    gpus, gpus)
+    if (use_deepspeed or several_gpus) and "RANK" not in os.environ:
+        # A single process still needs a process group for DeepSpeed; launchers set these themselves.
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))

@@ -10,66 +10,36 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
-import socket
+from dataclasses import dataclass
 from pathlib import Path
+
+from transformers import TrainerCallback
 
 from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
-from .build import LIGER_LOSS_ONLY, build_model, check_liger, choose_attention, choose_precision, compile_layers
+from .arguments import training_arguments
+from .build import build_model, check_liger, choose_attention, choose_precision, compile_layers
 from .checkpoints import MarkComplete, latest_complete, make_universal, saved_world_size
+from .launch import prepare_distributed_env
 from .observe import NonFiniteLoss, guarded_trainer_class, selective_checkpointing
-from .zero import deepspeed_config
 
 log = get_logger("train")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
-    if use_deepspeed and not has_cuda:
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
-    if use_deepspeed and re.search(r"\d\.\d[a-z]", arch):
-        # DeepSpeed's op builder reads "9.0a" as a number and fails; the plain arch builds the same ops.
-        os.environ["TORCH_CUDA_ARCH_LIST"] = re.sub(r"(\d\.\d)[a-z]", r"\1", arch)
-    import torch
-
-    gpus = torch.cuda.device_count() if has_cuda else 0
-    several_gpus = gpus > 1
-    if several_gpus and "RANK" not in os.environ:
-        # One process on a machine with several GPUs: the Trainer would wrap the model in
-        # nn.DataParallel (one process driving every GPU, the loss summed across them). Train on
-        # one GPU instead, as a world of one, and say how to use them all.
-        log.warning("%d GPUs visible but one process: training on GPU 0; use `ferrylm launch --nproc %d` for all",
-                    gpus, gpus)
-    if (use_deepspeed or several_gpus) and "RANK" not in os.environ:
-        # A single process still needs a process group for DeepSpeed; launchers set these themselves.
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(_free_port()))
-
-
-class _HistoryWriter:
+class _HistoryWriter(TrainerCallback):
     """Appends every Trainer log line to log_history.jsonl (the report plots it)."""
 
-    def __new__(cls, path: Path):
-        from transformers import TrainerCallback
+    def __init__(self, path: Path):
+        self.path = path
 
-        class Writer(TrainerCallback):
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                if state.is_world_process_zero and logs:
-                    with open(path, "a") as fh:
-                        fh.write(json.dumps({"step": state.global_step, **logs}) + "\n")
-
-        return Writer()
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            with open(self.path, "a") as fh:
+                fh.write(json.dumps({"step": state.global_step, **logs}) + "\n")
 
 
 def _truncate_history(path: Path, step: int) -> None:
@@ -144,155 +114,167 @@ def _planned_peak(cfg: Config, model_dir, world: int) -> float | None:
     return plan.total_gib - setup.reserve_gib
 
 
+@dataclass
+class _Run:
+    """What the recipe's steps share: the config, where the stage writes, this machine's choices,
+    and the checkpoint a run resumes from."""
+    cfg: Config
+    out: Path
+    has_cuda: bool
+    precision: str
+    attention: str
+    resume: Path | None = None
+    saved_world: int | None = None     # processes that wrote the resumed DeepSpeed checkpoint
+
+    @property
+    def t(self):
+        return self.cfg.train
+
+    @property
+    def kind(self) -> str:
+        return "model" if self.t.method == "full" else "adapter"
+
+    @property
+    def history(self) -> Path:
+        return self.out / "log_history.jsonl"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.out / "checkpoints"
+
+    @property
+    def reshard(self) -> bool:
+        return self.saved_world is not None and self.saved_world != int(os.environ.get("WORLD_SIZE", "1"))
+
+
 @locked_stage("train")
 def run_train(cfg: Config) -> StageRecord:
+    """Set up the run directory (fresh or resumed), the data, the model; train; save."""
     import torch
-    from transformers import TrainingArguments, set_seed
 
-    from .dataset import PadCollator, examples
-
-    t = cfg.train
-    has_cuda = torch.cuda.is_available()
-    _prepare_distributed_env(t.deepspeed is not None, has_cuda)
-    precision = choose_precision(t.precision, has_cuda)
-    attention = choose_attention(t.attention, has_cuda)
-    check_liger(t, has_cuda)
-
-    out = cfg.stage_dir("train")
-    ckpt_dir = out / "checkpoints"
     record = StageRecord("train", cfg.digest())
+    has_cuda = torch.cuda.is_available()
+    prepare_distributed_env(cfg.train.deepspeed is not None, has_cuda)
+    check_liger(cfg.train, has_cuda)
+    run = _Run(cfg, cfg.stage_dir("train"), has_cuda, choose_precision(cfg.train.precision, has_cuda),
+               choose_attention(cfg.train.attention, has_cuda))
+    setup_run_dir(run)
     data_out = read_record(cfg.stage_dir("data"))["outputs"]   # refuses outputs of an unfinished data run
-    train_set = examples(data_out["train"])
-    eval_set = examples(data_out["eval"], limit=t.eval_batches * t.per_device_batch_size)
+    train_set, eval_set = setup_data(run, data_out)
+    args = training_arguments(run)          # before the model: ZeRO-3 loads weights straight into shards
     model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     tokenizer = load_tokenizer(model_dir)
-
-    history_path = out / "log_history.jsonl"
-    rank0 = int(os.environ.get("RANK", "0")) == 0
-    resume = latest_complete(ckpt_dir, clean=rank0) if t.resume else None
-    if resume is None and rank0:
-        # A fresh run: checkpoints of an earlier run must not mix with this one's.
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
-        out.mkdir(parents=True, exist_ok=True)
-        history_path.unlink(missing_ok=True)
-    elif resume is not None and rank0:
-        log.info("resuming from %s", resume)
-        _truncate_history(history_path, int(resume.name.split("-")[1]))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    saved_world = saved_world_size(resume) if resume is not None and t.deepspeed else None
-    reshard = saved_world is not None and saved_world != world
-    if reshard:
-        log.info("checkpoint written by %d processes, resuming on %d", saved_world, world)
-        make_universal(resume, rank0)
-    # TensorBoard's callback takes its directory from the environment in transformers 5.
-    os.environ["TENSORBOARD_LOGGING_DIR"] = str(out / "tensorboard")
-    args = TrainingArguments(
-        output_dir=str(ckpt_dir),
-        max_steps=t.max_steps,
-        per_device_train_batch_size=t.per_device_batch_size,
-        per_device_eval_batch_size=t.per_device_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps,
-        learning_rate=t.learning_rate,
-        weight_decay=t.weight_decay,
-        warmup_steps=t.warmup_steps,
-        lr_scheduler_type="cosine",
-        max_grad_norm=t.max_grad_norm,
-        bf16=precision == "bf16",
-        fp16=precision == "fp16",
-        gradient_checkpointing=t.gradient_checkpointing,
-        gradient_checkpointing_kwargs={"use_reentrant": False},
-        use_liger_kernel=t.liger,
-        # Compiled layers do the fusing; Liger then only replaces the output layer + loss.
-        liger_kernel_config=LIGER_LOSS_ONLY if t.liger and t.compile == "layers" else None,
-        torch_compile=t.compile == "model",
-        logging_steps=t.logging_steps,
-        save_strategy="steps" if t.save_steps else "no",
-        save_steps=t.save_steps or None,
-        save_total_limit=t.save_total_limit,
-        # Evaluating at step 0 inside the training loop (not via evaluate() before it) works under
-        # ZeRO too, which refuses evaluate() before its engine exists. Nothing has been updated at
-        # step 0 (LoRA starts as the identity), so that eval loss is the base model's.
-        eval_strategy="steps",
-        eval_steps=t.save_steps if t.keep_best else t.max_steps,
-        metric_for_best_model="eval_loss" if t.keep_best else None,
-        greater_is_better=False if t.keep_best else None,
-        eval_on_start=resume is None,
-        report_to=list(t.report_to),
-        seed=t.seed,
-        data_seed=t.seed,
-        use_cpu=not has_cuda,
-        ddp_backend="gloo" if ("RANK" in os.environ and not has_cuda) else None,
-        deepspeed=deepspeed_config(t.deepspeed, precision, t.offload_optimizer, t.offload_params, has_cuda,
-                                   load_universal=reshard) if t.deepspeed else None,
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-        include_num_input_tokens_seen="non_padding",
-        disable_tqdm=not os.isatty(2),
-    )
-
     planned = _planned_peak(cfg, model_dir, args.world_size)
+    model = setup_model(run, model_dir, args, train_set)
+    trainer = setup_trainer(run, model, args, train_set, eval_set, tokenizer)
+    result = train(run, trainer, tokenizer)
+    saved = _save_trained(trainer, tokenizer, run.out, run.kind)
+    if trainer.is_world_process_zero():
+        record.inputs = {"train.arrow": sha256_file(data_out["train"]), "base_model": str(model_dir)}
+        record.outputs = {run.kind: str(saved), "checkpoints": str(run.checkpoints), "log_history": str(run.history)}
+        record.metrics = _metrics(run, trainer, result, args, saved, planned)
+        log.info("train: eval loss %.4f → %.4f", record.metrics["base_eval_loss"], record.metrics["eval_loss"])
+        record.finish(run.out)
+    return record
+
+
+def setup_run_dir(run: _Run) -> None:
+    """Resume from the newest complete checkpoint (train.resume), or start clean: checkpoints of an
+    earlier run must not mix with this one's."""
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    run.resume = latest_complete(run.checkpoints, clean=rank0) if run.t.resume else None
+    if run.resume is None and rank0:
+        shutil.rmtree(run.checkpoints, ignore_errors=True)
+        run.out.mkdir(parents=True, exist_ok=True)
+        run.history.unlink(missing_ok=True)
+    elif run.resume is not None and rank0:
+        log.info("resuming from %s", run.resume)
+        _truncate_history(run.history, int(run.resume.name.split("-")[1]))
+    if run.resume is not None and run.t.deepspeed:
+        run.saved_world = saved_world_size(run.resume)
+    if run.reshard:
+        log.info("checkpoint written by %d processes, resuming on %s", run.saved_world, os.environ.get("WORLD_SIZE", "1"))
+        make_universal(run.resume, rank0)
+
+
+def setup_data(run: _Run, data_out: dict):
+    from .dataset import examples
+
+    t = run.t
+    return examples(data_out["train"]), examples(data_out["eval"], limit=t.eval_batches * t.per_device_batch_size)
+
+
+def setup_model(run: _Run, model_dir, args, train_set):
+    from transformers import set_seed
+
+    t = run.t
     set_seed(t.seed)  # before LoRA's init, so a run is reproducible from its config alone
-    model = build_model(t, model_dir, precision, attention, has_cuda)
+    model = build_model(t, model_dir, run.precision, run.attention, run.has_cuda)
     if t.compile == "layers":
         compile_layers(model)
-    if has_cuda and t.deepspeed != "zero3" and t.method != "qlora":
+    if run.has_cuda and t.deepspeed != "zero3" and t.method != "qlora":
         model.to(args.device)   # where the Trainer would put it; the packing self-test runs there
     if "position_ids" in train_set.column_names:
         if t.deepspeed == "zero3":
             log.info("packing self-test skipped: under ZeRO-3 the weights are shards until training starts")
         else:
-            _check_packing(model, train_set[0], precision != "fp32")
+            _check_packing(model, train_set[0], run.precision != "fp32")
+    return model
+
+
+def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
+    from .dataset import PadCollator
+
     trainer = guarded_trainer_class()(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
                                       data_collator=PadCollator(tokenizer.pad_token_id),
-                                      callbacks=[MarkComplete(), _HistoryWriter(history_path)])
-    if t.gradient_checkpointing and t.checkpoint_fraction < 1:
-        trainer.add_callback(selective_checkpointing(t.checkpoint_fraction))
+                                      callbacks=[MarkComplete(), _HistoryWriter(run.history)])
+    if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
+        trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))
+    return trainer
 
-    kind = "model" if t.method == "full" else "adapter"
+
+def train(run: _Run, trainer, tokenizer):
     try:
-        result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        return trainer.train(resume_from_checkpoint=str(run.resume) if run.resume else None)
     except NonFiniteLoss as e:
         # Raised before that step's optimizer update: the weights in hand are the last good ones.
-        last_good = _save_trained(trainer, tokenizer, out, f"last-good-{kind}")
+        last_good = _save_trained(trainer, tokenizer, run.out, f"last-good-{run.kind}")
         raise TrainingDiverged(f"train: the loss became {e.value} at step {e.step}; stopped before that step's "
                                f"update. The last good weights (step {e.step - 1}) are in {last_good}; lower "
                                f"train.learning_rate or check the data") from None
 
-    saved = _save_trained(trainer, tokenizer, out, kind)
-    if trainer.is_world_process_zero():
-        history = [json.loads(line) for line in history_path.read_text().splitlines() if line.strip()]
-        evals = [h["eval_loss"] for h in history if "eval_loss" in h]
-        base_eval, final_eval = evals[0], evals[-1]
-        speeds = [h for h in history if "tokens_per_s" in h]
-        record.inputs = {"train.arrow": sha256_file(data_out["train"]), "base_model": str(model_dir)}
-        record.outputs = {kind: str(saved), "checkpoints": str(ckpt_dir), "log_history": str(history_path)}
-        record.metrics = {
-            "method": t.method,
-            "steps": trainer.state.global_step,
-            "resumed_from": str(resume) if resume else None,
-            "resumed_from_world_size": saved_world,
-            "base_eval_loss": base_eval,
-            "base_perplexity": math.exp(base_eval),
-            "eval_loss": final_eval,
-            "perplexity": math.exp(final_eval),
-            "train_runtime_s": result.metrics.get("train_runtime"),
-            "tokens_seen": int(trainer.state.num_input_tokens_seen),
-            "tokens_per_s": speeds[-1]["tokens_per_s"] if speeds else None,
-            "mfu": speeds[-1].get("mfu") if speeds else None,
-            "precision": precision,
-            "attention": attention,
-            "liger": t.liger,
-            "compile": t.compile,
-            "deepspeed": t.deepspeed,
-            "offload": [k for k in ("optimizer", "params") if getattr(t, f"offload_{k}")],
-            "world_size": args.world_size,
-            f"{kind}_sha256": sha256_tree(saved),
-            "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if has_cuda else None,
-            "planned_peak_gib": planned,   # the planner's allocated peak
-            "best_checkpoint": trainer.state.best_model_checkpoint,
-            "best_eval_loss": trainer.state.best_metric,
-            **_summarise(history),
-        }
-        log.info("train: eval loss %.4f → %.4f", base_eval, final_eval)
-        record.finish(out)
-    return record
+
+def _metrics(run: _Run, trainer, result, args, saved: Path, planned: float | None) -> dict:
+    import torch
+
+    t = run.t
+    history = [json.loads(line) for line in run.history.read_text().splitlines() if line.strip()]
+    evals = [h["eval_loss"] for h in history if "eval_loss" in h]
+    speeds = [h for h in history if "tokens_per_s" in h]
+    return {
+        "method": t.method,
+        "steps": trainer.state.global_step,
+        "resumed_from": str(run.resume) if run.resume else None,
+        "resumed_from_world_size": run.saved_world,
+        "base_eval_loss": evals[0],
+        "base_perplexity": math.exp(evals[0]),
+        "eval_loss": evals[-1],
+        "perplexity": math.exp(evals[-1]),
+        "train_runtime_s": result.metrics.get("train_runtime"),
+        "tokens_seen": int(trainer.state.num_input_tokens_seen),
+        "tokens_per_s": speeds[-1]["tokens_per_s"] if speeds else None,
+        "mfu": speeds[-1].get("mfu") if speeds else None,
+        "precision": run.precision,
+        "attention": run.attention,
+        "liger": t.liger,
+        "compile": t.compile,
+        "deepspeed": t.deepspeed,
+        "offload": [k for k in ("optimizer", "params") if getattr(t, f"offload_{k}")],
+        "world_size": args.world_size,
+        f"{run.kind}_sha256": sha256_tree(saved),
+        "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if run.has_cuda else None,
+        "planned_peak_gib": planned,   # the planner's allocated peak
+        "best_checkpoint": trainer.state.best_model_checkpoint,
+        "best_eval_loss": trainer.state.best_metric,
+        **_summarise(history),
+    }

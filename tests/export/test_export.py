@@ -48,7 +48,7 @@ def test_merged_model_matches_adapter_and_carries_manifest(trained_run):
     assert 'key: "site_packages"' in config  # where the stub finds torch and transformers
     # The model is Llama-family: the repository streams from ferrylm's fused engine ("auto").
     assert 'key: "engine" value: { string_value: "fused" }' in config and rec.metrics["triton_engine"] == "fused"
-    assert f'key: "max_len" value: {{ string_value: "{cfg.serve.max_model_len}" }}' in config
+    assert f'key: "max_len" value: {{ string_value: "{cfg.export.triton_max_len}" }}' in config
     compile((triton / "1" / "model.py").read_text(), "model.py", "exec")
     assert rec.outputs["merged"] == str(merged)
     # The variant for Triton images with the vLLM backend: vLLM's engine arguments in model.json.

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from ferrylm.export.triton import write_triton_repo
+from ferrylm.manifest import StageRecord
 from ferrylm.serve import free_port
 from tests.conftest import CACHE
 
@@ -53,6 +54,9 @@ def test_idle_vllm_stops_promptly(tmp_path, tiny_qwen2_dir, how):
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "group"])
 def test_idle_triton_stops_promptly(tmp_path, tiny_qwen2_dir, how):
-    write_triton_repo(tmp_path / "triton_models", "ferrylm", tiny_qwen2_dir, engine="transformers")
-    proc = _serve(tmp_path, "serve.backend=triton", f"export.triton_dir={tmp_path / 'triton_models'}")
+    repo = write_triton_repo(tmp_path / "triton_models", "ferrylm", tiny_qwen2_dir, engine="transformers")
+    record = StageRecord("export", "test")            # serve finds the repository through the export's record
+    record.outputs = {"triton_model": str(repo)}
+    record.finish(tmp_path / "run" / "export")
+    proc = _serve(tmp_path, "serve.backend=triton")
     assert _stop_and_time(proc, how) < 30

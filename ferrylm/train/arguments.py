@@ -1,0 +1,61 @@
+"""The Trainer's settings for a run, in one place: what the train config asks for, this machine's
+precision, where checkpoints and TensorBoard go, and DeepSpeed's config (resharded on resume when
+the number of processes changed)."""
+from __future__ import annotations
+
+import os
+
+from .build import LIGER_LOSS_ONLY
+from .zero import deepspeed_config
+
+
+def training_arguments(run):
+    """Every Trainer setting in one place."""
+    from transformers import TrainingArguments
+
+    t, has_cuda = run.t, run.has_cuda
+    # TensorBoard's callback takes its directory from the environment in transformers 5.
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(run.out / "tensorboard")
+    return TrainingArguments(
+        output_dir=str(run.checkpoints),
+        max_steps=t.max_steps,
+        per_device_train_batch_size=t.per_device_batch_size,
+        per_device_eval_batch_size=t.per_device_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        learning_rate=t.learning_rate,
+        weight_decay=t.weight_decay,
+        warmup_steps=t.warmup_steps,
+        lr_scheduler_type="cosine",
+        max_grad_norm=t.max_grad_norm,
+        bf16=run.precision == "bf16",
+        fp16=run.precision == "fp16",
+        gradient_checkpointing=t.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        use_liger_kernel=t.liger,
+        # Compiled layers do the fusing; Liger then only replaces the output layer + loss.
+        liger_kernel_config=LIGER_LOSS_ONLY if t.liger and t.compile == "layers" else None,
+        torch_compile=t.compile == "model",
+        logging_steps=t.logging_steps,
+        save_strategy="steps" if t.save_steps else "no",
+        save_steps=t.save_steps or None,
+        save_total_limit=t.save_total_limit,
+        # Evaluating at step 0 inside the training loop (not via evaluate() before it) works under
+        # ZeRO too, which refuses evaluate() before its engine exists. Nothing has been updated at
+        # step 0 (LoRA starts as the identity), so that eval loss is the base model's.
+        eval_strategy="steps",
+        eval_steps=t.save_steps if t.keep_best else t.max_steps,
+        metric_for_best_model="eval_loss" if t.keep_best else None,
+        greater_is_better=False if t.keep_best else None,
+        eval_on_start=run.resume is None,
+        report_to=list(t.report_to),
+        seed=t.seed,
+        data_seed=t.seed,
+        use_cpu=not has_cuda,
+        ddp_backend="gloo" if ("RANK" in os.environ and not has_cuda) else None,
+        deepspeed=deepspeed_config(t.deepspeed, run.precision, t.offload_optimizer, t.offload_params, has_cuda,
+                                   load_universal=run.reshard) if t.deepspeed else None,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        include_num_input_tokens_seen="non_padding",
+        disable_tqdm=not os.isatty(2),
+    )
