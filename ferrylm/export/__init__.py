@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -77,68 +78,51 @@ def _triton_engine(choice: str, model_dir: Path) -> str:
     return "transformers"
 
 
-def _publish(tmp: Path, final: Path) -> None:
+@dataclass
+class Reference:
+    """What every artifact is held to: the trained model's greedy outputs on the parity prompts
+    (base + adapter in PyTorch, as trained), with what it was made from."""
+    name: str
+    prompts: list
+    outputs: list
+    tokenizer: object
+    lineage: dict
+    new_tokens: int
+
+    def check(self, what: str, got):
+        parity = compare(self.outputs, got, self.new_tokens)
+        log.info("parity (%s): %d/%d greedy equal, agreement %.3f, max |Δlogit| %.2e, KL %.2e", what,
+                 parity.greedy_tokens_equal, parity.prompts, parity.token_agreement, parity.max_abs_logit_diff,
+                 parity.mean_kl)
+        return parity
+
+
+def _release(tmp: Path, final: Path, refusal: str | None, manifest: dict) -> None:
+    """What every artifact's last steps share: refused, its temporary directory removed, when its
+    parity failed; else its manifest written and the directory published in one rename."""
+    if refusal:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ExportError(refusal)
+    write_json_atomic(tmp / "manifest.json", manifest)
     shutil.rmtree(final, ignore_errors=True)
     tmp.replace(final)
 
 
 @locked_stage("export")
 def run_export(cfg: Config) -> StageRecord:
-    from peft import PeftModel
-
+    """Hold the trained model's outputs as the reference, then write each artifact against it: the
+    merged model, ONNX (and its quantized variants), vLLM's quantized formats, the Triton repositories."""
     e = cfg.export
     out = cfg.stage_dir("export")
     record = StageRecord("export", cfg.digest())
     train_rec = read_record(cfg.stage_dir("train"))
-    trained = train_rec["outputs"]
+    full = train_rec["metrics"]["method"] == "full"      # a whole model: nothing to merge
+    trained = Path(train_rec["outputs"]["model" if full else "adapter"])
     base_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
-    # A full fine-tune wrote a whole model: nothing to merge, the artifact is that model (cast to
-    # export.dtype) and the reference is the model itself.
-    full = train_rec["metrics"]["method"] == "full"
-    adapter_dir = Path(trained["model"] if full else trained["adapter"])
-    expected = "config.json" if full else "adapter_config.json"
-    if not (adapter_dir / expected).is_file():
-        raise ExportError(f"{adapter_dir}: no {expected} — run `ferrylm train` first")
-    tokenizer = load_tokenizer(adapter_dir)
-
-    # The reference every artifact is held to: base + adapter in PyTorch, as trained.
-    if full:
-        reference = load_model(adapter_dir)
-    else:
-        reference = PeftModel.from_pretrained(load_model(base_dir), adapter_dir)
-        _check_adapter(reference, adapter_dir)
-    ref_name = "the fine-tuned model (PyTorch)" if full else "base + adapter (PyTorch)"
-    prompts = _parity_prompts(cfg, tokenizer)
-    ref = reference_outputs(reference, prompts, e.parity_new_tokens, tokenizer.pad_token_id)
-    del reference
-
+    ref = _reference(cfg, trained, base_dir, full)
     out.mkdir(parents=True, exist_ok=True)
-    final, tmp = out / "merged", out / ".merged.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        merge_info = stream_merge(adapter_dir if full else base_dir, None if full else adapter_dir, tmp, e.dtype)
-    except MergeError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise ExportError(str(err)) from err
-    tokenizer.save_pretrained(tmp)
-    _set_generation_eos(tmp, tokenizer)
-    merged = load_model(tmp)
-    parity = compare(ref, reference_outputs(merged, prompts, e.parity_new_tokens, tokenizer.pad_token_id),
-                     e.parity_new_tokens)
-    del merged
-    log.info("parity (merged): %d/%d greedy continuations equal, max |Δlogit| %.2e",
-             parity.greedy_tokens_equal, parity.prompts, parity.max_abs_logit_diff)
-    if parity.greedy_tokens_equal < parity.prompts or parity.max_abs_logit_diff > e.max_logit_diff:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise ExportError(f"export parity failed: {parity.as_dict()} (export.max_logit_diff={e.max_logit_diff})")
-    lineage = _lineage(cfg, base_dir, adapter_dir, full)
-    manifest = {"artifact": "merged", "format": "safetensors", "dtype": merge_info["dtype"], "merge": merge_info,
-                "inputs": lineage, "parity": {"reference": ref_name, **parity.as_dict()},
-                "eos_token": tokenizer.eos_token}
-    write_json_atomic(tmp / "manifest.json", manifest)
-    _publish(tmp, final)
-
-    record.inputs = lineage
+    final, merge_info, parity = _export_merged(cfg, trained, base_dir, full, out, ref)
+    record.inputs = ref.lineage
     record.outputs = {"merged": str(final), "manifest": str(final / "manifest.json")}
     record.metrics = {"parity": parity.as_dict(), "merged_sha256": sha256_tree(final), "merge": merge_info}
     engine = _triton_engine(e.triton_engine, final)
@@ -146,26 +130,62 @@ def run_export(cfg: Config) -> StageRecord:
     record.metrics["triton_engine"] = engine
     record.outputs["triton_model_vllm"] = str(write_vllm_backend_repo(e.triton_dir, f"{e.triton_name}-vllm", final))
     if e.onnx:
-        onnx_records = _export_onnx_artifacts(cfg, final, out, prompts, ref, tokenizer, lineage, ref_name)
-        record.metrics["onnx"] = onnx_records
-        for name, rec in onnx_records.items():
-            record.outputs[f"onnx_{name}"] = rec["path"]
+        record.metrics["onnx"] = _export_onnx_artifacts(cfg, final, out, ref)
+        record.outputs.update({f"onnx_{name}": rec["path"] for name, rec in record.metrics["onnx"].items()})
         record.outputs["triton_model_onnx"] = str(write_triton_repo(e.triton_dir, f"{e.triton_name}-onnx",
                                                                     out / "onnx" / "fp32", engine="onnx"))
     if e.vllm_quantize:
-        record.metrics["vllm_quantized"] = {}
-        for kind in e.vllm_quantize:
-            rec = _export_vllm_artifact(cfg, kind, final, out, prompts, ref, tokenizer, lineage, ref_name)
-            record.metrics["vllm_quantized"][kind] = rec
-            record.outputs[f"vllm_{kind}"] = rec["path"]
+        record.metrics["vllm_quantized"] = {kind: _export_vllm_artifact(cfg, kind, final, out, ref)
+                                            for kind in e.vllm_quantize}
+        record.outputs.update({f"vllm_{kind}": rec["path"] for kind, rec in record.metrics["vllm_quantized"].items()})
         if "w4a16" in e.vllm_quantize and engine == "fused":   # the engine runs the artifact's own 4-bit weights
             record.outputs["triton_model_w4a16"] = str(write_triton_repo(
-                e.triton_dir, f"{e.triton_name}-w4a16", out / "vllm-w4a16", "fused", max_len, w4a16=True))
+                e.triton_dir, f"{e.triton_name}-w4a16", out / "vllm-w4a16", "fused", e.triton_max_len, w4a16=True))
     return record.finish(out)
 
 
-def _export_vllm_artifact(cfg: Config, kind: str, merged_dir: Path, out: Path, prompts, ref, tokenizer, lineage,
-                          ref_name) -> dict:
+def _reference(cfg: Config, trained: Path, base_dir: Path, full: bool) -> Reference:
+    from peft import PeftModel
+
+    expected = "config.json" if full else "adapter_config.json"
+    if not (trained / expected).is_file():
+        raise ExportError(f"{trained}: no {expected} — run `ferrylm train` first")
+    tokenizer = load_tokenizer(trained)
+    if full:
+        model = load_model(trained)
+    else:
+        model = PeftModel.from_pretrained(load_model(base_dir), trained)
+        _check_adapter(model, trained)
+    prompts = _parity_prompts(cfg, tokenizer)
+    outputs = reference_outputs(model, prompts, cfg.export.parity_new_tokens, tokenizer.pad_token_id)
+    return Reference("the fine-tuned model (PyTorch)" if full else "base + adapter (PyTorch)", prompts, outputs,
+                     tokenizer, _lineage(cfg, base_dir, trained, full), cfg.export.parity_new_tokens)
+
+
+def _export_merged(cfg: Config, trained: Path, base_dir: Path, full: bool, out: Path, ref: Reference):
+    """The adapter folded into the base shard by shard (a full fine-tune: the model cast to
+    export.dtype), with the tokenizer and an end-of-turn EOS; greedy tokens must all match."""
+    e = cfg.export
+    final, tmp = out / "merged", out / ".merged.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        merge_info = stream_merge(trained if full else base_dir, None if full else trained, tmp, e.dtype)
+    except MergeError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ExportError(str(err)) from err
+    ref.tokenizer.save_pretrained(tmp)
+    _set_generation_eos(tmp, ref.tokenizer)
+    parity = ref.check("merged", reference_outputs(load_model(tmp), ref.prompts, e.parity_new_tokens,
+                                                   ref.tokenizer.pad_token_id))
+    refusal = (f"export parity failed: {parity.as_dict()} (export.max_logit_diff={e.max_logit_diff})"
+               if parity.greedy_tokens_equal < parity.prompts or parity.max_abs_logit_diff > e.max_logit_diff else None)
+    _release(tmp, final, refusal, {"artifact": "merged", "format": "safetensors", "dtype": merge_info["dtype"],
+                                   "merge": merge_info, "inputs": ref.lineage, "eos_token": ref.tokenizer.eos_token,
+                                   "parity": {"reference": ref.name, **parity.as_dict()}})
+    return final, merge_info, parity
+
+
+def _export_vllm_artifact(cfg: Config, kind: str, merged_dir: Path, out: Path, ref: Reference) -> dict:
     """One compressed-tensors artifact (w4a16 or fp8), read back by an independent loader and held to the
     same agreement threshold as the ONNX quantized artifacts."""
     from .onnx import dir_bytes
@@ -179,23 +199,20 @@ def _export_vllm_artifact(cfg: Config, kind: str, merged_dir: Path, out: Path, p
     except QuantizeError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ExportError(str(err)) from err
-    tokenizer.save_pretrained(tmp)
-    _set_generation_eos(tmp, tokenizer)
-    parity = compare(ref, reference_outputs(load_compressed(tmp), prompts, e.parity_new_tokens, tokenizer.pad_token_id),
-                     e.parity_new_tokens)
-    log.info("parity (vllm %s): %d/%d greedy equal, agreement %.3f, max |Δlogit| %.2e, KL %.2e", kind,
-             parity.greedy_tokens_equal, parity.prompts, parity.token_agreement, parity.max_abs_logit_diff, parity.mean_kl)
+    ref.tokenizer.save_pretrained(tmp)
+    _set_generation_eos(tmp, ref.tokenizer)
+    parity = ref.check(f"vllm {kind}", reference_outputs(load_compressed(tmp), ref.prompts, e.parity_new_tokens,
+                                                         ref.tokenizer.pad_token_id))
+    refusal = None
     if parity.token_agreement < e.quantized_min_agreement:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise ExportError(f"export.vllm_quantize: {kind} agrees with {ref_name} on {parity.token_agreement:.0%} of greedy "
-                          f"tokens, below export.quantized_min_agreement={e.quantized_min_agreement}"
-                          + ("; a smaller export.w4a16_group_size keeps closer" if kind == "w4a16" else ""))
+        refusal = (f"export.vllm_quantize: {kind} agrees with {ref.name} on {parity.token_agreement:.0%} of greedy "
+                   f"tokens, below export.quantized_min_agreement={e.quantized_min_agreement}"
+                   + ("; a smaller export.w4a16_group_size keeps closer" if kind == "w4a16" else ""))
     info["bytes"] = dir_bytes(tmp)
-    manifest = {"artifact": f"vllm-{kind}", **info, "inputs": {**lineage, "merged_sha256": sha256_tree(merged_dir)},
-                "parity": {"reference": ref_name, "reader": "transformers (compressed-tensors loader, decompressed)",
-                           **parity.as_dict()}}
-    write_json_atomic(tmp / "manifest.json", manifest)
-    _publish(tmp, final)
+    _release(tmp, final, refusal, {"artifact": f"vllm-{kind}", **info,
+                                   "inputs": {**ref.lineage, "merged_sha256": sha256_tree(merged_dir)},
+                                   "parity": {"reference": ref.name, **parity.as_dict(),
+                                              "reader": "transformers (compressed-tensors loader, decompressed)"}})
     return {"path": str(final), "bytes": info["bytes"], "parity": parity.as_dict(), "scheme": info["scheme"]}
 
 
@@ -207,7 +224,7 @@ def _set_generation_eos(model_dir: Path, tokenizer) -> None:
     path.write_text(json.dumps(gen, indent=2))
 
 
-def _export_onnx_artifacts(cfg: Config, merged_dir: Path, out: Path, prompts, ref, tokenizer, lineage, ref_name) -> dict:
+def _export_onnx_artifacts(cfg: Config, merged_dir: Path, out: Path, ref: Reference) -> dict:
     """fp32 ONNX, then each quantized variant: written, measured against the reference, kept or refused."""
     import time
 
@@ -217,37 +234,30 @@ def _export_onnx_artifacts(cfg: Config, merged_dir: Path, out: Path, prompts, re
     e = cfg.export
     root = out / "onnx"
     root.mkdir(parents=True, exist_ok=True)
-    eos = (tokenizer.eos_token_id,)
     records = {}
     for name in ["fp32", *e.quantize]:
         tmp, final = root / f".{name}.tmp", root / name
         shutil.rmtree(tmp, ignore_errors=True)
         info = export_onnx(merged_dir, tmp) if name == "fp32" else quantize(root / "fp32", tmp, name)
-        lm = OnnxCausalLM(tmp)
         t0 = time.perf_counter()
-        got = onnx_outputs(lm, prompts, e.parity_new_tokens, eos)
+        got = onnx_outputs(OnnxCausalLM(tmp), ref.prompts, e.parity_new_tokens, (ref.tokenizer.eos_token_id,))
         seconds = time.perf_counter() - t0
-        parity = compare(ref, got, e.parity_new_tokens)
-        log.info("parity (onnx %s): %d/%d greedy equal, agreement %.3f, max |Δlogit| %.2e, KL %.2e", name,
-                 parity.greedy_tokens_equal, parity.prompts, parity.token_agreement, parity.max_abs_logit_diff, parity.mean_kl)
-        failed = None
+        parity = ref.check(f"onnx {name}", got)
+        refusal = None
         if name == "fp32" and (parity.greedy_tokens_equal < parity.prompts or parity.max_abs_logit_diff > e.onnx_max_logit_diff):
-            failed = f"export.onnx: parity failed {parity.as_dict()} (export.onnx_max_logit_diff={e.onnx_max_logit_diff})"
+            refusal = f"export.onnx: parity failed {parity.as_dict()} (export.onnx_max_logit_diff={e.onnx_max_logit_diff})"
         elif name != "fp32" and parity.token_agreement < e.quantized_min_agreement:
-            failed = (f"export.quantize: {name} agrees with base+adapter on {parity.token_agreement:.0%} of greedy tokens, "
-                      f"below export.quantized_min_agreement={e.quantized_min_agreement}"
-                      + ("; int8 (per-channel, output layer in fp32) or int4 keep closer" if name == "int8-naive" else ""))
-        if failed:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise ExportError(failed)
-        copy_tokenizer(merged_dir, tmp)
-        new_tokens = sum(len(t) for _, t in got)
-        manifest = {"artifact": f"onnx-{name}", "format": "onnx (model.onnx: cached multi-token decode step, prefill on an empty cache)",
-                    "inputs": {**lineage, "merged_sha256": sha256_tree(merged_dir)}, **info,
-                    "parity": {"reference": ref_name, **parity.as_dict()},
-                    "parity_run_tokens_per_s": new_tokens / seconds}
-        write_json_atomic(tmp / "manifest.json", manifest)
-        _publish(tmp, final)
+            refusal = (f"export.quantize: {name} agrees with base+adapter on {parity.token_agreement:.0%} of greedy tokens, "
+                       f"below export.quantized_min_agreement={e.quantized_min_agreement}"
+                       + ("; int8 (per-channel, output layer in fp32) or int4 keep closer" if name == "int8-naive" else ""))
+        if not refusal:
+            copy_tokenizer(merged_dir, tmp)
+        speed = sum(len(t) for _, t in got) / seconds
+        _release(tmp, final, refusal, {"artifact": f"onnx-{name}", **info,
+                                       "format": "onnx (model.onnx: cached multi-token decode step, prefill on an empty cache)",
+                                       "inputs": {**ref.lineage, "merged_sha256": sha256_tree(merged_dir)},
+                                       "parity": {"reference": ref.name, **parity.as_dict()},
+                                       "parity_run_tokens_per_s": speed})
         records[name] = {"path": str(final), "bytes": info["bytes"], "parity": parity.as_dict(),
-                         "parity_run_tokens_per_s": manifest["parity_run_tokens_per_s"]}
+                         "parity_run_tokens_per_s": speed}
     return records
