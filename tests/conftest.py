@@ -51,13 +51,17 @@ def tiny_data_run(tmp_path_factory, tiny_qwen2_dir, tiny_corpus):
     return run_dir
 
 
+def tiny_overrides(run_dir, model_dir, corpus) -> list[str]:
+    """The default preset made small: the tiny Qwen2 on a stdlib slice, a few steps."""
+    return [f"run_dir={run_dir}", f"model.path={model_dir}", f"data.sources=[{corpus}]",
+            "data.max_pairs=200", "data.eval_fraction=0.3", "data.max_seq_len=256",
+            "train.max_steps=8", "train.per_device_batch_size=2", "train.logging_steps=1", "train.save_steps=4",
+            "train.learning_rate=3e-3", "train.lora_dropout=0", "train.warmup_steps=0", "train.eval_batches=4",
+            f"export.triton_dir={run_dir}/triton_models"]
+
+
 def tiny_config(run_dir, model_dir, corpus, *overrides):
-    return load_config("default", [
-        f"run_dir={run_dir}", f"model.path={model_dir}", f"data.sources=[{corpus}]",
-        "data.max_pairs=200", "data.eval_fraction=0.3", "data.max_seq_len=256",
-        "train.max_steps=8", "train.per_device_batch_size=2", "train.logging_steps=1", "train.save_steps=4",
-        "train.learning_rate=3e-3", "train.lora_dropout=0", "train.warmup_steps=0", "train.eval_batches=4",
-        f"export.triton_dir={run_dir}/triton_models", *overrides])
+    return load_config("default", [*tiny_overrides(run_dir, model_dir, corpus), *overrides])
 
 
 @pytest.fixture

@@ -29,6 +29,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
+    """data → train → export → serve (with load, the CLI, SIGTERM drain) → eval → report; then the
+    same run served as base + adapter and as its W4A16 artifact. Each step is a function below."""
     port = free_port()
     overrides = [f"run_dir={tmp_path / 'run'}", f"model.path={smollm2_dir}", f"data.sources=[{tiny_corpus}]",
                  "data.max_pairs=120", "data.eval_fraction=0.3", "data.max_seq_len=384",
@@ -39,51 +41,34 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
                  "eval.humaneval_limit=4", "eval.bleu_limit=4", "eval.max_new_tokens=128",
                  "eval.latency_new_tokens=64", "eval.concurrency=4", "eval.latency_runs=2",
                  "eval.latency_concurrency=[2]"]
-    cfg = load_config("default", overrides)
+    train = build(load_config("default", overrides))
+    sampled = serve_load_evaluate_and_drain(overrides, f"http://127.0.0.1:{port}")
+    check_report(tmp_path / "run" / "eval", train, sampled)
+    serve_with_lora(overrides)
+    serve_w4a16(overrides, tmp_path / "run")
 
+
+def build(cfg) -> dict:
+    """data, train, export: real steps move held-out loss, the merged model keeps every greedy token."""
     data = run_data(cfg)
     assert data.metrics["train_examples"] > 50 and data.metrics["eval_examples"] > 0
-
     train = run_train(cfg).metrics
     assert train["steps"] == 6
     assert train["eval_loss"] < train["base_eval_loss"]  # six real steps already move held-out loss
-
     parity = run_export(cfg).metrics["parity"]
     assert parity["greedy_tokens_equal"] == parity["prompts"] and parity["max_abs_logit_diff"] < 1e-3
+    return train
 
+
+def serve_load_evaluate_and_drain(overrides: list[str], url: str) -> dict:
+    """`ferrylm serve` as a process: talked to, loaded with bad input, evaluated against, sampled,
+    then stopped by SIGTERM with a stream in flight, which still gets every token."""
     server = subprocess.Popen([sys.executable, "-m", "ferrylm", "serve", *overrides],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 600
-        while time.time() < deadline:
-            assert server.poll() is None, server.stdout.read()[-3000:]
-            try:
-                if requests.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(2)
-        from openai import OpenAI
-
-        client = OpenAI(base_url=f"{url}/v1", api_key="none")
-        reply = client.chat.completions.create(model="ferrylm", max_tokens=16, temperature=0,
-                                               messages=[{"role": "user", "content": "Say hi."}])
-        assert reply.choices[0].message.content.strip()
-        # Our CLI client streams from the same endpoint, chat and raw completion.
-        for cmd, text in (("chat", "Say hi."), ("complete", "def add(a, b):\n")):
-            cli = subprocess.run([sys.executable, "-m", "ferrylm", cmd, text, "--url", url, "--max-tokens", "12"],
-                                 capture_output=True, text=True, timeout=120)
-            assert cli.returncode == 0 and cli.stdout.strip(), cli.stderr[-2000:]
-        # Load with bad input: every malformed kind a 4xx with a message, no 5xx, the server alive;
-        # clients hanging up mid-stream leave no request running.
-        kinds = {"valid", "bad_json", "negative_max_tokens", "huge_max_tokens", "over_long_prompt", "unknown_model", "wrong_types"}
-        stats = load.hammer(url, "ferrylm", total=60, concurrency=16, malformed_fraction=0.2)
-        assert set(stats["statuses"]) == kinds, stats
-        assert (stats["server_errors"], stats["malformed_not_4xx"], stats["valid_not_200"], stats["4xx_without_message"]) == (0, 0, 0, 0), stats
-        assert load.hang_up_mid_stream(url, "ferrylm", clients=2) >= 2
-        load.wait_idle(url, timeout=60)
-        assert requests.get(f"{url}/health", timeout=5).status_code == 200
-
+        _wait_healthy(server, url)
+        _talk(url)
+        _load_with_bad_input(url)
         # The seed's gates (BLEU > 0.6 ...) are out of a 135M model's reach: the report is written,
         # then the stage fails, which `ferrylm eval` turns into exit code 3.
         with pytest.raises(GateFailed, match="bleu"):
@@ -93,21 +78,7 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
         samples = humaneval.generate(EndpointGenerator(url, "ferrylm"), problems, 64, 2, mode="base", n=3, temperature=0.8)
         sampled = humaneval.summarise(humaneval.execute(problems, samples, 10, 1024, 2), [1, 3])
         children = psutil.Process(server.pid).children(recursive=True)
-        # SIGTERM drains: a stream in flight when it arrives still gets every token.
-        first, usage = threading.Event(), {}
-
-        def in_flight():
-            payload = {"model": "ferrylm", "max_tokens": 48, "ignore_eos": True, "stream": True,
-                       "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": "Tell a story."}]}
-            with requests.post(f"{url}/v1/chat/completions", json=payload, stream=True, timeout=300) as r:
-                for line in r.iter_lines():
-                    if line.startswith(b"data: {"):
-                        chunk = json.loads(line[6:])
-                        first.set()
-                        usage.update(chunk.get("usage") or {})
-
-        reader = threading.Thread(target=in_flight)
-        reader.start()
+        reader, first, usage = _stream_in_flight(url)
         assert first.wait(120)
     finally:
         stop_sent = time.monotonic()
@@ -120,15 +91,75 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
     assert stopped_in < 60 + 10   # the stream drained, then out within serve.drain_timeout_s + 10 s
     time.sleep(1)
     assert not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    return sampled
 
-    results = [json.loads(l) for l in open(tmp_path / "run" / "eval" / "humaneval_python_fine-tuned.jsonl")]
+
+def _wait_healthy(server, url: str) -> None:
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        assert server.poll() is None, server.stdout.read()[-3000:]
+        try:
+            if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            time.sleep(2)
+
+
+def _talk(url: str) -> None:
+    """The OpenAI client, and our CLI client streaming chat and a raw completion."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{url}/v1", api_key="none")
+    reply = client.chat.completions.create(model="ferrylm", max_tokens=16, temperature=0,
+                                           messages=[{"role": "user", "content": "Say hi."}])
+    assert reply.choices[0].message.content.strip()
+    for cmd, text in (("chat", "Say hi."), ("complete", "def add(a, b):\n")):
+        cli = subprocess.run([sys.executable, "-m", "ferrylm", cmd, text, "--url", url, "--max-tokens", "12"],
+                             capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 0 and cli.stdout.strip(), cli.stderr[-2000:]
+
+
+def _load_with_bad_input(url: str) -> None:
+    """Every malformed kind a 4xx with a message, no 5xx, the server alive; clients hanging up
+    mid-stream leave no request running."""
+    kinds = {"valid", "bad_json", "negative_max_tokens", "huge_max_tokens", "over_long_prompt", "unknown_model", "wrong_types"}
+    stats = load.hammer(url, "ferrylm", total=60, concurrency=16, malformed_fraction=0.2)
+    assert set(stats["statuses"]) == kinds, stats
+    assert (stats["server_errors"], stats["malformed_not_4xx"], stats["valid_not_200"], stats["4xx_without_message"]) == (0, 0, 0, 0), stats
+    assert load.hang_up_mid_stream(url, "ferrylm", clients=2) >= 2
+    load.wait_idle(url, timeout=60)
+    assert requests.get(f"{url}/health", timeout=5).status_code == 200
+
+
+def _stream_in_flight(url: str):
+    first, usage = threading.Event(), {}
+
+    def in_flight():
+        payload = {"model": "ferrylm", "max_tokens": 48, "ignore_eos": True, "stream": True,
+                   "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": "Tell a story."}]}
+        with requests.post(f"{url}/v1/chat/completions", json=payload, stream=True, timeout=300) as r:
+            for line in r.iter_lines():
+                if line.startswith(b"data: {"):
+                    chunk = json.loads(line[6:])
+                    first.set()
+                    usage.update(chunk.get("usage") or {})
+
+    reader = threading.Thread(target=in_flight)
+    reader.start()
+    return reader, first, usage
+
+
+def check_report(eval_dir, train: dict, sampled: dict) -> None:
+    """The report's numbers are the samples' numbers: Pass@1 from the per-task results, BLEU
+    recomputed from the kept outputs, the loss from the train record."""
+    results = [json.loads(l) for l in open(eval_dir / "humaneval_python_fine-tuned.jsonl")]
     assert len(results) == 4 and all(r["result"] in ("passed", "timed out") or r["result"].startswith("failed")
                                      for r in results)
-    full = json.loads((tmp_path / "run" / "eval" / "report.json").read_text())
+    full = json.loads((eval_dir / "report.json").read_text())
     ft = full["details"]["fine-tuned"]
     assert full["models"]["fine-tuned"]["pass_at_1"] == sum(r["passed"] for r in results) / 4
     assert all(r["isolation"] == ("bwrap+uid" if os.geteuid() == 0 else "bwrap") for r in results)
-    held = [json.loads(l) for l in open(tmp_path / "run" / "eval" / "heldout_fine-tuned.jsonl")]
+    held = [json.loads(l) for l in open(eval_dir / "heldout_fine-tuned.jsonl")]
     again = sacrebleu.corpus_score([h["output"] for h in held], [[h["reference"] for h in held]]).score
     assert len(held) == 4 and ft["bleu"]["sacrebleu"] == pytest.approx(again) and "tok:13a" in ft["bleu"]["signature"]
     lat = ft["latency"]
@@ -138,12 +169,14 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
                                                                "bleu", "pass_at_1", "latency_512_s", "human_correct"}
     assert "bleu" in full["failed_gates"]["fine-tuned"]
     assert full["models"]["fine-tuned"]["loss"] == pytest.approx(train["eval_loss"])
-    assert (tmp_path / "run" / "eval" / "report.html").stat().st_size > 10_000
+    assert (eval_dir / "report.html").stat().st_size > 10_000
     assert sampled["samples"] == 6 and 0 <= sampled["pass@1"] <= sampled["pass@3"] <= 1
 
-    # serve.lora: the base model with the run's adapter applied by vLLM (--enable-lora). The adapter
-    # answers as "ferrylm" (child of "ferrylm-base"); the prompt's log-probabilities differ from the
-    # base's, so the adapter is really applied.
+
+def serve_with_lora(overrides: list[str]) -> None:
+    """serve.lora: the base model with the run's adapter applied by vLLM (--enable-lora). The adapter
+    answers as "ferrylm" (child of "ferrylm-base"); the prompt's log-probabilities differ from the
+    base's, so the adapter is really applied."""
     from ferrylm.serve import lora_server_for
 
     def prompt_logprobs(base_url, model):
@@ -157,9 +190,11 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
         assert models == {"ferrylm-base": None, "ferrylm": "ferrylm-base"}
         assert prompt_logprobs(lora.url, "ferrylm") != prompt_logprobs(lora.url, "ferrylm-base")
 
-    # vLLM loads the export's W4A16 artifact as 4-bit weights (its CPU kernel for compressed-tensors
-    # WNA16), and what it computes is that artifact: its prompt log-probabilities are closer to
-    # transformers' reading of the same file than to the merged bf16 model's.
+
+def serve_w4a16(overrides: list[str], run) -> None:
+    """vLLM loads the export's W4A16 artifact as 4-bit weights (its CPU kernel for compressed-tensors
+    WNA16), and what it computes is that artifact: its prompt log-probabilities are closer to
+    transformers' reading of the same file than to the merged bf16 model's."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -167,7 +202,7 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
     from ferrylm.models import load_tokenizer
     from ferrylm.serve import server_for
 
-    art = tmp_path / "run" / "export" / "vllm-w4a16"
+    art = run / "export" / "vllm-w4a16"
     assert json.loads((art / "manifest.json").read_text())["group_size"] == 64
     ids = load_tokenizer(art)("def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return",
                               add_special_tokens=False)["input_ids"]
@@ -187,9 +222,9 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
         payload = {"model": "ferrylm", "prompt": ids, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
         served = requests.post(f"{quantized.url}/v1/completions", json=payload, timeout=300).json()
     served = served["choices"][0]["logprobs"]["token_logprobs"][1:]
-    assert "CPUWNA16LinearKernel" in (tmp_path / "run" / "serve" / "vllm.log").read_text()
+    assert "CPUWNA16LinearKernel" in (run / "serve" / "vllm.log").read_text()
     to_artifact = [abs(a - b) for a, b in zip(served, transformers_logprobs(load_compressed(art)))]
-    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "export" / "merged", dtype=torch.bfloat16)
+    merged = AutoModelForCausalLM.from_pretrained(run / "export" / "merged", dtype=torch.bfloat16)
     to_merged = [abs(a - b) for a, b in zip(served, transformers_logprobs(merged))]
     assert len(to_artifact) == len(ids) - 1 and sum(to_artifact) < sum(to_merged)
 

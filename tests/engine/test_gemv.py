@@ -23,6 +23,7 @@ from ferrylm.engine.decode_step import attention, gemv_weights
 from ferrylm.engine.fused import FusedDecoder
 from ferrylm.engine.gemv import ROPE, SILU, Epilogue, GemvLinear, gemv, gemv_reference
 
+print("CHECK plain products, masked and whole tiles", flush=True)
 torch.manual_seed(0)
 w, x, b = torch.randn(12, 100), torch.randn(100), torch.randn(12)
 for block_n, block_k in ((1, 32), (2, 64), (4, 128), (2, 256)):      # 100 is no multiple: masked tiles
@@ -30,6 +31,7 @@ for block_n, block_k in ((1, 32), (2, 64), (4, 128), (2, 256)):      # 100 is no
     assert torch.allclose(got, w @ x + b, atol=1e-4), (block_n, block_k)
 got = gemv(x[:96], w[:, :96].contiguous(), None, 4, 32, num_warps=4, num_stages=1)   # whole tiles, no bias
 assert torch.allclose(got, w[:, :96] @ x[:96], atol=1e-4)
+print("CHECK bad block sizes are refused", flush=True)
 for bad, message in (((x, w, None, 8, 32), "do not split into programs of block_n=8"), ((x[:50], w, None, 1, 32), "input of 50"),
                      ((x, w, None, 3, 32), "powers of two")):
     try:
@@ -38,6 +40,7 @@ for bad, message in (((x, w, None, 8, 32), "do not split into programs of block_
     except ValueError as e:
         assert message in str(e), e
 
+print("CHECK every product of a decoder on the kernel", flush=True)
 config = Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
 model = Qwen2ForCausalLM(config).eval()
@@ -56,6 +59,7 @@ with torch.no_grad():
     assert isinstance(dec.lm_head, GemvLinear) and isinstance(dec.layers[1].w2, GemvLinear)
     dec(torch.tensor([ids[:5]]), torch.arange(5))
     torch.testing.assert_close(dec(torch.tensor([[ids[5]]]), torch.tensor([5]))[0, -1], want[5], atol=1e-4, rtol=1e-4)
+    print("CHECK the fused one-token step over two cache chunks", flush=True)
     # The fused step: norms folded into the matrices, rotary positions, SiLU gate, residual adds and
     # attention in the kernels; three steps, the second chunk of the cache included (BLOCK_L is 64).
     dec = FusedDecoder(model, 80)
@@ -69,6 +73,7 @@ with torch.no_grad():
         torch.testing.assert_close(got, want[i], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(model(torch.tensor([long_ids])).logits[0], want)   # the model's weights untouched
 
+print("CHECK each epilogue against its reference", flush=True)
 # Each epilogue against its plain-torch reference, and attention against SDPA (the cache written).
 w, x, b, r = torch.randn(32, 100), torch.randn(100), torch.randn(32), torch.randn(32)
 pos, freq = torch.tensor([7]), torch.rand(4)
@@ -77,6 +82,7 @@ for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}
     for block_n in (1, 2):
         got = gemv(x, w, b, block_n, 64, num_warps=4, num_stages=1, epilogue=e, **extra)
         torch.testing.assert_close(got, gemv_reference(x, w, b, e, **extra), atol=1e-4, rtol=1e-4)
+print("CHECK attention against SDPA, the cache written", flush=True)
 L, KV, H, D, MAX = 2, 2, 4, 16, 150
 k_cache, v_cache = torch.randn(L, 1, KV, MAX, D), torch.randn(L, 1, KV, MAX, D)
 for p in (0, 5, 63, 64, 130):
@@ -97,7 +103,10 @@ print("ok")
 def test_gemv_kernel_in_the_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     out = subprocess.run([sys.executable, "-c", CHECKS], env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+    started = [line[6:] for line in out.stdout.splitlines() if line.startswith("CHECK ")]
+    if out.returncode != 0 or not out.stdout.strip().endswith("ok"):
+        pytest.fail(f"check {started[-1] if started else 'setup'!r} failed:\n{out.stderr[-3000:]}")
+    assert len(started) == 6
 
 
 def test_engine_refuses_the_kernel_without_a_gpu(tiny_qwen2_dir):

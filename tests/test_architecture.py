@@ -1,0 +1,88 @@
+"""The package's shape, checked: no import cycle between its modules (imports inside functions
+count: a cycle hidden in a function is still one), the engine and the export stage import nothing
+of serve/, and no function is longer than ~60 lines except the GPU kernels."""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ferrylm"
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package
+                for _ in range(node.level - 1):
+                    base = base.rsplit(".", 1)[0]
+                target = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
+                # `from . import x` / `from .pkg import mod` name modules too
+                found = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in modules]
+                edges.update(found or ([target] if target in modules else []))
+            elif isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in modules)
+        graph[name] = {e for e in edges if e != name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state and (found := visit(m)):
+                return found
+        state[n] = 2
+        stack.pop()
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def _is_package_edge(a: str, b: str) -> bool:
+    """A package's __init__ re-exporting its own submodule, and that submodule importing a sibling
+    through the package, is how Python packages work, not a cycle between modules."""
+    return b.startswith(a + ".") or a.startswith(b + ".")
+
+
+def test_no_import_cycle_between_modules():
+    graph = {a: {b for b in bs if not _is_package_edge(a, b)} for a, bs in _graph().items()}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_the_engine_and_export_import_nothing_of_serve():
+    graph = _graph()
+    for name, edges in graph.items():
+        if name.startswith(("ferrylm.engine", "ferrylm.export")):
+            assert not {e for e in edges if e.startswith("ferrylm.serve")}, (name, edges)
+
+
+def test_a_found_cycle_is_reported():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_function_over_60_lines_but_the_gpu_kernels():
+    long = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                kernel = any("jit" in ast.unparse(d) for d in node.decorator_list)
+                if node.end_lineno - node.lineno + 1 > 60 and not kernel:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert long == []
