@@ -131,6 +131,12 @@ class TrainConfig(_Section):
     deepspeed: Optional[Literal["zero2", "zero3"]] = None
     offload_optimizer: bool = False
     offload_params: bool = False
+    # ZeRO-3's communication sizes (elements). None keeps the Trainer's "auto", which sizes them from
+    # the hidden width (7B: reduce bucket 12.8 M, prefetch 11.6 M, persistence 36 k, far below
+    # DeepSpeed's own defaults 500 M / 50 M / 100 k): more, smaller collectives.
+    zero3_reduce_bucket_size: Optional[int] = Field(None, gt=0)
+    zero3_prefetch_bucket_size: Optional[int] = Field(None, gt=0)
+    zero3_param_persistence_threshold: Optional[int] = Field(None, ge=0)
     # Where loss, eval loss, learning rate, grad norm, tokens/s, MFU and GPU memory go besides
     # log_history.jsonl: TensorBoard (in <run>/train/tensorboard) by default; wandb / mlflow when
     # their packages are installed and configured.

@@ -53,7 +53,11 @@ def training_arguments(run):
         use_cpu=not has_cuda,
         ddp_backend="gloo" if ("RANK" in os.environ and not has_cuda) else None,
         deepspeed=deepspeed_config(t.deepspeed, run.precision, t.offload_optimizer, t.offload_params, has_cuda,
-                                   load_universal=run.reshard) if t.deepspeed else None,
+                                   load_universal=run.reshard, zero3_sizes={
+                                       "reduce_bucket_size": t.zero3_reduce_bucket_size,
+                                       "stage3_prefetch_bucket_size": t.zero3_prefetch_bucket_size,
+                                       "stage3_param_persistence_threshold": t.zero3_param_persistence_threshold,
+                                   }) if t.deepspeed else None,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         include_num_input_tokens_seen="non_padding",

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 
 def deepspeed_config(stage: str, precision: str, offload_optimizer: bool = False, offload_params: bool = False,
-                     has_cuda: bool = False, load_universal: bool = False) -> dict:
+                     has_cuda: bool = False, load_universal: bool = False, zero3_sizes: dict | None = None) -> dict:
+    """zero3_sizes: {"reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold"}
+    → elements, each None for the Trainer's "auto"."""
+    sizes = {k: v if v is not None else "auto" for k, v in (zero3_sizes or {}).items()}
     zero: dict = {"stage": {"zero2": 2, "zero3": 3}[stage], "contiguous_gradients": True,
                   "overlap_comm": has_cuda,   # overlapping needs CUDA streams; gloo on CPU gains nothing
-                  "reduce_bucket_size": "auto" if stage == "zero3" else 2e8}
+                  "reduce_bucket_size": sizes.get("reduce_bucket_size", "auto") if stage == "zero3" else 2e8}
     if stage == "zero2":
         zero["allgather_bucket_size"] = 2e8
     else:
-        zero.update(stage3_prefetch_bucket_size="auto", stage3_param_persistence_threshold="auto",
+        zero.update(stage3_prefetch_bucket_size=sizes.get("stage3_prefetch_bucket_size", "auto"),
+                    stage3_param_persistence_threshold=sizes.get("stage3_param_persistence_threshold", "auto"),
                     stage3_max_live_parameters=1e9, stage3_max_reuse_distance=1e9,
                     # Gather the shards when saving: without it a ZeRO-3 save writes empty tensors
                     # (the empty-adapter failure known from other toolkits).
