@@ -24,6 +24,10 @@ def test_the_gpu_profile_resolves_with_the_pins_the_suite_runs_on(tmp_path):
     report = tmp_path / "report.json"
     specs = [f"{r.name}{r.specifier}" for r in gpu]      # without the `extra == "gpu"` markers
     out = _pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), *specs)
+    if out.returncode != 0 and "network connectivity" in out.stderr:
+        # A wheel without separate metadata is downloaded whole (onnxruntime-gpu: 255 MB); a dropped
+        # connection is the network's failure, not the profile's.
+        pytest.skip(f"the index dropped a download: {out.stderr.strip().splitlines()[0][:200]}")
     assert out.returncode == 0, out.stderr[-3000:]
     resolved = {canonicalize_name(i["metadata"]["name"]): i["metadata"] for i in json.loads(report.read_text())["install"]}
     for r in gpu:                      # every requirement of the profile holds in the resolved set
