@@ -266,9 +266,12 @@ class EvalConfig(_Section):
     def _known_benchmarks(cls, v: list[str]) -> list[str]:
         # Without importing the eval package (torch, the sandbox) just to read a config.
         here = Path(__file__).parent / "eval"
-        known = sorted(p.stem.replace("_", "-") for p in here.glob("*.py")
-                       if p.stem != "benchmark" and "\ndef tracks(" in p.read_text())
-        if unknown := [b for b in v if b not in known]:
+
+        def is_benchmark(p: Path) -> bool:
+            return p.stem != "benchmark" and p.is_file() and "\ndef tracks(" in p.read_text()
+
+        if unknown := [b for b in v if not is_benchmark(here / f"{b.replace('-', '_')}.py")]:
+            known = sorted(p.stem.replace("_", "-") for p in here.glob("*.py") if is_benchmark(p))
             raise ValueError(f"unknown benchmark {', '.join(unknown)} (known: {', '.join(known)})")
         return v
 

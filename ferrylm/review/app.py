@@ -59,7 +59,7 @@ def make_app(items: list[dict], votes: Votes) -> Starlette:
         if not 1 <= n <= len(items):
             return HTMLResponse(f"<p>No item {n}: there are {len(items)}.</p>", status_code=404)
         item = items[n - 1]
-        a, b = item["a"], ("base" if item["a"] == "fine-tuned" else "fine-tuned")
+        a, b = item["a"], _other(item["a"])
         state = {"item": item["id"], "n": n, "total": len(items), "reviewer": reviewer, "done": len(mine),
                  "previous": _as_shown(mine.get(item["id"]), a)}
         body = _ITEM.format(
@@ -89,7 +89,7 @@ def make_app(items: list[dict], votes: Votes) -> Starlette:
         comment = v.get("comment", "")
         if not isinstance(comment, str) or len(comment) > 4000:
             return _problem(422, "comment: text of at most 4000 characters")
-        a, b = item["a"], ("base" if item["a"] == "fine-tuned" else "fine-tuned")
+        a, b = item["a"], _other(item["a"])
         preference = {"a": a, "b": b, "tie": "tie"}[v["preference"]]
         votes.put(reviewer, item["id"], {a: v["a"], b: v["b"]}, preference, comment, shown_as_a=a)
         execution = item["execution"] or {}
@@ -99,12 +99,16 @@ def make_app(items: list[dict], votes: Votes) -> Starlette:
     return Starlette(routes=[Route("/", page), Route("/item/{n:int}", page), Route("/api/vote", vote, methods=["POST"])])
 
 
+def _other(model: str) -> str:
+    return "base" if model == "fine-tuned" else "fine-tuned"
+
+
 def _as_shown(vote: dict | None, a: str) -> dict | None:
     """A stored vote (by model) as the page shows it (A / B)."""
     if vote is None:
         return None
     col = {"fine-tuned": "fine_tuned", "base": "base"}
-    b = "base" if a == "fine-tuned" else "fine-tuned"
+    b = _other(a)
     preference = {a: "a", b: "b", "tie": "tie"}[vote["preference"]]
     return {"a": vote[col[a]], "b": vote[col[b]], "preference": preference, "comment": vote["comment"]}
 

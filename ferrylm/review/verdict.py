@@ -60,13 +60,14 @@ def summarise(votes: list[dict], items: list[dict], url: str = "") -> dict | Non
     judged_run = sum(c["passed"] + c["failed"] for m in confusion for c in confusion[m].values())
     agree = sum(confusion[m]["correct"]["passed"] + confusion[m]["partly"]["failed"] + confusion[m]["incorrect"]["failed"]
                 for m in confusion)
-    return {"models": models, "votes": len(votes), "items": len({v["item"] for v in votes}), "reviewers": reviewers,
+    judged = {v["item"] for v in votes}
+    return {"models": models, "votes": len(votes), "items": len(judged), "reviewers": reviewers,
             "preference": {k: sum(v["preference"] == k for v in votes) for k in ("fine-tuned", "base", "tie")},
             "kappa": kappas, "execution": {"confusion": confusion, "judged": judged_run,
                                            "agreement": agree / judged_run if judged_run else None},
             "judged": [{"item": i, "id": item["id"], "url": f"{url}/item/{i + 1}" if url else ""}
                        for i, item in sorted(by_id.values(), key=lambda t: t[0])
-                       if any(v["item"] == item["id"] for v in votes)]}
+                       if item["id"] in judged]}
 
 
 def _pct(x: float) -> str:
