@@ -24,7 +24,7 @@ endif
 comma := ,
 DEMO_BENCHMARKS := $(if $(FERRYLM_HUMANEVAL_X),eval.benchmarks=[humaneval$(comma)humaneval-x])
 
-.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo review report test test-fast data train export serve eval run clean
+.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo review report bench test test-fast data train export serve eval run clean
 
 install: $(STAMP)
 
@@ -94,6 +94,11 @@ review: $(STAMP)
 
 report: $(STAMP)
 	$(VENV)/bin/ferrylm report --config $(CONFIG) $(ARGS)
+
+# The optimization report on this machine: each training strategy that applies, and decoding of each
+# exported artifact, in <run_dir>/bench/bench.{md,html,json}. On several GPUs the ZeRO rows run too.
+bench: $(STAMP)
+	$(VENV)/bin/ferrylm bench --config $(CONFIG) $(ARGS)
 
 # Generated programs run in a bubblewrap jail (Debian's package; needs root to install). Without it
 # the eval stage refuses to execute them (eval.exec_unconfined=true runs them unconfined).

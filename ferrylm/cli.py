@@ -1,4 +1,4 @@
-"""`ferrylm data | train | export | serve | eval | run | review | report | doctor | presets | plan | launch | manifest | chat | complete`.
+"""`ferrylm data | train | export | serve | eval | run | review | report | bench | doctor | presets | plan | launch | manifest | chat | complete`.
 
     ferrylm train --config my.yaml train.learning_rate=1e-4 train.max_steps=200
     ferrylm eval humaneval --samples samples.jsonl
@@ -31,7 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     dr.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.liger=true")
     rv = sub.add_parser("review", help="serve the blind side-by-side review page for a run's eval outputs (loopback)")
     rp = sub.add_parser("report", help="re-write the eval report with the review votes so far (nothing re-generated)")
-    for c in (rv, rp):
+    bn = sub.add_parser("bench", help="measure the training strategies that apply here and decoding of each exported "
+                                      "artifact: <run>/bench/bench.{md,html,json}")
+    for c in (rv, rp, bn):
         c.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
         c.add_argument("overrides", nargs="*", help="dotted overrides, e.g. review.samples=40")
     rv.add_argument("--host", default=None, help="bind address (default review.host, 127.0.0.1); others can then vote")
@@ -189,6 +191,17 @@ def _report(args) -> int:
     return 0
 
 
+def _bench(args) -> int:
+    from .bench import run_bench
+    from .config import load_config
+
+    record = run_bench(load_config(args.config, args.overrides))
+    failed = record.metrics["failed"]
+    print(f"ferrylm: bench report at {record.outputs['md']} (also {record.outputs['html']})"
+          + (f"; not measured: {', '.join(failed)} (reasons in the report)" if failed else ""))
+    return 0
+
+
 def _stage(args) -> int:
     from .config import load_config
     from .log import setup_logging
@@ -211,7 +224,8 @@ def _stage(args) -> int:
 
 
 COMMANDS = {**dict.fromkeys(STAGES, _stage), "presets": _presets, "doctor": _doctor, "plan": _plan, "launch": _launch,
-            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _humaneval, "review": _review, "report": _report}
+            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _humaneval, "review": _review, "report": _report,
+            "bench": _bench}
 
 
 def _dispatch(args) -> int:

@@ -286,6 +286,29 @@ class ReviewConfig(_Section):
     port: int = Field(8765, gt=0, lt=65536)
 
 
+class BenchConfig(_Section):
+    """`ferrylm bench`: short measured trials of training strategies on the config's model, and decoding
+    of every artifact the export stage wrote."""
+    strategies: list[str] | Literal["auto"] = "auto"   # auto: every strategy that applies on this machine
+    warmup_steps: int = Field(1, ge=0)           # steps run but not timed (start-up, compilation)
+    steps: int = Field(3, gt=0)                  # timed steps per strategy
+    rows: Literal["auto", "data", "synthetic"] = "auto"   # auto: the data stage's rows when it has run
+    seq_len: Optional[int] = Field(None, ge=8)   # synthetic rows' tokens (None: data.max_seq_len)
+    gpus: Optional[int] = Field(None, gt=0)      # processes for the ZeRO strategies (None: every visible GPU)
+    decode: bool = True                          # decode each exported artifact too
+    decode_tokens: int = Field(512, gt=1)
+    trial_timeout_s: float = Field(1800, gt=0)   # one trial past this is stopped and reported
+
+    @field_validator("strategies")
+    @classmethod
+    def _known_strategies(cls, v):
+        from .bench.strategies import TRAINING   # a table with no heavy imports
+
+        if v != "auto" and (unknown := [s for s in v if s not in TRAINING]):
+            raise ValueError(f"unknown strategy {', '.join(unknown)} (known: {', '.join(TRAINING)})")
+        return v
+
+
 class Config(_Section):
     run_dir: str = "runs/default"
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -296,6 +319,7 @@ class Config(_Section):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
+    bench: BenchConfig = Field(default_factory=BenchConfig)
 
     @model_validator(mode="after")
     def _check(self) -> "Config":
@@ -386,12 +410,20 @@ def _one_line(err: ValidationError) -> str:
     return f"{key}: {msg}{shown}"
 
 
-def load_config(source: Optional[str] = None, overrides: tuple[str, ...] | list[str] = ()) -> Config:
-    """Load a preset name or YAML path (None → the `default` preset), apply `a.b=value` overrides."""
-    data = _read_yaml(source or "default")
+def _validated(data: dict, overrides: tuple[str, ...] | list[str]) -> Config:
     for item in overrides:
         _apply_override(data, item)
     try:
         return Config.model_validate(data)
     except ValidationError as e:
         raise ConfigError(_one_line(e)) from None
+
+
+def derive(cfg: Config, overrides: tuple[str, ...] | list[str]) -> Config:
+    """`cfg` with dotted overrides applied, validated again (a bench trial's config from the user's)."""
+    return _validated(cfg.model_dump(mode="json"), overrides)
+
+
+def load_config(source: Optional[str] = None, overrides: tuple[str, ...] | list[str] = ()) -> Config:
+    """Load a preset name or YAML path (None → the `default` preset), apply `a.b=value` overrides."""
+    return _validated(_read_yaml(source or "default"), overrides)

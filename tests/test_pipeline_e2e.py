@@ -10,12 +10,14 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 import requests
 import sacrebleu
 
+from ferrylm.bench import run_bench
 from ferrylm.config import load_config
 from ferrylm.data import run_data
 from ferrylm.eval import GateFailed, humaneval, run_eval
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
-    """data → train → export → serve (with load, the CLI, SIGTERM drain) → eval → report; then the
+    """data → train → export → bench → serve (with load, the CLI, SIGTERM drain) → eval → report; then the
     same run served as base + adapter and as its W4A16 artifact. Each step is a function below."""
     port = free_port()
     overrides = [f"run_dir={tmp_path / 'run'}", f"model.path={smollm2_dir}", f"data.sources=[{tiny_corpus}]",
@@ -42,6 +44,7 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
                  "eval.latency_new_tokens=64", "eval.concurrency=4", "eval.latency_runs=2",
                  "eval.latency_concurrency=[2]"]
     train = build(load_config("default", overrides))
+    bench(overrides, tmp_path / "run")
     sampled = serve_load_evaluate_and_drain(overrides, f"http://127.0.0.1:{port}")
     check_report(tmp_path / "run" / "eval", train, sampled)
     serve_with_lora(overrides)
@@ -58,6 +61,21 @@ def build(cfg) -> dict:
     parity = run_export(cfg).metrics["parity"]
     assert parity["greedy_tokens_equal"] == parity["prompts"] and parity["max_abs_logit_diff"] < 1e-3
     return train
+
+
+def bench(overrides: list[str], run) -> None:
+    """`ferrylm bench` on SmolLM2: a strategy's short training run, and decoding of what the export
+    stage wrote (the engine's rows need a GPU: named as not measured, with why)."""
+    record = run_bench(load_config("default", [*overrides, "bench.strategies=[lora-bf16]", "bench.warmup_steps=0",
+                                               "bench.steps=1", "bench.decode_tokens=16"]))
+    results = json.loads(Path(record.outputs["json"]).read_text())
+    (row,) = results["training"]
+    assert row["status"] == "ok" and row["tokens_per_s"] > 0 and row["steps_timed"] == 1 and row["loss"] > 0
+    (decoded,) = results["decoding"]
+    assert (decoded["artifact"], decoded["status"], decoded["tokens"]) == ("merged/transformers", "ok", 16)
+    assert decoded["ms_per_token"] > 0 and decoded["ttft_s"] < decoded["total_s"]
+    assert set(results["decode_skipped"]) == {"merged/engine-bf16", "merged/engine-gemv", "w4a16/engine"}
+    assert (run / "bench" / "bench.html").read_text().count("data:image/png;base64,") == 2
 
 
 def serve_load_evaluate_and_drain(overrides: list[str], url: str) -> dict:

@@ -273,6 +273,7 @@ def _metrics(run: _Run, trainer, result, args, saved: Path, planned: float | Non
         "world_size": args.world_size,
         f"{run.kind}_sha256": sha256_tree(saved),
         "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if run.has_cuda else None,
+        "peak_gpu_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if run.has_cuda else None,
         "planned_peak_gib": planned,   # the planner's allocated peak
         "best_checkpoint": trainer.state.best_model_checkpoint,
         "best_eval_loss": trainer.state.best_metric,
