@@ -41,7 +41,8 @@ def main() -> None:
     from ferrylm.config import load_config
     from ferrylm.eval.quality import LATENCY_PROMPT
     from ferrylm.data.render import user_message
-    from ferrylm.serve import load, server_for
+    from ferrylm.bench import load
+    from ferrylm.serve import server_for
     from ferrylm.serve.client import timed_chat_stream
 
     cfg = load_config("default", [f"serve.port={args.port}", "run_dir=/tmp/ferrylm-serve-bench"])

@@ -23,7 +23,8 @@ from ferrylm.data import run_data
 from ferrylm.eval import GateFailed, humaneval, run_eval
 from ferrylm.eval.generators import EndpointGenerator
 from ferrylm.export import run_export
-from ferrylm.serve import ServeError, free_port, load
+from ferrylm.bench import load
+from ferrylm.serve import ServeError, free_port
 from ferrylm.train import run_train
 
 pytestmark = pytest.mark.slow

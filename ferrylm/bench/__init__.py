@@ -4,7 +4,8 @@ Short measured trials of the training strategies that apply here (strategies.py)
 model, each a real train stage in its own process (trials.py) on the data stage's rows or seeded
 random tokens (rows.py); then batch-1 decoding of every artifact the export stage's record lists
 (decode.py). Writes `<run>/bench/bench.{json,md,html}` (report.py) and its record; a trial that
-fails or does not fit is a row with its reason.
+fails or does not fit is a row with its reason. `load` probes a served endpoint with load and bad
+input (the end-to-end test and bench/serve_load.py).
 """
 from __future__ import annotations
 
