@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -46,6 +47,15 @@ _state: dict = {}
 
 def _init(cfg: DataConfig, want_pairs: bool) -> None:
     _state.update(cfg=cfg, pairs=want_pairs, hasher=MinHasher(cfg.minhash_perms) if cfg.near_dedupe else None)
+
+
+def _init_worker(cfg: DataConfig, want_pairs: bool) -> None:
+    # A forked worker must die on the pool's SIGTERM, whatever handler its parent had installed: a
+    # handler that raises inside the worker's result write is caught there and the worker blocks for
+    # good (seen: a test process holding the serve stage's stop handler hung the data stage).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C reaches the parent, which stops the pool
+    _init(cfg, want_pairs)
 
 
 def _process(ref: FileRef):
@@ -91,7 +101,7 @@ def collect(cfg: DataConfig, stats: ScanStats, clean: CleanStats, want_pairs: bo
     near = NearDuplicates(cfg.near_dedupe_threshold, cfg.minhash_perms) if cfg.near_dedupe else None
     workers = worker_count(cfg)
     ctx = mp.get_context("fork")
-    pool = ctx.Pool(workers, initializer=_init, initargs=(cfg, want_pairs)) if workers > 1 else None
+    pool = ctx.Pool(workers, initializer=_init_worker, initargs=(cfg, want_pairs)) if workers > 1 else None
     if pool is None:
         _init(cfg, want_pairs)
     results = pool.imap(_process, refs, chunksize=16) if pool else map(_process, refs)

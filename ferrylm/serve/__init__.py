@@ -75,15 +75,18 @@ def run_serve(cfg: Config, block: bool = True) -> StageRecord:
         server = lora_server_for(cfg) if cfg.serve.lora else server_for(cfg, served_model_dir(cfg))
     if not block:
         return _started(cfg, server)
-    # Installed before the start: a signal while the server warms up stops it the same way.
-    signal.signal(signal.SIGTERM, _stop_requested)
-    signal.signal(signal.SIGINT, _stop_requested)
+    # Installed before the start: a signal while the server warms up stops it the same way. Put back
+    # after: a caller's process (and whatever it forks later) must not keep the serve stage's handlers.
+    previous = {sig: signal.signal(sig, _stop_requested) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         record = _started(cfg, server)
         code = server.wait()
     except _StopRequested:
         server.stop()
         raise SystemExit(0) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if code:
         raise ServeError(f"{server.kind} exited with code {code}; see {server.log_file}")
     return record

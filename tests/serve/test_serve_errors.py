@@ -1,4 +1,5 @@
 """Bad serve input fails before anything starts: occupied port, missing model, no export."""
+import signal
 import socket
 
 import pytest
@@ -26,8 +27,11 @@ def test_missing_model_and_missing_export(tmp_path, capsys):
         server_for(cfg, tmp_path / "nope").start()
     with pytest.raises(ServeError, match="holds no export"):
         served_model_dir(cfg)
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     assert main(["serve", f"run_dir={tmp_path}", f"serve.model={tmp_path / 'nope'}"]) == 2
     assert capsys.readouterr().err.strip().startswith("ferrylm: error: serve.model:")
+    # The stage's stop handlers are put back: the caller's process (and what it forks) keeps its own.
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == handlers
 
 
 def test_lora_serving_needs_an_adapter(tmp_path, tiny_qwen2_dir):
