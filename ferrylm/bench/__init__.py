@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import platform
 import sys
-from pathlib import Path
 
 from ..config import Config
 from ..manifest import StageRecord, locked_stage, read_record

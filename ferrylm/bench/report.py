@@ -2,9 +2,7 @@
 peak memory, and decoding ms/token per artifact)."""
 from __future__ import annotations
 
-import base64
 import html
-import io
 from pathlib import Path
 
 from ..manifest import write_json_atomic, write_text_atomic
@@ -44,11 +42,7 @@ def _plots(results: dict) -> dict[str, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    def png(fig) -> str:
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-        plt.close(fig)
-        return base64.b64encode(buf.getvalue()).decode()
+    from ..eval.report import png
 
     plots = {}
     done = [r for r in results["training"] if r.get("tokens_per_s") and _memory(r)]
@@ -89,10 +83,15 @@ def _skipped(skipped: dict[str, str]) -> list[str]:
     return [f"- {name}: not measured, {why}" for name, why in skipped.items()]
 
 
+def _sections(results: dict):
+    """(title, rows, columns, {name: why not measured}) for the training and the decoding table."""
+    return (("Training strategies", results["training"], TRAIN_COLUMNS, results["skipped"]),
+            ("Decoding", results["decoding"], DECODE_COLUMNS, results["decode_skipped"]))
+
+
 def markdown(results: dict) -> str:
     out = ["# ferrylm bench", "", *_heading(results), ""]
-    for title, rows, columns, skipped in (("Training strategies", results["training"], TRAIN_COLUMNS, results["skipped"]),
-                                          ("Decoding", results["decoding"], DECODE_COLUMNS, results["decode_skipped"])):
+    for title, rows, columns, skipped in _sections(results):
         out += [f"## {title}", ""]
         if rows:
             out += ["| " + " | ".join(h for _, h in columns) + " |", "|" + "---|" * len(columns)]
@@ -109,8 +108,7 @@ def _html(results: dict, plots: dict[str, str]) -> str:
         return f"<table><tr>{head}</tr>{body}</table>"
 
     parts = [f"<p>{html.escape(ln)}</p>" for ln in _heading(results)]
-    for title, rows, columns, skipped in (("Training strategies", results["training"], TRAIN_COLUMNS, results["skipped"]),
-                                          ("Decoding", results["decoding"], DECODE_COLUMNS, results["decode_skipped"])):
+    for title, rows, columns, skipped in _sections(results):
         parts.append(f"<h2>{title}</h2>" + (table(rows, columns) if rows else ""))
         parts += [f"<p>{html.escape(ln[2:])}</p>" for ln in _skipped(skipped)]
     parts += [f'<h2>{html.escape(t)}</h2><img alt="{html.escape(t)}" src="data:image/png;base64,{b64}">'

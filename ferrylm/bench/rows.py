@@ -11,13 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
-from ..errors import FerryError
 from ..manifest import StageRecord, read_record
 from ..models import resolve_model_path
-
-
-class BenchError(FerryError, RuntimeError):
-    pass
 
 
 def source(cfg: Config, out: Path, rows_needed: int) -> dict:

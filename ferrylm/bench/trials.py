@@ -24,13 +24,12 @@ from .rows import hand_over
 from .strategies import Strategy
 
 
-def run_process(cmd: list[str], log_path: Path, timeout_s: float, env: dict | None = None) -> dict:
+def run_process(cmd: list[str], log_path: Path, timeout_s: float) -> dict:
     """Run `cmd` in its own process group with its output in `log_path`; its exit code, wall time, the
     peak resident memory of it and its children, and whether it was stopped at `timeout_s`."""
     t0 = time.monotonic()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     timed_out = False
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)

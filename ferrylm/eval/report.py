@@ -37,9 +37,13 @@ def failed_gates(table: list[dict], model: str) -> list[str]:
     return [e["criterion"] for e in table if e["gate"] and model in e and e[model]["verdict"] == "fail"]
 
 
-def _png(fig) -> str:
+def png(fig) -> str:
+    """The figure as base64 PNG for an inline <img> (the eval and bench reports' plots), then closed."""
+    import matplotlib.pyplot as plt
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 
@@ -59,16 +63,14 @@ def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, st
         if evals:
             ax.plot(*zip(*evals), "o--", label="held-out loss")
         ax.set_xlabel("step"), ax.set_ylabel("loss"), ax.legend(), ax.grid(alpha=0.3)
-        plots["Training loss"] = _png(fig)
-        plt.close(fig)
+        plots["Training loss"] = png(fig)
     lat = {m: d["latency"]["samples_total_s"] for m, d in details.items() if isinstance(d, dict) and d.get("latency")}
     if lat:
         fig, ax = plt.subplots(figsize=(6, 3.2))
         for i, (m, xs) in enumerate(lat.items()):
             ax.scatter(xs, [i] * len(xs), alpha=0.7, label=m)
         ax.set_yticks(range(len(lat)), list(lat)), ax.set_xlabel("512-token completion, seconds"), ax.grid(alpha=0.3)
-        plots["Latency distribution"] = _png(fig)
-        plt.close(fig)
+        plots["Latency distribution"] = png(fig)
     first = rows[0] if rows else None     # the first benchmark's first language: HumanEval by default
     per_task = {m: c["per_task"] for m, c in (first["summaries"] if first else {}).items() if c.get("per_task")}
     if per_task:
@@ -76,8 +78,7 @@ def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, st
         fig, ax = plt.subplots(figsize=(max(6, len(tasks) * 0.06), 1 + 0.5 * len(per_task)))
         ax.imshow([[per_task[m].get(t, 0) for t in tasks] for m in per_task], aspect="auto", cmap="Greens", vmin=0, vmax=1)
         ax.set_yticks(range(len(per_task)), list(per_task)), ax.set_xlabel(f"{first['title']} task (0–{len(tasks) - 1})")
-        plots["Pass@1 per task"] = _png(fig)
-        plt.close(fig)
+        plots["Pass@1 per task"] = png(fig)
     if len(rows) > 1:
         fig, ax = plt.subplots(figsize=(6, 3.2))
         models = list(dict.fromkeys(m for r in rows for m in r["summaries"]))
@@ -87,8 +88,7 @@ def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, st
         ax.set_xticks([x + 0.4 - 0.4 / len(models) for x in range(len(rows))],
                       [f"{r['language']}\n{r['pairs']:,} pairs" for r in rows])
         ax.set_ylabel("Pass@1"), ax.set_ylim(0, 1), ax.legend(), ax.grid(alpha=0.3, axis="y")
-        plots["Pass@1 by language"] = _png(fig)
-        plt.close(fig)
+        plots["Pass@1 by language"] = png(fig)
     return plots
 
 
