@@ -125,6 +125,8 @@ class TrainConfig(_Section):
     # (Qwen2.5-7B: about 106 GB).
     save_steps: int = Field(20, ge=0)
     save_total_limit: int = Field(3, gt=0)
+    # false: no adapter or model at the end either (measurement runs: `ferrylm bench`'s trials).
+    save_final: bool = True
     eval_batches: int = Field(16, gt=0)
     # DeepSpeed ZeRO stage (sharded optimizer + gradients; zero3 also parameters), and what it moves
     # to CPU RAM. Launch several processes with `ferrylm launch --nproc N`.
@@ -137,6 +139,9 @@ class TrainConfig(_Section):
     zero3_reduce_bucket_size: Optional[int] = Field(None, gt=0)
     zero3_prefetch_bucket_size: Optional[int] = Field(None, gt=0)
     zero3_param_persistence_threshold: Optional[int] = Field(None, ge=0)
+    # ZeRO-3 gathers weights through hooks on every module; a leaf decoder layer is gathered whole
+    # on entry: one collective per layer instead of one per linear, and fewer hooks on the host.
+    zero3_leaf_layers: bool = False
     # Where loss, eval loss, learning rate, grad norm, tokens/s, MFU and GPU memory go besides
     # log_history.jsonl: TensorBoard (in <run>/train/tensorboard) by default; wandb / mlflow when
     # their packages are installed and configured.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -57,7 +58,11 @@ def failure_reason(log_path: Path, timed_out: bool, timeout_s: float) -> str:
     own = [ln for ln in lines if ln.startswith("ferrylm: error:")]
     if own:
         return own[-1].removeprefix("ferrylm: error:").strip()[:300]
-    errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+    # A raised exception's own line ("[rank0]: RuntimeError: ..." under a launcher), not the
+    # launcher's trailer that follows it.
+    raised = [ln for ln in lines if re.match(r"(\[rank\d+\]: )?[\w.]*(Error|Exception)\b.*:", ln)
+              and "elastic" not in ln and "ChildFailedError" not in ln]
+    errors = raised or [ln for ln in lines if "Error" in ln or "error" in ln]
     return (errors or lines or ["exited with no output"])[-1][:300]
 
 
@@ -65,7 +70,8 @@ def trial_config(cfg: Config, strategy: Strategy, trial_dir: Path) -> Config:
     b = cfg.bench
     return derive(cfg, [f"run_dir={trial_dir}", *strategy.overrides(), f"train.max_steps={b.warmup_steps + b.steps}",
                         "train.logging_steps=1", "train.save_steps=0", "train.eval_batches=1", "train.report_to=[]",
-                        "train.resume=false", "train.keep_best=false"])
+                        "train.resume=false", "train.keep_best=false",
+                        "train.save_final=false"])   # a trial keeps its numbers, not a 15 GB model
 
 
 def train_trial(cfg: Config, strategy: Strategy, trial_dir: Path, rows: dict, gpus: int) -> dict:
@@ -91,8 +97,6 @@ def train_trial(cfg: Config, strategy: Strategy, trial_dir: Path, rows: dict, gp
                                                           cfg.bench.trial_timeout_s))
     else:
         row["status"] = "ok"
-    for saved in ("adapter", "model", "checkpoints"):   # a 7B model is 15 GB; the numbers are what a trial keeps
-        shutil.rmtree(trial_dir / "train" / saved, ignore_errors=True)
     return row
 
 

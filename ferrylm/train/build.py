@@ -110,10 +110,25 @@ def build_model(t: TrainConfig, model_dir, precision: str, attention: str, has_c
     return model
 
 
+def decoder_layers(model) -> list:
+    return [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+
+
+def zero3_leaf_layers(model) -> None:
+    """Mark each decoder layer a ZeRO-3 leaf (before DeepSpeed installs its hooks)."""
+    from deepspeed.utils import set_z3_leaf_modules
+
+    classes = sorted({type(m) for m in decoder_layers(model)}, key=lambda c: c.__name__)
+    if not classes:
+        raise TrainSetupError("train.zero3_leaf_layers: this model has no module named *DecoderLayer")
+    set_z3_leaf_modules(model, classes)
+    log.info("ZeRO-3 gathers each of %d decoder layers whole", len(decoder_layers(model)))
+
+
 def compile_layers(model) -> None:
     """torch.compile each decoder layer in place. The layers share one code path, so the compiler
     traces it once and reuses the graph; what lies outside (embedding, output layer, loss) stays eager."""
-    layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+    layers = decoder_layers(model)
     for layer in layers:
         layer.compile()
     log.info("compiled %d decoder layers", len(layers))

@@ -22,7 +22,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
 from .arguments import training_arguments
-from .build import build_model, check_liger, choose_attention, choose_precision, compile_layers
+from .build import build_model, check_liger, choose_attention, choose_precision, compile_layers, zero3_leaf_layers
 from .checkpoints import MarkComplete, latest_complete, make_universal, saved_world_size
 from .launch import prepare_distributed_env
 from .observe import NonFiniteLoss, guarded_trainer_class, selective_checkpointing
@@ -168,10 +168,11 @@ def run_train(cfg: Config) -> StageRecord:
     model = setup_model(run, model_dir, args, train_set)
     trainer = setup_trainer(run, model, args, train_set, eval_set, tokenizer)
     result = train(run, trainer, tokenizer)
-    saved = _save_trained(trainer, tokenizer, run.out, run.kind)
+    saved = _save_trained(trainer, tokenizer, run.out, run.kind) if cfg.train.save_final else None
     if trainer.is_world_process_zero():
         record.inputs = {"train.arrow": sha256_file(data_out["train"]), "base_model": str(model_dir)}
-        record.outputs = {run.kind: str(saved), "checkpoints": str(run.checkpoints), "log_history": str(run.history)}
+        record.outputs = {"checkpoints": str(run.checkpoints), "log_history": str(run.history),
+                          **({run.kind: str(saved)} if saved else {})}
         record.metrics = _metrics(run, trainer, result, args, saved, planned)
         log.info("train: eval loss %.4f → %.4f", record.metrics["base_eval_loss"], record.metrics["eval_loss"])
         record.finish(run.out)
@@ -212,6 +213,8 @@ def setup_model(run: _Run, model_dir, args, train_set):
     model = build_model(t, model_dir, run.precision, run.attention, run.has_cuda)
     if t.compile == "layers":
         compile_layers(model)
+    if t.deepspeed == "zero3" and t.zero3_leaf_layers:
+        zero3_leaf_layers(model)
     if run.has_cuda and t.deepspeed != "zero3" and t.method != "qlora":
         model.to(args.device)   # where the Trainer would put it; the packing self-test runs there
     if "position_ids" in train_set.column_names:
@@ -244,7 +247,7 @@ def train(run: _Run, trainer, tokenizer):
                                f"train.learning_rate or check the data") from None
 
 
-def _metrics(run: _Run, trainer, result, args, saved: Path, planned: float | None) -> dict:
+def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: float | None) -> dict:
     import torch
 
     t = run.t
@@ -271,7 +274,7 @@ def _metrics(run: _Run, trainer, result, args, saved: Path, planned: float | Non
         "deepspeed": t.deepspeed,
         "offload": [k for k in ("optimizer", "params") if getattr(t, f"offload_{k}")],
         "world_size": args.world_size,
-        f"{run.kind}_sha256": sha256_tree(saved),
+        f"{run.kind}_sha256": sha256_tree(saved) if saved else None,
         "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if run.has_cuda else None,
         "peak_gpu_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if run.has_cuda else None,
         "planned_peak_gib": planned,   # the planner's allocated peak

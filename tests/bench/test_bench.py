@@ -60,6 +60,12 @@ def test_failure_reasons_are_one_line(tmp_path):
     log.write_text("INFO loading\nferrylm: error: train.method: qlora needs bitsandbytes\n")
     assert failure_reason(log, False, 60) == "train.method: qlora needs bitsandbytes"
     assert failure_reason(log, True, 60) == "stopped after bench.trial_timeout_s=60 s"
+    # Under a launcher: the rank's exception, not the launcher's trailer after it.
+    log.write_text("[rank0]: RuntimeError: Error(s) in loading state_dict for Qwen2ForCausalLM:\n"
+                   'File "torch/distributed/elastic/multiprocessing/errors/__init__.py", line 367\n'
+                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n")
+    assert failure_reason(log, False, 60) == "[rank0]: RuntimeError: Error(s) in loading state_dict for Qwen2ForCausalLM:"
 
 
 def test_bench_measures_each_strategy_and_its_loss_is_a_plain_runs(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
