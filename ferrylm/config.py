@@ -133,15 +133,15 @@ class TrainConfig(_Section):
     deepspeed: Optional[Literal["zero2", "zero3"]] = None
     offload_optimizer: bool = False
     offload_params: bool = False
-    # ZeRO-3's communication sizes (elements). None keeps the Trainer's "auto", which sizes them from
-    # the hidden width (7B: reduce bucket 12.8 M, prefetch 11.6 M, persistence 36 k, far below
-    # DeepSpeed's own defaults 500 M / 50 M / 100 k): more, smaller collectives.
-    zero3_reduce_bucket_size: Optional[int] = Field(None, gt=0)
-    zero3_prefetch_bucket_size: Optional[int] = Field(None, gt=0)
-    zero3_param_persistence_threshold: Optional[int] = Field(None, ge=0)
-    # ZeRO-3 gathers weights through hooks on every module; a leaf decoder layer is gathered whole
-    # on entry: one collective per layer instead of one per linear, and fewer hooks on the host.
-    zero3_leaf_layers: bool = False
+    # ZeRO-3's communication sizes (elements; None: the Trainer's "auto", sized from the hidden width,
+    # 7B: 12.8 M / 11.6 M / 36 k) and leaf layers: each decoder layer gathered whole on entry, one
+    # collective per layer instead of one per linear, one layer prefetched while the last computes;
+    # None: on for full fine-tunes. Chosen by measurement (docs/benchmarks.md, "ZeRO-3 against
+    # DeepSpeed driven directly").
+    zero3_reduce_bucket_size: Optional[int] = Field(500_000_000, gt=0)
+    zero3_prefetch_bucket_size: Optional[int] = Field(200_000_000, gt=0)
+    zero3_param_persistence_threshold: Optional[int] = Field(1_000_000, ge=0)
+    zero3_leaf_layers: Optional[bool] = None
     # Where loss, eval loss, learning rate, grad norm, tokens/s, MFU and GPU memory go besides
     # log_history.jsonl: TensorBoard (in <run>/train/tensorboard) by default; wandb / mlflow when
     # their packages are installed and configured.
@@ -341,6 +341,10 @@ class Config(_Section):
             raise ValueError("train.offload_params: parameter offload needs train.deepspeed=zero3")
         if t.keep_best and t.save_steps == 0:
             raise ValueError("train.keep_best: keeping the best checkpoint needs checkpoints; set train.save_steps")
+        if t.zero3_leaf_layers and t.method != "full" and not (t.gradient_checkpointing and t.checkpoint_fraction == 1):
+            # DeepSpeed 0.19.8 then fails in backward: a leaf layer's adapter weights are not gathered.
+            raise ValueError("train.zero3_leaf_layers: with an adapter only when every layer is checkpointed "
+                             "(train.gradient_checkpointing=true, train.checkpoint_fraction=1)")
         if t.method == "qlora" and t.deepspeed == "zero3":
             raise ValueError("train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3; use zero2 or none")
         if t.compile != "none" and (t.method == "qlora" or t.deepspeed == "zero3"):

@@ -36,6 +36,10 @@ def test_combinations_that_cannot_run_are_refused():
         load_config("default", ["train.method=qlora", "train.deepspeed=zero3"])
     cfg = load_config("default", ["train.deepspeed=zero3", "train.offload_params=true", "train.offload_optimizer=true"])
     assert cfg.train.offload_params and cfg.train.offload_optimizer
+    # DeepSpeed cannot gather a leaf layer's adapter weights in a backward without recomputation.
+    with pytest.raises(ConfigError, match="train.zero3_leaf_layers: with an adapter only when every layer is checkpointed"):
+        load_config("default", ["train.deepspeed=zero3", "train.zero3_leaf_layers=true", "train.method=lora",
+                                "train.gradient_checkpointing=true", "train.checkpoint_fraction=0.5"])
 
 
 def test_yaml_file_errors(tmp_path):

@@ -37,7 +37,15 @@ def run_process(cmd: list[str], log_path: Path, timeout_s: float) -> dict:
         if pid:
             break
         if time.monotonic() - t0 > timeout_s:
+            # torchrun starts each rank in a session of its own: killing the launcher's group alone
+            # left a rank holding a GPU (seen on 2 x H200), so every descendant is killed too.
+            stray = _descendants(proc.pid)
             os.killpg(proc.pid, signal.SIGKILL)
+            for child in stray:
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             pid, status, usage = os.wait4(proc.pid, 0)
             timed_out = True
             break
@@ -45,6 +53,25 @@ def run_process(cmd: list[str], log_path: Path, timeout_s: float) -> dict:
     proc.returncode = os.waitstatus_to_exitcode(status)   # Popen must not wait for it again
     return {"returncode": proc.returncode, "wall_s": round(time.monotonic() - t0, 1),
             "host_rss_gib": usage.ru_maxrss / 2**20, "timed_out": timed_out}
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below `root`, found through /proc (none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = int(Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):   # gone meanwhile
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
 
 
 def failure_reason(log_path: Path, timed_out: bool, timeout_s: float) -> str:

@@ -120,7 +120,8 @@ def zero3_leaf_layers(model) -> None:
 
     classes = sorted({type(m) for m in decoder_layers(model)}, key=lambda c: c.__name__)
     if not classes:
-        raise TrainSetupError("train.zero3_leaf_layers: this model has no module named *DecoderLayer")
+        log.warning("train.zero3_leaf_layers: this model has no module named *DecoderLayer; ZeRO-3 gathers per module")
+        return
     set_z3_leaf_modules(model, classes)
     log.info("ZeRO-3 gathers each of %d decoder layers whole", len(decoder_layers(model)))
 

@@ -213,7 +213,7 @@ def setup_model(run: _Run, model_dir, args, train_set):
     model = build_model(t, model_dir, run.precision, run.attention, run.has_cuda)
     if t.compile == "layers":
         compile_layers(model)
-    if t.deepspeed == "zero3" and t.zero3_leaf_layers:
+    if t.deepspeed == "zero3" and (t.method == "full" if t.zero3_leaf_layers is None else t.zero3_leaf_layers):
         zero3_leaf_layers(model)
     if run.has_cuda and t.deepspeed != "zero3" and t.method != "qlora":
         model.to(args.device)   # where the Trainer would put it; the packing self-test runs there

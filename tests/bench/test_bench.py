@@ -4,6 +4,9 @@ loss column is the loss a plain training run of the same config reaches. (SmolLM
 decoding of its exported artifacts, are a step of tests/test_pipeline_e2e.py.)"""
 import json
 import math
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +14,7 @@ import pytest
 from ferrylm.bench import run_bench
 from ferrylm.bench.rows import synthetic
 from ferrylm.bench.strategies import TRAINING, plan
-from ferrylm.bench.trials import failure_reason, trial_config
+from ferrylm.bench.trials import failure_reason, run_process, trial_config
 from ferrylm.cli import main
 from ferrylm.data.encode import load_rows
 from ferrylm.train import run_train
@@ -104,6 +107,23 @@ def test_a_trial_past_its_time_limit_is_stopped_and_reported(copy_run, tiny_qwen
     run_bench(cfg)
     row = json.loads((run_dir / "bench" / "bench.json").read_text())["training"][0]
     assert (row["status"], row["reason"]) == ("failed", "stopped after bench.trial_timeout_s=2 s")
+
+
+def test_a_stopped_trial_leaves_no_process_behind(tmp_path):
+    """A launcher's ranks run in sessions of their own (torchrun's do): stopping the trial's process
+    group alone left one holding a GPU. The trial's whole process tree goes."""
+    pidfile = tmp_path / "pid"
+    script = ("import subprocess, time; p = subprocess.Popen(['sleep', '120'], start_new_session=True); "
+              f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(120)")
+    out = run_process([sys.executable, "-c", script], tmp_path / "log.txt", timeout_s=3)
+    assert out["timed_out"]
+    stat = Path("/proc", pidfile.read_text(), "stat")
+    for _ in range(50):   # reaped by init, or a zombie until then
+        if not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the trial's grandchild in its own session is still running")
 
 
 def test_an_unknown_strategy_is_one_line_naming_the_key(capsys):

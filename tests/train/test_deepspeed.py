@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -108,3 +109,32 @@ def test_launch_commands_and_slurm_script(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", "train.max_stepz=3"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "train.max_stepz" in bad.stderr
+
+
+def test_zero3_full_fine_tune_with_leaf_layers_trains_the_same_numbers(copy_run, tiny_qwen2_dir, tiny_corpus):
+    """A full fine-tune under ZeRO-3 gathers each decoder layer whole by default; the losses are those
+    of the same run gathering per module (train.zero3_leaf_layers=false, measured once and pinned:
+    only the order of the collectives differs)."""
+    run = copy_run()
+    _launch(run, tiny_qwen2_dir, tiny_corpus, "train.deepspeed=zero3", "train.method=full")
+    assert "ZeRO-3 gathers each of" in (run / "ferrylm.log").read_text()
+    history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
+    losses = [h["loss"] for h in history if "loss" in h]
+    evals = [h["eval_loss"] for h in history if "eval_loss" in h]
+    assert losses == pytest.approx([10.78158, 10.61229, 10.50437, 10.31635, 10.1677, 10.22301], abs=1e-4)
+    assert evals == pytest.approx([10.77186, 10.09374], abs=1e-4)
+
+
+def test_zero3_leaf_layers_mark_each_decoder_layer(tiny_qwen2_dir, caplog):
+    """The default under ZeRO-3: each decoder layer is one leaf (gathered whole), nothing else is; a
+    model without decoder layers keeps per-module gathering and says so."""
+    from transformers import AutoModelForCausalLM
+
+    from ferrylm.train.build import zero3_leaf_layers
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir)
+    zero3_leaf_layers(model)
+    leaves = [name for name, m in model.named_modules() if getattr(m, "_z3_leaf", False)]
+    assert leaves == [f"model.layers.{i}" for i in range(model.config.num_hidden_layers)]
+    zero3_leaf_layers(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    assert "no module named *DecoderLayer" in caplog.text
