@@ -96,7 +96,7 @@ def markdown(results: dict) -> str:
         if rows:
             out += ["| " + " | ".join(h for _, h in columns) + " |", "|" + "---|" * len(columns)]
             out += ["| " + " | ".join(cells) + " |" for cells in _table(rows, columns)]
-        out += ["", *_skipped(skipped), ""]
+        out += ["", *(_skipped(skipped) if rows or skipped else ["None in this run."]), ""]
     return "\n".join(out)
 
 
@@ -109,7 +109,7 @@ def _html(results: dict, plots: dict[str, str]) -> str:
 
     parts = [f"<p>{html.escape(ln)}</p>" for ln in _heading(results)]
     for title, rows, columns, skipped in _sections(results):
-        parts.append(f"<h2>{title}</h2>" + (table(rows, columns) if rows else ""))
+        parts.append(f"<h2>{title}</h2>" + (table(rows, columns) if rows else "" if skipped else "<p>None in this run.</p>"))
         parts += [f"<p>{html.escape(ln[2:])}</p>" for ln in _skipped(skipped)]
     parts += [f'<h2>{html.escape(t)}</h2><img alt="{html.escape(t)}" src="data:image/png;base64,{b64}">'
               for t, b64 in plots.items()]
