@@ -16,9 +16,15 @@ from ferrylm.models import build_once, cache_root
 from .conftest import tiny_config
 
 
+def _as_foreground() -> None:
+    # A suite started in the background by a non-interactive shell inherits SIGINT ignored, and
+    # Python keeps it so: the child must take Ctrl-C as a terminal's foreground process does.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _ferrylm(*args, env=None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "ferrylm", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **(env or {})})
+                            text=True, env={**os.environ, **(env or {})}, preexec_fn=_as_foreground)
 
 
 def _overrides(run_dir, model_dir, corpus) -> list[str]:
