@@ -78,6 +78,12 @@ class DataConfig(_Section):
     pack: bool = False
     # Worker processes for scanning and cleaning, threads for tokenizing; 0 = every CPU.
     workers: int = Field(0, ge=0)
+    # format=sft: the tasks each function with a doc comment teaches, and the share of functions that
+    # give an example of each (seeded per function): "generate" doc comment + signature → body,
+    # "explain" the code → the doc comment's summary (code understanding, CodeXGLUE's code-to-text).
+    # A list names tasks at share 1.
+    tasks: dict[Literal["generate", "explain"], float] = Field(
+        default_factory=lambda: {"generate": 1.0, "explain": 1.0})
     # Pair extraction: a function with a docstring whose body is a teachable size.
     min_body_lines: int = Field(2, ge=1)
     max_body_lines: int = Field(30, ge=1)
@@ -85,6 +91,18 @@ class DataConfig(_Section):
     eval_fraction: float = Field(0.05, gt=0, lt=1)
     max_seq_len: int = Field(512, ge=32)
     seed: int = 0
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _task_list(cls, v):
+        return {t: 1.0 for t in v} if isinstance(v, (list, tuple)) else v
+
+    @field_validator("tasks")
+    @classmethod
+    def _task_shares(cls, v: dict) -> dict:
+        if not v or not any(share > 0 for share in v.values()) or any(not 0 <= s <= 1 for s in v.values()):
+            raise ValueError("each task's share must be in [0, 1] and at least one above 0, e.g. {generate: 1, explain: 1}")
+        return v
 
 
 class TrainConfig(_Section):
@@ -247,7 +265,9 @@ class EvalConfig(_Section):
     # With a seed the limits above take that many tasks drawn at random (the same task numbers in
     # every language) instead of the first ones; the report says "N of 164".
     subset_seed: Optional[int] = None
+    # Held-out examples per task (explain, generate) generated and scored for each model.
     bleu_limit: int = Field(64, gt=0)
+    heldout_loss: bool = True                    # each model's loss per held-out example (in-process)
     max_new_tokens: int = Field(384, gt=0)
     latency_new_tokens: int = Field(512, gt=0)
     concurrency: int = Field(8, gt=0)

@@ -26,7 +26,7 @@ from .collect import CleanStats, collect, worker_count
 from .corpus import ScanStats
 from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
 from .formats import read_conversations
-from .render import IGNORE_INDEX, assistant_message, render_messages, user_message
+from .render import IGNORE_INDEX, render_messages, task_turns
 from .stats import write_report
 
 log = get_logger("data")
@@ -164,6 +164,7 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
 
 
 def _sft(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
+    """Per function with a doc comment, an example of each task its seeded draw gives (data.tasks)."""
     d = cfg.data
     pairs = [(p, doc.ref) for doc in docs for p in doc.pairs]
     stats["pairs_extracted"] = len(pairs)
@@ -174,21 +175,32 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
     random.Random(d.seed).shuffle(pairs)
     if d.max_pairs:
         pairs = pairs[: d.max_pairs]
-    too_long = 0
+    too_long, no_summary, examples = 0, 0, Counter()
     for p, ref in pairs:
         lang = ref.language
-        messages = [{"role": "user", "content": user_message(p.prompt_code, lang)},
-                    {"role": "assistant", "content": assistant_message(p.body, lang)}]
-        ex = render_messages(tokenizer, messages)
-        if len(ex["input_ids"]) > d.max_seq_len:
-            too_long += 1
-            continue
-        split = "eval" if ref.repo in held else "train"
-        writers[split].add(ex["input_ids"], ex["labels"])
-        if split == "eval":
-            held_out.append({"source": p.source, "language": lang, "messages": messages[:1], "reference": p.body,
-                             "prompt_code": p.prompt_code})
+        draw = random.Random(f"{d.seed}:{p.source}")
+        for task, share in d.tasks.items():
+            if draw.random() >= share:
+                continue
+            if task == "explain" and not p.summary:
+                no_summary += 1
+                continue
+            question, answer = task_turns(task, p, lang)
+            messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+            ex = render_messages(tokenizer, messages)
+            if len(ex["input_ids"]) > d.max_seq_len:
+                too_long += 1
+                continue
+            split = "eval" if ref.repo in held else "train"
+            writers[split].add(ex["input_ids"], ex["labels"])
+            examples[f"{split}/{task}/{lang}"] += 1
+            if split == "eval":
+                held_out.append({"source": p.source, "language": lang, "task": task, "messages": messages[:1],
+                                 "answer": answer, "reference": p.summary if task == "explain" else p.body,
+                                 "prompt_code": p.prompt_code})
     stats["pairs_too_long"] = too_long
+    stats["functions_without_summary"] = no_summary
+    stats["examples_by_task"] = dict(sorted(examples.items()))
 
 
 def _cpt(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:

@@ -2,7 +2,9 @@
 
 The prompt is the doc comment right above a function (Javadoc `/** */`, Rust `///`, Go and C
 `//` or `/* */` blocks) and the signature up to and including the body's opening brace; the answer is
-the rest of the body, exactly as written. Same `Pair` shape as the Python extractor.
+the rest of the body, exactly as written. Methods count wherever they stand (Java and C++ class
+bodies, Go receivers, Rust `impl` blocks). The explain task's prompt is the function without its doc
+comment, dedented; its answer the comment's summary. Same `Pair` shape as the Python extractor.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import importlib
 from functools import lru_cache
 
 from .pairs import Pair
+from .summary import comment_text, dedent, summary
 
 # language → (grammar module, function node types, comment node types, doc comment prefixes)
 _SPECS = {
@@ -59,17 +62,18 @@ def extract_pairs_ts(text: str, source: str, language: str, min_body_lines: int,
     return pairs
 
 
-def _doc_start(node, comments, prefixes) -> int | None:
-    """Start byte of the doc comment block directly above `node` (attributes may come between)."""
-    start, row, cur = None, node.start_point[0], node.prev_sibling
+def _doc_span(node, comments, prefixes) -> tuple[int, int] | None:
+    """(start, end) bytes of the doc comment block directly above `node` (attributes may come between)."""
+    start, end, row, cur = None, None, node.start_point[0], node.prev_sibling
     while cur is not None and cur.type in _ATTRIBUTES and cur.end_point[0] >= row - 1:
         row, cur = cur.start_point[0], cur.prev_sibling
     while cur is not None and cur.type in comments and cur.end_point[0] >= row - 1:
         body = cur.text.decode(errors="replace").lstrip()
         if not body.startswith(prefixes):
             break
+        end = end if end is not None else cur.end_byte          # the comment nearest the function
         start, row, cur = cur.start_byte, cur.start_point[0], cur.prev_sibling
-    return start
+    return None if start is None else (start, end)
 
 
 def _is_function(node) -> bool:
@@ -91,10 +95,10 @@ def _pair(node, src: bytes, source: str, comments, prefixes, min_lines: int, max
     if body is None or not src[body.start_byte:body.start_byte + 1] == b"{" or not _is_function(node):
         return None
     anchor = node.parent if node.parent is not None and node.parent.type == "template_declaration" else node
-    doc = _doc_start(anchor, comments, prefixes)
-    if doc is None:
+    span = _doc_span(anchor, comments, prefixes)
+    if span is None:
         return None
-    line_start = src.rfind(b"\n", 0, doc) + 1
+    line_start = src.rfind(b"\n", 0, span[0]) + 1
     split = body.start_byte + 1
     if src[split:split + 1] == b"\n":
         split += 1
@@ -104,4 +108,9 @@ def _pair(node, src: bytes, source: str, comments, prefixes, min_lines: int, max
         return None
     name_node = node.child_by_field_name("name") or node.child_by_field_name("declarator")
     name = name_node.text.decode(errors="replace").split("(")[0] if name_node is not None else "?"
-    return Pair(f"{source}::{name}", src[line_start:split].decode(errors="replace"), answer + "\n")
+    code_start = src.find(b"\n", span[1]) + 1                    # the line after the doc comment,
+    code_start = min(code_start, anchor.start_byte) if code_start > 0 else anchor.start_byte   # or its own
+    column = anchor.start_point[1]
+    code = dedent(" " * column + src[code_start:node.end_byte].decode(errors="replace").lstrip(" \t"), column) + "\n"
+    doc = summary(comment_text(src[span[0]:span[1]].decode(errors="replace")))
+    return Pair(f"{source}::{name}", src[line_start:split].decode(errors="replace"), answer + "\n", doc, code)

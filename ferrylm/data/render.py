@@ -22,6 +22,25 @@ def assistant_message(body: str, language: str = "python") -> str:
     return f"```{language}\n{body}```"
 
 
+def explain_message(code: str, language: str = "python") -> str:
+    return (f"Summarize what this {_NAMES.get(language, language)} function does, as its doc comment's first "
+            f"sentence would. Reply with the summary only.\n\n```{language}\n{code}```")
+
+
+def task_turns(task: str, pair, language: str) -> tuple[str, str]:
+    """(user message, assistant answer) of one function for one task: "generate" (doc comment +
+    signature → body) or "explain" (code → summary)."""
+    if task == "explain":
+        return explain_message(pair.code, language), pair.summary
+    return user_message(pair.prompt_code, language), assistant_message(pair.body, language)
+
+
+def first_paragraph(reply: str) -> str:
+    """What an explain reply is scored on: its first paragraph as one line."""
+    text = reply.strip()
+    return " ".join(text.split("\n\n", 1)[0].split()) if text else ""
+
+
 def extract_code(reply: str) -> str:
     """The first fenced code block of a reply (an unclosed one counts), else the reply itself."""
     m = _CODE_BLOCK.search(reply)

@@ -26,11 +26,22 @@ def length_histogram(lengths: list[int], path: Path, title: str) -> Path:
     return path
 
 
-def _table(title: str, counts: dict) -> list[str]:
+def _table(title: str, counts: dict, unit: str = "files") -> list[str]:
     if not counts:
         return []
-    lines = [f"### {title}", "", "| | files |", "|---|---:|"]
+    lines = [f"### {title}", "", f"| | {unit} |", "|---|---:|"]
     lines += [f"| {k} | {v:,} |" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])]
+    return lines + [""]
+
+
+def _tasks(counts: dict) -> list[str]:
+    """Examples per task and language, train and eval side by side (keys "split/task/language")."""
+    if not counts:
+        return []
+    rows = sorted({tuple(k.split("/")[1:]) for k in counts})
+    lines = ["### Examples by task and language", "", "| task | language | train | eval |", "|---|---|---:|---:|"]
+    lines += [f"| {t} | {lang} | {counts.get(f'train/{t}/{lang}', 0):,} | {counts.get(f'eval/{t}/{lang}', 0):,} |"
+              for t, lang in rows]
     return lines + [""]
 
 
@@ -61,8 +72,9 @@ def write_report(out: Path, stats: dict, lengths: list[int]) -> dict:
     lines += _table("Files by language", stats.get("files_by_language", {}))
     lines += _table("Files by priority", stats.get("files_by_priority", {}))
     lines += _table("Files dropped, by reason", stats.get("files_dropped", {}))
-    lines += _table("Rows dropped, by reason", stats.get("rows_dropped", {}))
-    lines += _table("Pairs by language", stats.get("pairs_by_language", {}))
+    lines += _table("Rows dropped, by reason", stats.get("rows_dropped", {}), "rows")
+    lines += _table("Functions with a doc comment (pairs), by language", stats.get("pairs_by_language", {}), "functions")
+    lines += _tasks(stats.get("examples_by_task", {}))
     lines += _table("Files whose pairs could not be read (kept as code), by reason",
                     stats.get("pair_extraction_failures", {}))
     if lengths:

@@ -1,4 +1,6 @@
-"""Eval stage: code benchmarks' Pass@k (HumanEval, HumanEval-X; see benchmark.py), BLEU and latency against live endpoints, training numbers, the report.
+"""Eval stage: code benchmarks' Pass@k (HumanEval, HumanEval-X; see benchmark.py), the held-out
+repositories' code understanding and generation (heldout.py) and loss per example, latency against
+live endpoints, training numbers, and the report — which opens with whether the fine-tune helped.
 
 With `eval.endpoint` set, the running endpoint is measured as the fine-tuned model; with
 `eval.local=true` the models run in-process with transformers (no latency then). Otherwise the
@@ -21,8 +23,10 @@ from . import benchmark
 from .criteria import Criterion, load_criteria, per_track
 from .generators import EndpointGenerator, LocalGenerator
 from ..data import read_jsonl
-from .quality import bleu, engine_latency, latency
-from .report import write_report
+from . import heldout, helped
+from .heldout_loss import example_losses
+from .quality import engine_latency, latency
+from .report import language_rows, write_report
 
 log = get_logger("eval")
 
@@ -33,19 +37,22 @@ class GateFailed(FerryError, RuntimeError):
     exit_code = 3
 
 
-def measure(cfg: Config, generator, tracks: list[benchmark.Track], pairs: list[dict], out: Path, label: str) -> dict:
-    """The benchmarks' tracks and BLEU through `generator`; latency too when it is an endpoint (it
-    needs streaming) or an in-process engine."""
+def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[dict], out: Path, label: str,
+            losses: list | None = None) -> dict:
+    """The benchmarks' tracks and the held-out examples through `generator`; latency too when it is an
+    endpoint (it needs streaming) or an in-process engine. Every held-out example's reply and scores
+    (and its loss, when measured) go to heldout_<label>.jsonl."""
     e = cfg.eval
     log.info("[%s] %s (%s prompts) × %d samples", label, ", ".join(f"{t.title}: {len(t.problems)} tasks" for t in tracks),
              e.prompt_mode, e.samples_per_task)
     measured = {"benchmarks": benchmark.measure(generator, tracks, e, out, label)}
-    log.info("[%s] BLEU on %d held-out pairs", label, len(pairs))
-    measured["bleu"], outputs = bleu(generator, pairs, e.max_new_tokens, e.concurrency)
-    with open(out / f"heldout_{label}.jsonl", "w") as fh:      # what BLEU scored, for people to judge (review)
-        for pair, output in zip(pairs, outputs):
-            fh.write(json.dumps({"source": pair.get("source"), "language": pair.get("language"),
-                                 "messages": pair["messages"], "reference": pair["reference"], "output": output}) + "\n")
+    log.info("[%s] %d held-out examples (%s)", label, len(rows),
+             ", ".join(f"{t}: {sum(heldout.task_of(r) == t for r in rows)}" for t in heldout.TASKS))
+    scored = heldout.score_rows(rows, heldout.generate_replies(generator, rows, e.max_new_tokens, e.concurrency))
+    for rec, loss in zip(scored, losses or []):
+        rec["loss"] = loss
+    measured["heldout"] = heldout.summarize(scored)
+    write_json_lines(out / f"heldout_{label}.jsonl", scored)
     measured["latency"] = None
     if isinstance(generator, EndpointGenerator):
         log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
@@ -56,6 +63,20 @@ def measure(cfg: Config, generator, tracks: list[benchmark.Track], pairs: list[d
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
         measured["latency"] = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
     return measured
+
+
+def write_json_lines(path: Path, rows: list[dict]) -> None:
+    with open(path, "w") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+def heldout_losses(model_dir, rows: list[dict], label: str) -> list | None:
+    """Per-example held-out loss of one model (in-process), or None with the reason logged."""
+    try:
+        return example_losses(model_dir, rows)
+    except Exception as e:  # noqa: BLE001 — a model transformers cannot load here is reported, not fatal
+        log.warning("[%s] held-out loss not measured: %s", label, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return None
 
 
 def criteria_values(measured: dict | None, train: dict | None, which: str) -> dict:
@@ -70,7 +91,8 @@ def criteria_values(measured: dict | None, train: dict | None, which: str) -> di
     if measured:
         for t in measured["benchmarks"]:
             v[t["key"]] = t.get("pass@1")
-        v["bleu"] = measured["bleu"]["bleu_0_1"]
+        explain = (measured.get("heldout") or {}).get("explain")
+        v["bleu"] = explain["smoothed_bleu4"] / 100 if explain else None   # the seed's code understanding BLEU
         v["latency_512_s"] = measured["latency"]["total_s"]["p50"] if measured["latency"] else None
     return v
 
@@ -113,10 +135,33 @@ def rewrite_report(cfg: Config) -> dict:
     return report
 
 
-@locked_stage("eval")
-def run_eval(cfg: Config) -> StageRecord:
+def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict], out: Path) -> dict[str, dict]:
+    """label → what measure() found: the endpoint given (eval.endpoint), or the exported model and
+    (eval.compare_base) the base, each in-process (eval.local) or served by vLLM, one after the other."""
     from ..serve import server_for, served_model_dir
 
+    e = cfg.eval
+    targets = {"fine-tuned": e.endpoint or served_model_dir(cfg)}
+    if e.compare_base and not e.endpoint:
+        targets["base"] = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
+    # in-process, before any server starts; an endpoint's weights are not ours to load
+    losses = {label: heldout_losses(d, rows, label) if e.heldout_loss and not e.endpoint else None
+              for label, d in targets.items()}
+    measured: dict[str, dict] = {}
+    for label, target in targets.items():
+        if e.endpoint:
+            measured[label] = measure(cfg, EndpointGenerator(e.endpoint, cfg.serve.served_name), tracks, rows, out, label)
+        elif e.local:
+            measured[label] = measure(cfg, LocalGenerator(target), tracks, rows, out, label, losses[label])
+        else:
+            with server_for(cfg, target) as server:
+                measured[label] = measure(cfg, EndpointGenerator(server.url, server.served_name), tracks, rows, out,
+                                          label, losses[label])
+    return measured
+
+
+@locked_stage("eval")
+def run_eval(cfg: Config) -> StageRecord:
     e = cfg.eval
     criteria = load_criteria(e.criteria)  # a bad criteria file fails before any server starts
     tracks = benchmark.tracks(e)          # so does a benchmark's missing data
@@ -125,26 +170,9 @@ def run_eval(cfg: Config) -> StageRecord:
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
     record = StageRecord("eval", cfg.digest())
     data = read_record(cfg.stage_dir("data"))
-    pairs = read_jsonl(data["outputs"]["eval_prompts"], e.bleu_limit)
+    rows = heldout.select(read_jsonl(data["outputs"]["eval_prompts"]), e.bleu_limit)
     train, history = _training(cfg)
-
-    def measured_by(generator, label: str) -> dict:
-        return measure(cfg, generator, tracks, pairs, out, label)
-
-    measured: dict[str, dict] = {}
-    if e.endpoint:
-        measured["fine-tuned"] = measured_by(EndpointGenerator(e.endpoint, cfg.serve.served_name), "fine-tuned")
-    else:
-        targets = {"fine-tuned": served_model_dir(cfg)}
-        if e.compare_base:
-            targets["base"] = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
-        for label, model_dir in targets.items():
-            if e.local:
-                measured[label] = measured_by(LocalGenerator(model_dir), label)
-                continue
-            with server_for(cfg, model_dir) as server:
-                measured[label] = measured_by(EndpointGenerator(server.url, server.served_name), label)
-
+    measured = measure_models(cfg, tracks, rows, out)
     labels = ["fine-tuned", "base"] if (e.compare_base and not e.endpoint) or train else ["fine-tuned"]
     models = {m: criteria_values(measured.get(m), train, m) for m in labels}
     criteria = per_track(criteria, {t.key: t.title for t in tracks})
@@ -153,6 +181,8 @@ def run_eval(cfg: Config) -> StageRecord:
         details["training"] = {k: train[k] for k in ("steps", "first_train_loss", "final_train_loss", "final_grad_norm",
                                                      "tokens_seen", "train_runtime_s", "peak_gpu_memory_gib") if k in train}
         details["training"]["pairs_by_language"] = data["metrics"].get("pairs_by_language", {})
+    scored = {m: read_jsonl(out / f"heldout_{m}.jsonl") for m in measured}
+    details["helped"] = helped.lines(scored, language_rows(details))
     report = _write(cfg, criteria, models, details, history)
     record.outputs = {name: str(out / f"report.{name}") for name in ("md", "html", "json")}
     for label, d in measured.items():     # every sample, for people to judge (ferrylm review)

@@ -1,30 +1,15 @@
-"""BLEU on held-out docstring→body pairs, and the 512-new-token latency, against a live endpoint."""
+"""The 512-new-token latency, against a live endpoint or on the in-process engine."""
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import sacrebleu
-
-from ..data.render import code_block_closed, extract_code, user_message
+from ..data.render import user_message
 from ..serve.client import timed_chat_stream
 from .progress import pool_map
 
 # A fixed prompt, so latency numbers compare across runs and models.
 LATENCY_PROMPT = 'def fibonacci(n: int) -> list[int]:\n    """Return the first n Fibonacci numbers."""\n'
-
-
-def bleu(generator, pairs: list[dict], max_tokens: int, concurrency: int) -> tuple[dict, list[str]]:
-    """sacreBLEU of the code each held-out prompt gets against its reference; and those outputs."""
-    def one(row: dict) -> str:
-        return extract_code(generator.chat(row["messages"], max_tokens, until=code_block_closed)[0])
-
-    hyps = pool_map(one, pairs, concurrency)
-    refs = [r["reference"] for r in pairs]
-    metric = sacrebleu.BLEU()  # default 13a tokenizer, exp smoothing
-    score = metric.corpus_score(hyps, [refs])
-    return {"sacrebleu": score.score, "bleu_0_1": score.score / 100, "signature": str(metric.get_signature()),
-            "pairs": len(pairs)}, hyps
 
 
 def percentile(values: list[float], q: float) -> float:

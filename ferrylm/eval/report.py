@@ -5,16 +5,15 @@ self-contained page (inline CSS, plots embedded as PNG data) that opens anywhere
 """
 from __future__ import annotations
 
-import base64
 import html
-import io
 from pathlib import Path
 from typing import Optional
 
 from ..manifest import write_json_atomic
 from .criteria import Criterion
 from ..review import verdict
-from . import report_details
+from . import helped, report_details
+from .figure import png
 from .paired import compare, sentence
 
 
@@ -35,16 +34,6 @@ def criteria_table(criteria: list[Criterion], models: dict[str, dict]) -> list[d
 
 def failed_gates(table: list[dict], model: str) -> list[str]:
     return [e["criterion"] for e in table if e["gate"] and model in e and e[model]["verdict"] == "fail"]
-
-
-def png(fig) -> str:
-    """The figure as base64 PNG for an inline <img> (the eval and bench reports' plots), then closed."""
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
 
 
 def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, str]:
@@ -140,8 +129,9 @@ def _language_md(rows: list[dict], labels: list[str]) -> list[str]:
 
 
 def _markdown(table: list[dict], labels: list[str], details: dict, source: str, rows: list[dict], note: str) -> str:
-    lines = ["# ferrylm evaluation report", "", f"Criteria: {source}. BLEU is sacreBLEU (0–100) divided by 100.", "",
-             "| criterion | target | gate | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
+    lines = ["# ferrylm evaluation report", "", *helped.markdown(details.get("helped") or []),
+             "## Success criteria", "", f"Criteria: {source}. BLEU is code understanding: smoothed BLEU-4 of summaries (0–100) "
+             "divided by 100.", "", "| criterion | target | gate | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
     for e in table:
         cells = [f"{_fmt(e[m]['value'])} ({e[m]['verdict']})" for m in labels]
         lines.append(f"| {e['label']} | {e['op']} {e['target']:g} | {'yes' if e['gate'] else 'no'} | " + " | ".join(cells) + " |")
@@ -180,8 +170,10 @@ def _html(table: list[dict], labels: list[str], plots: dict[str, str], source: s
 <style>body{{font:15px system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;text-align:left}}
 .pass{{background:#d9f2d9}}.fail{{background:#f8d7d7}}.not-measured{{background:#eee}}
-figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap}}</style>
-</head><body><h1>ferrylm evaluation report</h1><p>Criteria: {html.escape(source)}. BLEU is sacreBLEU (0–100) divided by 100.</p>
+figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap}}
+li.better{{color:#1d6b1d}}li.worse{{color:#a12828}}p.headline{{font-size:1.15em}}</style>
+</head><body><h1>ferrylm evaluation report</h1>{helped.to_html(details.get("helped") or [])}
+<h2>Success criteria</h2><p>Criteria: {html.escape(source)}. BLEU is code understanding: smoothed BLEU-4 of summaries (0–100) divided by 100.</p>
 <table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
 {f'<p>{html.escape(note)}</p>' if note else ''}
 {_language_html(languages, labels)}

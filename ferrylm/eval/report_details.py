@@ -1,5 +1,5 @@
 """The report's Details: every measured number as a readable table (benchmarks per language,
-BLEU, latency percentiles and the concurrency sweep, training), rendered as Markdown or HTML."""
+held-out understanding and generation, latency percentiles and the concurrency sweep, training), rendered as Markdown or HTML."""
 from __future__ import annotations
 
 import html
@@ -34,10 +34,21 @@ def _benchmarks(details: dict, models: list[str]) -> Table | None:
                                                         "isolation"], rows
 
 
-def _bleu(details: dict, models: list[str]) -> Table | None:
-    rows = [[m, _num(b.get("sacrebleu"), "{:.2f}"), str(b.get("pairs", "—")), b.get("signature", "")]
-            for m in models if isinstance(b := details[m].get("bleu"), dict)]
-    return ("BLEU on the held-out pairs", ["model", "sacreBLEU (0–100)", "pairs", "signature"], rows) if rows else None
+def _heldout(details: dict, models: list[str]) -> Table | None:
+    rows = []
+    for m in models:
+        h = details[m].get("heldout") or {}
+        if "explain" in h:
+            x = h["explain"]
+            rows.append([m, "explain (code understanding)", str(x["examples"]), f"smoothed BLEU-4 {x['smoothed_bleu4']:.2f}",
+                         x["signature"]])
+        if "generate" in h:
+            g = h["generate"]
+            kept = "" if g.get("format_kept") is None else f", format kept {g['format_kept']:.0%}"
+            rows.append([m, "generate (code generation)", str(g["examples"]),
+                         f"BLEU {g['sacrebleu']:.2f}, chrF {g['chrf']:.2f}{kept}", g["signature"]])
+    return ("Held-out repositories (corpus scores)", ["model", "task", "examples", "score", "signature"], rows) \
+        if rows else None
 
 
 def _latency(details: dict, models: list[str]) -> list[Table]:
@@ -74,8 +85,8 @@ def _training(details: dict) -> Table | None:
 
 
 def tables(details: dict) -> list[Table]:
-    models = [m for m, d in details.items() if m not in ("training", "human") and isinstance(d, dict)]
-    found = [_benchmarks(details, models), _bleu(details, models), *_latency(details, models), _training(details)]
+    models = [m for m, d in details.items() if m not in ("training", "human", "helped") and isinstance(d, dict)]
+    found = [_benchmarks(details, models), _heldout(details, models), *_latency(details, models), _training(details)]
     return [t for t in found if t]
 
 

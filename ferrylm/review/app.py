@@ -60,13 +60,14 @@ def make_app(items: list[dict], votes: Votes) -> Starlette:
             return HTMLResponse(f"<p>No item {n}: there are {len(items)}.</p>", status_code=404)
         item = items[n - 1]
         a, b = item["a"], _other(item["a"])
+        answers = "text" if item["kind"] == "held-out summary" else item["language"]   # a summary is prose
         state = {"item": item["id"], "n": n, "total": len(items), "reviewer": reviewer, "done": len(mine),
                  "previous": _as_shown(mine.get(item["id"]), a)}
         body = _ITEM.format(
             n=n, total=len(items), done=len(mine), reviewer=html.escape(reviewer), kind=html.escape(item["kind"]),
             language=html.escape(item["language"]), source=html.escape(item.get("source") or ""),
-            prompt=_prompt(item), a=_code(item["outputs"][a], item["language"]),
-            b=_code(item["outputs"][b], item["language"]), reference=_code(item["reference"], item["language"]),
+            prompt=_prompt(item), a=_code(item["outputs"][a], answers),
+            b=_code(item["outputs"][b], answers), reference=_code(item["reference"], answers),
             state=json.dumps(state).replace("</", "<\\/"))   # inside <script> entities are not decoded
         return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", body))
 

@@ -29,7 +29,8 @@ def _heldout(outputs: dict[str, str]) -> list[dict]:
     ft, base = (_rows(outputs[f"heldout:{m}"]) for m in MODELS)
     items = []
     for i, (a, b) in enumerate(zip(ft, base)):
-        items.append({"id": f"heldout/{i}", "kind": "held-out pair", "language": a.get("language") or "text",
+        kind = {"explain": "held-out summary", "generate": "held-out body"}.get(a.get("task"), "held-out pair")
+        items.append({"id": f"heldout/{i}", "kind": kind, "language": a.get("language") or "text",
                       "source": a.get("source"), "prompt": a["messages"][-1]["content"], "reference": a["reference"],
                       "outputs": {"fine-tuned": a["output"], "base": b["output"]}, "execution": None})
     return items

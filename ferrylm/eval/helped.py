@@ -1,0 +1,153 @@
+"""Did the fine-tune help? One line per metric: fine-tuned − base over the same examples, its paired
+95 % interval (bootstrap of the mean per-example difference; McNemar's exact test where the outcome is
+pass/fail), and the verdict — better, worse, or no significant change.
+
+The metrics: code understanding (smoothed BLEU-4 of the explain task's summaries), code generation
+(sentence BLEU and chrF of the bodies, how often the reply kept the asked format), held-out loss per
+task, and each benchmark language's Pass@1; the held-out ones also per language where the held-out
+repositories hold more than one.
+"""
+from __future__ import annotations
+
+from .paired import compare
+
+# (task, per-example key, label, higher is better)
+METRICS = (("explain", "smoothed_bleu4", "Code understanding: smoothed BLEU-4 of summaries (0–100)", True),
+           ("generate", "bleu", "Code generation: sentence BLEU of bodies (0–100)", True),
+           ("generate", "chrf", "Code generation: chrF of bodies (0–100)", True),
+           ("generate", "format_kept", "Code generation: replies in the asked format (share)", True),
+           ("explain", "loss", "Held-out loss, explain task", False),
+           ("generate", "loss", "Held-out loss, generate task", False))
+MODELS = ("fine-tuned", "base")
+
+
+def verdict(c: dict, higher_is_better: bool) -> str:
+    """better / worse / no significant change, from a paired comparison (paired.compare's dict)."""
+    if not c.get("tasks"):
+        return "not compared"
+    if not c["significant"]:
+        return "no significant change"
+    return "better" if (c["difference"] > 0) == higher_is_better else "worse"
+
+
+def _line(label: str, scope: str, c: dict, higher: bool, unit: str) -> dict:
+    return {"metric": label, "scope": scope, "fine-tuned": c.get("a"), "base": c.get("b"),
+            "difference": c.get("difference"), "ci95": c.get("ci95"), "test": c.get("test"),
+            "p": c.get("p"), "n": c.get("tasks", 0), "unit": unit, "higher_is_better": higher,
+            "verdict": verdict(c, higher)}
+
+
+def _heldout_lines(scored: dict[str, list[dict]]) -> list[dict]:
+    ft, base = scored["fine-tuned"], scored["base"]
+    languages = sorted({r.get("language") or "text" for r in ft})
+    scopes = ["all"] + (languages if len(languages) > 1 else [])
+    lines = []
+    for task, key, label, higher in METRICS:
+        for scope in scopes:
+            a, b = ({i: r[key] for i, r in enumerate(rows) if r["task"] == task and r.get(key) is not None
+                     and (scope == "all" or (r.get("language") or "text") == scope)} for rows in (ft, base))
+            if not set(a) & set(b):
+                continue
+            lines.append(_line(label, scope, compare(a, b), higher, "examples"))
+    return lines
+
+
+def _benchmark_lines(language_rows: list[dict]) -> list[dict]:
+    return [_line(f"{r['title']} Pass@1", r["language"], r["paired"], True, "tasks")
+            for r in language_rows if r.get("paired")]
+
+
+def lines(scored: dict[str, list[dict]] | None, language_rows: list[dict]) -> list[dict]:
+    """Every comparison the run allows; [] when only one model was measured."""
+    if not scored or not all(scored.get(m) for m in MODELS) or len(scored["fine-tuned"]) != len(scored["base"]):
+        return _benchmark_lines(language_rows)
+    return _heldout_lines(scored) + _benchmark_lines(language_rows)
+
+
+def _num(v) -> str:
+    return "—" if v is None else f"{v:.3f}" if abs(v) < 10 else f"{v:.2f}"
+
+
+def text(line: dict) -> str:
+    """One sentence: '<metric> [scope]: <diff> (95 % interval lo to hi, n examples) — <verdict>'."""
+    lo, hi = line["ci95"] or (None, None)
+    scope = "" if line["scope"] == "all" else f" [{line['scope']}]"
+    test = f"; McNemar p = {line['p']:.3g}" if line.get("p") is not None else ""
+    return (f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs base {_num(line['base'])}, "
+            f"difference {line['difference']:+.3f} (95 % interval {lo:+.3f} to {hi:+.3f}, {line['n']} {line['unit']}"
+            f"{test}) — **{line['verdict']}**")
+
+
+def headline(found: list[dict]) -> str:
+    """The answer in one sentence, from the overall lines (not the per-language ones)."""
+    overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
+    if not overall:
+        return "Not answered: the fine-tuned and the base model were not both measured on the same examples."
+    better = [ln for ln in overall if ln["verdict"] == "better"]
+    worse = [ln for ln in overall if ln["verdict"] == "worse"]
+    if not better and not worse:
+        return (f"No significant change on any of {len(overall)} measures: at this run's size the difference "
+                f"could be chance.")
+    parts = []
+    if better:
+        parts.append("better on " + ", ".join(_short(ln) for ln in better))
+    if worse:
+        parts.append("worse on " + ", ".join(_short(ln) for ln in worse))
+    rest = len(overall) - len(better) - len(worse)
+    return f"{'Yes' if better and not worse else 'Mixed' if better else 'No'}: " + "; ".join(parts) + \
+        (f"; no significant change on the other {rest}." if rest else ".")
+
+
+def _short(line: dict) -> str:
+    name = line["metric"].split(" (")[0]
+    return name if line["scope"] == "all" else f"{name} [{line['scope']}]"
+
+
+TITLE = "Did the fine-tune help?"
+_HOW = ("Fine-tuned − base over the same held-out examples (repositories the training never saw) and the same "
+        "benchmark tasks; 95 % interval of the mean per-example difference by paired bootstrap (10,000 resamples), "
+        "McNemar's exact test where the outcome is pass/fail. Better / worse only where the interval excludes 0 "
+        "(p < 0.05); lower loss is better.")
+
+
+def markdown(found: list[dict]) -> list[str]:
+    out = [f"## {TITLE}", "", f"**{headline(found)}**", "", _HOW, ""]
+    return out + [f"- {text(ln)}" for ln in found] + [""]
+
+
+def plot(found: list[dict]) -> str | None:
+    """Each difference with its interval, turned so that right is better: base64 PNG, or None."""
+    if not found:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .figure import png
+
+    fig, ax = plt.subplots(figsize=(7.5, 0.8 + 0.32 * len(found)))
+    for i, ln in enumerate(reversed(found)):
+        sign = 1 if ln["higher_is_better"] else -1
+        lo, hi = sorted(sign * v for v in ln["ci95"])
+        scale = max(abs(lo), abs(hi), abs(ln["difference"]), 1e-12)   # each metric in its own units: shown as a share of its widest end
+        color = {"better": "#2a8a2a", "worse": "#c23b3b"}.get(ln["verdict"], "#777")
+        ax.plot([lo / scale, hi / scale], [i, i], color=color, lw=2)
+        ax.plot([sign * ln["difference"] / scale], [i], "o", color=color)
+    ax.axvline(0, color="#333", lw=1)
+    ax.set_yticks(range(len(found)), [_short(ln) + f" ({ln['verdict']})" for ln in reversed(found)], fontsize=8)
+    ax.set_xlim(-1.1, 1.1)
+    ax.set_xlabel("fine-tuned − base, each scaled to its interval's widest end; right of 0 is better")
+    ax.grid(alpha=0.3, axis="x")
+    return png(fig)
+
+
+def to_html(found: list[dict]) -> str:
+    import html
+
+    rows = "".join(f'<li class="{ln["verdict"].replace(" ", "-")}">{html.escape(text(ln)).replace("**", "")}</li>'
+                   for ln in found)
+    img = plot(found)
+    fig = f'<figure><img alt="{TITLE}" src="data:image/png;base64,{img}"></figure>' if img else ""
+    return (f'<section id="helped"><h2>{TITLE}</h2><p class="headline"><strong>{html.escape(headline(found))}'
+            f"</strong></p><p><small>{html.escape(_HOW)}</small></p><ul>{rows}</ul>{fig}</section>")
