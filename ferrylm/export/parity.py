@@ -2,6 +2,12 @@
 
 Every exported artifact carries these numbers; an export below the threshold fails instead of
 shipping a model that quietly answers differently from the one that was trained.
+
+A greedy continuation may part from the reference's where the reference itself hesitated: at the
+first differing step its logits for its own token and for the artifact's were within the gate's
+logit tolerance (a near-tie that any change of summation order can flip — seen on a fine-tuned
+SmolLM2, max |Δlogit| 1.2e-4 and 2 of 4 continuations parting). Such a prompt counts as a tie, not
+a failure; the report keeps both numbers.
 """
 from __future__ import annotations
 
@@ -18,30 +24,46 @@ class Parity:
     token_agreement: float        # fraction of generated positions that agree
     max_abs_logit_diff: float     # over every prompt position
     mean_kl: float = 0.0          # KL(reference ‖ artifact) of next-token distributions, mean over prompt positions
+    greedy_ties: int = 0          # prompts that part only where the reference's two tokens were within the tolerance
+
+    def greedy_ok(self) -> bool:
+        """Every continuation identical, or parting only at a near-tie of the reference."""
+        return self.greedy_tokens_equal + self.greedy_ties >= self.prompts
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 @torch.no_grad()
-def reference_outputs(model, prompt_ids: list[list[int]], new_tokens: int, pad_id: int) -> list[tuple[torch.Tensor, list[int]]]:
-    """(prompt logits, greedy continuation) for each prompt, one prompt at a time (no padding effects)."""
+def reference_outputs(model, prompt_ids: list[list[int]], new_tokens: int, pad_id: int) -> list[tuple]:
+    """(prompt logits, greedy continuation, each generated step's logits) for each prompt, one prompt
+    at a time (no padding effects)."""
     model.eval()
     outs = []
     for ids in prompt_ids:
         x = torch.tensor([ids])
         logits = model(input_ids=x).logits[0].float()
         gen = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
-                             do_sample=False, pad_token_id=pad_id)
-        outs.append((logits, gen[0, len(ids):].tolist()))
+                             do_sample=False, pad_token_id=pad_id, output_logits=True, return_dict_in_generate=True)
+        outs.append((logits, gen.sequences[0, len(ids):].tolist(), [s[0].float() for s in gen.logits]))
     return outs
 
 
-def compare(ref: list[tuple[torch.Tensor, list[int]]], got: list[tuple[torch.Tensor, list[int]]], new_tokens: int) -> Parity:
-    equal, agree, total, diff, kl, positions = 0, 0, 0, 0.0, 0.0, 0
-    for (la, ta), (lb, tb) in zip(ref, got):
+def _near_tie(steps: list | None, ta: list[int], tb: list[int], tolerance: float) -> bool:
+    """Whether the continuations first part where the reference's logits for both tokens were within
+    `tolerance` of each other."""
+    first = next((i for i, (a, b) in enumerate(zip(ta, tb)) if a != b), None)
+    if not steps or first is None or first >= len(steps):
+        return False
+    return abs(steps[first][ta[first]] - steps[first][tb[first]]).item() <= tolerance
+
+
+def compare(ref: list[tuple], got: list[tuple], new_tokens: int, tolerance: float = 0.0) -> Parity:
+    equal, ties, agree, total, diff, kl, positions = 0, 0, 0, 0, 0.0, 0.0, 0
+    for (la, ta, *steps), (lb, tb, *_) in zip(ref, got):
         lb = torch.as_tensor(lb).float()
         equal += ta == tb
+        ties += ta != tb and _near_tie(steps[0] if steps else None, ta, tb, tolerance)
         n = max(len(ta), len(tb))
         agree += sum(a == b for a, b in zip(ta, tb))
         total += n
@@ -49,7 +71,7 @@ def compare(ref: list[tuple[torch.Tensor, list[int]]], got: list[tuple[torch.Ten
         logp, logq = torch.log_softmax(la, -1), torch.log_softmax(lb, -1)
         kl += (logp.exp() * (logp - logq)).sum().item()
         positions += la.shape[0]
-    return Parity(len(ref), new_tokens, equal, agree / max(total, 1), diff, kl / max(positions, 1))
+    return Parity(len(ref), new_tokens, equal, agree / max(total, 1), diff, kl / max(positions, 1), ties)
 
 
 def onnx_outputs(lm, prompt_ids: list[list[int]], new_tokens: int, eos_ids: tuple[int, ...]) -> list[tuple[torch.Tensor, list[int]]]:

@@ -45,5 +45,18 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     assert rec.outputs["html"].endswith("report.html")
     # Every sample is kept and named in the record, for the review page to find.
     held = [json.loads(l) for l in open(rec.outputs["heldout:base"])]
-    assert len(held) == 2 and all({"messages", "reference", "output", "language"} <= set(h) for h in held)
+    assert len(held) == 4 and all({"messages", "reference", "output", "language", "task"} <= set(h) for h in held)
+    assert sorted(h["task"] for h in held) == ["explain", "explain", "generate", "generate"]
+    assert all(isinstance(h["loss"], float) and h["loss"] > 0 for h in held)   # in-process, per example
+    tuned = [json.loads(l) for l in open(rec.outputs["heldout:fine-tuned"])]
+    assert [h["source"] for h in tuned] == [h["source"] for h in held]          # the same examples, paired
+    # The report opens with the verdict, one line per metric with its interval.
+    md = (run / "eval" / "report.md").read_text()
+    assert md.split("\n## ")[1].startswith("Did the fine-tune help?")
+    metrics = {ln["metric"] for ln in report["details"]["helped"]}
+    assert {"Code understanding: smoothed BLEU-4 of summaries (0–100)", "Held-out loss, explain task",
+            "Held-out loss, generate task", "HumanEval (Python) Pass@1"} <= metrics
+    assert all(ln["verdict"] in ("better", "worse", "no significant change") for ln in report["details"]["helped"])
+    bleu = next(r for r in report["criteria"] if r["criterion"] == "bleu")
+    assert bleu["fine-tuned"]["value"] == report["details"]["fine-tuned"]["heldout"]["explain"]["smoothed_bleu4"] / 100
     assert rec.outputs["samples:fine-tuned:humaneval/python"] == str(run / "eval" / "humaneval_python_fine-tuned.jsonl")

@@ -108,7 +108,9 @@ def test_humaneval_x_gets_a_row_per_language_with_its_paired_test(tmp_path):
 def test_details_are_tables_not_dumps(tmp_path):
     details = {m: {"benchmarks": [track(tasks=164, samples=164, passed_samples=11, isolation=["bwrap+uid"], per_task={},
                                         **{"pass@1": 0.067})],
-                   "bleu": {"sacrebleu": 6.5, "bleu_0_1": 0.065, "signature": "nrefs:1|tok:13a", "pairs": 50},
+                   "heldout": {"explain": {"examples": 50, "smoothed_bleu4": 6.5, "signature": "smoothed BLEU-4 (CodeXGLUE)"},
+                               "generate": {"examples": 40, "sacrebleu": 12.25, "chrf": 30.5, "format_kept": 0.75,
+                                            "signature": "nrefs:1|tok:13a"}},
                    "latency": {"new_tokens": 512, "runs": 2, "ttft_s": {"p50": 0.4, "p95": 0.5, "p99": 0.5},
                                "tpot_s": {"p50": 0.05, "p95": 0.06, "p99": 0.06},
                                "total_s": {"p50": 27.3, "p95": 28.0, "p99": 28.1},
@@ -123,7 +125,9 @@ def test_details_are_tables_not_dumps(tmp_path):
     assert "| fine-tuned | HumanEval (Python) | 164 | 164 | 11 | 0.067 | bwrap+uid |" in md
     assert "| base | endpoint, streamed | total, 512 tokens (s) | 27.3 | 28 | 28.1 |" in md
     assert "| fine-tuned | 2 | 30.00 | 34.1 | 29.90 |" in md
-    assert "| tokens seen | 28,527 |" in md and "| fine-tuned | 6.50 | 50 | nrefs:1\\|tok:13a |" in md
+    assert "| tokens seen | 28,527 |" in md
+    assert "| fine-tuned | explain (code understanding) | 50 | smoothed BLEU-4 6.50 | smoothed BLEU-4 (CodeXGLUE) |" in md
+    assert "| base | generate (code generation) | 40 | BLEU 12.25, chrF 30.50, format kept 75% | nrefs:1\\|tok:13a |" in md
     page = (tmp_path / "report.html").read_text()
     assert "<pre>" not in page and "<h3>Latency, batch 1 (2 runs)</h3>" in page
 
@@ -153,3 +157,55 @@ def test_each_humaneval_x_language_gets_the_pass_at_1_criterion_unless_the_file_
     report = write_report(tmp_path, criteria, models, {}, [])
     assert report["failed_gates"]["fine-tuned"] == ["pass_at_1_cpp"]          # rust's own, lower bar is met
     assert "| HumanEval-X cpp Pass@1 | > 0.4 | yes | 0.2 (fail) |" in (tmp_path / "report.md").read_text()
+
+
+def _helped_lines() -> list[dict]:
+    from ferrylm.eval import helped
+    from ferrylm.eval.paired import compare
+
+    better = compare({i: 20.0 + i % 3 for i in range(30)}, {i: 10.0 + i % 2 for i in range(30)})
+    same = compare({i: [1.0, 2.0][i % 2] for i in range(30)}, {i: [2.0, 1.0][i % 2] for i in range(30)})
+    return [helped._line("Code understanding: smoothed BLEU-4 of summaries (0–100)", "all", better, True, "examples"),
+            helped._line("Held-out loss, generate task", "all", same, False, "examples")]
+
+
+def test_the_report_opens_with_the_verdict(tmp_path):
+    details = {**DETAILS, "helped": _helped_lines()}
+    write_report(tmp_path, load_criteria("seed"), MODELS, details, HISTORY)
+    md = (tmp_path / "report.md").read_text()
+    first = md.split("## ", 2)[1]
+    assert first.startswith("Did the fine-tune help?")
+    assert "**Yes: better on Code understanding: smoothed BLEU-4 of summaries; no significant change on the other 1.**" in first
+    assert "Held-out loss, generate task: fine-tuned 1.500 vs base 1.500, difference +0.000" in first
+    assert "— **no significant change**" in first and md.index("Did the fine-tune help?") < md.index("| criterion |")
+
+
+@pytest.mark.skipif(not (_chromium() and shutil.which("chromedriver")),
+                    reason="chromium and chromium-driver are installed by `make test` (needs root for apt-get)")
+def test_the_verdict_is_the_first_thing_on_the_page_in_a_browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.common.by import By
+
+    write_report(tmp_path, load_criteria("seed"), MODELS, {**DETAILS, "helped": _helped_lines()}, HISTORY)
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = _chromium()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900", "--no-first-run",
+              f"--user-data-dir={tmp_path / 'profile'}", "--disable-background-networking", "--disable-component-update"):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")))
+    try:
+        driver.get((tmp_path / "report.html").as_uri())
+        headings = driver.find_elements(By.TAG_NAME, "h2")
+        assert headings[0].text == "Did the fine-tune help?"
+        section = driver.find_element(By.ID, "helped")
+        assert section.find_element(By.CLASS_NAME, "headline").text.startswith("Yes: better on Code understanding")
+        items = section.find_elements(By.TAG_NAME, "li")
+        assert [i.get_attribute("class") for i in items] == ["better", "no-significant-change"]
+        assert items[0].value_of_css_property("color") == "rgba(29, 107, 29, 1)"      # green: better
+        plot = section.find_element(By.TAG_NAME, "img")
+        assert plot.size["width"] > 300 and driver.execute_script("return arguments[0].naturalWidth", plot) > 300
+        # all of it above the fold, before the criteria table
+        table = driver.find_element(By.TAG_NAME, "table")
+        assert section.location["y"] < table.location["y"] and items[0].location["y"] < 900
+    finally:
+        driver.quit()

@@ -1,0 +1,88 @@
+"""Did the fine-tune help? Smoothed BLEU-4 and the paired bootstrap against hand computations, the
+verdict's wording for better / worse / no change, and the scoring of held-out replies."""
+import pytest
+
+from ferrylm.eval import helped, smooth_bleu
+from ferrylm.eval.heldout import kept_format, score_rows, select, summarize
+from ferrylm.eval.paired import bootstrap_interval, compare
+
+
+def test_smoothed_bleu4_by_hand():
+    # hyp: returns the maximum value of a function .  (8 tokens); ref: returns the maximum of two integers . (7)
+    # matches 1-4 grams: 5/8, (2+1)/(7+1), (1+1)/(6+1), (0+1)/(5+1); brevity exp(min(0, 1 - 8/9)) = 1
+    hand = (5 / 8 * 3 / 8 * 2 / 7 * 1 / 6) ** 0.25
+    got = smooth_bleu.sentence_score("Returns the maximum value of a function.", "Returns the maximum of two integers.")
+    assert got == pytest.approx(hand, rel=1e-12)
+    assert smooth_bleu.sentence_score("Same words here.", "same words HERE .") == pytest.approx(1.0)
+    # too short a hypothesis pays the brevity penalty exp(1 - (r + 1) / (c + 1)), r = 4 ("a b c d"), c = 2
+    short = smooth_bleu.sentence_score("a b", "a b c d")
+    assert short == pytest.approx((1 * (1 + 1) / (1 + 1) * 1 / 1 * 1 / 1) ** 0.25 * 2.718281828459045 ** (1 - 5 / 3))
+    assert smooth_bleu.corpus_score(["a b c d", "x y"], ["a b c d", "a b c d"]) == pytest.approx(
+        100 * (1 + smooth_bleu.sentence_score("x y", "a b c d")) / 2)
+
+
+def test_paired_bootstrap_by_hand():
+    # two examples, differences 0 and 1: a resample's mean is 0, 0.5 or 1 with chances 1/4, 1/2, 1/4,
+    # so the 2.5th percentile is 0 and the 97.5th is 1
+    assert bootstrap_interval([0.0, 1.0]) == (0.0, 1.0)
+    # a constant difference has no spread
+    assert bootstrap_interval([0.3] * 7) == (pytest.approx(0.3), pytest.approx(0.3))
+    # three examples 0, 0, 3: means are k/3·3/3 for k threes drawn of 3 — P(0 threes) = 8/27 > 2.5 %, so lo = 0;
+    # P(3 threes) = 1/27 = 3.7 % > 2.5 %, so hi = 3
+    assert bootstrap_interval([0.0, 0.0, 3.0]) == (0.0, 3.0)
+
+
+def _line(diffs_a, diffs_b, higher=True):
+    c = compare(dict(enumerate(diffs_a)), dict(enumerate(diffs_b)))
+    return helped._line("Code understanding: smoothed BLEU-4 of summaries (0–100)", "all", c, higher, "examples")
+
+
+def test_verdict_wording_better_worse_and_no_change():
+    better = _line([10.0 + i % 3 for i in range(30)], [5.0 + i % 2 for i in range(30)])
+    worse = _line([1.0] * 30, [2.0 + (i % 2) for i in range(30)])
+    same = _line([1.0, 2.0, 3.0, 4.0] * 5, [2.0, 1.0, 4.0, 3.0] * 5)
+    assert (better["verdict"], worse["verdict"], same["verdict"]) == ("better", "worse", "no significant change")
+    # lower loss is better: the same numbers read the other way
+    assert _line([1.0] * 30, [2.0 + (i % 2) for i in range(30)], higher=False)["verdict"] == "better"
+    assert "— **better**" in helped.text(better) and "95 % interval" in helped.text(better)
+    assert helped.headline([better, same]).startswith("Yes: better on Code understanding")
+    assert helped.headline([worse]).startswith("No: worse on")
+    assert helped.headline([better, worse]).startswith("Mixed:")
+    assert helped.headline([same]).startswith("No significant change on any of 1 measures")
+    assert helped.headline([]).startswith("Not answered")
+
+
+ROW = {"source": "m.py::scale", "language": "python", "task": "generate", "messages": [],
+       "prompt_code": "def scale(values, factor=2):\n    \"\"\"Scale.\"\"\"\n", "reference": "    return [v * factor for v in values]\n"}
+
+
+def test_format_kept_and_scores_per_example():
+    assert kept_format("```python\n    return [v * factor for v in values]\n```", ROW)
+    assert not kept_format("```python\ndef scale(values, factor=2):\n    return values\n```", ROW)   # signature again
+    assert not kept_format("    return values", ROW)                                                  # no block
+    assert not kept_format("```python\na\n```\nand\n```python\nb\n```", ROW)                         # two blocks
+    explain = {"source": "m.py::scale", "language": "python", "task": "explain", "messages": [],
+               "reference": "Multiply every value by factor."}
+    scored = score_rows([ROW, explain], ["```python\n    return [v * factor for v in values]\n```",
+                                         "Multiply every value by factor.\n\nIt returns a list."])
+    assert scored[0]["bleu"] == pytest.approx(100) and scored[0]["format_kept"] == 1
+    assert scored[1]["output"] == "Multiply every value by factor." and scored[1]["smoothed_bleu4"] == pytest.approx(100)
+    s = summarize(scored)
+    assert s["explain"]["smoothed_bleu4"] == pytest.approx(100) and s["generate"]["format_kept"] == 1
+
+
+def test_select_takes_the_first_rows_of_each_task():
+    rows = [{"task": t, "i": i} for i, t in enumerate(["generate", "explain"] * 5)] + [{"i": 99}]
+    assert [r["i"] for r in select(rows, 2)] == [0, 1, 2, 3]
+
+
+def test_lines_pair_the_same_examples_per_language():
+    ft = [{"task": "explain", "language": lang, "smoothed_bleu4": 20.0 + i % 2, "loss": 1.0}
+          for i, lang in enumerate(["python", "go"] * 10)]
+    base = [{"task": "explain", "language": lang, "smoothed_bleu4": 10.0, "loss": 2.0} for lang in ["python", "go"] * 10]
+    found = helped.lines({"fine-tuned": ft, "base": base}, [])
+    scopes = [(ln["metric"].split(":")[0], ln["scope"], ln["verdict"]) for ln in found]
+    assert scopes == [("Code understanding", "all", "better"), ("Code understanding", "go", "better"),
+                      ("Code understanding", "python", "better"), ("Held-out loss, explain task", "all", "better"),
+                      ("Held-out loss, explain task", "go", "better"), ("Held-out loss, explain task", "python", "better")]
+    assert found[0]["n"] == 20 and found[1]["n"] == 10

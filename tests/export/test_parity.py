@@ -1,0 +1,27 @@
+"""Greedy parity: a continuation that parts from the reference's only where the reference itself had
+two tokens within the tolerance is a tie, not a failure; any other parting fails."""
+import torch
+
+from ferrylm.export.parity import compare
+
+
+def _ref(step_logits: list[list[float]], tokens: list[int]):
+    return (torch.zeros(3, 4), tokens, [torch.tensor(s) for s in step_logits])
+
+
+def test_near_tie_counts_as_tie_and_a_real_difference_does_not():
+    steps = [[0.0, 5.0, 1.0, 0.0], [0.0, 2.0, 2.0 - 4e-4, 0.0], [0.0, 0.0, 0.0, 3.0]]
+    ref = [_ref(steps, [1, 1, 3]), _ref(steps, [1, 1, 3]), _ref(steps, [1, 1, 3])]
+    got = [(torch.zeros(3, 4), [1, 1, 3]),        # identical
+           (torch.zeros(3, 4), [1, 2, 0]),        # parts at step 1, where 2.0 vs 1.9996: a near-tie
+           (torch.zeros(3, 4), [2, 1, 3])]        # parts at step 0, where 5.0 vs 1.0: a real difference
+    p = compare(ref, got, 3, tolerance=1e-3)
+    assert (p.greedy_tokens_equal, p.greedy_ties, p.greedy_ok()) == (1, 1, False)
+    assert compare(ref[:2], got[:2], 3, tolerance=1e-3).greedy_ok()
+    assert not compare(ref[:2], got[:2], 3, tolerance=1e-4).greedy_ok()    # 4e-4 apart is past 1e-4
+    assert compare(ref[:2], got[:2], 3).greedy_ties == 0                    # no tolerance given: no ties
+
+
+def test_outputs_without_step_logits_compare_as_before():
+    ref = [(torch.zeros(2, 4), [1, 2])]
+    assert compare(ref, [(torch.zeros(2, 4), [1, 3])], 2, tolerance=1.0).greedy_ties == 0
