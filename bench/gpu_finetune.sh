@@ -2,7 +2,7 @@
 # Does the fine-tune help, on real weights? The demo-gpu preset's learning rate and epochs chosen by
 # held-out loss, on the real SmolLM2-135M-Instruct weights, by the product's own commands:
 #
-#   bench/gpu_finetune.sh data                 # the corpus: this machine's standard library and site-packages
+#   bench/gpu_finetune.sh data                 # the preset's corpus: this machine's standard library and site-packages
 #   bench/gpu_finetune.sh train LR EPOCHS ...  # one run per (LR, EPOCHS) in runs/ft-LR-EPOCHS, held-out loss
 #                                              # every half epoch (train.keep_best), summary line per run
 #   bench/gpu_finetune.sh eval LR EPOCHS       # that run: export (merged) and the eval stage (in-process, both models)
@@ -16,8 +16,7 @@ read -r -a FERRYLM <<< "${FERRYLM:-.venv/bin/ferrylm}"
 RESULTS=${RESULTS:-bench/results/gpu_finetune}
 read -r -a EXTRA <<< "${ARGS:-}"
 PY=$(command -v python3)
-SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-COMMON=(--config demo-gpu eval.local=true "data.sources=[stdlib,$SITE]" "${EXTRA[@]}")
+COMMON=(--config demo-gpu eval.local=true "${EXTRA[@]}")
 mkdir -p "$RESULTS"
 
 data() {

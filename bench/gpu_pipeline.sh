@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The whole pipeline on a GPU machine, by the product's own commands, on the real SmolLM2-135M-Instruct
 # weights: install on top of the machine's CUDA torch, doctor, then `ferrylm data | train | export |
-# eval` with the demo-gpu preset (bf16, compiled layers, 2,000 steps; merged, W4A16, ONNX and the
-# Triton repository), evaluated in-process on the serving engine (eval.local=true), fine-tuned vs
-# base with the paired test. Then the planner's held-out memory points on Qwen2.5-7B shapes.
+# eval` with the demo-gpu preset (bf16, compiled layers, 2 epochs; merged, ONNX and the Triton
+# repository), evaluated in-process on the serving engine (eval.local=true), fine-tuned vs base with
+# the paired tests ("Did the fine-tune help?"). Then the planner's held-out memory points on Qwen2.5-7B shapes.
 #
 #   bench/gpu_pipeline.sh [install|data|train|export|eval|planner|all] ...   (default: all)
 #
 # WHEELS=DIR: install from the wheels in DIR alone (no package index), where the machine has none.
 # RESULTS=DIR: where the doctor output, the report and the planner's rows are copied (default bench/results/gpu).
+# FERRYLM: the command (default .venv/bin/ferrylm; `python3 -m ferrylm` where the package is on PYTHONPATH).
 # Everything else it needs (the tokenizer, the 7B-shaped model, the data) it makes itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-bench/results/gpu}
+read -r -a FERRYLM <<< "${FERRYLM:-.venv/bin/ferrylm}"
 CONFIG=(--config demo-gpu eval.local=true)
 mkdir -p "$RESULTS"
 
@@ -26,12 +28,12 @@ install() {
     fi
   fi
   make install DEVICE=system PYTHON="${PYTHON:-python3}"
-  .venv/bin/ferrylm doctor "${CONFIG[@]}" | tee "$RESULTS/doctor.txt" || true
+  "${FERRYLM[@]}" doctor "${CONFIG[@]}" | tee "$RESULTS/doctor.txt" || true
 }
 
 stage() {
   local t0=$SECONDS
-  .venv/bin/ferrylm "$1" "${CONFIG[@]}" "${@:2}"
+  "${FERRYLM[@]}" "$1" "${CONFIG[@]}" "${@:2}"
   echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a "$RESULTS/stage_times.txt"
 }
 
@@ -46,6 +48,7 @@ for step in "${@:-all}"; do
     install) install ;;
     data|train|export) stage "$step" ;;
     eval) stage eval; cp runs/demo-gpu/eval/report.md runs/demo-gpu/eval/report.json "$RESULTS/" ;;
+    doctor) "${FERRYLM[@]}" doctor "${CONFIG[@]}" | tee "$RESULTS/doctor.txt" || true ;;
     planner) planner ;;
     all) install; stage data; stage train; stage export; stage eval
          cp runs/demo-gpu/eval/report.md runs/demo-gpu/eval/report.json "$RESULTS/"; planner ;;

@@ -42,7 +42,8 @@ class DataConfig(_Section):
     # fill-in-the-middle) for continued pre-training, "jsonl" the user's own chat files.
     format: Literal["sft", "cpt", "jsonl"] = "sft"
     # Each source is a directory of repositories (every entry directly under it is one repository:
-    # the unit of the train/eval split) or "stdlib", this interpreter's standard library.
+    # the unit of the train/eval split), "stdlib" (this interpreter's standard library) or
+    # "site-packages" (the packages installed for it).
     sources: list[str] = Field(default_factory=lambda: ["stdlib"])
     # Optional YAML listing repositories with their priority and language (`ferrylm manifest ROOT`
     # writes one from the seed's <priority>/<language>/<repo> layout); scanned after `sources`.

@@ -79,6 +79,10 @@ def trees(cfg: DataConfig) -> list[Tree]:
             out.append(Tree(Path(sysconfig.get_paths()["stdlib"]), "stdlib",
                             excludes=("site-packages", "dist-packages")))
             continue
+        if source == "site-packages":
+            # The packages installed for this interpreter (each one a repository): a larger real corpus.
+            out.append(Tree(Path(sysconfig.get_paths()["purelib"]), "site-packages"))
+            continue
         root = Path(source).expanduser()
         if not root.is_dir():
             raise FileNotFoundError(f"data.sources: {source} is not a directory")
