@@ -157,7 +157,7 @@ def _reference(cfg: Config, trained: Path, base_dir: Path, full: bool) -> Refere
         model = PeftModel.from_pretrained(load_model(base_dir), trained)
         _check_adapter(model, trained)
     prompts = _parity_prompts(cfg, tokenizer)
-    outputs = reference_outputs(model, prompts, cfg.export.parity_new_tokens, tokenizer.pad_token_id)
+    outputs = reference_outputs(model, prompts, cfg.export.parity_new_tokens, tokenizer.pad_token_id, tokenizer.eos_token_id)
     return Reference("the fine-tuned model (PyTorch)" if full else "base + adapter (PyTorch)", prompts, outputs,
                      tokenizer, _lineage(cfg, base_dir, trained, full), cfg.export.parity_new_tokens)
 
@@ -176,7 +176,7 @@ def _export_merged(cfg: Config, trained: Path, base_dir: Path, full: bool, out: 
     ref.tokenizer.save_pretrained(tmp)
     _set_generation_eos(tmp, ref.tokenizer)
     parity = ref.check("merged", reference_outputs(load_model(tmp), ref.prompts, e.parity_new_tokens,
-                                                   ref.tokenizer.pad_token_id), e.max_logit_diff)
+                                                   ref.tokenizer.pad_token_id, ref.tokenizer.eos_token_id), e.max_logit_diff)
     refusal = (f"export parity failed: {parity.as_dict()} (export.max_logit_diff={e.max_logit_diff})"
                if not parity.greedy_ok() or parity.max_abs_logit_diff > e.max_logit_diff else None)
     _release(tmp, final, refusal, {"artifact": "merged", "format": "safetensors", "dtype": merge_info["dtype"],
@@ -202,7 +202,7 @@ def _export_vllm_artifact(cfg: Config, kind: str, merged_dir: Path, out: Path, r
     ref.tokenizer.save_pretrained(tmp)
     _set_generation_eos(tmp, ref.tokenizer)
     parity = ref.check(f"vllm {kind}", reference_outputs(load_compressed(tmp), ref.prompts, e.parity_new_tokens,
-                                                         ref.tokenizer.pad_token_id))
+                                                         ref.tokenizer.pad_token_id, ref.tokenizer.eos_token_id))
     refusal = None
     if parity.token_agreement < e.quantized_min_agreement:
         refusal = (f"export.vllm_quantize: {kind} agrees with {ref.name} on {parity.token_agreement:.0%} of greedy "

@@ -35,16 +35,18 @@ class Parity:
 
 
 @torch.no_grad()
-def reference_outputs(model, prompt_ids: list[list[int]], new_tokens: int, pad_id: int) -> list[tuple]:
+def reference_outputs(model, prompt_ids: list[list[int]], new_tokens: int, pad_id: int, eos_id: int | None = None) -> list[tuple]:
     """(prompt logits, greedy continuation, each generated step's logits) for each prompt, one prompt
-    at a time (no padding effects)."""
+    at a time (no padding effects). `eos_id`: the token every artifact stops on (the chat template's
+    end of turn), so the reference stops where they do, whatever its own generation config says."""
     model.eval()
     outs = []
     for ids in prompt_ids:
         x = torch.tensor([ids])
         logits = model(input_ids=x).logits[0].float()
         gen = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
-                             do_sample=False, pad_token_id=pad_id, output_logits=True, return_dict_in_generate=True)
+                             do_sample=False, pad_token_id=pad_id, output_logits=True, return_dict_in_generate=True,
+                             **({} if eos_id is None else {"eos_token_id": eos_id}))
         outs.append((logits, gen.sequences[0, len(ids):].tolist(), [s[0].float() for s in gen.logits]))
     return outs
 
