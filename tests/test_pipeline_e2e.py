@@ -20,7 +20,7 @@ import sacrebleu
 from ferrylm.bench import run_bench
 from ferrylm.config import load_config
 from ferrylm.data import run_data
-from ferrylm.eval import GateFailed, humaneval, run_eval
+from ferrylm.eval import GateFailed, humaneval, run_eval, smooth_bleu
 from ferrylm.eval.generators import EndpointGenerator
 from ferrylm.export import run_export
 from ferrylm.bench import load
@@ -179,8 +179,12 @@ def check_report(eval_dir, train: dict, sampled: dict) -> None:
     assert full["models"]["fine-tuned"]["pass_at_1"] == sum(r["passed"] for r in results) / 4
     assert all(r["isolation"] == ("bwrap+uid" if os.geteuid() == 0 else "bwrap") for r in results)
     held = [json.loads(l) for l in open(eval_dir / "heldout_fine-tuned.jsonl")]
-    again = sacrebleu.BLEU().corpus_score([h["output"] for h in held], [[h["reference"] for h in held]]).score
-    assert len(held) == 4 and ft["bleu"]["sacrebleu"] == pytest.approx(again) and "tok:13a" in ft["bleu"]["signature"]
+    gen, explain = ([h for h in held if h["task"] == t] for t in ("generate", "explain"))
+    again = sacrebleu.BLEU().corpus_score([h["output"] for h in gen], [[h["reference"] for h in gen]]).score
+    assert len(gen) == len(explain) == 4 and ft["heldout"]["generate"]["sacrebleu"] == pytest.approx(again)
+    assert "tok:13a" in ft["heldout"]["generate"]["signature"]
+    understanding = smooth_bleu.corpus_score([h["output"] for h in explain], [h["reference"] for h in explain])
+    assert full["models"]["fine-tuned"]["bleu"] == pytest.approx(understanding / 100)
     lat = ft["latency"]
     assert lat["new_tokens"] == 64 and lat["runs"] == 2 and lat["ttft_s"]["p50"] < lat["total_s"]["p50"]
     assert lat["sweep"][0]["concurrency"] == 2 and lat["sweep"][0]["aggregate_tokens_per_s"] > 0

@@ -346,3 +346,61 @@ def test_real_smollm2_replies_become_programs_that_fail_only_for_the_models_reas
         for ours in ("reached end of file while parsing", "expected '}' at end of input", "unexpected EOF",
                      "unclosed delimiter", "redefinition of", "main redeclared"):
             assert ours not in verdict, (task_id, verdict)
+
+
+def _signature(problem: dict) -> str:
+    """The declaration from the line that names the function the prompt opens (Rust/Java generics,
+    Go's brace-holding return types, C++ signatures split over lines, prompts that end inside a loop)."""
+    decl = problem["declaration"]
+    m = next(m for m in hx._NAME_PAREN.finditer(decl) if m.group(1) == hx._entry_point(problem) and hx._declares(decl, m))
+    return decl[decl.rfind("\n", 0, m.start()) + 1:].rstrip()
+
+
+def _chat_shapes(language: str, problem: dict) -> dict[str, str]:
+    """A correct answer (the published solution) as chat models write it."""
+    canon, sig = problem["canonical_solution"], _signature(problem)
+    imports = {"cpp": "#include <vector>\n#include <string>\nusing namespace std;", "java": "import java.util.*;",
+               "go": 'import (\n\t"strings"\n)', "rust": "use std::collections::HashMap;"}[language]
+    shapes = {"the body only": f"```{language}\n{canon}\n```",
+              "the signature repeated, prose around": f"Sure! Here it is:\n```{language}\n{sig}\n{canon}\n```\nThis works.",
+              "the imports and the signature": f"```{language}\n{imports}\n\n{sig}\n{canon}\n```"}
+    if language == "java":
+        shapes["the class repeated"] = f"```java\n{imports}\nclass Solution {{\n{sig}\n{canon}\n```"
+    else:
+        main = {"cpp": "int main() {\n    return 0;\n}", "go": "func main() {\n}", "rust": "fn main() {\n}"}[language]
+        shapes["a usage example after it"] = f"```{language}\n{sig}\n{canon}\n\n{main}\n```"
+    return shapes
+
+
+@pytest.mark.parametrize("language", ["cpp", "java", "go", "rust"])
+def test_every_task_reads_a_wrapped_correct_answer_as_the_bare_one(language):
+    """Over all 164 tasks: whichever way a chat reply wraps the published solution (signature repeated,
+    imports, prose, the class, a usage example), the program built from it is the bare solution's, up to
+    whitespace — so it passes wherever the canonical solution passes. Go's `interface{}` return types
+    (13 tasks) and C++'s prompt that ends inside a loop (CPP/38) included."""
+    problems = hx.load_problems(language)
+    opened = {p["task_id"]: hx._opened(hx.LANGUAGES[language], p) for p in problems}
+    norm = lambda s: " ".join(s.split())                                          # noqa: E731
+    differ = {}
+    for p in problems:
+        got = {k: norm(hx.completion_from_reply(p, reply, opened[p["task_id"]])) for k, reply in _chat_shapes(language, p).items()}
+        if len(set(got.values())) != 1:
+            differ[p["task_id"]] = [k for k, v in got.items() if v != got["the body only"]]
+    assert differ == {}
+    assert len(problems) == 164
+
+
+BRACED_GO = ["Go/12", "Go/22", "Go/71", "Go/90", "Go/92", "Go/95", "Go/103", "Go/112", "Go/125", "Go/128", "Go/136",
+             "Go/137", "Go/162"]
+
+
+@pytest.mark.skipif(not _jail_has("go"), reason="Debian's golang-go is not installed")
+def test_go_replies_repeating_a_brace_holding_return_type_pass():
+    """The 13 Go tasks whose return type holds braces (`interface{}`): the signature-repeated reply used
+    to lose its body to the `{` of `interface{}`; compiled and run, every one passes."""
+    problems = {p["task_id"]: p for p in hx.load_problems("go")}
+    chosen = [problems[t] for t in BRACED_GO]
+    assert all("{}" in _signature(p) for p in chosen)
+    replies = [_chat_shapes("go", p)["the signature repeated, prose around"] for p in chosen]
+    results = hx.execute("go", chosen, [hx.completion_from_reply(p, r) for p, r in zip(chosen, replies)])
+    assert [r["result"] for r in results] == ["passed"] * len(chosen), results
