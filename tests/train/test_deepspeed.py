@@ -121,8 +121,8 @@ def test_zero3_full_fine_tune_with_leaf_layers_trains_the_same_numbers(copy_run,
     history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
     losses = [h["loss"] for h in history if "loss" in h]
     evals = [h["eval_loss"] for h in history if "eval_loss" in h]
-    assert losses == pytest.approx([10.78158, 10.61229, 10.50437, 10.31635, 10.1677, 10.22301], abs=1e-4)
-    assert evals == pytest.approx([10.77186, 10.09374], abs=1e-4)
+    assert losses == pytest.approx([10.81078, 10.71552, 10.59749, 10.43636, 10.43157, 10.42395], abs=1e-4)
+    assert evals == pytest.approx([10.79327, 10.33004], abs=1e-4)
 
 
 def test_zero3_leaf_layers_mark_each_decoder_layer(tiny_qwen2_dir, caplog):
