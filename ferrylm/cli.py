@@ -38,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("overrides", nargs="*", help="dotted overrides, e.g. review.samples=40")
     rv.add_argument("--host", default=None, help="bind address (default review.host, 127.0.0.1); others can then vote")
     rv.add_argument("--port", type=int, default=None, help="port (default review.port, 8765)")
+    rv.add_argument("--invite", default=None, help="comma-separated reviewers, one link each (review.reviewers)")
     sub.add_parser("presets", help="list the presets shipped in the package")
     pl = sub.add_parser("plan", help="predict per-GPU peak memory of a run config's training (Qwen2.5-7B shapes)")
     pl.add_argument("setup", help="a preset (ferrylm presets: a40x2, a800-80g, ...) or a run config YAML")
@@ -175,6 +176,8 @@ def _review(args) -> int:
     from .review import run_review
 
     flags = [f"review.{k}={v}" for k, v in (("host", args.host), ("port", args.port)) if v is not None]
+    if args.invite:
+        flags.append(f"review.reviewers=[{','.join(n.strip() for n in args.invite.split(',') if n.strip())}]")
     run_review(load_config(args.config, [*args.overrides, *flags]))
     return 0
 

@@ -3,6 +3,7 @@ small web app bound to loopback; their votes become the report's "Human-judged c
 seed's "人工评估 > 80%" criterion (`human_correct`).
 
     ferrylm review --config C          # serve the page for C's run; votes go to <run>/review/votes.sqlite
+    ferrylm review --invite alice,bob --host 0.0.0.0   # one link per reviewer; a vote is its link's reviewer's
     ferrylm report --config C          # re-write the eval report with the votes so far (nothing re-generated)
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ def run_review(cfg: Config) -> None:
 
     from ..serve.process import port_in_use
     from .app import make_app
+    from .guard import Guard, invites, is_loopback, served_names
 
     r = cfg.review
     try:
@@ -43,12 +45,18 @@ def run_review(cfg: Config) -> None:
     items = load_or_draw(items_file, outputs, r.samples, r.seed)
     if port_in_use(r.host, r.port):
         raise ReviewError(f"review.port: {r.host}:{r.port} is already in use; pick another with review.port=N")
+    if not r.reviewers and not is_loopback(r.host):
+        raise ReviewError(f"review.host: {r.host} opens the page to others; invite its reviewers (--invite alice,bob "
+                          "or review.reviewers) so that each vote is its reviewer's")
+    guard = Guard(r.port, served_names(r.host, r.allowed_hosts), invites(items_file.parent / "invites.json", r.reviewers))
     votes = Votes(votes_file)
     log.info("review: %d items, %d votes so far, at %s (Ctrl-C stops; votes are saved as they are cast)",
              len(items), len(votes.all()), url(cfg))
-    print(f"ferrylm: review page at {url(cfg)}/ — then `ferrylm report --config ...` puts the votes in the report",
-          flush=True)
-    uvicorn.run(make_app(items, votes), host=r.host, port=r.port, log_level="warning")
+    for token, name in guard.invited.items():
+        print(f"ferrylm: {name}: {url(cfg)}/?token={token}", flush=True)
+    print(f"ferrylm: review page at {url(cfg)}/" + (" (the links above, one per reviewer)" if guard.invited else "") +
+          " — then `ferrylm report --config ...` puts the votes in the report", flush=True)
+    uvicorn.run(make_app(items, votes, guard), host=r.host, port=r.port, log_level="warning")
 
 
 def human_verdict(cfg: Config) -> dict | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
+from urllib.parse import quote
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -17,6 +18,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.routing import Route
 
 from ..data.render import extract_code
+from .guard import Guard
 from .store import VERDICTS, Votes
 
 _PAGE = (Path(__file__).parent / "page.html").read_text()
@@ -44,25 +46,43 @@ def _problem(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def make_app(items: list[dict], votes: Votes) -> Starlette:
+def _who(request: Request, guard: Guard) -> tuple[str, str, str] | HTMLResponse:
+    """(reviewer, the query that keeps them on the next page, the token the page votes with), or
+    the page that says why not: an invitation's token names its reviewer; else a typed name."""
+    if guard.invited:
+        token = request.query_params.get("token", "")
+        reviewer = guard.reviewer_of(token)
+        if reviewer is None:
+            return HTMLResponse("<p>This review is by invitation: open the link you were sent.</p>", status_code=403)
+        return reviewer, f"token={quote(token)}", token
+    reviewer = request.query_params.get("reviewer", "").strip()
+    return reviewer, f"reviewer={quote(reviewer)}", guard.session
+
+
+def make_app(items: list[dict], votes: Votes, guard: Guard) -> Starlette:
     index = {item["id"]: item for item in items}
 
     def page(request: Request):
-        reviewer = request.query_params.get("reviewer", "").strip()
+        if not guard.host_ok(request.headers.get("host")):
+            return HTMLResponse("<p>Unknown host.</p>", status_code=421)
+        who = _who(request, guard)
+        if isinstance(who, HTMLResponse):
+            return who
+        reviewer, query, token = who
         n = request.path_params.get("n")
         if not reviewer:
             return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", _NAME_FORM))
         mine = votes.of(reviewer)
         if n is None:   # resume: the first item this reviewer has not judged
             n = next((i + 1 for i, it in enumerate(items) if it["id"] not in mine), len(items))
-            return RedirectResponse(f"/item/{n}?reviewer={reviewer}", status_code=303)
+            return RedirectResponse(f"/item/{n}?{query}", status_code=303)
         if not 1 <= n <= len(items):
             return HTMLResponse(f"<p>No item {n}: there are {len(items)}.</p>", status_code=404)
         item = items[n - 1]
         a, b = item["a"], _other(item["a"])
         answers = "text" if item["kind"] == "held-out summary" else item["language"]   # a summary is prose
         state = {"item": item["id"], "n": n, "total": len(items), "reviewer": reviewer, "done": len(mine),
-                 "previous": _as_shown(mine.get(item["id"]), a)}
+                 "previous": _as_shown(mine.get(item["id"]), a), "token": token, "query": query}
         body = _ITEM.format(
             n=n, total=len(items), done=len(mine), reviewer=html.escape(reviewer), kind=html.escape(item["kind"]),
             language=html.escape(item["language"]), source=html.escape(item.get("source") or ""),
@@ -72,24 +92,23 @@ def make_app(items: list[dict], votes: Votes) -> Starlette:
         return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", body))
 
     async def vote(request: Request):
+        if not guard.host_ok(request.headers.get("host")):
+            return _problem(421, "the request names another host than the one served")
         try:
             v = await request.json()
         except ValueError:
+            v = None
+        claimed = str(v.get("reviewer") or "").strip() if isinstance(v, dict) else ""
+        if refusal := guard.vote_refusal(request.headers, claimed):
+            return _problem(*refusal)
+        if v is None:
             return _problem(400, "the body is not JSON")
         if not isinstance(v, dict):
             return _problem(400, "the body must be a JSON object")
-        reviewer, item = str(v.get("reviewer") or "").strip(), index.get(v.get("item"))
-        if not reviewer or len(reviewer) > 80:
-            return _problem(422, "reviewer: a name of 1 to 80 characters is needed")
-        if item is None:
-            return _problem(404, f"item: {v.get('item')!r} is not one of this review's items")
-        if v.get("a") not in VERDICTS or v.get("b") not in VERDICTS:
-            return _problem(422, f"a, b: each output's verdict is one of {', '.join(VERDICTS)}")
-        if v.get("preference") not in ("a", "b", "tie"):
-            return _problem(422, "preference: one of a, b, tie")
-        comment = v.get("comment", "")
-        if not isinstance(comment, str) or len(comment) > 4000:
-            return _problem(422, "comment: text of at most 4000 characters")
+        reviewer = guard.reviewer_of(request.headers.get("x-review-token")) or claimed
+        if problem := _invalid(v, reviewer, index):
+            return _problem(*problem)
+        item, comment = index[v["item"]], v.get("comment", "")
         a, b = item["a"], _other(item["a"])
         preference = {"a": a, "b": b, "tie": "tie"}[v["preference"]]
         votes.put(reviewer, item["id"], {a: v["a"], b: v["b"]}, preference, comment, shown_as_a=a)
@@ -98,6 +117,22 @@ def make_app(items: list[dict], votes: Votes) -> Starlette:
                              "execution": {"a": execution.get(a), "b": execution.get(b)}})
 
     return Starlette(routes=[Route("/", page), Route("/item/{n:int}", page), Route("/api/vote", vote, methods=["POST"])])
+
+
+def _invalid(v: dict, reviewer: str, index: dict) -> tuple[int, str] | None:
+    """(status, why) for a vote whose fields are not a vote, else None."""
+    if not reviewer or len(reviewer) > 80:
+        return 422, "reviewer: a name of 1 to 80 characters is needed"
+    if index.get(v.get("item")) is None:
+        return 404, f"item: {v.get('item')!r} is not one of this review's items"
+    if v.get("a") not in VERDICTS or v.get("b") not in VERDICTS:
+        return 422, f"a, b: each output's verdict is one of {', '.join(VERDICTS)}"
+    if v.get("preference") not in ("a", "b", "tie"):
+        return 422, "preference: one of a, b, tie"
+    comment = v.get("comment", "")
+    if not isinstance(comment, str) or len(comment) > 4000:
+        return 422, "comment: text of at most 4000 characters"
+    return None
 
 
 def _other(model: str) -> str:

@@ -38,6 +38,12 @@ def serving(run, port, *extra):
         proc.wait(30)
 
 
+def _token(url: str) -> str:
+    """The token the page holds (what its script sends with each vote)."""
+    page = requests.get(f"{url}/item/1?reviewer=probe", timeout=30).text
+    return json.loads(page.split('<script id="state" type="application/json">', 1)[1].split("</script>", 1)[0])["token"]
+
+
 def _count(run) -> int:
     with sqlite3.connect(run / "review" / "votes.sqlite") as con:
         return con.execute("SELECT COUNT(*) FROM votes").fetchone()[0]
@@ -53,10 +59,12 @@ def test_api_takes_concurrent_reviewers_refuses_malformed_votes_and_binds_loopba
         listening = {c.laddr.ip for c in psutil.Process(proc.pid).net_connections() if c.status == "LISTEN"}
         assert listening == {"127.0.0.1"}
 
+        token = {"X-Review-Token": _token(url)}
+
         def reviewer(name):
             for item in items:
                 r = requests.post(f"{url}/api/vote", json={"reviewer": name, "item": item["id"], "a": "correct",
-                                                           "b": "partly", "preference": "tie"}, timeout=30)
+                                                           "b": "partly", "preference": "tie"}, headers=token, timeout=30)
                 assert r.status_code == 200 and r.json()["saved"], r.text
 
         threads = [threading.Thread(target=reviewer, args=(f"r{i}",)) for i in range(4)]
@@ -69,7 +77,8 @@ def test_api_takes_concurrent_reviewers_refuses_malformed_votes_and_binds_loopba
                ({"reviewer": "", "item": items[0]["id"], "a": "correct", "b": "correct", "preference": "a"}, 422, "reviewer"),
                ({"reviewer": "x", "item": items[0]["id"], "a": "correct", "b": "correct", "preference": "c"}, 422, "preference")]
         for body, status, says in bad:
-            r = requests.post(f"{url}/api/vote", data=body if isinstance(body, str) else json.dumps(body), timeout=30)
+            r = requests.post(f"{url}/api/vote", data=body if isinstance(body, str) else json.dumps(body), timeout=30,
+                              headers={**token, "Content-Type": "application/json"})
             assert (r.status_code, says in r.json()["error"]) == (status, True), (body, r.status_code, r.text)
         assert _count(run) == 40                                          # nothing written by a refused vote
         r = requests.get(f"{url}/?reviewer=r0", allow_redirects=False, timeout=30)
@@ -168,3 +177,78 @@ def test_a_reviewer_votes_with_mouse_and_keys_the_votes_survive_a_restart_and_re
     md = (out / "report.md").read_text()
     assert "## Human-judged correctness" in md and "4 items judged by 1 reviewer(s) (ann), 4 votes." in md
     assert f'href="{url}/item/1"' in (out / "report.html").read_text()
+
+
+VOTE = {"a": "correct", "b": "incorrect", "preference": "a"}
+
+
+def test_votes_only_from_the_page_itself(review_run):
+    """A cross-site 'simple' request, another Origin, a rebound Host, a missing or foreign token: each
+    refused with 4xx and nothing written; the page's own token votes."""
+    cfg, out = review_run
+    run, port = out.parent, free_port()
+    url = f"http://127.0.0.1:{port}"
+    with serving(run, port):
+        items = json.loads((run / "review" / "items.json").read_text())
+        body = {"reviewer": "eve", "item": items[0]["id"], **VOTE}
+        token = _token(url)
+        before = _count(run) if (run / "review" / "votes.sqlite").exists() else 0
+        attempts = {
+            # what any page the reviewer opens can send without a CORS preflight
+            "text/plain from another site": dict(data=json.dumps(body), headers={"Content-Type": "text/plain",
+                                                                                   "Origin": "http://evil.example"}),
+            "a form post": dict(data={"reviewer": "eve"}, headers={"Origin": "http://evil.example"}),
+            "JSON from another origin": dict(json=body, headers={"Origin": "http://evil.example", "X-Review-Token": token}),
+            "another page's referer": dict(json=body, headers={"Referer": "http://evil.example/x", "X-Review-Token": token}),
+            "a rebound host": dict(json=body, headers={"Host": f"evil.example:{port}", "X-Review-Token": token}),
+            "no token": dict(json=body),
+            "a foreign token": dict(json=body, headers={"X-Review-Token": "not-this-servers"}),
+        }
+        got = {k: requests.post(f"{url}/api/vote", timeout=30, **kw).status_code for k, kw in attempts.items()}
+        assert got == {"text/plain from another site": 415, "a form post": 415, "JSON from another origin": 403,
+                       "another page's referer": 403, "a rebound host": 421, "no token": 403, "a foreign token": 403}
+        assert requests.get(f"{url}/item/1?reviewer=eve", headers={"Host": f"evil.example:{port}"}, timeout=30).status_code == 421
+        after = _count(run) if (run / "review" / "votes.sqlite").exists() else 0
+        assert after == before                                             # nothing written
+        ok = requests.post(f"{url}/api/vote", json=body, timeout=30,
+                           headers={"Origin": url, "X-Review-Token": token})   # the page's own request
+        assert ok.status_code == 200 and _count(run) == before + 1
+
+
+def test_invited_reviewers_vote_as_themselves_only(review_run):
+    cfg, out = review_run
+    run, port = out.parent, free_port()
+    url = f"http://127.0.0.1:{port}"
+    with serving(run, port, "--invite", "alice,bob") as proc:
+        tokens = json.loads((run / "review" / "invites.json").read_text())
+        assert set(tokens) == {"alice", "bob"} and oct((run / "review" / "invites.json").stat().st_mode)[-3:] == "600"
+        items = json.loads((run / "review" / "items.json").read_text())
+        item = items[1]["id"]
+        alice, bob = ({"X-Review-Token": tokens[n]} for n in ("alice", "bob"))
+        assert requests.get(f"{url}/?reviewer=alice", timeout=30).status_code == 403          # no invitation: no page
+        page = requests.get(f"{url}/?token={tokens['alice']}", allow_redirects=False, timeout=30)
+        assert page.status_code == 303 and page.headers["location"] == f"/item/1?token={tokens['alice']}"
+        assert requests.post(f"{url}/api/vote", json={"item": item, **VOTE}, headers=alice, timeout=30).status_code == 200
+        # bob cannot vote as alice, nor replace her vote; an invented name gets nothing
+        as_alice = requests.post(f"{url}/api/vote", json={"reviewer": "alice", "item": item, **VOTE}, headers=bob, timeout=30)
+        assert as_alice.status_code == 403 and "votes as bob" in as_alice.json()["error"]
+        typed = requests.post(f"{url}/api/vote", json={"reviewer": "alice", "item": item, **VOTE}, timeout=30)
+        assert typed.status_code == 403
+        mine = {"item": item, "a": "incorrect", "b": "incorrect", "preference": "tie"}
+        assert requests.post(f"{url}/api/vote", json=mine, headers=bob, timeout=30).status_code == 200
+        with sqlite3.connect(run / "review" / "votes.sqlite") as con:
+            rows = dict(con.execute("SELECT reviewer, preference FROM votes WHERE item=?", (item,)).fetchall())
+        a_model = items[1]["a"]
+        assert rows == {"alice": a_model, "bob": "tie"}                   # alice's vote stands beside bob's
+    # restarted with the same names: the links already sent still work
+    with serving(run, port, "--invite", "alice,bob"):
+        assert json.loads((run / "review" / "invites.json").read_text()) == tokens
+        assert requests.get(f"{url}/?token={tokens['bob']}", timeout=30).status_code == 200
+
+
+def test_a_page_open_to_others_needs_invited_reviewers(review_run):
+    cfg, out = review_run
+    r = subprocess.run([sys.executable, "-m", "ferrylm.cli", "review", f"run_dir={out.parent}", f"review.port={free_port()}",
+                        "--host", "0.0.0.0"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "review.host: 0.0.0.0 opens the page to others; invite its reviewers" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
