@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ..diskspace import out_of_space
 from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
@@ -98,35 +99,27 @@ def run_data(cfg: Config) -> StageRecord:
     pack_len = d.max_seq_len if (d.pack or d.format == "cpt") else None
     held_out: list[dict] = []
     stats: dict = {"format": d.format}
-    try:
-        writers = {s: _Writer(out / f"{s}.arrow", pack_len) for s in ("train", "eval")}
-        if d.format == "jsonl":
-            _from_chat_files(cfg, tokenizer, writers, held_out, stats)
-        else:
-            _from_code(cfg, tokenizer, writers, held_out, stats)
-        if writers["train"].examples == 0 or writers["eval"].examples == 0:
-            raise EmptyCorpus(f"data: the split left train={writers['train'].examples} "
-                              f"eval={writers['eval'].examples} examples; add sources or change data.eval_fraction")
-        paths = {s: w.close() for s, w in writers.items()}
-    except BaseException:
+
+    def partial() -> None:
         # by name, not through `writers`: an interrupt can land before the writers are all bound;
         # the stage lock makes every such file in `out` this run's own
         for tmp in out.glob(".*.arrow.*.tmp"):
             tmp.unlink(missing_ok=True)
+
+    try:
+        # a full disk: the split already published goes too (its record is withdrawn; it only takes room)
+        with out_of_space("the data stage's Arrow rows", out,
+                          lambda: [partial(), *(p.unlink(missing_ok=True) for p in out.glob("*.arrow"))]):
+            paths = _write_rows(cfg, tokenizer, out, pack_len, held_out, stats)
+    except BaseException:
+        partial()
         raise
     write_text_atomic(out / "eval.jsonl", "".join(json.dumps(row) + "\n" for row in held_out))
 
-    for s, w in writers.items():
-        stats[f"{s}_examples"] = w.examples
-        stats[f"{s}_tokens"] = w.rows.tokens
-    stats["train_target_tokens"] = writers["train"].targets
-    if pack_len:
-        w = writers["train"]
-        stats.update(packed=True, packed_rows=w.rows.rows, pack_fill=w.rows.tokens / max(1, w.rows.rows * pack_len))
     stats["elapsed_s"] = time.perf_counter() - t0
     stats["mb_per_s"] = stats.get("bytes_seen", 0) / 1e6 / stats["elapsed_s"]
     record.outputs = {"train": str(paths["train"]), "eval": str(paths["eval"]), "eval_prompts": str(out / "eval.jsonl"),
-                      **write_report(out, stats, writers["train"].example_lengths)}
+                      **write_report(out, stats, paths.pop("lengths"))}
     record.inputs = {f"source:{s}": "tree" for s in d.sources}
     if d.manifest:
         record.inputs["manifest"] = sha256_file(d.manifest)
@@ -138,6 +131,27 @@ def run_data(cfg: Config) -> StageRecord:
     log.info("data: %s examples %d train / %d eval, %.1f s", d.format, stats["train_examples"],
              stats["eval_examples"], stats["elapsed_s"])
     return record.finish(out)
+
+
+def _write_rows(cfg: Config, tokenizer, out: Path, pack_len: int | None, held_out: list[dict], stats: dict) -> dict:
+    """Every example into train.arrow / eval.arrow (published by rename once whole), its counts into `stats`."""
+    writers = {s: _Writer(out / f"{s}.arrow", pack_len) for s in ("train", "eval")}
+    if cfg.data.format == "jsonl":
+        _from_chat_files(cfg, tokenizer, writers, held_out, stats)
+    else:
+        _from_code(cfg, tokenizer, writers, held_out, stats)
+    if writers["train"].examples == 0 or writers["eval"].examples == 0:
+        raise EmptyCorpus(f"data: the split left train={writers['train'].examples} "
+                          f"eval={writers['eval'].examples} examples; add sources or change data.eval_fraction")
+    paths = {s: w.close() for s, w in writers.items()}
+    for s, w in writers.items():
+        stats[f"{s}_examples"] = w.examples
+        stats[f"{s}_tokens"] = w.rows.tokens
+    stats["train_target_tokens"] = writers["train"].targets
+    if pack_len:
+        w = writers["train"]
+        stats.update(packed=True, packed_rows=w.rows.rows, pack_fill=w.rows.tokens / max(1, w.rows.rows * pack_len))
+    return {**paths, "lengths": writers["train"].example_lengths}
 
 
 def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stats: dict) -> None:

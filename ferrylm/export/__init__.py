@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from ..diskspace import out_of_space
 from ..errors import FerryError
 from ..config import Config
 from ..data import read_jsonl
@@ -169,7 +170,8 @@ def _export_merged(cfg: Config, trained: Path, base_dir: Path, full: bool, out: 
     final, tmp = out / "merged", out / ".merged.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        merge_info = stream_merge(trained if full else base_dir, None if full else trained, tmp, e.dtype)
+        with out_of_space("the merged model", tmp, lambda: shutil.rmtree(tmp, ignore_errors=True)):
+            merge_info = stream_merge(trained if full else base_dir, None if full else trained, tmp, e.dtype)
     except MergeError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ExportError(str(err)) from err
@@ -238,7 +240,8 @@ def _export_onnx_artifacts(cfg: Config, merged_dir: Path, out: Path, ref: Refere
     for name in ["fp32", *e.quantize]:
         tmp, final = root / f".{name}.tmp", root / name
         shutil.rmtree(tmp, ignore_errors=True)
-        info = export_onnx(merged_dir, tmp) if name == "fp32" else quantize(root / "fp32", tmp, name)
+        with out_of_space(f"the ONNX {name} model", tmp, lambda: shutil.rmtree(tmp, ignore_errors=True)):
+            info = export_onnx(merged_dir, tmp) if name == "fp32" else quantize(root / "fp32", tmp, name)
         t0 = time.perf_counter()
         got = onnx_outputs(OnnxCausalLM(tmp), ref.prompts, e.parity_new_tokens, (ref.tokenizer.eos_token_id,))
         seconds = time.perf_counter() - t0
