@@ -86,7 +86,9 @@ DEMO_CONFIG ?= $(if $(filter cpu,$(DEVICE)),default,demo-gpu)
 
 demo: $(STAMP) bubblewrap toolchains
 	$(VENV)/bin/ferrylm run --config $(DEMO_CONFIG) $(DEMO_BENCHMARKS) $(ARGS)
+	@echo "ferrylm: open the report: file://$(abspath runs/$(DEMO_CONFIG))/eval/report.html (its first section: did the fine-tune help?)"
 	@echo "ferrylm: judge the outputs yourself: make review CONFIG=$(DEMO_CONFIG) (a page on http://127.0.0.1:8765/), then make report"
+	@echo "ferrylm: next, your own code: make run ARGS='data.sources=[/path/to/your/repos]' (model.path=DIR for your model; GPUs: README, 'On a GPU machine')"
 
 # The blind review page for a run's eval outputs (loopback), and the report re-written with its votes.
 review: $(STAMP)
