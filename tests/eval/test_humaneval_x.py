@@ -404,3 +404,37 @@ def test_go_replies_repeating_a_brace_holding_return_type_pass():
     replies = [_chat_shapes("go", p)["the signature repeated, prose around"] for p in chosen]
     results = hx.execute("go", chosen, [hx.completion_from_reply(p, r) for p, r in zip(chosen, replies)])
     assert [r["result"] for r in results] == ["passed"] * len(chosen), results
+
+
+@pytest.mark.skipif(not _jail_has("go"), reason="Debian's golang-go is not installed")
+def test_eval_score_scores_a_go_sample_file(tmp_path, capsys):
+    """`ferrylm eval score` on another generator's Go samples: right and wrong completions, any number
+    per task, results beside the file, Pass@k printed; a bad file is one line."""
+    import json
+
+    from ferrylm.cli import main
+
+    problems = hx.load_problems("go")[:2]
+    f = tmp_path / "go_samples.jsonl"
+    rows = [{"task_id": problems[0]["task_id"], "completion": problems[0]["canonical_solution"]}] * 2 + \
+           [{"task_id": problems[0]["task_id"], "completion": "    return true\n}\n"},
+            {"task_id": problems[1]["task_id"], "completion": "    return nil\n}\n"}] + \
+           [{"task_id": problems[1]["task_id"], "completion": problems[1]["canonical_solution"]}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["eval", "score", "--benchmark", "humaneval-x", "--language", "go", "--samples", str(f)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["benchmark"], out["language"], out["tasks"], out["samples"], out["passed_samples"]) == \
+        ("humaneval-x", "go", 2, 5, 3)
+    assert out["pass@1"] == pytest.approx((2 / 3 + 1 / 2) / 2)
+    results = [json.loads(l) for l in open(out["results"])]
+    assert [r["passed"] for r in results] == [True, True, False, False, True]
+    bad = {"wrong shape": ('{"task_id": "Go/0"}\n', "go_bad.jsonl:1: expected a JSON object with task_id and completion"),
+           "a Python id": ('{"task_id": "HumanEval/0", "completion": ""}\n', "unknown task_id 'HumanEval/0'")}
+    for name, (text, says) in bad.items():
+        b = tmp_path / "go_bad.jsonl"
+        b.write_text(text)
+        assert main(["eval", "score", "--benchmark", "humaneval-x", "--language", "go", "--samples", str(b)]) == 2, name
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1, err
+    assert main(["eval", "score", "--benchmark", "humaneval-x", "--language", "cobol", "--samples", str(f)]) == 2
+    assert "--language: HumanEval-X has cpp, java, go, rust, not 'cobol'" in capsys.readouterr().err

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from ferrylm.cli import main
-from ferrylm.eval.humaneval import SamplesError, completion_from_reply, execute, load_problems, score_samples
+from ferrylm.eval.humaneval import SamplesError, completion_from_reply, execute, load_problems
+from ferrylm.eval.score import score
 from ferrylm.eval.sandbox import Sandbox, SandboxError, run_program
 
 ROOT = os.geteuid() == 0
@@ -136,7 +137,7 @@ def test_nothing_of_the_evaluators_environment_gets_in(tmp_path, monkeypatch):
                                                                           f"    except Exception as e:\n        print(e, file=sys.stderr)\n"
                                                                           f"    raise SystemExit(1)\n"}) + "\n"
                                for r in routes))
-    score_samples(samples)
+    score("humaneval", samples)
     text = (tmp_path / "samples.jsonl_results.jsonl").read_text()
     assert secret not in text and len(text.splitlines()) == len(routes)
 
@@ -209,7 +210,7 @@ def test_score_sample_file_with_several_samples_per_task(tmp_path, capsys):
         lines += [{"task_id": p["task_id"], "completion": p["canonical_solution"]}] * good
         lines += [{"task_id": p["task_id"], "completion": "    return 0\n"}] * (4 - good)
     f.write_text("".join(json.dumps(l) + "\n" for l in lines))
-    res = score_samples(f)
+    res = score("humaneval", f)
     assert (res["tasks"], res["samples"], res["passed_samples"]) == (2, 8, 4)
     assert res["pass@1"] == pytest.approx((0.75 + 0.25) / 2)
     assert "pass@10" not in res  # k > n is not estimated
@@ -218,7 +219,7 @@ def test_score_sample_file_with_several_samples_per_task(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"task_id": "HumanEval/0"}\n')
     with pytest.raises(SamplesError, match="bad.jsonl:1: expected a JSON object"):
-        score_samples(bad)
+        score("humaneval", bad)
     assert main(["eval", "humaneval", "--samples", str(tmp_path / "none.jsonl")]) == 2
 
 
