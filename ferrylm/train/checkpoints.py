@@ -13,6 +13,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from ..diskspace import enough_room
 from ..log import get_logger
 
 log = get_logger("train")
@@ -97,3 +98,28 @@ def make_universal(checkpoint: Path, rank0: bool, timeout_s: float = 3600) -> No
         if time.time() > deadline:
             raise TimeoutError(f"{checkpoint}: rank 0 did not finish the universal checkpoint in {timeout_s:.0f} s")
         time.sleep(1)
+
+
+def writing(folder: Path) -> Path:
+    """The checkpoint being written when a save failed: the newest one without its mark."""
+    unmarked = [p for _, p in checkpoints(folder) if not (p / MARKER).is_file()]
+    return unmarked[-1] if unmarked else folder
+
+
+def drop_partial(folder: Path) -> None:
+    """A failed save's half-written checkpoint goes at once; the last complete one stays."""
+    import os
+
+    if int(os.environ.get("RANK", "0")) == 0:
+        latest_complete(folder, clean=True)
+
+
+def check_room(cfg, out: Path, model) -> None:
+    """Warn, with the numbers, when run_dir's disk cannot hold the checkpoints this config keeps."""
+    from ..doctor import disk_need_bytes
+
+    params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if warning := enough_room(disk_need_bytes(cfg, params, trainable), out):
+        log.warning("disk: %s (train.save_total_limit=%d checkpoints); free space, point run_dir elsewhere or keep "
+                    "fewer checkpoints", warning, cfg.train.save_total_limit)

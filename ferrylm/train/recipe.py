@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from ..diskspace import enough_room, out_of_space
+from ..diskspace import out_of_space
 from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
@@ -24,7 +24,8 @@ from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha2
 from ..models import load_tokenizer, resolve_model_path
 from .arguments import training_arguments
 from .build import build_model, check_liger, choose_attention, choose_precision, compile_layers, zero3_leaf_layers
-from .checkpoints import MarkComplete, checkpoints, latest_complete, make_universal, saved_world_size
+from .checkpoints import (MarkComplete, check_room, drop_partial, latest_complete, make_universal, saved_world_size,
+                          writing)
 from .launch import prepare_distributed_env
 from .observe import NonFiniteLoss, guarded_trainer_class, selective_checkpointing
 
@@ -170,7 +171,7 @@ def run_train(cfg: Config) -> StageRecord:
     planned = _planned_peak(cfg, model_dir, args.world_size)
     model = setup_model(run, model_dir, args, train_set)
     trainer = setup_trainer(run, model, args, train_set, eval_set, tokenizer)
-    check_room(run, model)
+    check_room(cfg, run.out, model)
     result = train(run, trainer, tokenizer)
     saved = _save_trained(trainer, tokenizer, run.out, run.kind) if cfg.train.save_final else None
     if trainer.is_world_process_zero():
@@ -240,32 +241,10 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
     return trainer
 
 
-def _writing(run: _Run) -> Path:
-    """The checkpoint being written when a save failed: the newest one without its mark."""
-    unmarked = [p for _, p in checkpoints(run.checkpoints) if not (p / "COMPLETE").is_file()]
-    return unmarked[-1] if unmarked else run.checkpoints
-
-
-def _drop_partial(run: _Run) -> None:
-    if int(os.environ.get("RANK", "0")) == 0:
-        latest_complete(run.checkpoints, clean=True)   # the half-written one goes, the last complete stays
-
-
-def check_room(run: _Run, model) -> None:
-    """Warn, with the numbers, when run_dir's disk cannot hold the checkpoints this config keeps."""
-    from ..doctor import disk_need_bytes
-
-    params = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    need = disk_need_bytes(run.cfg, params, trainable)
-    if warning := enough_room(need, run.out):
-        log.warning("disk: %s (train.save_total_limit=%d checkpoints); free space, point run_dir elsewhere or keep "
-                    "fewer checkpoints", warning, run.t.save_total_limit)
-
-
 def train(run: _Run, trainer, tokenizer):
     try:
-        with out_of_space("a checkpoint", run.checkpoints, lambda: _drop_partial(run), lambda: _writing(run)):
+        with out_of_space("a checkpoint", run.checkpoints, lambda: drop_partial(run.checkpoints),
+                          lambda: writing(run.checkpoints)):
             return trainer.train(resume_from_checkpoint=str(run.resume) if run.resume else None)
     except NonFiniteLoss as e:
         # Raised before that step's optimizer update: the weights in hand are the last good ones.

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ferrylm.eval import brace_replies as br
 from ferrylm.eval import humaneval_x as hx
 from ferrylm.eval.sandbox import bwrap_command
 
@@ -352,7 +353,7 @@ def _signature(problem: dict) -> str:
     """The declaration from the line that names the function the prompt opens (Rust/Java generics,
     Go's brace-holding return types, C++ signatures split over lines, prompts that end inside a loop)."""
     decl = problem["declaration"]
-    m = next(m for m in hx._NAME_PAREN.finditer(decl) if m.group(1) == hx._entry_point(problem) and hx._declares(decl, m))
+    m = next(m for m in br.NAME_PAREN.finditer(decl) if m.group(1) == br.entry_point(problem) and br.declares(decl, m))
     return decl[decl.rfind("\n", 0, m.start()) + 1:].rstrip()
 
 
