@@ -230,3 +230,18 @@ def test_programs_do_not_see_what_earlier_ones_left():
         # A program that takes its worker down costs only itself: the slot gets a new worker.
         one.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
         assert one.run("pass").status == "passed"
+
+
+def test_every_python_task_passes_when_the_reply_wraps_the_canonical_solution():
+    """All 164 HumanEval tasks: a reply that repeats the whole function (imports and the signature, in
+    prose, with a usage line after it) passes wherever the bare canonical body passes."""
+    problems = load_problems()
+    wrapped = []
+    for p in problems:
+        whole = p["prompt"] + p["canonical_solution"]
+        reply = f"Sure, here is the function:\n```python\nimport math\n{whole}\n\n# usage\nx = {p['entry_point']}\n```\nIt works."
+        wrapped.append((p["task_id"], completion_from_reply(p, reply)))
+    bare = [(p["task_id"], completion_from_reply(p, p["canonical_solution"])) for p in problems]
+    results = execute(problems, bare + wrapped, 10, 1024, 2)
+    verdicts = [r["passed"] for r in results]
+    assert verdicts[:164] == verdicts[164:] and sum(verdicts[:164]) == 164
