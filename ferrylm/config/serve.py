@@ -1,0 +1,49 @@
+"""`serve`: vLLM or tritonserver on the export's artifacts."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, field_validator
+
+from .base import _Section
+
+
+class ServeConfig(_Section):
+    # "vllm": the merged model behind vLLM's OpenAI API. "triton": a Triton repository written by
+    # the export stage (its record names it), streamed over Triton's HTTP generate / gRPC endpoints.
+    backend: Literal["vllm", "triton"] = "vllm"
+    # None serves the exported model of this run: `artifact` picks which one (the merged model, or a
+    # vLLM-format quantized artifact written with export.vllm_quantize).
+    model: Optional[str] = None
+    artifact: Literal["merged", "w4a16", "fp8"] = "merged"
+    # backend=triton: which repository model (None: the export's merged model; "<name>-onnx" is the ONNX one).
+    triton_model: Optional[str] = None
+    # backend=vllm: serve the base model with the run's LoRA adapter applied by vLLM (--enable-lora)
+    # instead of the merged model; the adapter answers as served_name, the base as "<served_name>-base".
+    lora: bool = False
+    served_name: str = "ferrylm"
+    host: str = "127.0.0.1"
+    port: int = Field(8000, gt=0, lt=65536)
+    # auto: bfloat16 on GPUs and on CPUs with native bf16 (AVX512-BF16, AMX), else float32: emulated
+    # bf16 made vLLM's CPU build ~10x slower on an AVX2 machine (docs/benchmarks.md).
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    max_model_len: int = Field(2048, gt=0)
+    startup_timeout_s: float = Field(900, gt=0)
+    # vLLM's CPU build only: RAM for the KV cache. On GPUs the cache takes what
+    # gpu_memory_utilization leaves after the weights.
+    kv_cache_gib: int = Field(1, gt=0)
+    # vLLM's CUDA build: GPUs per replica (must divide the attention heads; the KV heads divided by it or
+    # dividing it), replicas (data parallel, for 4-8 GPU nodes), and the share of each GPU vLLM takes.
+    tensor_parallel: int = Field(1, gt=0)
+    data_parallel: int = Field(1, gt=0)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    # Any other vLLM flag, passed as given, e.g. ["--enable-prefix-caching", "--max-num-seqs", "64"].
+    vllm_args: list[str] = Field(default_factory=list)
+
+    @field_validator("vllm_args", mode="before")
+    @classmethod
+    def _flags_as_text(cls, v):
+        # YAML reads `--max-num-seqs, 64` as a string and an int; a command line is all text.
+        return [str(a) for a in v] if isinstance(v, list) else v
+    # On SIGTERM, requests in flight get this long to finish (vLLM's drain) before the server exits.
+    drain_timeout_s: int = Field(60, ge=0)
