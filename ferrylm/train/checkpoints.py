@@ -117,9 +117,9 @@ def drop_partial(folder: Path) -> None:
 def check_room(cfg, out: Path, model) -> None:
     """Warn, with the numbers, when run_dir's disk cannot hold the checkpoints this config keeps."""
     from ..doctor import disk_need_bytes
+    from .build import parameter_count
 
-    params = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    trainable, params = parameter_count(model)      # ZeRO-3 shards and 4-bit weights counted whole
     if warning := enough_room(disk_need_bytes(cfg, params, trainable), out):
         log.warning("disk: %s (train.save_total_limit=%d checkpoints); free space, point run_dir elsewhere or keep "
                     "fewer checkpoints", warning, cfg.train.save_total_limit)
