@@ -17,14 +17,14 @@ from pathlib import Path
 from ..errors import FerryError
 from ..config import Config
 from ..log import get_logger
-from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic
+from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic, write_text_atomic
 from ..models import resolve_model_path
 from . import benchmark
 from .criteria import Criterion, load_criteria, per_track
 from .generators import EndpointGenerator, LocalGenerator
 from ..data import read_jsonl
 from . import heldout, helped
-from .heldout_loss import example_losses
+from .heldout_loss import example_losses, losses_of
 from .quality import engine_latency, latency
 from .report import language_rows, write_report
 
@@ -38,10 +38,10 @@ class GateFailed(FerryError, RuntimeError):
 
 
 def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[dict], out: Path, label: str,
-            losses: list | None = None) -> dict:
+            losses: list | None = None) -> tuple[dict, list[dict]]:
     """The benchmarks' tracks and the held-out examples through `generator`; latency too when it is an
-    endpoint (it needs streaming) or an in-process engine. Every held-out example's reply and scores
-    (and its loss, when measured) go to heldout_<label>.jsonl."""
+    endpoint (it needs streaming) or an in-process engine. Returns the measures and the scored held-out
+    examples, which (with their loss, when measured) are also written to heldout_<label>.jsonl."""
     e = cfg.eval
     log.info("[%s] %s (%s prompts) × %d samples", label, ", ".join(f"{t.title}: {len(t.problems)} tasks" for t in tracks),
              e.prompt_mode, e.samples_per_task)
@@ -52,7 +52,7 @@ def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[di
     for rec, loss in zip(scored, losses or []):
         rec["loss"] = loss
     measured["heldout"] = heldout.summarize(scored)
-    write_json_lines(out / f"heldout_{label}.jsonl", scored)
+    write_text_atomic(out / f"heldout_{label}.jsonl", "".join(json.dumps(r) + "\n" for r in scored))
     measured["latency"] = None
     if isinstance(generator, EndpointGenerator):
         log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
@@ -62,18 +62,13 @@ def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[di
     elif getattr(generator, "engine", None) is not None:
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
         measured["latency"] = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
-    return measured
+    return measured, scored
 
 
-def write_json_lines(path: Path, rows: list[dict]) -> None:
-    with open(path, "w") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in rows)
-
-
-def heldout_losses(model_dir, rows: list[dict], label: str) -> list | None:
-    """Per-example held-out loss of one model (in-process), or None with the reason logged."""
+def heldout_losses(losses, label: str) -> list | None:
+    """`losses()` — one model's held-out loss per example, in-process — or None with the reason logged."""
     try:
-        return example_losses(model_dir, rows)
+        return losses()
     except Exception as e:  # noqa: BLE001 — a model transformers cannot load here is reported, not fatal
         log.warning("[%s] held-out loss not measured: %s", label, str(e).splitlines()[0] if str(e) else type(e).__name__)
         return None
@@ -135,8 +130,9 @@ def rewrite_report(cfg: Config) -> dict:
     return report
 
 
-def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict], out: Path) -> dict[str, dict]:
-    """label → what measure() found: the endpoint given (eval.endpoint), or the exported model and
+def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict],
+                   out: Path) -> dict[str, tuple[dict, list[dict]]]:
+    """label → what measure() found (the measures, the scored held-out examples): the endpoint given (eval.endpoint), or the exported model and
     (eval.compare_base) the base, each in-process (eval.local) or served by vLLM, one after the other."""
     from ..serve import server_for, served_model_dir
 
@@ -144,15 +140,18 @@ def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict],
     targets = {"fine-tuned": e.endpoint or served_model_dir(cfg)}
     if e.compare_base and not e.endpoint:
         targets["base"] = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
-    # in-process, before any server starts; an endpoint's weights are not ours to load
-    losses = {label: heldout_losses(d, rows, label) if e.heldout_loss and not e.endpoint else None
+    wanted = e.heldout_loss and not e.endpoint             # an endpoint's weights are not ours to load
+    # served: each model's loss in-process before any server starts (no GPU shared with vLLM)
+    losses = {label: heldout_losses(lambda d=d: losses_of(d, rows), label) if wanted and not e.local else None
               for label, d in targets.items()}
-    measured: dict[str, dict] = {}
+    measured: dict[str, tuple[dict, list[dict]]] = {}
     for label, target in targets.items():
         if e.endpoint:
             measured[label] = measure(cfg, EndpointGenerator(e.endpoint, cfg.serve.served_name), tracks, rows, out, label)
-        elif e.local:
-            measured[label] = measure(cfg, LocalGenerator(target), tracks, rows, out, label, losses[label])
+        elif e.local:               # on the generator's own model, loaded once
+            gen = LocalGenerator(target)
+            loss = heldout_losses(lambda: example_losses(gen.model, gen.tokenizer, rows), label) if wanted else None
+            measured[label] = measure(cfg, gen, tracks, rows, out, label, loss)
         else:
             with server_for(cfg, target) as server:
                 measured[label] = measure(cfg, EndpointGenerator(server.url, server.served_name), tracks, rows, out,
@@ -172,7 +171,8 @@ def run_eval(cfg: Config) -> StageRecord:
     data = read_record(cfg.stage_dir("data"))
     rows = heldout.select(read_jsonl(data["outputs"]["eval_prompts"]), e.bleu_limit)
     train, history = _training(cfg)
-    measured = measure_models(cfg, tracks, rows, out)
+    found = measure_models(cfg, tracks, rows, out)
+    measured = {m: measures for m, (measures, _) in found.items()}
     labels = ["fine-tuned", "base"] if (e.compare_base and not e.endpoint) or train else ["fine-tuned"]
     models = {m: criteria_values(measured.get(m), train, m) for m in labels}
     criteria = per_track(criteria, {t.key: t.title for t in tracks})
@@ -181,8 +181,7 @@ def run_eval(cfg: Config) -> StageRecord:
         details["training"] = {k: train[k] for k in ("steps", "first_train_loss", "final_train_loss", "final_grad_norm",
                                                      "tokens_seen", "train_runtime_s", "peak_gpu_memory_gib") if k in train}
         details["training"]["pairs_by_language"] = data["metrics"].get("pairs_by_language", {})
-    scored = {m: read_jsonl(out / f"heldout_{m}.jsonl") for m in measured}
-    details["helped"] = helped.lines(scored, language_rows(details))
+    details["helped"] = helped.lines({m: scored for m, (_, scored) in found.items()}, language_rows(details))
     report = _write(cfg, criteria, models, details, history)
     record.outputs = {name: str(out / f"report.{name}") for name in ("md", "html", "json")}
     for label, d in measured.items():     # every sample, for people to judge (ferrylm review)

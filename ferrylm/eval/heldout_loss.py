@@ -11,40 +11,46 @@ from ..log import get_logger
 log = get_logger("eval")
 
 
-def example_losses(model_dir: str | Path, rows: list[dict], batch: int = 8) -> list[float | None]:
+def example_losses(model, tokenizer, rows: list[dict], batch: int = 8) -> list[float | None]:
     """One loss per row that carries its training answer (`answer`), None for the others."""
+    import torch
+
+    device = next(model.parameters()).device
+    out: list[float | None] = [None] * len(rows)
+    todo = [(i, render_messages(tokenizer, r["messages"] + [{"role": "assistant", "content": r["answer"]}]))
+            for i, r in enumerate(rows) if r.get("answer")]
+    for k in range(0, len(todo), batch):
+        chunk = todo[k:k + batch]
+        width = max(len(ex["input_ids"]) for _, ex in chunk)
+        ids = torch.full((len(chunk), width), tokenizer.pad_token_id or 0, dtype=torch.long)
+        labels = torch.full((len(chunk), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for j, (_, ex) in enumerate(chunk):
+            n = len(ex["input_ids"])
+            ids[j, :n], labels[j, :n], mask[j, :n] = torch.tensor(ex["input_ids"]), torch.tensor(ex["labels"]), 1
+        with torch.no_grad():
+            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        target = labels[:, 1:].to(device)
+        nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), target, ignore_index=-100,
+                                                reduction="none")
+        counts = (target != -100).sum(1).clamp(min=1)
+        for (i, _), v in zip(chunk, (nll.sum(1) / counts).tolist()):
+            out[i] = v
+    return out
+
+
+def losses_of(model_dir: str | Path, rows: list[dict]) -> list[float | None]:
+    """example_losses of the model in `model_dir`, loaded as the in-process generator loads it
+    (bf16 on a GPU, fp32 on the CPU) and freed afterwards."""
     import torch
 
     from ..models import load_model, load_tokenizer
 
-    tok = load_tokenizer(model_dir)
     cuda = torch.cuda.is_available()
-    model = load_model(model_dir, torch.bfloat16 if cuda else None).eval()
-    device = "cuda" if cuda else "cpu"
-    model.to(device)
-    out: list[float | None] = [None] * len(rows)
-    todo = [(i, render_messages(tok, r["messages"] + [{"role": "assistant", "content": r["answer"]}]))
-            for i, r in enumerate(rows) if r.get("answer")]
+    model = load_model(model_dir, torch.bfloat16 if cuda else None).eval().to("cuda" if cuda else "cpu")
     try:
-        for k in range(0, len(todo), batch):
-            chunk = todo[k:k + batch]
-            width = max(len(ex["input_ids"]) for _, ex in chunk)
-            ids = torch.full((len(chunk), width), tok.pad_token_id or 0, dtype=torch.long)
-            labels = torch.full((len(chunk), width), -100, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for j, (_, ex) in enumerate(chunk):
-                n = len(ex["input_ids"])
-                ids[j, :n], labels[j, :n], mask[j, :n] = torch.tensor(ex["input_ids"]), torch.tensor(ex["labels"]), 1
-            with torch.no_grad():
-                logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-            target = labels[:, 1:].to(device)
-            nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), target, ignore_index=-100,
-                                                    reduction="none")
-            counts = (target != -100).sum(1).clamp(min=1)
-            for (i, _), v in zip(chunk, (nll.sum(1) / counts).tolist()):
-                out[i] = v
+        return example_losses(model, load_tokenizer(model_dir), rows)
     finally:
         del model
         if cuda:
             torch.cuda.empty_cache()
-    return out
