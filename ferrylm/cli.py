@@ -68,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     mf.add_argument("--output", "-o", required=True, help="YAML file to write")
     sc = sub.add_parser("score", help="score any generator's sample file in the jail (also: ferrylm eval score ...)")
     he = sub.add_parser("humaneval", help="score a HumanEval sample file (ferrylm eval score --benchmark humaneval)")
+    he.set_defaults(benchmark="humaneval", language=None, data=None)
     sc.add_argument("--benchmark", default="humaneval", help="humaneval or humaneval-x")
     sc.add_argument("--language", default=None, help="HumanEval-X: cpp, java, go or rust")
     sc.add_argument("--data", default=None, help="HumanEval-X's folder (default eval.humaneval_x_dir / $FERRYLM_HUMANEVAL_X)")
@@ -171,9 +172,8 @@ def _manifest(args) -> int:
 def _score(args) -> int:
     from .eval.score import score
 
-    print(json.dumps(score(getattr(args, "benchmark", "humaneval"), args.samples, getattr(args, "language", None),
-                           args.timeout, workers=args.workers, unconfined=args.unconfined,
-                           data=getattr(args, "data", None)), indent=2))
+    print(json.dumps(score(args.benchmark, args.samples, args.language, args.timeout, workers=args.workers,
+                           unconfined=args.unconfined, data=args.data), indent=2))
     return 0
 
 
