@@ -66,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     mf = sub.add_parser("manifest", help="write a repository manifest (data.manifest) from a <priority>/<language>/<repo> tree")
     mf.add_argument("root")
     mf.add_argument("--output", "-o", required=True, help="YAML file to write")
+    _score_parsers(sub)
+    return p
+
+
+def _score_parsers(sub) -> None:
+    """`score` (any benchmark, any language) and its Python-only alias `humaneval`."""
     sc = sub.add_parser("score", help="score any generator's sample file in the jail (also: ferrylm eval score ...)")
     he = sub.add_parser("humaneval", help="score a HumanEval sample file (ferrylm eval score --benchmark humaneval)")
     he.set_defaults(benchmark="humaneval", language=None, data=None)
@@ -78,7 +84,6 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--workers", type=int, default=2, help="programs run at once (>= 1)")
         c.add_argument("--unconfined", action="store_true",
                        help="run the programs without the bubblewrap jail (limits only; the host is visible to them)")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
