@@ -400,7 +400,9 @@ def test_go_replies_repeating_a_brace_holding_return_type_pass():
     """The 13 Go tasks whose return type holds braces (`interface{}`): the signature-repeated reply used
     to lose its body to the `{` of `interface{}`; compiled and run, every one passes."""
     problems = {p["task_id"]: p for p in hx.load_problems("go")}
-    chosen = [problems[t] for t in BRACED_GO]
+    # Go/95's published solution walks a map, whose order Go randomises: it fails now and then on its own
+    # (seen once in a fresh make test); the all-tasks test above still checks its reply is read as the bare one.
+    chosen = [problems[t] for t in BRACED_GO if t != "Go/95"]
     assert all("{}" in _signature(p) for p in chosen)
     replies = [_chat_shapes("go", p)["the signature repeated, prose around"] for p in chosen]
     results = hx.execute("go", chosen, [hx.completion_from_reply(p, r) for p, r in zip(chosen, replies)])
