@@ -11,15 +11,24 @@ from .base import _Section
 class BenchConfig(_Section):
     """`ferrylm bench`: short measured trials of training strategies on the config's model, and decoding
     of every artifact the export stage wrote."""
-    strategies: list[str] | Literal["auto"] = "auto"   # auto: every strategy that applies on this machine
-    warmup_steps: int = Field(1, ge=0)           # steps run but not timed (start-up, compilation)
-    steps: int = Field(3, gt=0)                  # timed steps per strategy
-    rows: Literal["auto", "data", "synthetic"] = "auto"   # auto: the data stage's rows when it has run
-    seq_len: Optional[int] = Field(None, ge=8)   # synthetic rows' tokens (None: data.max_seq_len)
-    gpus: Optional[int] = Field(None, gt=0)      # processes for the ZeRO strategies (None: every visible GPU)
-    decode: bool = True                          # decode each exported artifact too
+    strategies: list[str] | Literal["auto"] = "auto"
+    """auto: every strategy that applies on this machine"""
+    warmup_steps: int = Field(1, ge=0)
+    """steps run but not timed (start-up, compilation)"""
+    steps: int = Field(3, gt=0)
+    """timed steps per strategy"""
+    rows: Literal["auto", "data", "synthetic"] = "auto"
+    """auto: the data stage's rows when it has run"""
+    seq_len: Optional[int] = Field(None, ge=8)
+    """synthetic rows' tokens (None: data.max_seq_len)"""
+    gpus: Optional[int] = Field(None, gt=0)
+    """processes for the ZeRO strategies (None: every visible GPU)"""
+    decode: bool = True
+    """decode each exported artifact too"""
     decode_tokens: int = Field(512, gt=1)
-    trial_timeout_s: float = Field(1800, gt=0)   # one trial past this is stopped and reported
+    """Tokens decoded per artifact (batch 1, greedy)."""
+    trial_timeout_s: float = Field(1800, gt=0)
+    """one trial past this is stopped and reported"""
 
     @field_validator("strategies")
     @classmethod

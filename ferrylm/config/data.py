@@ -13,60 +13,78 @@ DEFAULT_EXTENSIONS = SEED_EXTENSIONS + (".cc", ".cxx", ".hh", ".hxx", ".ipp")
 
 
 class DataConfig(_Section):
-    # What the stage builds: "sft" the two tasks of each documented function (data.tasks), "cpt" raw code (with
-    # fill-in-the-middle) for continued pre-training, "jsonl" the user's own chat files.
     format: Literal["sft", "cpt", "jsonl"] = "sft"
-    # Each source is a directory of repositories (every entry directly under it is one repository:
-    # the unit of the train/eval split), "stdlib" (this interpreter's standard library) or
-    # "site-packages" (the packages installed for it).
+    """What the stage builds: "sft" the two tasks of each documented function (data.tasks), "cpt" raw code
+    (with fill-in-the-middle) for continued pre-training, "jsonl" the user's own chat files."""
     sources: list[str] = Field(default_factory=lambda: ["stdlib"])
-    # Optional YAML listing repositories with their priority and language (`ferrylm manifest ROOT`
-    # writes one from the seed's <priority>/<language>/<repo> layout); scanned after `sources`.
+    """Each source is a directory of repositories (every entry directly under it is one repository: the unit of
+    the train/eval split), "stdlib" (this interpreter's standard library) or "site-packages" (the packages
+    installed for it)."""
     manifest: Optional[str] = None
-    # format=jsonl: files in alpaca, sharegpt or OpenAI-messages form ("auto" tells them apart per row).
+    """Optional YAML listing repositories with their priority and language (`ferrylm manifest ROOT` writes one
+    from the seed's <priority>/<language>/<repo> layout); scanned after `sources`."""
     jsonl_files: list[str] = Field(default_factory=list)
+    """format=jsonl: files in alpaca, sharegpt or OpenAI-messages form ("auto" tells them apart per row)."""
     jsonl_format: Literal["auto", "alpaca", "sharegpt", "openai"] = "auto"
-    # The seed's scan rules ("Qwen 2.5 7B Code A40 训练方案"), with the C++ spellings its list lacks
-    # (.cc/.hh: Google style); the seed's own list is SEED_EXTENSIONS.
+    """format=jsonl: the rows' form; "auto" tells alpaca, sharegpt and OpenAI messages apart per row."""
     extensions: list[str] = Field(default_factory=lambda: list(DEFAULT_EXTENSIONS))
+    """File extensions scanned: the seed's list ("Qwen 2.5 7B Code A40 训练方案") plus the C++ spellings it lacks
+    (.cc/.hh: Google style); the seed's own list is SEED_EXTENSIONS."""
     exclude_dirs: list[str] = Field(default_factory=lambda: ["node_modules", "target", "build", ".git", "__pycache__"])
+    """Directory names skipped anywhere in a repository."""
     max_file_bytes: int = Field(1024 * 1024, gt=0)
+    """Files this large or larger are dropped (counted as "too large")."""
     min_chars: int = Field(100, ge=0)
+    """Files with fewer characters are dropped (the seed's 100)."""
     max_chars: int = Field(50_000, gt=0)
+    """Files with more characters are dropped (the seed's 50,000)."""
     min_lines: int = Field(10, ge=0)
+    """Files with fewer lines are dropped (the seed's 10)."""
     max_files: Optional[int] = Field(None, gt=0)
-    # Cleaning. Generated files: a marker in the first lines; minified: a very long line or
-    # little alphanumeric text. Near-duplicates: MinHash over word 5-grams, LSH at this Jaccard.
+    """Stop scanning after this many kept files (None: all); for quick trials."""
     exact_dedupe: bool = True
+    """Remove files whose content is byte-for-byte another's (the first one seen is kept)."""
     near_dedupe: bool = True
+    """Remove near duplicates (MinHash over word 5-grams, LSH at near_dedupe_threshold)."""
     near_dedupe_threshold: float = Field(0.85, gt=0, lt=1)
+    """Estimated Jaccard similarity at or above which two files count as near duplicates."""
     minhash_perms: int = Field(128, ge=16, le=512)
+    """MinHash permutations per file (more: a finer similarity estimate, slower)."""
     scrub_secrets: bool = True
+    """Replace keys, tokens, private keys and credential-named values with placeholders (counted by kind in stats.md)."""
     drop_generated: bool = True
+    """Drop generated files (a marker such as "DO NOT EDIT" near the top) and minified ones."""
     max_line_chars: int = Field(1000, gt=0)
+    """A file with a line longer than this counts as minified."""
     min_alnum_fraction: float = Field(0.25, ge=0, le=1)
-    # format=cpt: the share of documents turned into fill-in-the-middle examples (when the tokenizer
-    # has FIM tokens), and of those the share in suffix-prefix-middle order.
+    """A file whose share of letters and digits is below this counts as minified or data."""
     fim_rate: float = Field(0.5, ge=0, le=1)
+    """format=cpt: the share of documents turned into fill-in-the-middle examples (when the tokenizer has FIM
+    tokens)."""
     fim_spm_rate: float = Field(0.5, ge=0, le=1)
-    # Pack examples into rows of max_seq_len (position ids restart per example, attention stays
-    # inside each). cpt always packs.
+    """format=cpt: of the fill-in-the-middle examples, the share in suffix-prefix-middle order."""
     pack: bool = False
-    # Worker processes for scanning and cleaning, threads for tokenizing; 0 = every CPU.
+    """Pack examples into rows of max_seq_len (position ids restart per example, attention stays inside each).
+    cpt always packs."""
     workers: int = Field(0, ge=0)
-    # format=sft: the tasks each function with a doc comment teaches, and the share of functions that
-    # give an example of each (seeded per function): "generate" doc comment + signature → body,
-    # "explain" the code → the doc comment's summary (code understanding, CodeXGLUE's code-to-text).
-    # A list names tasks at share 1.
+    """Worker processes for scanning and cleaning, threads for tokenizing; 0 = every CPU."""
     tasks: dict[Literal["generate", "explain"], float] = Field(
         default_factory=lambda: {"generate": 1.0, "explain": 1.0})
-    # Pair extraction: a function with a docstring whose body is a teachable size.
+    """format=sft: the tasks each function with a doc comment teaches, and the share of functions that give an
+    example of each (seeded per function): "generate" doc comment + signature → body, "explain" the code →
+    the doc comment's summary (code understanding, CodeXGLUE's code-to-text). A list names tasks at share 1."""
     min_body_lines: int = Field(2, ge=1)
+    """format=sft: shortest function body (lines) used as an example."""
     max_body_lines: int = Field(30, ge=1)
+    """format=sft: longest function body (lines) used as an example."""
     max_pairs: Optional[int] = Field(4000, gt=0)
+    """format=sft: functions drawn in all (seeded), each giving one example per task; None: every one found."""
     eval_fraction: float = Field(0.05, gt=0, lt=1)
+    """Share of repositories held out for evaluation (the split is by repository, never within one)."""
     max_seq_len: int = Field(512, ge=32)
+    """Tokens per example (or per packed row); longer examples are dropped and counted."""
     seed: int = 0
+    """Seeds the split, the draw of functions and tasks, and fill-in-the-middle."""
 
     @field_validator("tasks", mode="before")
     @classmethod

@@ -10,42 +10,63 @@ from .base import _Section
 
 
 class EvalConfig(_Section):
-    # None: the eval stage starts its own endpoints (fine-tuned, and base when compare_base).
     endpoint: Optional[str] = None
-    local: bool = False                          # run the models in-process instead of serving them
+    """None: the eval stage starts its own endpoints (fine-tuned, and base when compare_base)."""
+    local: bool = False
+    """run the models in-process instead of serving them"""
     compare_base: bool = True
+    """Also evaluate the base model on everything, and test each difference."""
     humaneval_limit: Optional[int] = Field(None, gt=0)
-    # Benchmarks run on every model, each a module of ferrylm/eval (eval/benchmark.py): "humaneval"
-    # (Python), "humaneval-x" (the same tasks in the languages below, compiled and run in the
-    # sandbox; data from humaneval_x_dir or $FERRYLM_HUMANEVAL_X).
+    """Run only this many of HumanEval's 164 tasks (None: all; with subset_seed a seeded draw)."""
     benchmarks: list[str] = Field(default_factory=lambda: ["humaneval"])
+    """Benchmarks run on every model, each a module of ferrylm/eval (eval/benchmark.py): "humaneval" (Python),
+    "humaneval-x" (the same tasks in the languages below, compiled and run in the sandbox; data from
+    humaneval_x_dir or $FERRYLM_HUMANEVAL_X)."""
     humaneval_x_languages: list[Literal["cpp", "java", "go", "rust"]] = Field(
         default_factory=lambda: ["cpp", "java", "go", "rust"])
+    """benchmarks with humaneval-x: the languages run."""
     humaneval_x_dir: Optional[str] = None
+    """Local copy of HumanEval-X (None: $FERRYLM_HUMANEVAL_X)."""
     humaneval_x_limit: Optional[int] = Field(None, gt=0)
-    # With a seed the limits above take that many tasks drawn at random (the same task numbers in
-    # every language) instead of the first ones; the report says "N of 164".
+    """Tasks per HumanEval-X language (None: all 164)."""
     subset_seed: Optional[int] = None
-    # Held-out examples per task (explain, generate) generated and scored for each model.
+    """With a seed the limits above take that many tasks drawn at random (the same task numbers in every
+    language) instead of the first ones; the report says "N of 164"."""
     bleu_limit: int = Field(64, gt=0)
-    heldout_loss: bool = True                    # each model's loss per held-out example (in-process)
+    """Held-out examples per task (explain, generate) generated and scored for each model."""
+    heldout_loss: bool = True
+    """each model's loss per held-out example (in-process)"""
     max_new_tokens: int = Field(384, gt=0)
+    """Tokens generated per benchmark task or held-out example."""
     latency_new_tokens: int = Field(512, gt=0)
+    """Tokens generated in each latency run (the seed's 512-token criterion)."""
     concurrency: int = Field(8, gt=0)
+    """Requests in flight at once while generating for benchmarks and held-out examples."""
     exec_timeout_s: float = Field(10.0, gt=0)
+    """Wall-clock limit per generated program in the sandbox (compilation included)."""
     exec_memory_mb: int = Field(1024, gt=0)
+    """Address-space limit per generated program in the sandbox."""
     exec_workers: int = Field(2, gt=0)
-    # Generated programs run in a bubblewrap jail; without bubblewrap the stage refuses unless this
-    # is set, and the report then records "unconfined" beside every result.
+    """Programs run at once in the sandbox."""
     exec_unconfined: bool = False
+    """Generated programs run in a bubblewrap jail; without bubblewrap the stage refuses unless this is set,
+    and the report then records "unconfined" beside every result."""
     prompt_mode: Literal["chat", "base"] = "chat"
-    samples_per_task: int = Field(1, gt=0)       # n; temperature 0 with n=1 is greedy
+    """"chat": tasks as chat messages, the code taken from the reply; "base": the raw prompt completed."""
+    samples_per_task: int = Field(1, gt=0)
+    """n; temperature 0 with n=1 is greedy"""
     temperature: float = Field(0.0, ge=0)
-    pass_k: list[int] = Field(default_factory=lambda: [1, 10, 100])  # reported where k <= n
+    """Sampling temperature (0: greedy)."""
+    pass_k: list[int] = Field(default_factory=lambda: [1, 10, 100])
+    """reported where k <= n"""
     latency_runs: int = Field(3, gt=0)
+    """Latency requests per model at concurrency 1 (p50/p95/p99 over them)."""
     latency_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4])
-    criteria: str = "seed"                       # shipped set name or a YAML path
-    enforce_gates: bool = True                   # exit non-zero when a gating criterion fails
+    """Concurrency levels of the latency sweep."""
+    criteria: str = "seed"
+    """shipped set name or a YAML path"""
+    enforce_gates: bool = True
+    """exit non-zero when a gating criterion fails"""
 
     @field_validator("benchmarks")
     @classmethod

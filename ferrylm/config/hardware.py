@@ -9,10 +9,12 @@ from .base import _Section
 
 
 class HardwareConfig(_Section):
-    # What the run is planned for: `ferrylm plan` checks the config against it. Training itself
-    # uses whatever the launcher gives it.
     name: str = "unspecified"
-    gpus: int = Field(1, gt=0)                  # data-parallel GPUs in all (ZeRO shards over these)
-    gpu_memory_gib: float = Field(80.0, gt=0)   # usable per GPU
-    # A peak someone claims for this set-up (a design document's figure); the plan answers it.
+    """The set-up's name in `ferrylm plan`'s output. The section says what the run is planned for; training
+    itself uses whatever the launcher gives it."""
+    gpus: int = Field(1, gt=0)
+    """Data-parallel GPUs in all (ZeRO shards over these)."""
+    gpu_memory_gib: float = Field(80.0, gt=0)
+    """Usable memory per GPU."""
     claimed_peak_gib: Optional[float] = Field(None, gt=0)
+    """A peak someone claims for this set-up (a design document's figure); the plan answers it."""

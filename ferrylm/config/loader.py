@@ -24,6 +24,7 @@ from .train import TrainConfig
 
 class Config(_Section):
     run_dir: str = "runs/default"
+    """Where every stage writes its outputs and records (<run_dir>/<stage>/)."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)

