@@ -10,9 +10,8 @@
    setting). Also each variant's first decode step against the same decoder in fp32, and how many of
    the 512 greedy tokens agree with cuBLAS's (bf16 sums in another order flip near ties, and random
    weights make many).
-(Earlier versions of this script: commit df96597 swept a simpler kernel without masking or PDL,
-bench/results/gemv_triton_h200.json; commit 8dcc055 fused the norms and the SiLU gate into the kernel,
-bench/results/gemv_triton_h200_fused_step.json.)
+(Earlier versions of this script, with their results in git history: commit df96597 swept a simpler
+kernel without masking or PDL; commit 8dcc055 fused the norms and the SiLU gate into the kernel.)
 """
 from __future__ import annotations
 

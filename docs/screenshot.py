@@ -1,0 +1,40 @@
+"""Write the README's picture: the first screen of a real run's HTML report, in headless Chromium.
+
+    .venv/bin/python docs/screenshot.py runs/default      # after make demo; writes docs/report_first_screen.png
+
+Chromium and its driver come from Debian's packages (`make chromium`, as root).
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from PIL import Image
+from selenium import webdriver
+
+OUT = Path(__file__).with_name("report_first_screen.png")
+WIDTH, HEIGHT = 1100, 760
+
+
+def main(run_dir: str) -> None:
+    report = Path(run_dir, "eval", "report.html").resolve()
+    if not report.is_file():
+        sys.exit(f"{report}: no report there (run make demo first)")
+    opts = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", f"--window-size={WIDTH},{HEIGHT}"):
+        opts.add_argument(flag)
+    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
+    driver = webdriver.Chrome(options=opts, service=service)
+    try:
+        driver.get(report.as_uri())
+        driver.save_screenshot(str(OUT))
+    finally:
+        driver.quit()
+    # A palette of 64 colours keeps the committed picture small; the report is text and flat fills.
+    Image.open(OUT).convert("RGB").quantize(64).save(OUT, optimize=True)
+    print(f"{OUT} ({OUT.stat().st_size // 1024} KB) from {report}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "runs/default")

@@ -1,0 +1,45 @@
+"""The docs stay in step with the code: every option described, every options table current, every
+benchmark results file cited and every cited one present."""
+import re
+from pathlib import Path
+
+from ferrylm.config.options import fields, main as options_main
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+CITED = re.compile(r"bench/results/[A-Za-z0-9_./-]*[A-Za-z0-9_/]")
+
+
+def _docs() -> dict[Path, str]:
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return {p: p.read_text() for p in pages}
+
+
+def test_every_config_key_has_a_description():
+    missing = [key for key, info in fields() if not (info.description or "").strip()]
+    assert not missing, f"config keys without a description (a docstring under the field): {missing}"
+
+
+def test_options_tables_are_generated_from_the_config(capsys):
+    assert options_main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_every_stage_has_a_page_linked_from_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    for page in ["data", "train", "export", "serve", "eval", "review", "bench", "gpu", "benchmarks"]:
+        assert (ROOT / "docs" / f"{page}.md").is_file(), page
+        assert f"docs/{page}.md" in readme, f"README.md does not link docs/{page}.md"
+
+
+def test_readme_reads_in_five_minutes():
+    assert len((ROOT / "README.md").read_text().splitlines()) < 120
+
+
+def test_cited_results_exist_and_every_result_is_cited():
+    cited = {c.rstrip("/.") for text in _docs().values() for c in CITED.findall(text)}
+    missing = sorted(c for c in cited if not (ROOT / c).exists())
+    assert not missing, f"docs cite results that are not there: {missing}"
+    # A cited folder (bench/results/<run>/) covers the files inside it: one run's outputs.
+    files = {str(p.relative_to(ROOT)) for p in RESULTS.rglob("*") if p.is_file()}
+    uncited = sorted(f for f in files if not any(f == c or f.startswith(c + "/") for c in cited))
+    assert not uncited, f"results cited nowhere in README.md, bench/README.md or docs/: {uncited}"
