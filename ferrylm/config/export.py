@@ -30,6 +30,11 @@ class ExportConfig(_Section):
     (4-bit weights, bf16 activations) and fp8 (e4m3 weights, per-token dynamic activations)."""
     w4a16_group_size: Literal[32, 64, 128] = 128
     """Inputs per W4A16 scale; must divide every quantized layer's input width (7B Qwen: 128; SmolLM2: 64)."""
+    w4a16_method: Literal["gptq", "rtn"] = "gptq"
+    """How W4A16 rounds: "gptq" calibrates each layer on rows of the run's training data (act-order, static
+    groups, clipping chosen per group), "rtn" rounds each weight to nearest (no data; measured worse)."""
+    calibration_rows: int = Field(128, gt=0)
+    """W4A16 with gptq: training rows (a seeded draw, each cut to 512 tokens) the layers are calibrated on."""
     triton_dir: str = "triton_models"
     """Where Triton model repositories are written (relative paths from the working directory)."""
     triton_name: str = Field("ferrylm", pattern=r"^[A-Za-z0-9_\-]+$")

@@ -196,8 +196,9 @@ def _export_vllm_artifact(cfg: Config, kind: str, merged_dir: Path, out: Path, r
     e = cfg.export
     tmp, final = out / f".vllm-{kind}.tmp", out / f"vllm-{kind}"
     shutil.rmtree(tmp, ignore_errors=True)
+    calibration = _calibration_rows(cfg) if kind == "w4a16" and e.w4a16_method == "gptq" else None
     try:
-        info = write_compressed(merged_dir, tmp, kind, e.w4a16_group_size)
+        info = write_compressed(merged_dir, tmp, kind, e.w4a16_group_size, calibration)
     except QuantizeError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ExportError(str(err)) from err
@@ -216,6 +217,18 @@ def _export_vllm_artifact(cfg: Config, kind: str, merged_dir: Path, out: Path, r
                                    "parity": {"reference": ref.name, **parity.as_dict(),
                                               "reader": "transformers (compressed-tensors loader, decompressed)"}})
     return {"path": str(final), "bytes": info["bytes"], "parity": parity.as_dict(), "scheme": info["scheme"]}
+
+
+def _calibration_rows(cfg: Config, max_tokens: int = 512) -> list[list[int]]:
+    """A seeded draw of the data stage's training rows (token ids, cut to `max_tokens`): text of the kind
+    the model was trained on, none of it from the held-out repositories the parity prompts come from."""
+    import random
+
+    from ..data.encode import load_rows
+
+    rows = load_rows(read_record(cfg.stage_dir("data"))["outputs"]["train"])
+    picked = random.Random(0).sample(range(len(rows)), min(cfg.export.calibration_rows, len(rows)))
+    return [list(rows[i]["input_ids"])[:max_tokens] for i in sorted(picked)]
 
 
 def _set_generation_eos(model_dir: Path, tokenizer) -> None:

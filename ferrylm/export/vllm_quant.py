@@ -6,8 +6,9 @@
 - `fp8`: e4m3 weights with one scale per output channel, activations quantized per token at run
   time ("float-quantized", the FP8_DYNAMIC scheme); vLLM's FP8 kernels need Ada or Hopper.
 
-Both are round-to-nearest from the merged bf16 weights: no calibration data, nothing learned.
-The output layer stays bf16 (the common choice: it is the most sensitive layer). The files are
+W4A16 is calibrated with GPTQ on rows of the run's own training data when they are given
+(`gptq.py`; round-to-nearest otherwise, `export.w4a16_method=rtn`); FP8 is round-to-nearest from the
+merged bf16 weights (per-channel 8-bit floats lose little). The output layer stays bf16 (the common choice: it is the most sensitive layer). The files are
 written by the compressed-tensors library itself (the one vLLM and transformers read), so this
 module only chooses the scheme and computes each weight's scales.
 """
@@ -80,8 +81,10 @@ def set_round_to_nearest_scales(model: torch.nn.Module) -> int:
     return layers
 
 
-def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, group_size: int = 128) -> dict:
-    """Quantize the merged model in `merged_dir` to `kind` and save it (weights, config) in `out_dir`."""
+def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, group_size: int = 128,
+                     calibration: list[list[int]] | None = None) -> dict:
+    """Quantize the merged model in `merged_dir` to `kind` and save it (weights, config) in `out_dir`;
+    W4A16 with GPTQ on the `calibration` rows (token ids) when given."""
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
     from transformers import AutoModelForCausalLM
@@ -96,13 +99,20 @@ def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, gro
     scheme = scheme_for(kind, group_size)
     apply_quantization_config(model, QuantizationConfig(config_groups={"group_0": scheme}, ignore=["lm_head"]))
     layers = set_round_to_nearest_scales(model)
+    method = {"method": "round-to-nearest (no calibration)"}
+    if kind == "w4a16" and calibration:
+        from .gptq import quantize_model
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        method = quantize_model(model.to(device), calibration, group_size)
+        model.to("cpu")
     compressor = ModelCompressor.from_pretrained_model(model, quantization_format=SCHEMES[kind][1])
     compressor.compress_model(model)
     out_dir = Path(out_dir)
     model.save_pretrained(out_dir)
     compressor.update_config(out_dir)
     info = {"scheme": SCHEMES[kind][0], "format": f"compressed-tensors ({SCHEMES[kind][1]})", "layers_quantized": layers,
-            "kept_bf16": ["lm_head", "embeddings", "norms"], "method": "round-to-nearest (no calibration)",
+            "kept_bf16": ["lm_head", "embeddings", "norms"], **method,
             "quantize_s": time.perf_counter() - t0}
     if kind == "w4a16":
         info["group_size"] = group_size

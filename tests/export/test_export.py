@@ -184,13 +184,20 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
         "quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] == 32
 
     art = copy / "export" / "vllm-w4a16"
-    # The engine's own rounding (used where no artifact is at hand, as in the GPU benchmark) gives the
-    # artifact's integers and scales exactly.
+    manifest = json.loads((art / "manifest.json").read_text())
+    assert manifest["method"].startswith("GPTQ") and manifest["calibration_rows"] == 128
+    # GPTQ moved integers away from plain rounding; with export.w4a16_method=rtn the engine's own rounding
+    # (used where no artifact is at hand, as in the GPU benchmark) gives the artifact's integers exactly.
     from ferrylm.engine.int4 import read_w4a16, round_to_nearest_int4
 
-    stored = read_w4a16(art)["model.layers.1.mlp.down_proj"]
     merged = AutoModelForCausalLM.from_pretrained(copy / "export" / "merged", dtype=torch.bfloat16)
     q, scale = round_to_nearest_int4(merged.model.layers[1].mlp.down_proj.weight, 32)
+    gptq = read_w4a16(art)["model.layers.1.mlp.down_proj"]
+    assert gptq[2] == 32 and not torch.equal(q, gptq[0])
+    rtn_cfg = cfg2.model_copy(update={"export": export.model_copy(update={"vllm_quantize": ["w4a16"], "w4a16_method": "rtn"})})
+    run_export(rtn_cfg)
+    assert json.loads((art / "manifest.json").read_text())["method"].startswith("round-to-nearest")
+    stored = read_w4a16(art)["model.layers.1.mlp.down_proj"]
     assert torch.equal(q, stored[0]) and torch.equal(scale, stored[1]) and stored[2] == 32
     model = load_compressed(art)
     ids = torch.tensor([[5, 17, 300, 4000, 12, 99]])

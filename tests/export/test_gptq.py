@@ -1,0 +1,63 @@
+"""The calibrated W4A16 quantizer: on the artifact's 4-bit grid, and closer than round-to-nearest
+where it matters — a layer's outputs on its inputs, and a real model's next-token distributions."""
+import random
+
+import pytest
+import torch
+
+from ferrylm.engine.int4 import round_to_nearest_int4
+from ferrylm.export.gptq import gptq_weight
+from ferrylm.export.parity import compare, reference_outputs
+from ferrylm.export.vllm_quant import load_compressed, write_compressed
+
+
+def _output_error(w, q, x):
+    return ((x @ (w - q).T).norm() / (x @ w.T).norm()).item()
+
+
+def test_gptq_stays_on_the_grid_and_moves_a_layers_outputs_less_than_rounding():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(64, 256, generator=g) * 0.05
+    # Inputs as a real layer sees them: correlated features, a few channels with large activations.
+    x = torch.randn(4096, 32, generator=g) @ torch.randn(32, 256, generator=g)
+    x[:, :4] *= 20
+    hessian = 2 * x.T @ x / len(x)
+    q, scales = gptq_weight(w, hessian, 64, torch.bfloat16)
+    assert scales.shape == (64, 4)
+    ints = q / scales.repeat_interleave(64, 1)
+    assert torch.allclose(ints, ints.round(), atol=1e-4) and ints.min() >= -8 and ints.max() <= 7
+    rq, rs = round_to_nearest_int4(w.to(torch.bfloat16), 64)
+    rtn = (rq.float().reshape(64, 4, 64) * rs.float()[..., None]).reshape(64, 256)
+    gptq_err, rtn_err = _output_error(w, q, x), _output_error(w, rtn, x)
+    # Measured: 0.1046 and 0.0091, 11x closer.
+    assert rtn_err == pytest.approx(0.1046, abs=2e-4) and gptq_err == pytest.approx(0.0091, abs=2e-4)
+
+
+def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smollm2_dir, tiny_data_run, tmp_path):
+    """Real SmolLM2-135M weights, group 64, the export's parity on 4 held-out prompts x 16 tokens. GPTQ,
+    calibrated on 64 of the data stage's training rows (a standard-library slice in SmolLM2's chat
+    template): mean KL to the bf16 model 0.093 against round-to-nearest's 0.734 when measured, greedy
+    agreement 0.80 against 0.70, above the gate's 0.5. (Free-running agreement on 4 prompts is coarse:
+    on the fine-tuned SmolLM2 of a GPU run round-to-nearest fell to 0.22; the KL is the steady measure.)"""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ferrylm.data import read_jsonl
+    from ferrylm.data.encode import load_rows
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    held_out = read_jsonl(tiny_data_run / "data" / "eval.jsonl", 4)
+    prompts = [tok(tok.apply_chat_template(r["messages"], add_generation_prompt=True, tokenize=False),
+                   add_special_tokens=False)["input_ids"] for r in held_out]
+    train = load_rows(tiny_data_run / "data" / "train.arrow")
+    rows = [list(train[i]["input_ids"]) for i in sorted(random.Random(0).sample(range(len(train)), 64))]
+    ref = reference_outputs(AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.bfloat16), prompts, 16,
+                            tok.pad_token_id, tok.eos_token_id)
+    got = {}
+    for method, calibration in (("rtn", None), ("gptq", rows)):
+        info = write_compressed(smollm2_dir, tmp_path / method, "w4a16", 64, calibration)
+        assert info["method"].startswith("GPTQ" if calibration else "round-to-nearest")
+        got[method] = compare(ref, reference_outputs(load_compressed(tmp_path / method), prompts, 16,
+                                                     tok.pad_token_id, tok.eos_token_id), 16)
+    print({m: (p.token_agreement, p.mean_kl) for m, p in got.items()})
+    assert got["gptq"].mean_kl < 0.25 * got["rtn"].mean_kl
+    assert got["gptq"].token_agreement >= max(0.5, got["rtn"].token_agreement)
