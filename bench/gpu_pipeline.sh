@@ -5,17 +5,25 @@
 # repository), evaluated in-process on the serving engine (eval.local=true), fine-tuned vs base with
 # the paired tests ("Did the fine-tune help?"). Then the planner's held-out memory points on Qwen2.5-7B shapes.
 #
-#   bench/gpu_pipeline.sh [install|data|train|export|eval|planner|all] ...   (default: all)
+#   bench/gpu_pipeline.sh [install|data|train|export|quant|serve|qlora|eval|planner|all] ...   (default: all)
+#
+# quant: the export with W4A16 calibrated (GPTQ), then again with round-to-nearest, both manifests kept.
+# serve: `ferrylm serve serve.backend=triton` on the GPU — `ferrylm complete --triton` streams, a bad
+#        request, SIGTERM with a stream in flight — then 512 tokens through Triton beside the same
+#        engines in-process (bench/serve_triton.py). qlora: a short QLoRA run, its peak beside the plan.
 #
 # WHEELS=DIR: install from the wheels in DIR alone (no package index), where the machine has none.
 # RESULTS=DIR: where the doctor output, the report and the planner's rows are copied (default bench/results/gpu).
 # FERRYLM: the command (default .venv/bin/ferrylm; `python3 -m ferrylm` where the package is on PYTHONPATH).
+# ARGS: dotted overrides for every stage, e.g. ARGS="train.max_steps=330".
 # Everything else it needs (the tokenizer, the 7B-shaped model, the data) it makes itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-bench/results/gpu}
 read -r -a FERRYLM <<< "${FERRYLM:-.venv/bin/ferrylm}"
-CONFIG=(--config demo-gpu eval.local=true)
+read -r -a EXTRA <<< "${ARGS:-}"
+CONFIG=(--config demo-gpu eval.local=true "${EXTRA[@]}")
+PY=${PYTHON:-python3}
 mkdir -p "$RESULTS"
 
 install() {
@@ -37,6 +45,47 @@ stage() {
   echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a "$RESULTS/stage_times.txt"
 }
 
+quant() {
+  local e=runs/demo-gpu/export
+  stage export export.onnx=false "export.vllm_quantize=[w4a16]" 2>&1 | tee "$RESULTS/export_gptq.log"
+  cp "$e/vllm-w4a16/manifest.json" "$RESULTS/w4a16_gptq_manifest.json"
+  cp -a "$e/vllm-w4a16" /tmp/w4a16-gptq
+  # Round-to-nearest on the same merged model: its gate may refuse it (exit 2); the log keeps the line.
+  stage export export.onnx=false "export.vllm_quantize=[w4a16]" export.w4a16_method=rtn 2>&1 \
+    | tee "$RESULTS/export_rtn.log" || true
+  [ -f "$e/vllm-w4a16/manifest.json" ] && cp "$e/vllm-w4a16/manifest.json" "$RESULTS/w4a16_rtn_manifest.json"
+  rm -rf "$e/vllm-w4a16"; cp -a /tmp/w4a16-gptq "$e/vllm-w4a16"
+}
+
+serve() {
+  local port=8311 url=http://127.0.0.1:8311 pid
+  "${FERRYLM[@]}" serve "${CONFIG[@]}" serve.backend=triton serve.port=$port > "$RESULTS/serve_triton.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do curl -sf "$url/v2/models/ferrylm/ready" >/dev/null && break; sleep 1; done
+  "${FERRYLM[@]}" complete --triton --url $url --max-tokens 64 "def fibonacci(n):" | tee "$RESULTS/complete_triton.txt"
+  echo "bad request (no text_input, no messages):" >> "$RESULTS/complete_triton.txt"
+  curl -s -w " -> HTTP %{http_code}\n" -X POST "$url/v2/models/ferrylm/generate_stream" -d '{"max_tokens": 8}' \
+    >> "$RESULTS/complete_triton.txt"
+  "${FERRYLM[@]}" complete --triton --url $url --max-tokens 200 "def quicksort(xs):" > /tmp/inflight.txt &
+  local client=$!
+  sleep 0.5; kill -TERM $pid; local t0=$SECONDS
+  local rc=0; wait $client || rc=$?
+  echo "stream in flight at SIGTERM: client exit $rc, $(wc -c < /tmp/inflight.txt) characters" >> "$RESULTS/complete_triton.txt"
+  rc=0; wait $pid || rc=$?
+  echo "ferrylm serve exit $rc, $((SECONDS - t0)) s after SIGTERM" >> "$RESULTS/complete_triton.txt"
+  cat "$RESULTS/complete_triton.txt"
+  "$PY" bench/serve_triton.py --merged runs/demo-gpu/export/merged --work /tmp/st --runs 3 --in-process \
+    --engines ferrylm-fused,ferrylm-w4a16 --w4a16 runs/demo-gpu/export/vllm-w4a16 --out "$RESULTS/serve_triton_gpu.json"
+}
+
+qlora() {
+  local run=runs/demo-gpu-qlora
+  rm -rf $run; mkdir -p $run; cp -a runs/demo-gpu/data $run/
+  stage train run_dir=$run train.method=qlora train.max_steps=40 train.save_steps=0 train.compile=none \
+    train.eval_batches=4
+  cp $run/train/record.json "$RESULTS/qlora_train_record.json"
+}
+
 planner() {
   .venv/bin/python bench/train_zero.py --work /tmp/ft --out "$RESULTS/planner_heldout.json" \
     lora-1gpu-compile-layers-ckpt25 lora-1gpu-liger-ckpt50 lora-1gpu-compile-layers-liger-mb2 lora-1gpu-compile-layers-r64
@@ -47,6 +96,9 @@ for step in "${@:-all}"; do
   case "$step" in
     install) install ;;
     data|train|export) stage "$step" ;;
+    quant) quant ;;
+    serve) serve ;;
+    qlora) qlora ;;
     eval) stage eval; cp runs/demo-gpu/eval/report.md runs/demo-gpu/eval/report.json "$RESULTS/" ;;
     doctor) "${FERRYLM[@]}" doctor "${CONFIG[@]}" | tee "$RESULTS/doctor.txt" || true ;;
     planner) planner ;;
