@@ -47,21 +47,26 @@ stage() {
 
 quant() {
   local e=runs/demo-gpu/export
+  # Round-to-nearest first: its gate may refuse it (exit 2, the export's record withdrawn); the log keeps
+  # the line. Then GPTQ, whose export (and record) is the one the later steps serve.
+  rm -rf "$e/vllm-w4a16"
+  if stage export export.onnx=false "export.vllm_quantize=[w4a16]" export.w4a16_method=rtn 2>&1 \
+       | tee "$RESULTS/export_rtn.log"; then
+    cp "$e/vllm-w4a16/manifest.json" "$RESULTS/w4a16_rtn_manifest.json"
+  fi
   stage export export.onnx=false "export.vllm_quantize=[w4a16]" 2>&1 | tee "$RESULTS/export_gptq.log"
   cp "$e/vllm-w4a16/manifest.json" "$RESULTS/w4a16_gptq_manifest.json"
-  cp -a "$e/vllm-w4a16" /tmp/w4a16-gptq
-  # Round-to-nearest on the same merged model: its gate may refuse it (exit 2); the log keeps the line.
-  stage export export.onnx=false "export.vllm_quantize=[w4a16]" export.w4a16_method=rtn 2>&1 \
-    | tee "$RESULTS/export_rtn.log" || true
-  [ -f "$e/vllm-w4a16/manifest.json" ] && cp "$e/vllm-w4a16/manifest.json" "$RESULTS/w4a16_rtn_manifest.json"
-  rm -rf "$e/vllm-w4a16"; cp -a /tmp/w4a16-gptq "$e/vllm-w4a16"
 }
 
 serve() {
   local port=8311 url=http://127.0.0.1:8311 pid
   "${FERRYLM[@]}" serve "${CONFIG[@]}" serve.backend=triton serve.port=$port > "$RESULTS/serve_triton.log" 2>&1 &
   pid=$!
-  for _ in $(seq 600); do curl -sf "$url/v2/models/ferrylm/ready" >/dev/null && break; sleep 1; done
+  for _ in $(seq 600); do
+    curl -sf "$url/v2/models/ferrylm/ready" >/dev/null && break
+    kill -0 $pid 2>/dev/null || { cat "$RESULTS/serve_triton.log"; return 1; }
+    sleep 1
+  done
   "${FERRYLM[@]}" complete --triton --url $url --max-tokens 64 "def fibonacci(n):" | tee "$RESULTS/complete_triton.txt"
   echo "bad request (no text_input, no messages):" >> "$RESULTS/complete_triton.txt"
   curl -s -w " -> HTTP %{http_code}\n" -X POST "$url/v2/models/ferrylm/generate_stream" -d '{"max_tokens": 8}' \
