@@ -15,7 +15,10 @@ import math
 import random
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import numpy as np
 
 from ..diskspace import out_of_space
 from ..errors import FerryError
@@ -70,9 +73,10 @@ class _Writer:
         self.examples = 0
         self.targets = 0
 
-    def add(self, ids: list[int], labels: list[int]) -> None:
+    def add(self, ids, labels) -> None:
+        ids, labels = np.asarray(ids, dtype=np.int32), np.asarray(labels, dtype=np.int32)
         self.examples += 1
-        self.targets += len(labels) - labels.count(IGNORE_INDEX)
+        self.targets += int(np.count_nonzero(labels != IGNORE_INDEX))
         self.example_lengths.append(len(ids))
         if self.packer is None:
             self.rows.write({"input_ids": ids, "labels": labels})
@@ -226,14 +230,20 @@ def _cpt(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
     end_id = document_end_id(tokenizer)
     from tqdm import tqdm
 
-    batch = 256
+    def examples_of(chunk):
+        return cpt_examples([doc.text for doc in chunk], [doc.ref.rel for doc in chunk], encoder, fim,
+                            end_id, d.fim_rate, d.fim_spm_rate, d.seed)
+
+    chunks = [docs[i:i + 256] for i in range(0, len(docs), 256)]
     t0 = time.perf_counter()
-    for i in tqdm(range(0, len(docs), batch), desc="tokenize+pack", unit="batch", disable=None, mininterval=2):
-        chunk = docs[i:i + batch]
-        examples = cpt_examples([doc.text for doc in chunk], [doc.ref.rel for doc in chunk], encoder, fim,
-                                end_id, d.fim_rate, d.fim_spm_rate, d.seed)
-        for doc, (ids, labels) in zip(chunk, examples):
-            writers["eval" if doc.ref.repo in held else "train"].add(ids, labels)
+    # The next batch is tokenized (the tokenizer releases the GIL) while this one is packed and written.
+    with ThreadPoolExecutor(1) as ahead:
+        pending = ahead.submit(examples_of, chunks[0]) if chunks else None
+        for k in tqdm(range(len(chunks)), desc="tokenize+pack", unit="batch", disable=None, mininterval=2):
+            examples = pending.result()
+            pending = ahead.submit(examples_of, chunks[k + 1]) if k + 1 < len(chunks) else None
+            for doc, (ids, labels) in zip(chunks[k], examples):
+                writers["eval" if doc.ref.repo in held else "train"].add(ids, labels)
     for doc in docs:
         if doc.ref.repo in held and len(held_out) < 256:
             lines = doc.text.splitlines(keepends=True)

@@ -14,6 +14,7 @@ import unicodedata
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from ..log import get_logger
@@ -134,14 +135,22 @@ def cpt_examples(texts: list[str], keys: list[str], encoder: Encoder, fim: tuple
     out = []
     for kind, k in plans:
         if kind == "plain":
-            seq = ids[k] + [end_id]
+            parts = [ids[k]]
         else:
             pre, mid, suf = ids[k], ids[k + 1], ids[k + 2]
             p, m, s = fim
-            seq = ([p] + pre + [s] + suf + [m] + mid if kind == "psm" else [p, s] + suf + [m] + pre + mid) + [end_id]
+            parts = [[p], pre, [s], suf, [m], mid] if kind == "psm" else [[p, s], suf, [m], pre, mid]
+        seq = np.empty(sum(map(len, parts)) + 1, dtype=np.int32)
+        at = 0
+        for part in parts:      # each list converted once, straight into the row's array
+            seq[at:at + len(part)] = part
+            at += len(part)
+        seq[-1] = end_id
         # The first token is never a target: in a packed row it would be predicted from the
         # previous document.
-        out.append((seq, [IGNORE_INDEX] + seq[1:]))
+        labels = seq.copy()
+        labels[0] = IGNORE_INDEX
+        out.append((seq, labels))
     return out
 
 
@@ -155,29 +164,35 @@ class Packer:
 
     def __init__(self, max_len: int, open_rows: int = 16):
         self.max_len, self.open_rows = max_len, open_rows
-        self._rows: list[dict] = []
+        self._rows: list[list] = []        # [tokens so far, [(ids, labels) pieces]]
         self.examples = 0
 
-    def add(self, ids: list[int], labels: list[int]) -> Iterator[dict]:
+    def add(self, ids, labels) -> Iterator[dict]:
+        ids, labels = np.asarray(ids, dtype=np.int32), np.asarray(labels, dtype=np.int32)
         for start in range(0, len(ids), self.max_len):
             piece, lab = ids[start:start + self.max_len], labels[start:start + self.max_len]
             if start:
-                lab = [IGNORE_INDEX] + lab[1:]
-            row = next((r for r in self._rows if len(r["input_ids"]) + len(piece) <= self.max_len), None)
+                lab = lab.copy()
+                lab[0] = IGNORE_INDEX
+            row = next((r for r in self._rows if r[0] + len(piece) <= self.max_len), None)
             if row is None:
-                row = {"input_ids": [], "labels": [], "position_ids": []}
+                row = [0, []]
                 self._rows.append(row)
-            row["input_ids"] += piece
-            row["labels"] += lab
-            row["position_ids"] += range(len(piece))
+            row[0] += len(piece)
+            row[1].append((piece, lab))
             self.examples += 1
             if len(self._rows) > self.open_rows:
-                fullest = max(range(len(self._rows)), key=lambda i: len(self._rows[i]["input_ids"]))
-                yield self._rows.pop(fullest)
+                fullest = max(range(len(self._rows)), key=lambda i: self._rows[i][0])
+                yield _packed(self._rows.pop(fullest)[1])
 
     def finish(self) -> Iterator[dict]:
-        yield from self._rows
+        yield from (_packed(pieces) for _, pieces in self._rows)
         self._rows = []
+
+
+def _packed(pieces: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+    return {"input_ids": np.concatenate([p for p, _ in pieces]), "labels": np.concatenate([lab for _, lab in pieces]),
+            "position_ids": np.concatenate([np.arange(len(p), dtype=np.int32) for p, _ in pieces])}
 
 
 class ArrowRows:
@@ -202,7 +217,12 @@ class ArrowRows:
     def _write_batch(self) -> None:
         if not self._buf:
             return
-        arrays = [pa.array([r[c] for r in self._buf], type=pa.list_(pa.int32())) for c in self.columns]
+        arrays = []
+        for c in self.columns:      # one int32 buffer and its offsets per column: no Python int is touched
+            values = [np.asarray(r[c], dtype=np.int32) for r in self._buf]
+            offsets = np.zeros(len(values) + 1, dtype=np.int32)
+            np.cumsum([len(v) for v in values], out=offsets[1:])
+            arrays.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.concatenate(values))))
         self._writer.write_batch(pa.record_batch(arrays, names=self.columns))
         self._buf = []
 

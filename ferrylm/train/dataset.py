@@ -62,7 +62,7 @@ def packing_self_test(model, row: dict) -> tuple[float, float]:
     device = next(model.parameters()).device
 
     def summed(ids, labels, pos=None) -> tuple[float, int]:
-        t = lambda x: torch.tensor([list(x)], device=device)  # noqa: E731
+        t = lambda x: torch.tensor([list(x)], dtype=torch.long, device=device)  # noqa: E731
         kwargs = {"position_ids": t(pos)} if pos is not None else {}
         # use_cache=False as in training: with a cache object transformers ignores packed positions.
         out = model(input_ids=t(ids), labels=t(labels), use_cache=False, **kwargs)

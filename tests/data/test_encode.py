@@ -6,7 +6,7 @@ import pytest
 from tokenizers import Regex, normalizers, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from ferrylm.data.encode import ArrowRows, Encoder, Packer, cpt_examples, fim_token_ids, load_rows
+from ferrylm.data.encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids, load_rows
 from ferrylm.data.render import IGNORE_INDEX
 from ferrylm.models import load_tokenizer
 
@@ -60,10 +60,11 @@ def test_fill_in_the_middle_uses_the_tokenizers_fim_tokens(qwen_style, smollm2_d
     assert fim_token_ids(load_tokenizer(smollm2_dir)) is None       # SmolLM2 has none: plain code
     texts = _texts(40)[:40]
     keys = [f"k{i}" for i in range(len(texts))]
-    end = qwen_style.eos_token_id
+    end = document_end_id(qwen_style)
     out = cpt_examples(texts, keys, Encoder(qwen_style, 2), (pre, mid, suf), end, fim_rate=1.0, spm_rate=0.5, seed=0)
     orders = set()
     for text, (ids, labels) in zip(texts, out):
+        ids, labels = ids.tolist(), labels.tolist()
         assert ids[0] == pre and ids[-1] == end and labels[0] == IGNORE_INDEX and labels[1:] == ids[1:]
         assert ids.count(pre) == ids.count(mid) == ids.count(suf) == 1
         if ids[1] == suf:                                   # SPM: <pre><suf> s <mid> p m
@@ -76,7 +77,7 @@ def test_fill_in_the_middle_uses_the_tokenizers_fim_tokens(qwen_style, smollm2_d
             assert qwen_style.decode(p) + qwen_style.decode(m) + qwen_style.decode(s) == text
     assert orders == {"psm", "spm"}
     again = cpt_examples(texts, keys, Encoder(qwen_style, 2), (pre, mid, suf), end, 1.0, 0.5, seed=0)
-    assert again == out                                     # deterministic per seed and document
+    assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(again, out))  # per seed and document
 
 
 def test_packer_keeps_every_token_and_restarts_positions(tmp_path):
@@ -84,6 +85,7 @@ def test_packer_keeps_every_token_and_restarts_positions(tmp_path):
                 for i, n in enumerate([5, 9, 3, 12, 7, 30, 2])]   # 30 > max_len: cut into pieces
     packer = Packer(max_len=16, open_rows=2)
     rows = [r for ids, lab in examples for r in packer.add(ids, lab)] + list(packer.finish())
+    rows = [{k: v.tolist() for k, v in r.items()} for r in rows]
     assert all(len(r["input_ids"]) <= 16 for r in rows)
     assert sorted(x for r in rows for x in r["input_ids"]) == sorted(x for ids, _ in examples for x in ids)
     for r in rows:
