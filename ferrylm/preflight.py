@@ -32,12 +32,28 @@ def _sources(cfg: Config) -> None:
             raise MissingInput(f"data.jsonl_files: {f} does not exist")
 
 
+# What an export option needs installed: (module, pip name, the version the install profiles pin).
+_EXPORT_PACKAGES = {"vllm_quantize": ("compressed_tensors", "compressed-tensors==0.17.0"),
+                    "onnx": ("onnxruntime", "onnxruntime")}
+
+
+def _export_packages(cfg: Config) -> None:
+    import importlib.util
+
+    for key, (module, pip_name) in _EXPORT_PACKAGES.items():
+        if getattr(cfg.export, key) and importlib.util.find_spec(module) is None:
+            raise MissingInput(f"export.{key}: needs {pip_name.split('==')[0]}, which is not installed "
+                               f"(pip install {pip_name}; `make install` does it)")
+
+
 def check_inputs(stage: str, cfg: Config) -> None:
     """Raise a FerryError naming the key or the stage to run first; silent when all is there."""
     if stage in ("data", "run", "train", "export"):
         _model(cfg)
     if stage in ("data", "run"):
         _sources(cfg)
+    if stage in ("export", "run"):
+        _export_packages(cfg)
     needs = {"train": ("data",), "export": ("data", "train"), "eval": ("data",)}.get(stage, ())
     if stage == "serve" and not cfg.serve.model and cfg.serve.backend == "vllm":
         needs = ("train",) if cfg.serve.lora else ("export",)

@@ -56,3 +56,15 @@ def test_every_command_the_parser_knows_has_its_function():
 
     sub = next(a for a in cli._parser()._actions if a.dest == "command")
     assert set(sub.choices) == set(cli.COMMANDS)
+
+
+def test_an_export_option_whose_package_is_missing_is_one_line_before_any_work(tmp_path):
+    """Seen on a GPU machine: compressed-tensors absent, the export merged and checked the model and then
+    died in a traceback. Now it is refused first, naming the key and what to install."""
+    hide = "import sys; sys.modules['compressed_tensors'] = None\n"
+    done = subprocess.run([sys.executable, "-c", hide + _PROBE, "export", f"run_dir={tmp_path}",
+                           "export.vllm_quantize=[w4a16]"], capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"code": 2, "heavy": []}, done.stderr
+    err = [line for line in done.stderr.splitlines() if line.startswith("ferrylm:")]
+    assert err == ["ferrylm: error: export.vllm_quantize: needs compressed-tensors, which is not installed "
+                   "(pip install compressed-tensors==0.17.0; `make install` does it)"], done.stderr
