@@ -73,7 +73,8 @@ serve() {
     >> "$RESULTS/complete_triton.txt"
   "${FERRYLM[@]}" complete --triton --url $url --max-tokens 200 "def quicksort(xs):" > /tmp/inflight.txt &
   local client=$!
-  sleep 0.5; kill -TERM $pid; local t0=$SECONDS
+  for _ in $(seq 300); do [ -s /tmp/inflight.txt ] && break; sleep 0.1; done   # its first words arrived
+  kill -TERM $pid; local t0=$SECONDS
   local rc=0; wait $client || rc=$?
   echo "stream in flight at SIGTERM: client exit $rc, $(wc -c < /tmp/inflight.txt) characters" >> "$RESULTS/complete_triton.txt"
   rc=0; wait $pid || rc=$?

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -36,7 +37,10 @@ def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path, 
         raise ValueError("a W4A16 artifact is served by the fused engine only")
     templates = resources.files("ferrylm") / "templates"
     config = (templates / "triton_config.pbtxt").read_text()
-    site_packages = ":".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    # The exporting environment as the stub must see it: PYTHONPATH's entries first (a machine with packages
+    # carried beside its own, e.g. --target dirs), then the interpreter's site-packages.
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
+    site_packages = ":".join(dict.fromkeys(extra + [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]))
     values = {"name": name, "model_dir": str(Path(model_dir).resolve()), "site_packages": site_packages,
               "engine": engine, "max_len": str(max_len), "w4a16": "1" if w4a16 else ""}
     for key, value in values.items():

@@ -32,6 +32,12 @@ class TritonPythonModel:
         # the model (config.pbtxt's site_packages).
         for path in filter(None, params.get("site_packages", "").split(":")):
             site.addsitedir(path)
+        # The stub needs numpy 1 (it garbles string tensors under numpy 2), but packages of the exporting
+        # environment may be written for numpy 2 and use the aliases it brought back (seen on a GPU
+        # image: `np.long` in what transformers' generation imports). On Linux they are these dtypes.
+        for alias, dtype in (("long", np.int64), ("ulong", np.uint64), ("bool", np.bool_)):
+            if not hasattr(np, alias):
+                setattr(np, alias, dtype)
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(params["model_dir"])
