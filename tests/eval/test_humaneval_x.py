@@ -201,7 +201,9 @@ def test_rust_canonical_solutions_pass_and_wrong_or_early_exits_fail():
     assert {r["task_id"]: r["result"] for r in results[:len(some)]} == {
         p["task_id"]: RUST_KNOWN.get(p["task_id"], "passed") for p in some}
     verdicts = dict(zip(wrong, (r["result"] for r in results[len(some):])))
-    assert verdicts["wrong answer"] == "failed: run step main failed (exit code 101)", verdicts     # the panic
+    # The failed assert panics (exit 101); once in a fresh make test on a loaded machine the panic's
+    # unwinding aborted instead (SIGABRT). Either way the program failed on its own assertion.
+    assert verdicts["wrong answer"] in ("failed: run step main failed (exit code 101)", "failed: killed by SIGABRT"), verdicts
     assert verdicts["does not compile"].startswith("failed: compile step rustc failed (exit code 1): error[E0425]")
     assert verdicts["exits 0 before the tests"] == "failed: exited before the tests finished (exit code 0)"
 
