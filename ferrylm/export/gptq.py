@@ -145,7 +145,7 @@ def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> d
     for m in quantized:     # compressed-tensors would fake-quantize with scales not chosen yet
         m.quantization_enabled = False
     inputs = _layer_inputs(model, layers, rows, device)
-    worst = 0.0
+    worst, quantized_layers = 0.0, 0
     for index, layer in enumerate(layers):
         hessians = _hessians(layer, inputs)
         for name, module in layer.named_modules():
@@ -157,6 +157,7 @@ def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> d
             module.weight.copy_(q.to(module.weight.dtype))
             module.weight_scale.copy_(scales.to(module.weight_scale.dtype).reshape(module.weight_scale.shape))
             module.weight_zero_point.zero_()
+            quantized_layers += 1
         inputs = _outputs(layer, inputs)
         if log:
             log.info("gptq: layer %d/%d quantized", index + 1, len(layers))
@@ -164,7 +165,7 @@ def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> d
         m.quantization_enabled = True
     return {"method": "GPTQ (calibrated; per-group clipping chosen by input-weighted error)",
             "calibration_rows": len(rows), "calibration_tokens": sum(map(len, rows)),
-            "worst_layer_output_error": worst}
+            "worst_layer_output_error": worst, "layers_quantized": quantized_layers}
 
 
 def _relative_error(w: torch.Tensor, q: torch.Tensor, hessian: torch.Tensor) -> float:

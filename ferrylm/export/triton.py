@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import json
-import shutil
 import os
+import shutil
 import sys
 from importlib import resources
 from pathlib import Path

@@ -98,14 +98,16 @@ def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, gro
         check_group_size(model, group_size)
     scheme = scheme_for(kind, group_size)
     apply_quantization_config(model, QuantizationConfig(config_groups={"group_0": scheme}, ignore=["lm_head"]))
-    layers = set_round_to_nearest_scales(model)
-    method = {"method": "round-to-nearest (no calibration)"}
-    if kind == "w4a16" and calibration:
+    if kind == "w4a16" and calibration:     # GPTQ chooses the scales itself: no rounding pass first
         from .gptq import quantize_model
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
         method = quantize_model(model.to(device), calibration, group_size)
+        layers = method.pop("layers_quantized")
         model.to("cpu")
+    else:
+        layers = set_round_to_nearest_scales(model)
+        method = {"method": "round-to-nearest (no calibration)"}
     compressor = ModelCompressor.from_pretrained_model(model, quantization_format=SCHEMES[kind][1])
     compressor.compress_model(model)
     out_dir = Path(out_dir)
