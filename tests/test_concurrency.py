@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -68,7 +69,11 @@ def test_an_interrupted_data_stage_leaves_nothing_the_train_stage_uses(tmp_path,
     run = tmp_path / "run"
     cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "data.workers=1")
     run_data(cfg)                                  # a finished run ...
-    proc = _ferrylm("data", *_overrides(run, tiny_qwen2_dir, tiny_corpus))   # ... then a re-run, killed
+    # ... then a re-run, killed while its rows are open. It scans a whole standard library: with the
+    # tiny corpus that window was shorter than one scheduling delay of this test on a loaded 2-core
+    # machine, and the run had finished before the signal was sent.
+    stdlib = sysconfig.get_paths()["stdlib"]
+    proc = _ferrylm("data", *_overrides(run, tiny_qwen2_dir, stdlib))
     data = run / "data"
     if when == "locked":
         _wait_for(lambda: f"pid {proc.pid}" in (run / ".data.lock").read_text(), proc=proc)

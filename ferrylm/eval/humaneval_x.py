@@ -80,6 +80,11 @@ public class Main {
     }
 }
 """
+# glibc gives each thread of a multi-threaded compiler (javac, rustc's LLVM) its own 64 MB arena
+# reservation, and how many it makes depends on contention: rustc took 500 MB to over 1 GB of address
+# space for one HumanEval-X program and, on a loaded machine, died of LLVM's "out of memory" under the
+# 1 GB limit. Two arenas keep it under 500 MB (tests/eval/test_humaneval_x.py holds it under 512).
+_FEW_ARENAS = ["/usr/bin/env", "MALLOC_ARENA_MAX=2"]
 # The JVM reserves far more address space than it uses; these keep it (javac's too) under the
 # sandbox's memory limit and its thread count under the process limit.
 _JVM = ["-Xmx256m", "-Xss4m", "-XX:ReservedCodeCacheSize=64m", "-XX:MaxMetaspaceSize=128m",
@@ -91,10 +96,9 @@ def _java_program(problem: dict, completion: str, libs: str | None = None) -> di
     if not n:
         raise ValueError(f"{problem['task_id']}: its test has no `public class Main`")
     javac, java = (os.path.realpath(shutil.which(t) or t) for t in ("javac", "java"))   # not via /etc/alternatives
-    env = ["/usr/bin/env", "MALLOC_ARENA_MAX=2"]     # glibc's per-thread arenas would take the address space
     return {"files": {"Main.java": problem["prompt"] + completion + "\n" + test + _JAVA_HARNESS},
-            "steps": [[*env, javac, *(f"-J{o}" for o in _JVM), "-nowarn", "-encoding", "UTF-8", "Main.java"],
-                      [*env, java, *_JVM, "--add-opens", "java.base/java.io=ALL-UNNAMED", "-cp", ".", "Main"]]}
+            "steps": [[*_FEW_ARENAS, javac, *(f"-J{o}" for o in _JVM), "-nowarn", "-encoding", "UTF-8", "Main.java"],
+                      [*_FEW_ARENAS, java, *_JVM, "--add-opens", "java.base/java.io=ALL-UNNAMED", "-cp", ".", "Main"]]}
 
 
 _GO_HARNESS = """
@@ -142,7 +146,7 @@ def _rust_program(problem: dict, completion: str, libs: str) -> dict:
             "        let _ = unsafe { std::fs::File::from_raw_fd(3) }.write_all(token.as_bytes());\n    }\n}\n")
     source = _rust_prompt(problem) + completion + "\n" + test + main
     return {"files": {"main.rs": source},
-            "steps": [[hx_libs.RUSTC, "--edition", "2021", "-C", "opt-level=0", "--cap-lints", "allow", "-A", "warnings",
+            "steps": [[*_FEW_ARENAS, hx_libs.RUSTC, "--edition", "2021", "-C", "opt-level=0", "--cap-lints", "allow", "-A", "warnings",
                        "-C", "debuginfo=0", "-C", "strip=debuginfo",
                        "-C", f"linker={os.path.realpath(shutil.which('cc') or 'cc')}",   # not via /etc/alternatives
                        "-L", f"dependency={libs}/deps", *hx_libs.rust_externs(libs), "main.rs", "-o", "main"],

@@ -104,9 +104,9 @@ def _run_steps(files, steps, token):
             said = _first_error("step.txt")[:300] if not last else ""   # the compiler's own word for it
             print(f"{what} step {os.path.basename(tool)} failed ({code}){': ' + said if said else ''}", file=sys.stderr)
             sys.stderr.flush()
-            if os.WIFSIGNALED(status):
+            if last and os.WIFSIGNALED(status):
                 os.kill(os.getpid(), os.WTERMSIG(status))   # the program's own signal is the verdict
-            os._exit(1)
+            os._exit(1)   # a compiler's crash is said as one, with its last word (LLVM's "out of memory")
     os._exit(0)
 
 

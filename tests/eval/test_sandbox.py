@@ -35,6 +35,13 @@ def test_basic_outcomes():
     assert run_program("import os; assert 'PYTHONPATH' not in os.environ and os.environ['HOME'] == os.getcwd()") == "passed"
 
 
+def test_a_compiler_that_crashes_is_named_and_a_program_that_crashes_is_killed():
+    crash = ["/bin/sh", "-c", "echo 'LLVM ERROR: out of memory' >&2; kill -ABRT $$"]
+    assert run_program({"files": {}, "steps": [crash, ["/bin/true"]]}) == \
+        "failed: compile step sh failed (signal SIGABRT): LLVM ERROR: out of memory"
+    assert run_program({"files": {}, "steps": [["/bin/true"], crash]}) == "failed: killed by SIGABRT"
+
+
 EARLY_EXITS = {
     "sys.exit(0)": "import sys\nsys.exit(0)\n",
     "raise SystemExit": "raise SystemExit\n",
