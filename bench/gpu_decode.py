@@ -99,6 +99,8 @@ VARIANTS = {
     "gemv": ("FusedDecoder on the Triton matrix-vector kernel (gemv.py: tuned per shape, PDL on Hopper)",
              dict(gemv=True, tune=False)),
     "int4": ("FusedDecoder with W4A16 weights (round to nearest, --int4-group) on torch's int4 kernel", dict(fused=True)),
+    "int4-gemv": ("the same W4A16 weights on the 4-bit Triton matrix-vector kernel (gemv4.py) in the fused step",
+                  dict(gemv=True, tune=False)),
 }
 
 
@@ -113,6 +115,23 @@ def int4_kernel_error(group: int) -> float:
     x = torch.randn(1, 3584, device="cuda", dtype=torch.bfloat16)
     want = x.float() @ deq.t()
     got = Int4WeightLinear(q, scale, None, group)(x).float()
+    return ((got - want).abs().max() / want.abs().max()).item()
+
+
+def gemv4_kernel_error(group: int) -> float:
+    """Relative max error of the 4-bit Triton kernel against its own dequantized weights (7B MLP shape,
+    the gate/up product with its norm and SiLU epilogue)."""
+    from ferrylm.engine.gemv import SILU, Epilogue
+    from ferrylm.engine.gemv4 import gemv4, gemv4_reference, pack_int4
+    from ferrylm.engine.int4 import round_to_nearest_int4
+
+    w = torch.randn(2 * 18944, 3584, device="cuda", dtype=torch.bfloat16) * 0.02
+    q, scale = round_to_nearest_int4(w, group)
+    packed, x = pack_int4(q), torch.randn(3584, device="cuda", dtype=torch.bfloat16)
+    g = torch.rand(3584, device="cuda", dtype=torch.bfloat16) + 0.5
+    e = Epilogue(1e-6, SILU, 2 * 18944)
+    want = gemv4_reference(x, packed, scale, group, None, e, g)
+    got = gemv4(x, packed, scale, group, None, 1, 512, 4, 1, epilogue=e, norm_weight=g).float()
     return ((got - want).abs().max() / want.abs().max()).item()
 
 
@@ -154,7 +173,7 @@ def main() -> None:
     def hf(**kw):
         return lambda: model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, **kw)
 
-    runs, extra = {}, {}
+    runs, extra, tokens, all_logits = {}, {}, {}, {}
     if not args.skip_hf:
         runs["transformers default"] = timed(hf(), 2)
         hf(cache_implementation="static")()
@@ -169,6 +188,9 @@ def main() -> None:
         if variant == "int4":
             kwargs["int4_group"] = args.int4_group
             extra["int4_kernel_rel_error"] = int4_kernel_error(args.int4_group)
+        if variant == "int4-gemv":
+            kwargs["int4_group"] = args.int4_group
+            extra["gemv4_kernel_rel_error"] = gemv4_kernel_error(args.int4_group)
         engine = Engine(model, max_len=args.prompt + n + 8, **kwargs)
         t0 = time.perf_counter()
         engine.generate_timed(ids[0].tolist(), n)
@@ -176,10 +198,22 @@ def main() -> None:
         extra[f"warmup_s_{variant}"] = time.perf_counter() - t0
         timings = [engine.generate_timed(ids[0].tolist(), n) for _ in range(args.runs)]
         runs[f"Engine {variant}"] = [t["total_s"] for t in timings]
+        # As each variant ends: a run stopped at a time limit still says what it measured.
+        print(variant, f"warm-up {extra[f'warmup_s_{variant}']:.0f} s", "runs", runs[f"Engine {variant}"], flush=True)
+        tokens[variant] = timings[-1]["tokens"]
+        if getattr(engine, "gemv_configs", None):
+            extra[f"gemv_configs_{variant}"] = {str(k): v for k, v in engine.gemv_configs.items()}
         extra[f"ttft_s_{variant}"] = statistics.median(t["ttft_s"] for t in timings)
         with torch.no_grad():
             logits = (engine.decoder(ids, torch.arange(ids.shape[1], device=ids.device)) if engine.decoder is not None
                       else model(ids, use_cache=False).logits)[0].float()
+        all_logits[variant] = logits
+        if variant == "int4-gemv" and "int4" in all_logits:   # the same 4-bit weights on two kernels
+            extra["kl_int4_gemv_vs_int4"] = torch.nn.functional.kl_div(
+                logits.log_softmax(-1), all_logits["int4"].log_softmax(-1), log_target=True, reduction="batchmean").item()
+            extra["prompt_argmax_agreement_int4_gemv_vs_int4"] = (
+                logits.argmax(-1) == all_logits["int4"].argmax(-1)).float().mean().item()
+            extra["decoded_tokens_equal_int4_gemv_vs_int4"] = sum(a == b for a, b in zip(tokens["int4"], tokens[variant]))
         if ref is None:
             ref = logits
         else:

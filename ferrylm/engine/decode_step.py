@@ -134,6 +134,9 @@ def fold_norms(decoder) -> None:
     output layer): W (g * x) = (W diag g) x. The decoder's own norms then skip their weights."""
     def fold(owner, name, g):
         linear = getattr(owner, name)
+        if hasattr(linear, "norm_weight"):   # 4-bit integers cannot take it: the kernel multiplies x instead
+            linear.norm_weight = g
+            return
         linear.weight = torch.nn.Parameter((linear.weight.float() * g.float()).to(linear.weight.dtype),
                                            requires_grad=False)   # a new tensor: the model's stays as it was
     for layer in decoder.layers:
@@ -147,7 +150,7 @@ def epilogues(decoder) -> dict:
     """Each fused matrix's epilogue in `decode_step`."""
     eps, d = decoder.eps, decoder.head_dim
     return {"wqkv": Epilogue(eps, ROPE, d, (decoder.n_heads + decoder.n_kv) * d, decoder.rope_scale),
-            "wo": Epilogue(residual=True), "w13": Epilogue(eps, SILU, decoder.layers[0].w13.weight.shape[0]),
+            "wo": Epilogue(residual=True), "w13": Epilogue(eps, SILU, decoder.layers[0].w13.out_features),
             "w2": Epilogue(residual=True), "lm_head": Epilogue(eps)}
 
 
@@ -167,9 +170,11 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
                  fused_step: bool = True, fixed: Optional[dict] = None) -> dict:
     """Put every linear layer of the fused decoder (and its output layer) on `gemv`, one tuned
     configuration per weight shape and epilogue (or `configs` {(n, k, epilogue): cfg}, or one `fixed`
-    configuration for all); with
-    `fused_step`, one-token steps run `decode_step` (norms, rotary positions, SiLU gate and
-    residual adds inside the kernels). Returns the configurations used."""
+    configuration for all); 4-bit layers (gemv4.Gemv4Linear) on `gemv4` likewise, keyed
+    ("int4", n, k, group, epilogue). With `fused_step`, one-token steps run `decode_step` (norms,
+    rotary positions, SiLU gate and residual adds inside the kernels). Returns the configurations used."""
+    from .gemv4 import Gemv4Linear, tune4
+
     pdl = supports_pdl() if pdl is None else pdl
     configs = dict(configs or {})
     if fused_step:
@@ -182,6 +187,14 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
         if key not in configs:
             configs[key] = fixed or tune(linear.weight.detach(), pdl, epilogue)
         setattr(owner, name, GemvLinear(linear, configs[key], pdl, epilogue))
+    for layer in decoder.layers:
+        for name, child in layer.named_children():
+            if isinstance(child, Gemv4Linear):
+                epilogue = kinds.get(name, Epilogue())
+                key = ("int4", child.out_features, child.in_features, child.group_size, epilogue)
+                if key not in configs:
+                    configs[key] = fixed or tune4(child, pdl, epilogue)
+                child.configure(configs[key], pdl, epilogue)
     if fused_step:
         decoder.one_token_step = decode_step
     return configs

@@ -24,16 +24,18 @@ class Engine:
     `w4a16_dir` gives them the export stage's W4A16 artifact's own integers and scales; `gemv=True`
     (CUDA, bf16) puts its linear layers on the Triton matrix-vector kernel of `gemv.py` instead and
     runs each one-token step through `decode_step.py` (norms, rotary positions, SiLU gate, residual adds
-    and attention inside Triton kernels)."""
+    and attention inside Triton kernels); with `int4_group` or `w4a16_dir` too, the 4-bit layers run on
+    the 4-bit kernel of `gemv4.py` instead of torch's int4 kernel. `gemv_fixed` (block_n, block_k,
+    num_warps, num_stages) skips tuning the kernels per shape."""
 
     def __init__(self, model, max_len: int = 2048, compile: bool | None = None, tune: bool = True,
                  fused: bool = False, int4_group: int | None = None, w4a16_dir: str | None = None,
-                 gemv: bool = False):
+                 gemv: bool = False, gemv_fixed: dict | None = None):
         from transformers import StaticCache
 
-        layers = [name for name, on in (("int4_group", int4_group), ("w4a16_dir", w4a16_dir), ("gemv", gemv)) if on]
-        if len(layers) > 1:    # each replaces the decoder's linear layers: one would silently win
-            raise ValueError(f"Engine: {' and '.join(layers)} each choose the decoder's linear layers; give one")
+        layers = [name for name, on in (("int4_group", int4_group), ("w4a16_dir", w4a16_dir)) if on]
+        if len(layers) > 1:    # each gives the decoder its 4-bit weights: one would silently win
+            raise ValueError(f"Engine: {' and '.join(layers)} each choose the decoder's 4-bit weights; give one")
 
         import torch._inductor.config as inductor
 
@@ -59,18 +61,7 @@ class Engine:
             raise ValueError("Engine(gemv=True): the Triton matrix-vector kernel runs on CUDA GPUs only")
         self.decoder = None
         if fused or int4_group or w4a16_dir or gemv:
-            from .fused import FusedDecoder
-            from .int4 import int4_from_w4a16, int4_weights
-
-            self.decoder = FusedDecoder(model, max_len)
-            if w4a16_dir:
-                int4_from_w4a16(self.decoder, w4a16_dir)
-            elif int4_group:
-                int4_weights(self.decoder, int4_group)
-            elif gemv:
-                from .decode_step import gemv_weights
-
-                self.gemv_configs = gemv_weights(self.decoder)
+            self.decoder = self._fused_decoder(max_len, int4_group, w4a16_dir, gemv, gemv_fixed)
         else:
             self.cache = StaticCache(config=model.config, max_cache_len=max_len)
         compile = self.device.type == "cuda" if compile is None else compile
@@ -84,6 +75,24 @@ class Engine:
         for buf in (self._token, self._pos, self._tokens):
             torch._dynamo.mark_static_address(buf)
         self._step = torch.compile(self._advance, mode="reduce-overhead", fullgraph=True) if compile else self._advance
+
+    def _fused_decoder(self, max_len, int4_group, w4a16_dir, gemv, gemv_fixed):
+        from .fused import FusedDecoder
+        from .int4 import int4_from_w4a16, int4_weights
+
+        decoder = FusedDecoder(self.model, max_len)
+        make = None
+        if gemv:
+            from .gemv4 import Gemv4Linear as make
+        if w4a16_dir:
+            int4_from_w4a16(decoder, w4a16_dir, make)
+        elif int4_group:
+            int4_weights(decoder, int4_group, make)
+        if gemv:
+            from .decode_step import gemv_weights
+
+            self.gemv_configs = gemv_weights(decoder, fixed=gemv_fixed)
+        return decoder
 
     @classmethod
     def from_pretrained(cls, model_dir: str, dtype=torch.bfloat16, device: str | None = None, **kw) -> "Engine":

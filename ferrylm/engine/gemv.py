@@ -42,17 +42,55 @@ if triton is not None:
         return v.to(like_ptr.dtype.element_ty).to(tl.float32)
 
     @triton.jit
+    def _rows(pid, PAIR: tl.constexpr, PERIOD: tl.constexpr, BLOCK_N: tl.constexpr):
+        """This program's first-half rows: rows r and r + PERIOD/2 of each PERIOD-row group when paired
+        (SiLU's gate and up, RoPE's two halves)."""
+        if PAIR == 0:
+            return pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        per_group: tl.constexpr = (PERIOD // 2) // BLOCK_N
+        return (pid // per_group) * PERIOD + (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
+
+    @triton.jit
+    def _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
+                  HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
+                  ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr):
+        """Everything after the dot products ya (and yb, the paired rows; sq: x's squares, for NORM):
+        shared by the bf16 kernel here and the 4-bit one of gemv4.py."""
+        HALF: tl.constexpr = PERIOD // 2
+        if NORM:   # RMS norm of x, its weight folded into w's columns: W (g * x / rms(x)) = (W g) x / rms(x)
+            inv_rms = tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
+            ya = ya * inv_rms
+            if PAIR != 0:
+                yb = yb * inv_rms
+        if HAS_BIAS:
+            ya += tl.load(b_ptr + rows).to(tl.float32)
+            if PAIR != 0:
+                yb += tl.load(b_ptr + rows + HALF).to(tl.float32)
+        if PAIR == 1:    # silu(gate) * up, written at the gate's rows: an output of N/2
+            gate = _round(ya, y_ptr)
+            tl.store(y_ptr + rows, (_round(gate * tl.sigmoid(gate), y_ptr) * _round(yb, y_ptr)).to(y_ptr.dtype.element_ty))
+        elif PAIR == 2:  # rotary positions on the rows below ROPE_ROWS (q and k heads of PERIOD = head_dim)
+            per_group: tl.constexpr = HALF // BLOCK_N
+            half_dim = (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
+            angle = tl.load(pos_ptr).to(tl.float32) * tl.load(freq_ptr + half_dim)
+            cos, sin = _round(tl.cos(angle) * rope_scale, y_ptr), _round(tl.sin(angle) * rope_scale, y_ptr)
+            ya, yb = _round(ya, y_ptr), _round(yb, y_ptr)
+            rope = rows < ROPE_ROWS
+            tl.store(y_ptr + rows, tl.where(rope, ya * cos - yb * sin, ya).to(y_ptr.dtype.element_ty))
+            tl.store(y_ptr + rows + HALF, tl.where(rope, yb * cos + ya * sin, yb).to(y_ptr.dtype.element_ty))
+        else:
+            if RESIDUAL:   # the residual stream plus this layer's (rounded) output, as transformers adds
+                ya = _round(ya, y_ptr) + tl.load(r_ptr + rows).to(tl.float32)
+            tl.store(y_ptr + rows, ya.to(y_ptr.dtype.element_ty))
+
+    @triton.jit
     def _gemv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
                      HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                      ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      EVEN_K: tl.constexpr, PDL: tl.constexpr):
         pid = tl.program_id(0)
         HALF: tl.constexpr = PERIOD // 2
-        if PAIR == 0:
-            rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-        else:   # rows r and r + PERIOD/2 of each PERIOD-row group: SiLU's gate and up, RoPE's two halves
-            per_group: tl.constexpr = HALF // BLOCK_N
-            rows = (pid // per_group) * PERIOD + (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
         a_ptrs = w_ptr + rows[:, None].to(tl.int64) * K + cols[None, :]
         b_ptrs = a_ptrs + HALF * K
@@ -75,8 +113,7 @@ if triton is not None:
         acc_a = wa.to(tl.float32) * x[None, :]
         if PAIR != 0:
             acc_b = wb.to(tl.float32) * x[None, :]
-        if NORM:
-            sq = x * x
+        sq = x * x
         for k in range(BLOCK_K, K, BLOCK_K):
             if EVEN_K:
                 wa = tl.load(a_ptrs + k)
@@ -97,30 +134,10 @@ if triton is not None:
         ya = tl.sum(acc_a, axis=1)
         if PAIR != 0:
             yb = tl.sum(acc_b, axis=1)
-        if NORM:   # RMS norm of x, its weight folded into w's columns: W (g * x / rms(x)) = (W g) x / rms(x)
-            inv_rms = tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
-            ya = ya * inv_rms
-            if PAIR != 0:
-                yb = yb * inv_rms
-        if HAS_BIAS:
-            ya += tl.load(b_ptr + rows).to(tl.float32)
-            if PAIR != 0:
-                yb += tl.load(b_ptr + rows + HALF).to(tl.float32)
-        if PAIR == 1:    # silu(gate) * up, written at the gate's rows: an output of N/2
-            gate = _round(ya, y_ptr)
-            tl.store(y_ptr + rows, (_round(gate * tl.sigmoid(gate), y_ptr) * _round(yb, y_ptr)).to(y_ptr.dtype.element_ty))
-        elif PAIR == 2:  # rotary positions on the rows below ROPE_ROWS (q and k heads of PERIOD = head_dim)
-            half_dim = (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
-            angle = tl.load(pos_ptr).to(tl.float32) * tl.load(freq_ptr + half_dim)
-            cos, sin = _round(tl.cos(angle) * rope_scale, y_ptr), _round(tl.sin(angle) * rope_scale, y_ptr)
-            ya, yb = _round(ya, y_ptr), _round(yb, y_ptr)
-            rope = rows < ROPE_ROWS
-            tl.store(y_ptr + rows, tl.where(rope, ya * cos - yb * sin, ya).to(y_ptr.dtype.element_ty))
-            tl.store(y_ptr + rows + HALF, tl.where(rope, yb * cos + ya * sin, yb).to(y_ptr.dtype.element_ty))
         else:
-            if RESIDUAL:   # the residual stream plus this layer's (rounded) output, as transformers adds
-                ya = _round(ya, y_ptr) + tl.load(r_ptr + rows).to(tl.float32)
-            tl.store(y_ptr + rows, ya.to(y_ptr.dtype.element_ty))
+            yb = ya
+        _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM,
+                  PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
 def supports_pdl() -> bool:
@@ -143,6 +160,21 @@ class Epilogue(NamedTuple):
     residual: bool = False
 
 
+def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, inv_freq) -> tuple[int, int]:
+    """(programs, period) of a kernel over an [n, k] weight, or a ValueError saying what does not fit."""
+    if block_n & (block_n - 1) or block_k & (block_k - 1):
+        raise ValueError(f"{what}: block_n={block_n} and block_k={block_k} must be powers of two")
+    rows_per_program = 2 * block_n if e.pair else block_n
+    period = e.period if e.pair else n
+    if n % rows_per_program or n % period or (e.pair and period % rows_per_program):
+        raise ValueError(f"{what}: {n} rows (period {period}) do not split into programs of block_n={block_n}")
+    if x.numel() != k:
+        raise ValueError(f"{what}: input of {x.numel()} values for a [{n}, {k}] weight")
+    if e.residual != (residual is not None) or (e.pair == ROPE) != (pos is not None and inv_freq is not None):
+        raise ValueError(f"{what}: a residual vector goes with a residual epilogue, pos and inv_freq with ROPE")
+    return n // rows_per_program, period
+
+
 def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n: int, block_k: int,
          num_warps: int, num_stages: int, pdl: bool = False, epilogue: Epilogue = Epilogue(),
          residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
@@ -151,19 +183,10 @@ def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n
     position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so)."""
     n, k = w.shape
     e = epilogue
-    if block_n & (block_n - 1) or block_k & (block_k - 1):
-        raise ValueError(f"gemv: block_n={block_n} and block_k={block_k} must be powers of two")
-    rows_per_program = 2 * block_n if e.pair else block_n
-    period = e.period if e.pair else n
-    if n % rows_per_program or n % period or (e.pair and period % rows_per_program):
-        raise ValueError(f"gemv: {n} rows (period {period}) do not split into programs of block_n={block_n}")
-    if x.numel() != k:
-        raise ValueError(f"gemv: input of {x.numel()} values for a [{n}, {k}] weight")
-    if e.residual != (residual is not None) or (e.pair == ROPE) != (pos is not None and inv_freq is not None):
-        raise ValueError("gemv: a residual vector goes with a residual epilogue, pos and inv_freq with ROPE")
+    programs, period = check_launch("gemv", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    _gemv_kernel[(n // rows_per_program,)](
+    _gemv_kernel[(programs,)](
         x, w, w if bias is None else bias, w if residual is None else residual, y, w if pos is None else pos,
         w if inv_freq is None else inv_freq, 0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
@@ -211,37 +234,55 @@ def _(x, w, bias, residual, pos, inv_freq, block_n, block_k, num_warps, num_stag
 CONFIG_KEYS = ("block_n", "block_k", "num_warps", "num_stages")
 
 
-def candidates(n: int, k: int, epilogue: Epilogue = Epilogue()):
+def candidates(n: int, k: int, epilogue: Epilogue = Epilogue(), block_ns=(1, 2), block_ks=(512, 1024, 2048, 4096),
+               max_tile: int = 8192):
     """The configurations worth timing for an [n, k] weight (a paired epilogue: whole pairs of row
-    blocks in every program and period)."""
+    blocks in every program and period), at most `max_tile` weights per program and step."""
     pair = 2 if epilogue.pair else 1
-    for bn, bk, warps, stages in itertools.product((1, 2), (512, 1024, 2048, 4096), (4, 8), (1, 2)):
+    for bn, bk, warps, stages in itertools.product(block_ns, block_ks, (4, 8), (1, 2)):
         if epilogue.pair and epilogue.period % (2 * bn):
             continue
-        if n % (pair * bn) == 0 and pair * bn * bk <= 8192 and bk <= triton.next_power_of_2(k):
+        if n % (pair * bn) == 0 and pair * bn * bk <= max_tile and bk <= triton.next_power_of_2(k):
             yield dict(zip(CONFIG_KEYS, (bn, bk, warps, stages)))
 
 
-def tune(w: torch.Tensor, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> dict:
-    """The fastest configuration for this weight's shape and epilogue (timed with the L2 flushed
-    between runs, as in decode, where each weight is read once per token)."""
+def tuning_inputs(n: int, k: int, like: torch.Tensor, epilogue: Epilogue) -> tuple[torch.Tensor, dict]:
+    """A random x [k] and the residual / position inputs an epilogue reads, for tuning."""
+    x = torch.randn(k, device=like.device, dtype=like.dtype)
+    extra = {"residual": torch.randn(n, device=like.device, dtype=like.dtype) if epilogue.residual else None}
+    if epilogue.pair == ROPE:
+        extra.update(pos=torch.tensor([100], device=like.device),
+                     inv_freq=torch.rand(epilogue.period // 2, device=like.device))
+    return x, extra
+
+
+def fastest(run, want: torch.Tensor, configs, what: str) -> dict:
+    """The configuration whose `run(**cfg)` is fastest (timed with the L2 flushed between runs, as in
+    decode, where each weight is read once per token); each one's result checked against `want`."""
+    from triton.runtime.errors import OutOfResources
     from triton.testing import do_bench
 
-    n, k = w.shape
-    x = torch.randn(k, device=w.device, dtype=w.dtype)
-    extra = {"residual": torch.randn(n, device=w.device, dtype=w.dtype) if epilogue.residual else None}
-    if epilogue.pair == ROPE:
-        extra.update(pos=torch.tensor([100], device=w.device), inv_freq=torch.rand(epilogue.period // 2, device=w.device))
-    want = gemv_reference(x, w, None, epilogue, **extra)
     best, best_ms = None, float("inf")
-    for cfg in candidates(n, k, epilogue):
-        got = gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg)
+    for cfg in configs:
+        try:
+            got = run(**cfg)
+        except OutOfResources:   # more registers or shared memory than the GPU has: not a candidate here
+            continue
         if (got.float() - want).abs().max() > 1e-2 * want.abs().max():
-            raise RuntimeError(f"gemv {cfg} disagrees with its reference on {tuple(w.shape)}, {epilogue}")
-        ms = do_bench(lambda: gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg), warmup=5, rep=30)
+            raise RuntimeError(f"{what} {cfg} disagrees with its reference")
+        ms = do_bench(lambda: run(**cfg), warmup=5, rep=30)
         if ms < best_ms:
             best, best_ms = cfg, ms
     return {**best, "ms": best_ms}
+
+
+def tune(w: torch.Tensor, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> dict:
+    """The fastest configuration for this weight's shape and epilogue."""
+    n, k = w.shape
+    x, extra = tuning_inputs(n, k, w, epilogue)
+    return fastest(lambda **cfg: gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg),
+                   gemv_reference(x, w, None, epilogue, **extra), candidates(n, k, epilogue),
+                   f"gemv on {tuple(w.shape)}, {epilogue}")
 
 
 class GemvLinear(torch.nn.Module):

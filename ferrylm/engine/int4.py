@@ -59,16 +59,18 @@ class Int4WeightLinear(torch.nn.Module):
         return out.reshape(*shape[:-1], self.out_features).to(x.dtype)
 
 
-def int4_weights(decoder: torch.nn.Module, group_size: int) -> int:
+def int4_weights(decoder: torch.nn.Module, group_size: int, make=None) -> int:
     """Replace every linear layer of the fused decoder's layers (not the output layer) with a
-    round-to-nearest 4-bit one; returns how many."""
+    round-to-nearest 4-bit one, `make(q, scale, bias, group_size)` (default Int4WeightLinear; the
+    Triton kernel's is gemv4.Gemv4Linear); returns how many."""
     from .fused import layer_linears
 
+    make = make or Int4WeightLinear
     replaced = layer_linears(decoder)
     for layer, name in replaced:
         child = getattr(layer, name)
         q, scale = round_to_nearest_int4(child.weight.detach(), group_size)
-        setattr(layer, name, Int4WeightLinear(q, scale, child.bias, group_size))
+        setattr(layer, name, make(q, scale, child.bias, group_size))
     return len(replaced)
 
 
@@ -94,11 +96,12 @@ def read_w4a16(model_dir: str | Path) -> dict[str, tuple[torch.Tensor, torch.Ten
     return out
 
 
-def int4_from_w4a16(decoder: torch.nn.Module, model_dir: str | Path) -> int:
+def int4_from_w4a16(decoder: torch.nn.Module, model_dir: str | Path, make=None) -> int:
     """Give the fused decoder the artifact's own 4-bit weights (q/k/v and gate/up concatenated by rows,
-    as the fused layers are); returns how many linear layers were replaced."""
+    as the fused layers are) as `make` layers (see int4_weights); returns how many were replaced."""
     from .fused import FUSED_FROM
 
+    make = make or Int4WeightLinear
     art = read_w4a16(model_dir)
     count = 0
     for i, layer in enumerate(decoder.layers):
@@ -107,6 +110,6 @@ def int4_from_w4a16(decoder: torch.nn.Module, model_dir: str | Path) -> int:
             q = torch.cat([f[0] for f in found]).to(layer.norm_in.device)
             scale = torch.cat([f[1] for f in found]).to(layer.norm_in.device)
             old = getattr(layer, name)
-            setattr(layer, name, Int4WeightLinear(q, scale, old.bias, found[0][2]))
+            setattr(layer, name, make(q, scale, old.bias, found[0][2]))
             count += 1
     return count

@@ -71,3 +71,21 @@ def test_int4_kernel_equals_its_dequantized_weights():
     want = x.bfloat16().float() @ deq.t() + bias.bfloat16().float()
     assert (got - want).abs().max().item() < 0.02 * want.abs().max().item()
     assert (deq - w).abs().max().item() <= scale.float().max().item() * 0.5 + 1e-6   # rounding is within half a step
+
+
+def test_the_4bit_kernels_layer_computes_torchs_int4_layer():
+    """The Triton 4-bit layer (gemv4.py) packs the same integers and scales: its prompt path (fp32 on the
+    dequantized weight, the norm's weight first) gives torch's int4 kernel's outputs."""
+    from ferrylm.engine.gemv4 import Gemv4Linear
+    from ferrylm.engine.int4 import Int4WeightLinear, round_to_nearest_int4
+
+    torch.manual_seed(0)
+    w, bias, x, g = torch.randn(96, 576), torch.randn(96), torch.randn(3, 576), torch.rand(576) + 0.5
+    q, scale = round_to_nearest_int4(w.bfloat16(), 32)
+    layer = Gemv4Linear(q, scale, bias.bfloat16(), 32)
+    assert layer.packed.shape == (96, 288) and layer.cfg is None
+    want = Int4WeightLinear(q, scale, bias, 32)(x.bfloat16()).float()
+    torch.testing.assert_close(layer(x.bfloat16()).float(), want, atol=0.02 * want.abs().max().item(), rtol=0)
+    layer.norm_weight = g.bfloat16()
+    torch.testing.assert_close(layer(x.bfloat16()).float(), Int4WeightLinear(q, scale, bias, 32)(
+        (g.bfloat16() * x.bfloat16())).float(), atol=0.02 * want.abs().max().item(), rtol=0)

@@ -101,12 +101,85 @@ print("ok")
 
 
 def test_gemv_kernel_in_the_interpreter():
+    _interpret(CHECKS, 6)
+
+
+# The 4-bit kernel (gemv4.py): the same checks on packed round-to-nearest weights, against the
+# dequantized weights in fp32, and the fused step of a 4-bit decoder against its own prompt path.
+CHECKS4 = r"""
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from ferrylm.engine.decode_step import gemv_weights
+from ferrylm.engine.fused import FusedDecoder
+from ferrylm.engine.gemv import ROPE, SILU, Epilogue
+from ferrylm.engine.gemv4 import Gemv4Linear, dequantize, gemv4, gemv4_reference, pack_int4
+from ferrylm.engine.int4 import int4_weights, round_to_nearest_int4
+
+print("CHECK packing, whole and masked tiles, groups, the norm's weight", flush=True)
+torch.manual_seed(0)
+for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 256, 64, 128), (8, 256, 32, 512)):
+    q, s = round_to_nearest_int4(torch.randn(n, k), group)
+    p = pack_int4(q)
+    assert p.dtype == torch.uint8 and p.shape == (n, k // 2)
+    assert torch.equal(dequantize(p, s, group), (q.float().view(n, -1, group) * s[..., None]).reshape(n, k))
+    x, b, g = torch.randn(k), torch.randn(n), torch.rand(k) + 0.5
+    for block_n in (1, 2, 4):
+        got = gemv4(x, p, s, group, b, block_n, block_k, 4, 1, norm_weight=g)
+        torch.testing.assert_close(got, gemv4_reference(x, p, s, group, b, norm_weight=g), atol=1e-4, rtol=1e-4)
+print("CHECK a group that does not divide the tile is refused", flush=True)
+try:
+    gemv4(x, p, s, 32, None, 1, 16, 4, 1)
+    raise AssertionError("no error")
+except ValueError as e:
+    assert "must be a power of two dividing block_k=16" in str(e), e
+print("CHECK each epilogue against its reference", flush=True)
+q, s = round_to_nearest_int4(torch.randn(32, 128), 32)
+p, x, b, r, g = pack_int4(q), torch.randn(128), torch.randn(32), torch.randn(32), torch.rand(128) + 0.5
+pos, freq = torch.tensor([7]), torch.rand(4)
+for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}), (Epilogue(1e-6, SILU, 32), {}),
+                 (Epilogue(1e-6, ROPE, 8, 24, 1.5), {"pos": pos, "inv_freq": freq})):
+    norm = g if e.norm_eps is not None else None
+    for block_n in (1, 2):
+        got = gemv4(x, p, s, 32, b, block_n, 64, 4, 1, epilogue=e, norm_weight=norm, **extra)
+        torch.testing.assert_close(got, gemv4_reference(x, p, s, 32, b, e, norm, **extra), atol=1e-4, rtol=1e-4)
+print("CHECK a 4-bit decoder's fused step against its prompt path, over two cache chunks", flush=True)
+config = Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+model = Qwen2ForCausalLM(config).eval()
+with torch.no_grad():   # norm weights away from 1: the kernel multiplies x by them (not folded into integers)
+    for norm in [n for layer in model.model.layers for n in (layer.input_layernorm, layer.post_attention_layernorm)]:
+        norm.weight.uniform_(0.5, 1.5)
+    model.model.norm.weight.uniform_(0.5, 1.5)
+ids = ([5, 17, 30, 40, 12, 77, 3, 9] * 9)[:66]
+with torch.no_grad():
+    ref = FusedDecoder(model, 80)
+    assert int4_weights(ref, 32, Gemv4Linear) == 8
+    want = ref(torch.tensor([ids]), torch.arange(66))[0]      # dequantized weights, F.linear in fp32
+    dec = FusedDecoder(model, 80)
+    int4_weights(dec, 32, Gemv4Linear)
+    used = gemv_weights(dec, pdl=False, fixed={"block_n": 2, "block_k": 64, "num_warps": 4, "num_stages": 1})
+    assert sorted(k[1:4] for k in used if k[0] == "int4") == [(64, 64, 32), (64, 96, 32), (128, 64, 32), (192, 64, 32)]
+    assert dec.layers[0].wqkv.norm_weight is dec.layers[0].norm_in and dec.layers[0].wo.norm_weight is None
+    dec(torch.tensor([ids[:62]]), torch.arange(62))
+    for i in range(62, 66):
+        got = dec(torch.tensor([[ids[i]]]), torch.tensor([i]))[0, -1]
+        torch.testing.assert_close(got, want[i], atol=1e-4, rtol=1e-4)
+print("ok")
+"""
+
+
+def _interpret(checks: str, count: int) -> None:
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    out = subprocess.run([sys.executable, "-c", CHECKS], env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", checks], env=env, capture_output=True, text=True, timeout=600)
     started = [line[6:] for line in out.stdout.splitlines() if line.startswith("CHECK ")]
     if out.returncode != 0 or not out.stdout.strip().endswith("ok"):
         pytest.fail(f"check {started[-1] if started else 'setup'!r} failed:\n{out.stderr[-3000:]}")
-    assert len(started) == 6
+    assert len(started) == count
+
+
+def test_int4_gemv_kernel_in_the_interpreter():
+    _interpret(CHECKS4, 4)
 
 
 def test_engine_refuses_the_kernel_without_a_gpu(tiny_qwen2_dir):

