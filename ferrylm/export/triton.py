@@ -45,7 +45,8 @@ def write_triton_repo(triton_dir: str | Path, name: str, model_dir: str | Path, 
               "engine": engine, "max_len": str(max_len), "w4a16": "1" if w4a16 else ""}
     for key, value in values.items():
         config = config.replace("{{" + key + "}}", value)
-    files = {"config.pbtxt": config, "1/model.py": (templates / "triton_model.py").read_text()}
+    files = {"config.pbtxt": config, "1/model.py": (templates / "triton_model.py").read_text(),
+             "1/text_pieces.py": (templates / "text_pieces.py").read_text()}
     if engine == "onnx":
         files["1/ferrylm_onnx.py"] = (resources.files("ferrylm") / "export" / "onnx.py").read_text()
     return _write_repo(triton_dir, name, files)

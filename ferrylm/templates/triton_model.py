@@ -17,6 +17,18 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
+def _beside(args, name):
+    """A module the export copied beside this file (`1/<name>.py`)."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(args["model_repository"], args["model_version"],
+                                                                     f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class TritonPythonModel:
     def initialize(self, args):
         global torch, TextIteratorStreamer   # used by _stream (the transformers engine)
@@ -42,17 +54,11 @@ class TritonPythonModel:
 
         self.tokenizer = AutoTokenizer.from_pretrained(params["model_dir"])
         self.engine = params.get("engine", "transformers")
+        self.text_pieces = _beside(args, "text_pieces").TextPieces
         if self.engine == "onnx":
             # The repository carries its engine (ferrylm/export/onnx.py, copied beside this file), so
             # a Triton environment needs only numpy, onnxruntime and tokenizers — not ferrylm or torch.
-            import importlib.util
-            import os
-
-            here = os.path.join(args["model_repository"], args["model_version"], "ferrylm_onnx.py")
-            spec = importlib.util.spec_from_file_location("ferrylm_onnx", here)
-            engine = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(engine)
-            self.model = engine.OnnxCausalLM(params["model_dir"])
+            self.model = _beside(args, "ferrylm_onnx").OnnxCausalLM(params["model_dir"])
         elif self.engine == "fused":
             import torch
             from ferrylm.engine import Engine
@@ -113,12 +119,10 @@ class TritonPythonModel:
         # The engines yield token ids one by one; each response carries the newly completed text.
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         eos = () if ignore_eos else (self.tokenizer.eos_token_id,)
-        new, sent = [], ""
+        text = self.text_pieces(self.tokenizer)
         for tok in self.model.stream(ids, max_tokens, eos):
-            new.append(tok)
-            text = self.tokenizer.decode(new, skip_special_tokens=True)
-            if len(text) > len(sent) and not text.endswith("\ufffd"):   # whole characters only
-                out = pb_utils.Tensor("text_output", np.array([text[len(sent):].encode()], dtype=np.object_))
+            piece = text.add(tok)
+            if piece:   # whole characters only
+                out = pb_utils.Tensor("text_output", np.array([piece.encode()], dtype=np.object_))
                 sender.send(pb_utils.InferenceResponse(output_tensors=[out]))
-                sent = text
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
