@@ -21,6 +21,7 @@ def test_default_preset_loads_with_overrides():
     ("train.offload_optimizer=true", "train.offload_optimizer: optimizer offload is DeepSpeed's"),
     ("train.offload_params=true", "train.offload_params: parameter offload needs train.deepspeed=zero3"),
     ("hardware.gpus=0", "hardware.gpus: Input should be greater than 0"),
+    ("train.base_precision=int4", "train.base_precision: Input should be 'model' or 'fp8' (got 'int4')"),
     ("eval.benchmarks=[humaneval,mbpp]", "eval.benchmarks: unknown benchmark mbpp (known: humaneval, humaneval-x)"),
     ("eval.benchmarks=[benchmark]", "eval.benchmarks: unknown benchmark benchmark"),   # the seam is not a benchmark
 ])
@@ -32,6 +33,9 @@ def test_bad_values_name_the_key_in_one_line(override, message):
 
 
 def test_combinations_that_cannot_run_are_refused():
+    for other in ("train.method=full", "train.method=qlora", "train.deepspeed=zero2"):
+        with pytest.raises(ConfigError, match="train.base_precision: fp8 is for method=lora without DeepSpeed"):
+            load_config("default", ["train.base_precision=fp8", other])
     with pytest.raises(ConfigError, match="train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3"):
         load_config("default", ["train.method=qlora", "train.deepspeed=zero3"])
     cfg = load_config("default", ["train.deepspeed=zero3", "train.offload_params=true", "train.offload_optimizer=true"])

@@ -1,7 +1,7 @@
 """The training strategies `ferrylm bench` compares, as train-stage overrides; which apply on a machine.
 
 Each strategy sets every knob that distinguishes strategies (method, precision, checkpointing,
-Liger, compilation, ZeRO, offload), so a config's own choices of those do not leak into a row; the
+Liger, compilation, ZeRO, offload, the base's precision), so a config's own choices of those do not leak into a row; the
 rest (model, batch, accumulation, learning rate, LoRA rank) is the user's config. No heavy imports:
 the config validates strategy names against this table.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 # What a strategy leaves at these values unless it names them.
 NEUTRAL = {"train.precision": "bf16", "train.gradient_checkpointing": "false", "train.checkpoint_fraction": "1.0",
            "train.liger": "false", "train.compile": "none", "train.deepspeed": "null",
-           "train.offload_optimizer": "false", "train.offload_params": "false"}
+           "train.offload_optimizer": "false", "train.offload_params": "false", "train.base_precision": "model"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ TRAINING: dict[str, Strategy] = {s.name: s for s in (
     _s("lora-bf16-ckpt-half", "LoRA, bf16, checkpointing half the layers", "lora", **CKPT, checkpoint_fraction="0.5"),
     _s("lora-bf16-liger", "LoRA, bf16, Liger kernels", "lora", "cuda", liger="true"),
     _s("lora-bf16-compiled", "LoRA, bf16, each decoder layer compiled", "lora", compile="layers"),
+    _s("lora-fp8base", "LoRA on an FP8 base (e4m3 products), bf16", "lora", "cuda", base_precision="fp8"),
+    _s("lora-fp8base-compiled", "LoRA on an FP8 base, each decoder layer compiled", "lora", "cuda",
+       base_precision="fp8", compile="layers"),
     _s("qlora-bf16-ckpt", "QLoRA (4-bit NF4 base), bf16, checkpointing", "qlora", "cuda", **CKPT),
     _s("zero2-full-bf16-ckpt", "full fine-tune, ZeRO-2, bf16, checkpointing", "full", "gpus", deepspeed="zero2", **CKPT),
     _s("zero3-full-bf16-ckpt", "full fine-tune, ZeRO-3, bf16, checkpointing", "full", "gpus", deepspeed="zero3", **CKPT),

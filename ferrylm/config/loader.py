@@ -54,6 +54,9 @@ class Config(_Section):
             # DeepSpeed 0.19.8 then fails in backward: a leaf layer's adapter weights are not gathered.
             raise ValueError("train.zero3_leaf_layers: with an adapter only when every layer is checkpointed "
                              "(train.gradient_checkpointing=true, train.checkpoint_fraction=1)")
+        if t.base_precision == "fp8" and (t.method != "lora" or t.deepspeed):
+            raise ValueError("train.base_precision: fp8 is for method=lora without DeepSpeed (qlora's base is already "
+                             "4-bit, a full fine-tune trains the base, DeepSpeed casts every floating-point tensor)")
         if t.method == "qlora" and t.deepspeed == "zero3":
             raise ValueError("train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3; use zero2 or none")
         if t.compile != "none" and (t.method == "qlora" or t.deepspeed == "zero3"):

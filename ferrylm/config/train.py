@@ -46,6 +46,12 @@ class TrainConfig(_Section):
     reused 28 times), "model" the whole model (the Trainer's torch_compile). Fuses the element-wise work
     between matrix products; the first step pays the compile. With train.liger, "layers" keeps only Liger's
     fused linear cross-entropy (outside the layers); measured in docs/benchmarks.md."""
+    base_precision: Literal["model", "fp8"] = "model"
+    """The frozen base's linear weights under LoRA: "model" in the training precision; "fp8" in float8 (e4m3,
+    one scale per output channel) with FP8 products (torch._scaled_mm) for the forward and the input
+    gradient, the adapters and gradients in the training precision. For speed, not memory (the weight is
+    kept in two layouts). method=lora only, no DeepSpeed; CUDA GPUs of compute capability 8.9 or newer
+    (on a CPU torch emulates it, for tests)."""
     gradient_checkpointing: bool = True
     """Recompute activations in backward instead of keeping them (less memory, slower); see checkpoint_fraction."""
     checkpoint_fraction: float = Field(1.0, ge=0, le=1)

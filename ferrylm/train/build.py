@@ -107,7 +107,23 @@ def build_model(t: TrainConfig, model_dir, precision: str, attention: str, has_c
     trainable, total = model.get_nb_trainable_parameters()
     log.info("%s r=%d: %.2f M trainable of %.1f M parameters, %s attention", t.method, t.lora_r, trainable / 1e6,
              total / 1e6, attention)
+    if t.base_precision == "fp8":
+        _fp8_base(model, has_cuda)
     return model
+
+
+def _fp8_base(model, has_cuda: bool) -> None:
+    from .fp8 import fp8_base, fp8_unsupported_reason
+
+    device = torch.device("cuda", torch.cuda.current_device()) if has_cuda else torch.device("cpu")
+    reason = fp8_unsupported_reason(device)
+    if reason:
+        raise TrainSetupError(f"train.base_precision: fp8 on this machine: {reason}; use base_precision=model")
+    if has_cuda:   # converted where the products will run (each bf16 weight freed as its layer is converted)
+        model.to(device)
+    count = fp8_base(model)
+    log.info("FP8 base: %d linear layers in e4m3 with per-channel scales%s", count,
+             "" if has_cuda else " (emulated by torch on the CPU: slower than fp32)")
 
 
 def decoder_layers(model) -> list:

@@ -102,6 +102,7 @@ class Setup:
     reserve_gib: float = 1.5  # CUDA context (~0.5 GiB), allocator fragmentation, NCCL buffers
     compile: Literal["none", "layers", "model"] = "none"
     liger: bool = False
+    base_precision: Literal["model", "fp8"] = "model"
 
 
 @dataclass
@@ -149,6 +150,23 @@ def activation_bytes_per_token_layer(s: Setup) -> float:
     return b
 
 
+def activations(s: Setup, tokens: int) -> float:
+    """Bytes of activations kept for backward at the peak."""
+    per_layer = activation_bytes_per_token_layer(s) * tokens
+    recompute = round(s.checkpoint_fraction * s.shape.layers) if s.gradient_checkpointing else 0
+    # A recomputed layer keeps its input; the others keep everything; recomputing one layer
+    # briefly holds that layer's activations as well.
+    acts = recompute * 2 * s.shape.hidden * tokens + (s.shape.layers - recompute) * per_layer
+    if recompute:
+        acts += per_layer
+    if s.base_precision == "fp8":
+        # The FP8 base keeps its weights in two e4m3 layouts (2 bytes a parameter, as bf16: no change
+        # to the weights); each product briefly holds an fp32 copy of its input and the e4m3 one (5
+        # bytes an element), the largest being down's intermediate-wide input. Not yet measured on a GPU.
+        acts += tokens * s.shape.intermediate * 5
+    return acts
+
+
 def estimate(s: Setup) -> Plan:
     p = s.shape.params()
     tokens = s.seq_len * s.micro_batch
@@ -190,13 +208,7 @@ def estimate(s: Setup) -> Plan:
         cpu += p * weight_bytes / dp
         weights = 2 * s.shape.layer_params() * 2.0
 
-    per_layer = activation_bytes_per_token_layer(s) * tokens
-    recompute = round(s.checkpoint_fraction * s.shape.layers) if s.gradient_checkpointing else 0
-    # A recomputed layer keeps its input; the others keep everything; recomputing one layer
-    # briefly holds that layer's activations as well.
-    acts = recompute * 2 * s.shape.hidden * tokens + (s.shape.layers - recompute) * per_layer
-    if recompute:
-        acts += per_layer
+    acts = activations(s, tokens)
     logits = tokens * s.shape.vocab * (2 + 4 + 4)  # bf16 logits, fp32 copy, fp32 log-softmax
     if s.liger:
         logits = tokens * s.shape.hidden * 4.0      # fused linear cross-entropy: the hidden state's gradient
@@ -250,7 +262,8 @@ def setup_from_config(cfg, shape: ModelShape | None = None) -> Setup:
                  # DeepSpeed keeps fp32 master weights and Adam states; a full fine-tune without it
                  # trains the weights it loaded (bf16 on a GPU) with bf16 optimizer states.
                  optimizer_precision="mixed" if (t.deepspeed or t.method != "full") else "bf16",
-                 gpu_memory_gib=cfg.hardware.gpu_memory_gib, compile=t.compile, liger=t.liger)
+                 gpu_memory_gib=cfg.hardware.gpu_memory_gib, compile=t.compile, liger=t.liger,
+                 base_precision=t.base_precision)
 
 
 def load_setup(source: str | None, overrides: list[str] | tuple[str, ...] = ()) -> tuple[Setup, dict]:
@@ -271,7 +284,8 @@ def report(name: str, setup: Setup, notes: dict) -> str:
             f"{f' r={setup.lora_r}' if setup.method != 'full' else ''}, {setup.gpus} GPU(s), ZeRO-{setup.zero_stage}"
             f"{' + optimizer offload' if setup.offload_optimizer else ''}{' + parameter offload' if setup.offload_params else ''}, "
             f"seq {setup.seq_len} × micro-batch {setup.micro_batch}, checkpointing {ckpt}"
-            f"{'' if setup.compile == 'none' else f', compiled {setup.compile}'}{', Liger' if setup.liger else ''}")
+            f"{'' if setup.compile == 'none' else f', compiled {setup.compile}'}{', Liger' if setup.liger else ''}"
+            f"{', FP8 base' if setup.base_precision == 'fp8' else ''}")
     lines = [head, *plan.lines(setup)]
     if "claimed_peak_gib" in notes:
         claim = notes["claimed_peak_gib"]

@@ -26,7 +26,8 @@ def test_auto_runs_what_applies_here_and_names_why_the_rest_does_not():
     run, skipped = plan("auto", has_cuda=False, gpus=1)
     assert [s.name for s in run] == [n for n, s in TRAINING.items() if s.needs is None]
     assert skipped == {"full-fp16": "needs a CUDA GPU", "lora-bf16-liger": "needs a CUDA GPU",
-                       "qlora-bf16-ckpt": "needs a CUDA GPU",
+                       "qlora-bf16-ckpt": "needs a CUDA GPU", "lora-fp8base": "needs a CUDA GPU",
+                       "lora-fp8base-compiled": "needs a CUDA GPU",
                        **{n: "ZeRO shards over several GPUs; this machine has none" for n in TRAINING if n.startswith("zero")}}
     run, skipped = plan("auto", has_cuda=True, gpus=2)
     assert len(run) == len(TRAINING) and not skipped

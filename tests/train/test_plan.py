@@ -115,3 +115,18 @@ def test_planner_models_liger_and_compiled_layers(results):
         assert _planned_allocated(row) == pytest.approx(row["peak_allocated_gib_rank0"], rel=0.10), row["variant"]
         checked += 1
     assert checked >= 1
+
+
+def test_the_fp8_base_plans_the_same_weights_and_one_products_transient():
+    """train.base_precision=fp8 keeps two e4m3 layouts (as many bytes as bf16) and briefly an fp32 and an
+    e4m3 copy of one product's input: the plan moves by that alone, and says FP8 base."""
+    from ferrylm.config import load_config
+    from ferrylm.train.plan import report, setup_from_config
+
+    base = setup_from_config(load_config("h100-80g"))
+    fp8 = setup_from_config(load_config("h100-80g", ["train.base_precision=fp8"]))
+    a, b = estimate(base), estimate(fp8)
+    assert b.weights_gib == a.weights_gib and b.optimizer_gib == a.optimizer_gib
+    transient = base.seq_len * base.micro_batch * base.shape.intermediate * 5 / 2**30
+    assert b.activations_gib - a.activations_gib == pytest.approx(transient)
+    assert ", FP8 base" in report("x", fp8, {}) and ", FP8 base" not in report("x", base, {})
