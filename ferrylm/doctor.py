@@ -144,6 +144,17 @@ def kernel_checks(cfg: Config, has_gpu: bool, installed=importlib.util.find_spec
     return out
 
 
+def fp8_checks(cfg: Config, f: Facts) -> list[Check]:
+    if cfg.train.base_precision != "fp8":
+        return []
+    without = sorted({g.name for g in f.gpus if g.capability < (8, 9)})
+    if without:
+        return [Check("FP8 base", "fail", f"train.base_precision=fp8, but {', '.join(without)} has no FP8 products "
+                      "(compute capability 8.9 or newer)", "train.base_precision=model")]
+    return [Check("FP8 base", "ok" if f.gpus else "warn", "FP8 products on every GPU" if f.gpus else
+                  "no GPU: torch emulates FP8 on the CPU, slower than fp32")]
+
+
 def disk_need_bytes(cfg: Config, params: int, trainable: int) -> int:
     """Checkpoints the run keeps, its final weights and its export artifacts."""
     t, e = cfg.train, cfg.export
@@ -280,7 +291,7 @@ def run_checks(cfg: Config, f: Facts) -> list[Check]:
     shape = ModelShape.from_hf_config(mc) if mc else ModelShape()
     checks = [Check("python", "ok" if sys.version_info >= (3, 10) else "fail", sys.version.split()[0]),
               *pin_checks(prof, requirements(prof), requirements("gpu", core=False)), flavour_check(f, prof), *gpu_checks(f),
-              *kernel_checks(cfg, bool(f.gpus))]
+              *kernel_checks(cfg, bool(f.gpus)), *fp8_checks(cfg, f)]
     checks.append(Check("model", "ok" if mc else "warn", f"{shape.params() / 1e9:.2f} B parameters" if mc else
                         f"{cfg.model.path}: config.json not readable yet; Qwen2.5-7B shapes assumed below"))
     trainable = shape.params() if cfg.train.method == "full" else shape.lora_params(cfg.train.lora_r)

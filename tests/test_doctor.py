@@ -70,6 +70,16 @@ def test_gpus_are_described_with_bf16_and_fp8_support():
     assert lines[-1] == "✓ NCCL: 2.27.3; peer access between GPUs: no (collectives go through host memory)"
 
 
+def test_an_fp8_base_needs_fp8_gpus():
+    cfg = load_config("default", ["train.base_precision=fp8"])
+    a40 = d.fp8_checks(cfg, d.Facts(gpus=[d.Gpu("NVIDIA A40", 44.4, (8, 6))]))
+    assert [c.line() for c in a40] == ["✗ FP8 base: train.base_precision=fp8, but NVIDIA A40 has no FP8 products "
+                                        "(compute capability 8.9 or newer) — train.base_precision=model"]
+    assert d.fp8_checks(cfg, d.Facts(gpus=[d.Gpu("NVIDIA H100", 79.2, (9, 0))]))[0].status == "ok"
+    assert d.fp8_checks(cfg, d.Facts())[0].status == "warn"
+    assert d.fp8_checks(load_config("default"), d.Facts()) == []
+
+
 def test_disk_need_counts_a_full_fine_tunes_checkpoints():
     cfg = load_config("a40x2")
     from ferrylm.train.plan import QWEN25_7B
