@@ -141,6 +141,12 @@ def kernel_checks(cfg: Config, has_gpu: bool, installed=importlib.util.find_spec
         else:
             out.append(Check(label, "ok" if there or not has_gpu else "warn",
                              "installed" if there else "not installed (optional)"))
+    from .preflight import EXPORT_PACKAGES
+
+    for key, (module, pip_name) in EXPORT_PACKAGES.items():
+        if getattr(cfg.export, key) and installed(module) is None:
+            out.append(Check(pip_name.split("==")[0], "fail", f"needed by export.{key}, not installed",
+                             f"pip install {pip_name}"))
     return out
 
 

@@ -32,15 +32,16 @@ def _sources(cfg: Config) -> None:
             raise MissingInput(f"data.jsonl_files: {f} does not exist")
 
 
-# What an export option needs installed: (module, pip name, the version the install profiles pin).
-_EXPORT_PACKAGES = {"vllm_quantize": ("compressed_tensors", "compressed-tensors==0.17.0"),
+# What an export option needs installed: (module, pip name with the version the install profiles pin).
+# The doctor reports the same table.
+EXPORT_PACKAGES = {"vllm_quantize": ("compressed_tensors", "compressed-tensors==0.17.0"),
                     "onnx": ("onnxruntime", "onnxruntime")}
 
 
 def _export_packages(cfg: Config) -> None:
     import importlib.util
 
-    for key, (module, pip_name) in _EXPORT_PACKAGES.items():
+    for key, (module, pip_name) in EXPORT_PACKAGES.items():
         if getattr(cfg.export, key) and importlib.util.find_spec(module) is None:
             raise MissingInput(f"export.{key}: needs {pip_name.split('==')[0]}, which is not installed "
                                f"(pip install {pip_name}; `make install` does it)")

@@ -105,8 +105,17 @@ def test_offload_needs_host_ram_and_the_plan_uses_the_gpus_present():
 
 @pytest.mark.parametrize("needed", ["train.attention=flash_attention_2", "train.method=qlora"])
 def test_kernels_a_config_needs_must_be_installed(needed):
-    checks = d.kernel_checks(load_config("default", [needed]), has_gpu=True, installed=lambda module: None)
+    cfg = load_config("default", [needed, "export.onnx=false", "export.vllm_quantize=[]"])
+    checks = d.kernel_checks(cfg, has_gpu=True, installed=lambda module: None)
     assert [c.status for c in checks].count("fail") == 1
+
+
+def test_export_packages_are_checked_from_the_preflights_table():
+    cfg = load_config("default", ["export.onnx=true", "export.vllm_quantize=[w4a16]"])
+    fails = [c.line() for c in d.kernel_checks(cfg, has_gpu=False, installed=lambda module: None) if c.status == "fail"]
+    assert fails == ["✗ compressed-tensors: needed by export.vllm_quantize, not installed — pip install compressed-tensors==0.17.0",
+                     "✗ onnxruntime: needed by export.onnx, not installed — pip install onnxruntime"]
+    assert not [c for c in d.kernel_checks(cfg, has_gpu=False) if c.status == "fail"]   # this machine has both
 
 
 def test_the_embedded_models_shapes_match_its_converted_config():
