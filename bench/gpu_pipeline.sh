@@ -5,7 +5,7 @@
 # repository), evaluated in-process on the serving engine (eval.local=true), fine-tuned vs base with
 # the paired tests ("Did the fine-tune help?"). Then the planner's held-out memory points on Qwen2.5-7B shapes.
 #
-#   bench/gpu_pipeline.sh [install|data|train|export|quant|serve|qlora|eval|planner|all] ...   (default: all)
+#   bench/gpu_pipeline.sh [install|data|train|export|quant|serve|qlora|eval|eval-triton|planner|all] ...   (default: all)
 #
 # quant: the export with W4A16 calibrated (GPTQ), then again with round-to-nearest, both manifests kept.
 # serve: `ferrylm serve serve.backend=triton` on the GPU — `ferrylm complete --triton` streams, a bad
@@ -106,6 +106,9 @@ for step in "${@:-all}"; do
     serve) serve ;;
     qlora) qlora ;;
     eval) stage eval; cp runs/demo-gpu/eval/report.md runs/demo-gpu/eval/report.json "$RESULTS/" ;;
+    eval-triton)   # the same evaluation through tritonserver (the export's engine on the GPU), not in-process
+      stage eval eval.local=false serve.backend=triton
+      cp runs/demo-gpu/eval/report.md "$RESULTS/report_triton.md"; cp runs/demo-gpu/eval/report.json "$RESULTS/report_triton.json" ;;
     doctor) "${FERRYLM[@]}" doctor "${CONFIG[@]}" | tee "$RESULTS/doctor.txt" || true ;;
     planner) planner ;;
     all) install; stage data; stage train; stage export; stage eval

@@ -43,6 +43,10 @@ class Config(_Section):
             raise ValueError("data.min_body_lines must not exceed data.max_body_lines")
         if self.export.quantize and not self.export.onnx:
             raise ValueError("export.quantize: the quantized artifacts are made from the ONNX one; set export.onnx=true")
+        ev = self.eval
+        if self.serve.backend == "triton" and not (ev.local or ev.endpoint) and (ev.samples_per_task > 1 or ev.temperature > 0):
+            raise ValueError("eval.samples_per_task: the Triton model decodes greedily (one sample at temperature 0); "
+                             "sample with serve.backend=vllm or eval.local=true")
         t = self.train
         if t.offload_optimizer and not t.deepspeed:
             raise ValueError("train.offload_optimizer: optimizer offload is DeepSpeed's; set train.deepspeed=zero2 or zero3")

@@ -5,7 +5,8 @@ live endpoints, training numbers, and the report — which opens with whether th
 With `eval.endpoint` set, the running endpoint is measured as the fine-tuned model; with
 `eval.local=true` the models run in-process with transformers (no latency then). Otherwise the
 stage starts vLLM itself on the exported model and (with `eval.compare_base`) on the base model,
-one after the other, so both are measured the same way.
+one after the other, so both are measured the same way; with serve.backend=triton, tritonserver on
+the export's Triton model and on one written for the base.
 """
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write
 from ..models import resolve_model_path
 from . import benchmark
 from .criteria import Criterion, load_criteria, per_track
-from .generators import EndpointGenerator, LocalGenerator
+from .generators import EndpointGenerator, LocalGenerator, TritonGenerator
 from ..data import read_jsonl
 from . import heldout, helped
 from .heldout_loss import example_losses, losses_of
 from .quality import engine_latency, latency
+from ..serve.client import timed_triton_stream
 from .report import language_rows, write_report
 
 log = get_logger("eval")
@@ -54,11 +56,12 @@ def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[di
     measured["heldout"] = heldout.summarize(scored)
     write_text_atomic(out / f"heldout_{label}.jsonl", "".join(json.dumps(r) + "\n" for r in scored))
     measured["latency"] = None
-    if isinstance(generator, EndpointGenerator):
+    if isinstance(generator, (EndpointGenerator, TritonGenerator)):
         log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
                  e.latency_runs, e.latency_concurrency)
+        timed = timed_triton_stream if isinstance(generator, TritonGenerator) else None
         measured["latency"] = latency(generator.base_url, generator.model, e.latency_new_tokens, e.latency_runs,
-                                      e.latency_concurrency)
+                                      e.latency_concurrency, timed)
     elif getattr(generator, "engine", None) is not None:
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
         measured["latency"] = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
@@ -134,7 +137,7 @@ def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict],
                    out: Path) -> dict[str, tuple[dict, list[dict]]]:
     """label → what measure() found (the measures, the scored held-out examples): the endpoint given (eval.endpoint), or the exported model and
     (eval.compare_base) the base, each in-process (eval.local) or served by vLLM, one after the other."""
-    from ..serve import server_for, served_model_dir
+    from ..serve import server_for, served_model_dir, triton_server_for
 
     e = cfg.eval
     targets = {"fine-tuned": e.endpoint or served_model_dir(cfg)}
@@ -152,11 +155,27 @@ def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict],
             gen = LocalGenerator(target)
             loss = heldout_losses(lambda: example_losses(gen.model, gen.tokenizer, rows), label) if wanted else None
             measured[label] = measure(cfg, gen, tracks, rows, out, label, loss)
+        elif cfg.serve.backend == "triton":
+            with triton_server_for(cfg, repo=_triton_repo(cfg, label, target, out)) as server:
+                measured[label] = measure(cfg, TritonGenerator(server.url, server.served_name), tracks, rows, out,
+                                          label, losses[label])
         else:
             with server_for(cfg, target) as server:
                 measured[label] = measure(cfg, EndpointGenerator(server.url, server.served_name), tracks, rows, out,
                                           label, losses[label])
     return measured
+
+
+def _triton_repo(cfg: Config, label: str, model_dir, out: Path) -> Path | None:
+    """The Triton model serving `label`: the export's for the fine-tuned model; for the base, one
+    written here with the export's engine and length."""
+    if label != "base":
+        return None
+    from ..export.triton import write_triton_repo
+
+    exported = read_record(cfg.stage_dir("export"))["metrics"]
+    return write_triton_repo(out / "triton_base", "base", model_dir, exported.get("triton_engine", "transformers"),
+                             exported.get("triton_max_len", 2048))
 
 
 @locked_stage("eval")

@@ -1,6 +1,6 @@
-"""Where completions come from: a served endpoint (OpenAI API: vLLM, or any compatible server) or a
-local model run with transformers. Both answer the same two calls, so HumanEval and BLEU measure
-them the same way."""
+"""Where completions come from: a served endpoint (OpenAI API: vLLM, or any compatible server), a
+ferrylm Triton model, or a local model run with transformers. All answer the same two calls, so
+HumanEval and BLEU measure them the same way."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,6 +27,42 @@ class EndpointGenerator:
         stop = stop or []
         texts = client.complete(self.base_url, self.model, prompt, max_tokens, temperature, n=n, stop=stop[:4])
         return [_cut(t, stop[4:]) for t in texts]
+
+
+class TritonGenerator:
+    """A ferrylm Triton model (serve.backend=triton) over Triton's generate_stream endpoint. Its engines
+    decode greedily: one sample at temperature 0 (the config refuses others for this path). A reply
+    stops being read as soon as `until` holds or a stop sequence appears; closing the stream ends it."""
+
+    def __init__(self, base_url: str, model: str):
+        self.base_url, self.model = base_url.rstrip("/"), model
+
+    def _read(self, max_tokens: int, done, **request) -> str:
+        from contextlib import closing
+
+        text = ""
+        with closing(client.triton_stream(self.base_url, self.model, max_tokens, **request)) as pieces:
+            for piece in pieces:
+                text += piece
+                if done(text):
+                    break
+        return text
+
+    @staticmethod
+    def _greedy(temperature: float, n: int) -> None:
+        if temperature != 0 or n != 1:
+            raise ValueError(f"the Triton model decodes greedily: one sample at temperature 0, not n={n} at {temperature}")
+
+    def chat(self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1,
+             until=None) -> list[str]:
+        self._greedy(temperature, n)
+        return [self._read(max_tokens, until or (lambda text: False), messages=messages)]
+
+    def complete(self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
+                 stop: list[str] | None = None) -> list[str]:
+        self._greedy(temperature, n)
+        stop = stop or []
+        return [_cut(self._read(max_tokens, lambda text: any(s in text for s in stop), prompt=prompt), stop)]
 
 
 class LocalGenerator:

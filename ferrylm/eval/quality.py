@@ -26,14 +26,17 @@ def _stats(values: list[float]) -> dict:
             "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
 
 
-def latency(base_url: str, model: str, new_tokens: int, runs: int = 3, concurrency: list[int] | None = None) -> dict:
+def latency(base_url: str, model: str, new_tokens: int, runs: int = 3, concurrency: list[int] | None = None,
+            timed=None) -> dict:
     """Single-stream latency over `runs` repeats (percentiles), then a concurrency sweep.
 
-    Each request generates exactly `new_tokens` (ignore_eos), so runs compare like with like.
+    Each request generates exactly `new_tokens` (ignore_eos), so runs compare like with like. `timed`:
+    how one request is made and timed (default: an OpenAI chat stream; client.timed_triton_stream for Triton).
     """
+    timed = timed or timed_chat_stream
     messages = [{"role": "user", "content": user_message(LATENCY_PROMPT)}]
-    timed_chat_stream(base_url, model, messages, 8)  # warm-up: the first request pays one-off costs
-    single = [timed_chat_stream(base_url, model, messages, new_tokens) for _ in range(runs)]
+    timed(base_url, model, messages, 8)  # warm-up: the first request pays one-off costs
+    single = [timed(base_url, model, messages, new_tokens) for _ in range(runs)]
     out = {
         "new_tokens": single[0].completion_tokens,
         "runs": runs,
@@ -47,7 +50,7 @@ def latency(base_url: str, model: str, new_tokens: int, runs: int = 3, concurren
     for c in concurrency or []:
         start = time.perf_counter()
         with ThreadPoolExecutor(c) as pool:
-            timings = list(pool.map(lambda _: timed_chat_stream(base_url, model, messages, new_tokens), range(c)))
+            timings = list(pool.map(lambda _: timed(base_url, model, messages, new_tokens), range(c)))
         wall = time.perf_counter() - start
         out["sweep"].append({"concurrency": c, "wall_s": wall,
                              "aggregate_tokens_per_s": sum(t.completion_tokens for t in timings) / wall,

@@ -128,7 +128,7 @@ def run_export(cfg: Config) -> StageRecord:
     record.metrics = {"parity": parity.as_dict(), "merged_sha256": sha256_tree(final), "merge": merge_info}
     engine = _triton_engine(e.triton_engine, final)
     record.outputs["triton_model"] = str(write_triton_repo(e.triton_dir, e.triton_name, final, engine, e.triton_max_len))
-    record.metrics["triton_engine"] = engine
+    record.metrics["triton_engine"], record.metrics["triton_max_len"] = engine, e.triton_max_len
     record.outputs["triton_model_vllm"] = str(write_vllm_backend_repo(e.triton_dir, f"{e.triton_name}-vllm", final))
     if e.onnx:
         record.metrics["onnx"] = _export_onnx_artifacts(cfg, final, out, ref)

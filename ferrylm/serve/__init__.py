@@ -52,16 +52,20 @@ def lora_server_for(cfg: Config, port: int | None = None) -> VllmServer:
     return server_for(cfg, resolve_model_path(cfg.model.path, cfg.model.cache_dir), port=port, lora_dir=outputs["adapter"])
 
 
-def triton_server_for(cfg: Config, port: int | None = None) -> TritonServer:
+def triton_server_for(cfg: Config, port: int | None = None, repo: Path | None = None) -> TritonServer:
+    """The export's Triton model (serve.triton_model picks another of its repository), or `repo`
+    (<repository>/<name>, e.g. the eval stage's repository for the base model)."""
     from ..models import cache_root
 
     s = cfg.serve
-    try:
-        repo = Path(read_record(cfg.stage_dir("export"))["outputs"]["triton_model"])   # <triton_dir>/<name>
-    except FileNotFoundError:
-        raise ServeError(f"serve.backend=triton: {cfg.stage_dir('export')} holds no export: run `ferrylm export` "
-                         "first") from None
-    return TritonServer(repo.parent, s.triton_model or repo.name, s.host, port or s.port,
+    if repo is None:
+        try:
+            repo = Path(read_record(cfg.stage_dir("export"))["outputs"]["triton_model"])   # <triton_dir>/<name>
+        except FileNotFoundError:
+            raise ServeError(f"serve.backend=triton: {cfg.stage_dir('export')} holds no export: run `ferrylm export` "
+                             "first") from None
+        repo = repo.parent / (s.triton_model or repo.name)
+    return TritonServer(repo.parent, repo.name, s.host, port or s.port,
                         cfg.stage_dir("serve") / "triton.log", s.startup_timeout_s, s.drain_timeout_s,
                         cache_root(cfg.model.cache_dir))
 

@@ -1,4 +1,5 @@
-"""A small client for OpenAI-compatible endpoints (vLLM's server), plain and streaming."""
+"""A small client for OpenAI-compatible endpoints (vLLM's server), plain and streaming, and for a
+ferrylm Triton model's generate_stream endpoint."""
 from __future__ import annotations
 
 import json
@@ -128,3 +129,16 @@ def triton_stream(base_url: str, model: str, max_tokens: int, messages: list[dic
                 raise EndpointError(f"{base_url}: {chunk['error']}")
             if chunk.get("text_output"):
                 yield chunk["text_output"]
+
+
+def timed_triton_stream(base_url: str, model: str, messages: list[dict], max_tokens: int,
+                        timeout: float = 600) -> StreamTiming:
+    """timed_chat_stream's measurement through a ferrylm Triton model: exactly max_tokens (ignore_eos)."""
+    start = time.perf_counter()
+    first = None
+    for _piece in triton_stream(base_url, model, max_tokens, messages=messages, ignore_eos=True, timeout=timeout):
+        first = first or time.perf_counter()
+    end = time.perf_counter()
+    if first is None:
+        raise EndpointError(f"{base_url}: the stream carried no text")
+    return StreamTiming(first - start, end - start, max_tokens)
