@@ -20,7 +20,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
-CONFIGS = [(4, 512, 4, 1), (8, 512, 4, 2), (4, 1024, 4, 2), (8, 1024, 8, 1), (16, 1024, 8, 2), (8, 2048, 8, 1)]
+# (block_n, block_k, num_warps, num_stages, wide): the first six as measured on 2026-11-25, then the
+# tuner's candidates each way of summing (per group in the loop, or once after it).
+CONFIGS = [(4, 512, 4, 1, False), (8, 512, 4, 2, False), (4, 1024, 4, 2, False), (8, 1024, 8, 1, False),
+           (16, 1024, 8, 2, False), (8, 2048, 8, 1, False),
+           (4, 512, 4, 1, True), (8, 512, 4, 2, True), (4, 1024, 4, 2, True), (8, 1024, 4, 1, True)]
 
 
 def main() -> None:
@@ -57,7 +61,7 @@ def main() -> None:
                "floor_ms": nbytes / bw * 1e3 if bw else None, "configs": []}
         want = gemv4_reference(x, packed, s, args.group, None, e, g, **extra)
         for cfg in CONFIGS:
-            kw = dict(zip(CONFIG_KEYS, cfg))
+            kw = dict(zip((*CONFIG_KEYS, "wide"), cfg))
             try:
                 got = gemv4(x, packed, s, args.group, None, epilogue=e, norm_weight=g, **extra, **kw)
             except ValueError:

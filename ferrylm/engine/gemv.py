@@ -235,15 +235,15 @@ CONFIG_KEYS = ("block_n", "block_k", "num_warps", "num_stages")
 
 
 def candidates(n: int, k: int, epilogue: Epilogue = Epilogue(), block_ns=(1, 2), block_ks=(512, 1024, 2048, 4096),
-               max_tile: int = 8192):
+               max_tile: int = 8192, warps=(4, 8)):
     """The configurations worth timing for an [n, k] weight (a paired epilogue: whole pairs of row
     blocks in every program and period), at most `max_tile` weights per program and step."""
     pair = 2 if epilogue.pair else 1
-    for bn, bk, warps, stages in itertools.product(block_ns, block_ks, (4, 8), (1, 2)):
+    for bn, bk, nw, stages in itertools.product(block_ns, block_ks, warps, (1, 2)):
         if epilogue.pair and epilogue.period % (2 * bn):
             continue
         if n % (pair * bn) == 0 and pair * bn * bk <= max_tile and bk <= triton.next_power_of_2(k):
-            yield dict(zip(CONFIG_KEYS, (bn, bk, warps, stages)))
+            yield dict(zip(CONFIG_KEYS, (bn, bk, nw, stages)))
 
 
 def tuning_inputs(n: int, k: int, like: torch.Tensor, epilogue: Epilogue) -> tuple[torch.Tensor, dict]:

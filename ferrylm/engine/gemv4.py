@@ -61,12 +61,16 @@ if triton is not None:
         return x, xg
 
     @triton.jit
-    def _dot4(p, s, x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
-        """Each row's dot product with x, one partial sum per group, scaled: [BLOCK_N, BLOCK_K/GROUP]."""
+    def _dot4(p, s, x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr, WIDE: tl.constexpr):
+        """Each row's products with x, scaled: summed per group ([BLOCK_N, BLOCK_K/GROUP]) or, WIDE, kept
+        per byte ([BLOCK_N, BLOCK_K/2]) and summed once after the loop, as the bf16 kernel does."""
         lo = (p & 15).to(tl.float32) - 8.0
         hi = (p >> 4).to(tl.float32) - 8.0
         x_even, x_odd = tl.split(tl.reshape(x, [BLOCK_K // 2, 2]))
         both = lo * x_even[None, :] + hi * x_odd[None, :]
+        if WIDE:
+            per_byte = tl.broadcast_to(s.to(tl.float32)[:, :, None], [BLOCK_N, BLOCK_K // GROUP, GROUP // 2])
+            return both * tl.reshape(per_byte, [BLOCK_N, BLOCK_K // 2])
         return tl.sum(tl.reshape(both, [BLOCK_N, BLOCK_K // GROUP, GROUP // 2]), axis=2) * s.to(tl.float32)
 
     @triton.jit
@@ -74,7 +78,7 @@ if triton is not None:
                       K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr, HAS_BIAS: tl.constexpr,
                       NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr,
                       RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-                      PDL: tl.constexpr):
+                      PDL: tl.constexpr, WIDE: tl.constexpr):
         pid = tl.program_id(0)
         HALF: tl.constexpr = PERIOD // 2
         rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
@@ -91,17 +95,17 @@ if triton is not None:
             tl.extra.cuda.gdc_launch_dependents()
         x, xg = _x4(x_ptr, g_ptr, 0, K, HAS_G, BLOCK_K, EVEN_K)
         sq = x * x
-        acc_a = _dot4(pa, sa, xg, BLOCK_N, BLOCK_K, GROUP)
+        acc_a = _dot4(pa, sa, xg, BLOCK_N, BLOCK_K, GROUP, WIDE)
         if PAIR != 0:
-            acc_b = _dot4(pb, sb, xg, BLOCK_N, BLOCK_K, GROUP)
+            acc_b = _dot4(pb, sb, xg, BLOCK_N, BLOCK_K, GROUP, WIDE)
         for k in range(BLOCK_K, K, BLOCK_K):
             pa, sa = _tile4(wa_ptrs, sa_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
             if PAIR != 0:
                 pb, sb = _tile4(wb_ptrs, sb_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
             x, xg = _x4(x_ptr, g_ptr, k, K, HAS_G, BLOCK_K, EVEN_K)
-            acc_a += _dot4(pa, sa, xg, BLOCK_N, BLOCK_K, GROUP)
+            acc_a += _dot4(pa, sa, xg, BLOCK_N, BLOCK_K, GROUP, WIDE)
             if PAIR != 0:
-                acc_b += _dot4(pb, sb, xg, BLOCK_N, BLOCK_K, GROUP)
+                acc_b += _dot4(pb, sb, xg, BLOCK_N, BLOCK_K, GROUP, WIDE)
             if NORM:
                 sq += x * x
         ya = tl.sum(acc_a, axis=1)
@@ -131,9 +135,10 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
           epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
           residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None) -> torch.Tensor:
+          inv_freq: Optional[torch.Tensor] = None, wide: bool = False) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `packed` [N, K/2] and
-    `scales` [N, K/group], with `epilogue` around it as `gemv.gemv` does."""
+    `scales` [N, K/group], with `epilogue` around it as `gemv.gemv` does. `wide`: sum once after the
+    loop instead of per group in it (see _dot4; which is faster is the tuner's to find)."""
     n, k = packed.shape[0], 2 * packed.shape[1]
     e = epilogue
     if group & (group - 1) or group < 2 or block_k % group or k % group or scales.shape != (n, k // group):
@@ -147,7 +152,8 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
         0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps, num_stages=num_stages, **launch)
+        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, WIDE=wide, num_warps=num_warps, num_stages=num_stages,
+        **launch)
     return y
 
 
@@ -165,15 +171,15 @@ def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_w
              bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
              inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
              pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
-             has_residual: bool) -> torch.Tensor:
+             has_residual: bool, wide: bool) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq)
+                 inv_freq, wide)
 
 
 @gemv4_op.register_fake
 def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
-      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual):
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, wide):
     return x.new_empty(packed.shape[0] // 2 if pair == SILU else packed.shape[0])
 
 
@@ -194,7 +200,7 @@ class Gemv4Linear(torch.nn.Module):
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {key: int(cfg[key]) for key in CONFIG_KEYS}
+        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "wide": bool(cfg.get("wide", False))}
         self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -224,8 +230,10 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
     args = (layer.packed, layer.scales, group, None)
     # More rows per program than bf16: every program reads all of x (2 bytes an input) for its rows'
     # half byte an input each, so with few rows x, not the weights, would be most of what is read.
-    blocks = [b for b in (512, 1024, 2048) if b >= group]
+    # The configurations that came first per 7B shape on an H100 (bench/gemv4_triton.py), each way of summing.
+    blocks = [b for b in (512, 1024) if b >= group]
+    configs = [{**c, "wide": wide} for c in candidates(n, k, epilogue, block_ns=(4, 8), block_ks=blocks,
+                                                         max_tile=16384, warps=(4,)) for wide in (False, True)]
     return fastest(lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
-                   gemv4_reference(x, *args, epilogue, g, **extra),
-                   candidates(n, k, epilogue, block_ns=(4, 8, 16), block_ks=blocks, max_tile=16384),
+                   gemv4_reference(x, *args, epilogue, g, **extra), configs,
                    f"gemv4 on {n}x{k} (group {group}), {epilogue}")

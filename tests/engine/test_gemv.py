@@ -124,8 +124,8 @@ for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 256, 64, 1
     assert p.dtype == torch.uint8 and p.shape == (n, k // 2)
     assert torch.equal(dequantize(p, s, group), (q.float().view(n, -1, group) * s[..., None]).reshape(n, k))
     x, b, g = torch.randn(k), torch.randn(n), torch.rand(k) + 0.5
-    for block_n in (1, 2, 4):
-        got = gemv4(x, p, s, group, b, block_n, block_k, 4, 1, norm_weight=g)
+    for block_n, wide in ((1, False), (2, True), (4, False), (4, True)):   # summed per group, or once at the end
+        got = gemv4(x, p, s, group, b, block_n, block_k, 4, 1, norm_weight=g, wide=wide)
         torch.testing.assert_close(got, gemv4_reference(x, p, s, group, b, norm_weight=g), atol=1e-4, rtol=1e-4)
 print("CHECK a group that does not divide the tile is refused", flush=True)
 try:
@@ -140,8 +140,8 @@ pos, freq = torch.tensor([7]), torch.rand(4)
 for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}), (Epilogue(1e-6, SILU, 32), {}),
                  (Epilogue(1e-6, ROPE, 8, 24, 1.5), {"pos": pos, "inv_freq": freq})):
     norm = g if e.norm_eps is not None else None
-    for block_n in (1, 2):
-        got = gemv4(x, p, s, 32, b, block_n, 64, 4, 1, epilogue=e, norm_weight=norm, **extra)
+    for block_n, wide in ((1, False), (2, True)):
+        got = gemv4(x, p, s, 32, b, block_n, 64, 4, 1, epilogue=e, norm_weight=norm, wide=wide, **extra)
         torch.testing.assert_close(got, gemv4_reference(x, p, s, 32, b, e, norm, **extra), atol=1e-4, rtol=1e-4)
 print("CHECK a 4-bit decoder's fused step against its prompt path, over two cache chunks", flush=True)
 config = Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
