@@ -136,7 +136,8 @@ def rewrite_report(cfg: Config) -> dict:
 def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict],
                    out: Path) -> dict[str, tuple[dict, list[dict]]]:
     """label → what measure() found (the measures, the scored held-out examples): the endpoint given (eval.endpoint), or the exported model and
-    (eval.compare_base) the base, each in-process (eval.local) or served by vLLM, one after the other."""
+    (eval.compare_base) the base, each in-process (eval.local) or served (vLLM; tritonserver with
+    serve.backend=triton), one after the other."""
     from ..serve import server_for, served_model_dir, triton_server_for
 
     e = cfg.eval
