@@ -34,8 +34,10 @@ def targets(export: dict, has_cuda: bool) -> tuple[list[Target], dict[str, str]]
               Target("merged/engine-gemv", "merged model, batch-1 engine (Triton matrix-vector kernels)", "engine",
                      out["merged"], {"gemv": True})]
     if "vllm_w4a16" in out:
-        engine.append(Target("w4a16/engine", "W4A16 artifact's 4-bit weights, batch-1 engine", "engine",
-                             out["vllm_w4a16"], {"w4a16_dir": out["vllm_w4a16"]}))
+        engine += [Target("w4a16/engine", "W4A16 artifact's 4-bit weights, batch-1 engine (torch's int4 kernel)",
+                          "engine", out["vllm_w4a16"], {"w4a16_dir": out["vllm_w4a16"]}),
+                   Target("w4a16/engine-gemv4", "W4A16 artifact's 4-bit weights, batch-1 engine (Triton 4-bit kernel)",
+                          "engine", out["vllm_w4a16"], {"w4a16_dir": out["vllm_w4a16"], "gemv": True})]
     for t in engine:
         if has_cuda:
             run.append(t)
