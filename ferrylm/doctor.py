@@ -111,6 +111,9 @@ def flavour_check(f: Facts, prof: str) -> Check:
     return Check("torch", "ok", build)
 
 
+FP8_CAPABILITY = (8, 9)   # Ada, Hopper and later: FP8 matrix products (train/fp8.py refuses the others too)
+
+
 def gpu_checks(f: Facts) -> list[Check]:
     if not f.gpus:
         return [Check("GPUs", "ok" if not f.gpus_listed else "fail", "none: the CPU path (fp32 training, vLLM's CPU build)"
@@ -118,7 +121,7 @@ def gpu_checks(f: Facts) -> list[Check]:
                       "" if not f.gpus_listed else "check CUDA_VISIBLE_DEVICES and the torch build")]
     out = [Check("CUDA", "ok", f"driver {f.driver or 'unknown'}, torch's runtime {f.torch_cuda}")]
     for i, g in enumerate(f.gpus):
-        bf16, fp8 = g.capability >= (8, 0), g.capability >= (8, 9)
+        bf16, fp8 = g.capability >= (8, 0), g.capability >= FP8_CAPABILITY
         out.append(Check(f"GPU {i}", "ok", f"{g.name}, {g.memory_gib:.1f} GiB, compute {g.capability[0]}.{g.capability[1]}, "
                          f"bf16 {'yes' if bf16 else 'no (fp16)'}, FP8 {'yes' if fp8 else 'no'}"))
     if len(f.gpus) > 1:
@@ -153,7 +156,7 @@ def kernel_checks(cfg: Config, has_gpu: bool, installed=importlib.util.find_spec
 def fp8_checks(cfg: Config, f: Facts) -> list[Check]:
     if cfg.train.base_precision != "fp8":
         return []
-    without = sorted({g.name for g in f.gpus if g.capability < (8, 9)})
+    without = sorted({g.name for g in f.gpus if g.capability < FP8_CAPABILITY})
     if without:
         return [Check("FP8 base", "fail", f"train.base_precision=fp8, but {', '.join(without)} has no FP8 products "
                       "(compute capability 8.9 or newer)", "train.base_precision=model")]

@@ -159,6 +159,11 @@ class Epilogue(NamedTuple):
     rope_scale: float = 1.0
     residual: bool = False
 
+    def op_args(self) -> dict:
+        """This epilogue as the custom ops' arguments (their schema takes no NamedTuple)."""
+        return dict(norm_eps=self.norm_eps, pair=self.pair, period=self.period, rope_rows=self.rope_rows,
+                    rope_scale=self.rope_scale, has_residual=self.residual)
+
 
 def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, inv_freq) -> tuple[int, int]:
     """(programs, period) of a kernel over an [n, k] weight, or a ValueError saying what does not fit."""
@@ -304,6 +309,4 @@ class GemvLinear(torch.nn.Module):
     def step(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
              inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
-        return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, norm_eps=e.norm_eps,
-                       pair=e.pair, period=e.period, rope_rows=e.rope_rows, rope_scale=e.rope_scale,
-                       has_residual=e.residual, **self.cfg)
+        return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, **e.op_args(), **self.cfg)

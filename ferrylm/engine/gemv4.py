@@ -218,8 +218,7 @@ class Gemv4Linear(torch.nn.Module):
              inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
         return gemv4_op(x, self.packed, self.scales, self.norm_weight, self.bias, residual, pos, inv_freq,
-                        self.group_size, pdl=self.pdl, norm_eps=e.norm_eps, pair=e.pair, period=e.period,
-                        rope_rows=e.rope_rows, rope_scale=e.rope_scale, has_residual=e.residual, **self.cfg)
+                        self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg)
 
 
 def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> dict:

@@ -27,7 +27,6 @@ from ..data import read_jsonl
 from . import heldout, helped
 from .heldout_loss import example_losses, losses_of
 from .quality import engine_latency, latency
-from ..serve.client import timed_triton_stream
 from .report import language_rows, write_report
 
 log = get_logger("eval")
@@ -56,12 +55,11 @@ def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[di
     measured["heldout"] = heldout.summarize(scored)
     write_text_atomic(out / f"heldout_{label}.jsonl", "".join(json.dumps(r) + "\n" for r in scored))
     measured["latency"] = None
-    if isinstance(generator, (EndpointGenerator, TritonGenerator)):
+    if hasattr(generator, "timed_stream"):   # a served endpoint (vLLM's, Triton's)
         log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
                  e.latency_runs, e.latency_concurrency)
-        timed = timed_triton_stream if isinstance(generator, TritonGenerator) else None
         measured["latency"] = latency(generator.base_url, generator.model, e.latency_new_tokens, e.latency_runs,
-                                      e.latency_concurrency, timed)
+                                      e.latency_concurrency, generator.timed_stream)
     elif getattr(generator, "engine", None) is not None:
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
         measured["latency"] = engine_latency(generator, e.latency_new_tokens, e.latency_runs)

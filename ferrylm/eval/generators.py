@@ -14,6 +14,8 @@ _UNTIL_EVERY = 8
 
 
 class EndpointGenerator:
+    timed_stream = staticmethod(client.timed_chat_stream)   # one timed request, for the latency measurement
+
     def __init__(self, base_url: str, model: str):
         self.base_url, self.model = base_url.rstrip("/"), model
 
@@ -33,20 +35,13 @@ class TritonGenerator:
     """A ferrylm Triton model (serve.backend=triton) over Triton's generate_stream endpoint. Its engines
     decode greedily: one sample at temperature 0 (the config refuses others for this path). A reply
     stops being read as soon as `until` holds or a stop sequence appears; closing the stream ends it."""
+    timed_stream = staticmethod(client.timed_triton_stream)
 
     def __init__(self, base_url: str, model: str):
         self.base_url, self.model = base_url.rstrip("/"), model
 
     def _read(self, max_tokens: int, done, **request) -> str:
-        from contextlib import closing
-
-        text = ""
-        with closing(client.triton_stream(self.base_url, self.model, max_tokens, **request)) as pieces:
-            for piece in pieces:
-                text += piece
-                if done(text):
-                    break
-        return text
+        return client.read_until(client.triton_stream(self.base_url, self.model, max_tokens, **request), done)
 
     @staticmethod
     def _greedy(temperature: float, n: int) -> None:

@@ -31,7 +31,7 @@ def latency(base_url: str, model: str, new_tokens: int, runs: int = 3, concurren
     """Single-stream latency over `runs` repeats (percentiles), then a concurrency sweep.
 
     Each request generates exactly `new_tokens` (ignore_eos), so runs compare like with like. `timed`:
-    how one request is made and timed (default: an OpenAI chat stream; client.timed_triton_stream for Triton).
+    how one request is made and timed (default: an OpenAI chat stream; a generator's `timed_stream`).
     """
     timed = timed or timed_chat_stream
     messages = [{"role": "user", "content": user_message(LATENCY_PROMPT)}]

@@ -33,18 +33,24 @@ def chat(base_url: str, model: str, messages: list[dict], max_tokens: int, tempe
     (a test on the text so far) and n=1 the reply is streamed and the stream closed as soon as the
     test holds; the server then stops generating for it."""
     if until is not None and n == 1 and not extra:
-        text = ""
-        with closing(stream_text(base_url, model, max_tokens, messages=messages, temperature=temperature,
-                                 timeout=timeout)) as pieces:   # closing it closes the connection
-            for piece in pieces:
-                text += piece
-                if until(text):
-                    break
-        return [text]
+        return [read_until(stream_text(base_url, model, max_tokens, messages=messages, temperature=temperature,
+                                       timeout=timeout), until)]
     payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
                "n": n, **extra}
     body = _post(f"{base_url}/v1/chat/completions", payload, timeout).json()
     return [c["message"]["content"] or "" for c in sorted(body["choices"], key=lambda c: c["index"])]
+
+
+def read_until(pieces: Iterator[str], done) -> str:
+    """A stream's text up to the piece after which `done(text so far)` holds; the stream is then closed,
+    which closes its connection, and the server stops generating for it."""
+    text = ""
+    with closing(pieces):
+        for piece in pieces:
+            text += piece
+            if done(text):
+                break
+    return text
 
 
 def complete(base_url: str, model: str, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
