@@ -4,9 +4,11 @@ read as packed nibbles and dequantized in registers, with the same epilogues as 
 
 At one token a 4-bit weight is a quarter of the bf16 bytes; torch's int4 kernel (`int4.py`) is a
 general matrix product that does not reach that floor at batch 1 (docs/benchmarks.md, "GPU: batch-1
-decode"). Here each program owns `block_n` rows, reads `block_k / 2` bytes of each per step (two
-values a byte, the lower column in the low nibble), multiplies the low and high nibbles with x's even
-and odd entries, sums each group of `group` columns and scales the group's sum once.
+decode"). Here each program owns `block_n` rows and reads `block_k / 8` 32-bit words of each per step
+(the export's bytes as they lie: eight values a word, column 8w + j in bits 4j..4j+3). The j-th
+values of a tile's words multiply x at the columns 8w + j, read from x with a stride of 8, so no value
+changes threads; each group of `group` columns is summed and its sum scaled once. The nibbles become
+floats without an integer-to-float conversion (`_nibble`).
 
 The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
 multiplies x by the norm's weight as it reads it instead (`norm_weight`), and scales by 1/rms(x) at
@@ -33,45 +35,71 @@ if triton is not None:
     @triton.jit
     def _tile4(w_ptrs, s_ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
                EVEN_K: tl.constexpr):
-        """The packed bytes [BLOCK_N, BLOCK_K/2] and group scales [BLOCK_N, BLOCK_K/GROUP] at column k."""
+        """The packed words [BLOCK_N, BLOCK_K/GROUP, GROUP/8] and group scales [BLOCK_N, BLOCK_K/GROUP]
+        at column k (eight values a 32-bit word, column 8w + j in bits 4j..4j+3)."""
         if EVEN_K:
-            p = tl.load(w_ptrs + k // 2)
+            p = tl.load(w_ptrs + k // 8)
             s = tl.load(s_ptrs + k // GROUP)
         else:
-            j = tl.arange(0, BLOCK_K // 2)
             g = tl.arange(0, BLOCK_K // GROUP)
-            p = tl.load(w_ptrs + k // 2, mask=(k // 2 + j < K // 2)[None, :], other=0)
-            s = tl.load(s_ptrs + k // GROUP, mask=(k // GROUP + g < K // GROUP)[None, :], other=0.0)
+            inside = k // GROUP + g < K // GROUP
+            p = tl.load(w_ptrs + k // 8, mask=inside[None, :, None], other=0)
+            s = tl.load(s_ptrs + k // GROUP, mask=inside[None, :], other=0.0)
         return p, s
 
     @triton.jit
-    def _x4(x_ptr, g_ptr, k, K: tl.constexpr, HAS_G: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
-        """x[k:k+BLOCK_K] as read (for the norm's sum of squares) and times the norm's weight."""
-        cols = k + tl.arange(0, BLOCK_K)
+    def _x4(x_ptr, g_ptr, cols, k, j: tl.constexpr, K: tl.constexpr, HAS_G: tl.constexpr, EVEN_K: tl.constexpr):
+        """x at the columns of each word's j-th value (cols [BLOCK_K/GROUP, GROUP/8]: each word's
+        first column), as read (for the norm's sum of squares) and times the norm's weight."""
+        at = k + cols + j
         if EVEN_K:
-            x = tl.load(x_ptr + cols).to(tl.float32)
+            x = tl.load(x_ptr + at).to(tl.float32)
         else:
-            x = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+            x = tl.load(x_ptr + at, mask=at < K, other=0.0).to(tl.float32)
         xg = x
         if HAS_G:
             if EVEN_K:
-                xg = x * tl.load(g_ptr + cols).to(tl.float32)
+                xg = x * tl.load(g_ptr + at).to(tl.float32)
             else:
-                xg = x * tl.load(g_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+                xg = x * tl.load(g_ptr + at, mask=at < K, other=0.0).to(tl.float32)
         return x, xg
 
     @triton.jit
-    def _dot4(p, s, x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr, WIDE: tl.constexpr):
-        """Each row's products with x, scaled: summed per group ([BLOCK_N, BLOCK_K/GROUP]) or, WIDE, kept
-        per byte ([BLOCK_N, BLOCK_K/2]) and summed once after the loop, as the bf16 kernel does."""
-        lo = (p & 15).to(tl.float32) - 8.0
-        hi = (p >> 4).to(tl.float32) - 8.0
-        x_even, x_odd = tl.split(tl.reshape(x, [BLOCK_K // 2, 2]))
-        both = lo * x_even[None, :] + hi * x_odd[None, :]
+    def _nibble(p, j: tl.constexpr):
+        """The j-th 4-bit value of each word as fp32 in [-8, 7]: its bits put under the mantissa of
+        2^23 and 2^23 + 8 taken off, two integer operations and one add, no integer-to-float
+        conversion (a quarter-rate instruction, which bound the first version of this kernel)."""
+        bits = ((p >> (4 * j)) & 15) | 0x4B000000
+        return bits.to(tl.float32, bitcast=True) - 8388616.0
+
+    @triton.jit
+    def _step4(pa, sa, pb, sb, x_ptr, g_ptr, cols, k, K: tl.constexpr, HAS_G: tl.constexpr, PAIR: tl.constexpr,
+               WIDE: tl.constexpr, EVEN_K: tl.constexpr):
+        """One tile's scaled products for both row blocks (b only when PAIR) and x's squares
+        [BLOCK_K/GROUP, GROUP/8]. Per group ([BLOCK_N, BLOCK_K/GROUP]), or WIDE per word, scaled, summed
+        once after the loop."""
+        x, xg = _x4(x_ptr, g_ptr, cols, k, 0, K, HAS_G, EVEN_K)
+        sq = x * x
+        da = _nibble(pa, 0) * xg[None, :, :]
+        if PAIR != 0:
+            db = _nibble(pb, 0) * xg[None, :, :]
+        for j in tl.static_range(1, 8):
+            x, xg = _x4(x_ptr, g_ptr, cols, k, j, K, HAS_G, EVEN_K)
+            sq += x * x
+            da += _nibble(pa, j) * xg[None, :, :]
+            if PAIR != 0:
+                db += _nibble(pb, j) * xg[None, :, :]
         if WIDE:
-            per_byte = tl.broadcast_to(s.to(tl.float32)[:, :, None], [BLOCK_N, BLOCK_K // GROUP, GROUP // 2])
-            return both * tl.reshape(per_byte, [BLOCK_N, BLOCK_K // 2])
-        return tl.sum(tl.reshape(both, [BLOCK_N, BLOCK_K // GROUP, GROUP // 2]), axis=2) * s.to(tl.float32)
+            da = da * sa.to(tl.float32)[:, :, None]
+            if PAIR != 0:
+                db = db * sb.to(tl.float32)[:, :, None]
+        else:
+            da = tl.sum(da, axis=2) * sa.to(tl.float32)
+            if PAIR != 0:
+                db = tl.sum(db, axis=2) * sb.to(tl.float32)
+        if PAIR == 0:
+            db = da
+        return da, db, sq
 
     @triton.jit
     def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
@@ -81,40 +109,41 @@ if triton is not None:
                       PDL: tl.constexpr, WIDE: tl.constexpr):
         pid = tl.program_id(0)
         HALF: tl.constexpr = PERIOD // 2
+        GT: tl.constexpr = BLOCK_K // GROUP    # groups a tile
+        GW: tl.constexpr = GROUP // 8          # words a group
         rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
-        wa_ptrs = w_ptr + rows[:, None].to(tl.int64) * (K // 2) + tl.arange(0, BLOCK_K // 2)[None, :]
-        sa_ptrs = s_ptr + rows[:, None] * (K // GROUP) + tl.arange(0, BLOCK_K // GROUP)[None, :]
-        wb_ptrs = wa_ptrs + HALF * (K // 2)
+        words = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
+        wa_ptrs = w_ptr + rows[:, None, None].to(tl.int64) * (K // 8) + words[None, :, :]
+        sa_ptrs = s_ptr + rows[:, None] * (K // GROUP) + tl.arange(0, GT)[None, :]
+        wb_ptrs = wa_ptrs + HALF * (K // 8)
         sb_ptrs = sa_ptrs + HALF * (K // GROUP)
+        cols = words * 8
         # The first weight tiles do not depend on the previous kernel: read them before waiting.
         pa, sa = _tile4(wa_ptrs, sa_ptrs, 0, K, GROUP, BLOCK_K, EVEN_K)
+        pb, sb = pa, sa
         if PAIR != 0:
             pb, sb = _tile4(wb_ptrs, sb_ptrs, 0, K, GROUP, BLOCK_K, EVEN_K)
         if PDL:
             tl.extra.cuda.gdc_wait()
             tl.extra.cuda.gdc_launch_dependents()
-        x, xg = _x4(x_ptr, g_ptr, 0, K, HAS_G, BLOCK_K, EVEN_K)
-        sq = x * x
-        acc_a = _dot4(pa, sa, xg, BLOCK_N, BLOCK_K, GROUP, WIDE)
-        if PAIR != 0:
-            acc_b = _dot4(pb, sb, xg, BLOCK_N, BLOCK_K, GROUP, WIDE)
+        acc_a, acc_b, sq = _step4(pa, sa, pb, sb, x_ptr, g_ptr, cols, 0, K, HAS_G, PAIR, WIDE, EVEN_K)
         for k in range(BLOCK_K, K, BLOCK_K):
             pa, sa = _tile4(wa_ptrs, sa_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
             if PAIR != 0:
                 pb, sb = _tile4(wb_ptrs, sb_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
-            x, xg = _x4(x_ptr, g_ptr, k, K, HAS_G, BLOCK_K, EVEN_K)
-            acc_a += _dot4(pa, sa, xg, BLOCK_N, BLOCK_K, GROUP, WIDE)
-            if PAIR != 0:
-                acc_b += _dot4(pb, sb, xg, BLOCK_N, BLOCK_K, GROUP, WIDE)
+            da, db, sq_k = _step4(pa, sa, pb, sb, x_ptr, g_ptr, cols, k, K, HAS_G, PAIR, WIDE, EVEN_K)
+            acc_a += da
+            acc_b += db
             if NORM:
-                sq += x * x
-        ya = tl.sum(acc_a, axis=1)
-        if PAIR != 0:
-            yb = tl.sum(acc_b, axis=1)
+                sq += sq_k
+        if WIDE:
+            ya = tl.sum(tl.sum(acc_a, axis=2), axis=1)
+            yb = tl.sum(tl.sum(acc_b, axis=2), axis=1)
         else:
-            yb = ya
-        _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM,
-                  PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
+            ya = tl.sum(acc_a, axis=1)
+            yb = tl.sum(acc_b, axis=1)
+        _epilogue(ya, yb, tl.sum(sq, axis=1), pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K,
+                  HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
@@ -141,14 +170,15 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
     loop instead of per group in it (see _dot4; which is faster is the tuner's to find)."""
     n, k = packed.shape[0], 2 * packed.shape[1]
     e = epilogue
-    if group & (group - 1) or group < 2 or block_k % group or k % group or scales.shape != (n, k // group):
+    if group & (group - 1) or group < 8 or block_k % group or k % group or scales.shape != (n, k // group):
         raise ValueError(f"gemv4: group {group} must be a power of two dividing block_k={block_k} and {k} "
-                         f"inputs, with scales [{n}, {k // max(group, 1)}] (got {tuple(scales.shape)})")
+                         f"inputs, at least 8 (one 32-bit word), with scales [{n}, {k // max(group, 1)}] "
+                         f"(got {tuple(scales.shape)})")
     programs, period = check_launch("gemv4", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
     _gemv4_kernel[(programs,)](
-        x, packed, scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
+        x, packed.view(torch.int32), scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
         0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
@@ -228,11 +258,13 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
     g = layer.norm_weight if epilogue.norm_eps is not None else None
     args = (layer.packed, layer.scales, group, None)
     # More rows per program than bf16: every program reads all of x (2 bytes an input) for its rows'
-    # half byte an input each, so with few rows x, not the weights, would be most of what is read.
-    # The configurations that came first per 7B shape on an H100 (bench/gemv4_triton.py), each way of summing.
-    blocks = [b for b in (512, 1024) if b >= group]
-    configs = [{**c, "wide": wide} for c in candidates(n, k, epilogue, block_ns=(4, 8), block_ks=blocks,
-                                                         max_tile=16384, warps=(4,)) for wide in (False, True)]
+    # half byte an input each, so with few rows x, not the weights, would be most of what is read. Wide
+    # tiles (a 3584-input layer in one step of 4096) keep more bytes in flight; 8 warps once a tile holds
+    # 16 words a thread of 4 warps.
+    pair = 2 if epilogue.pair else 1
+    configs = [c for c in candidates(n, k, epilogue, block_ns=(4, 8, 16),
+                                     block_ks=[b for b in (512, 1024, 2048, 4096) if b >= group], max_tile=65536)
+               if c["num_stages"] == 1 and c["num_warps"] == (8 if pair * c["block_n"] * c["block_k"] > 16384 else 4)]
     return fastest(lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
                    gemv4_reference(x, *args, epilogue, g, **extra), configs,
                    f"gemv4 on {n}x{k} (group {group}), {epilogue}")
