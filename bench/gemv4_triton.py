@@ -81,13 +81,14 @@ def main() -> None:
         print(name, "torch int4", f"{ms_torch * 1e3:.1f} us; best gemv4 {best['ms'] * 1e3:.1f} us; floor "
               f"{row['floor_ms'] * 1e3:.1f} us", flush=True)
         rows[name] = row
-    layers = 28
-    per_token = {kind: layers * sum(r[key] if key == "torch_int4_ms" else r["best"]["ms"] for r in rows.values())
-                 for kind, key in (("torch_int4", "torch_int4_ms"), ("gemv4", "best"))}
-    result = {"gpu": gpu, "torch": torch.__version__, "group": args.group, "shapes": rows,
-              "layer_products_ms_per_token": per_token}
-    Path(args.out).write_text(json.dumps(result, indent=2))
-    print(json.dumps(per_token), flush=True)
+        # Written after each shape: a run stopped at a time limit keeps the shapes it finished.
+        result = {"gpu": gpu, "torch": torch.__version__, "group": args.group, "shapes": rows}
+        if len(rows) == len(shapes):
+            result["layer_products_ms_per_token"] = {
+                kind: 28 * sum(r[key] if key == "torch_int4_ms" else r["best"]["ms"] for r in rows.values())
+                for kind, key in (("torch_int4", "torch_int4_ms"), ("gemv4", "best"))}
+            print(json.dumps(result["layer_products_ms_per_token"]), flush=True)
+        Path(args.out).write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
