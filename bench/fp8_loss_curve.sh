@@ -7,12 +7,14 @@
 #
 # OUT_JSON holds both curves and the per-step difference (largest, mean over the last 100 steps),
 # both held-out losses and each run's tokens/s. FERRYLM: the command (default `python3 -m ferrylm`);
-# CONFIG: the preset (default demo-gpu).
+# CONFIG: the preset (default demo-gpu). Each run starts clean (train.resume=false): a killed earlier run in
+# WORK_DIR is not continued.
 set -euo pipefail
 work=$1 out=$2
 shift 2
 read -r -a FERRYLM <<< "${FERRYLM:-python3 -m ferrylm}"
-args=(--config "${CONFIG:-demo-gpu}" train.max_steps=400 train.logging_steps=1 train.save_steps=200 train.keep_best=false "$@")
+args=(--config "${CONFIG:-demo-gpu}" train.max_steps=400 train.logging_steps=1 train.save_steps=200 train.keep_best=false
+      train.resume=false "$@")
 "${FERRYLM[@]}" data "${args[@]}" "run_dir=$work/model"
 for precision in model fp8; do
   mkdir -p "$work/$precision"

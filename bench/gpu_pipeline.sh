@@ -5,12 +5,14 @@
 # repository), evaluated in-process on the serving engine (eval.local=true), fine-tuned vs base with
 # the paired tests ("Did the fine-tune help?"). Then the planner's held-out memory points on Qwen2.5-7B shapes.
 #
-#   bench/gpu_pipeline.sh [install|data|train|export|quant|serve|qlora|eval|eval-triton|planner|all] ...   (default: all)
+#   bench/gpu_pipeline.sh [install|data|train|export|quant|serve|serve-vllm|qlora|eval|eval-triton|planner|all] ...   (default: all)
 #
 # quant: the export with W4A16 calibrated (GPTQ), then again with round-to-nearest, both manifests kept.
 # serve: `ferrylm serve serve.backend=triton` on the GPU — `ferrylm complete --triton` streams, a bad
-#        request, SIGTERM with a stream in flight — then 512 tokens through Triton beside the same
-#        engines in-process (bench/serve_triton.py). qlora: a short QLoRA run, its peak beside the plan.
+#        request, 512 tokens through the endpoint, SIGTERM with a stream in flight — then 512 tokens
+#        through Triton beside the same engines in-process (bench/serve_triton.py). serve-vllm: the same
+#        checks through vLLM's CUDA build for the merged model, W4A16, serve.lora=true and a 7B-shaped
+#        bf16 model (Q7=DIR, made if missing). qlora: a short QLoRA run, its peak beside the plan.
 #
 # WHEELS=DIR: install from the wheels in DIR alone (no package index), where the machine has none.
 # RESULTS=DIR: where the doctor output, the report and the planner's rows are copied (default bench/results/gpu).
@@ -58,30 +60,53 @@ quant() {
   cp "$e/vllm-w4a16/manifest.json" "$RESULTS/w4a16_gptq_manifest.json"
 }
 
-serve() {
-  local port=8311 url=http://127.0.0.1:8311 pid
-  "${FERRYLM[@]}" serve "${CONFIG[@]}" serve.backend=triton serve.port=$port > "$RESULTS/serve_triton.log" 2>&1 &
+# One server through `ferrylm serve`: ready, a streamed completion, a bad request, 512 tokens timed
+# through the endpoint, then SIGTERM with a stream in flight. $1: a name for the files; the rest:
+# overrides (serve.backend=triton, serve.artifact=w4a16, serve.lora=true, ...).
+serve_one() {
+  local name=$1 port=8311 url=http://127.0.0.1:8311 pid ready=/health bad=/v1/chat/completions flags=()
+  shift
+  if [[ " $* " == *" serve.backend=triton "* ]]; then
+    ready=/v2/models/ferrylm/ready bad=/v2/models/ferrylm/generate_stream flags=(--triton)
+  fi
+  local out="$RESULTS/serve_$name.txt"
+  "${FERRYLM[@]}" serve "${CONFIG[@]}" serve.port=$port "$@" > "$RESULTS/serve_$name.log" 2>&1 &
   pid=$!
-  for _ in $(seq 600); do
-    curl -sf "$url/v2/models/ferrylm/ready" >/dev/null && break
-    kill -0 $pid 2>/dev/null || { cat "$RESULTS/serve_triton.log"; return 1; }
+  for _ in $(seq 900); do
+    curl -sf "$url$ready" >/dev/null && break
+    kill -0 $pid 2>/dev/null || { tail -40 "$RESULTS/serve_$name.log"; return 1; }
     sleep 1
   done
-  "${FERRYLM[@]}" complete --triton --url $url --max-tokens 64 "def fibonacci(n):" | tee "$RESULTS/complete_triton.txt"
-  echo "bad request (no text_input, no messages):" >> "$RESULTS/complete_triton.txt"
-  curl -s -w " -> HTTP %{http_code}\n" -X POST "$url/v2/models/ferrylm/generate_stream" -d '{"max_tokens": 8}' \
-    >> "$RESULTS/complete_triton.txt"
-  "${FERRYLM[@]}" complete --triton --url $url --max-tokens 200 "def quicksort(xs):" > /tmp/inflight.txt &
+  "${FERRYLM[@]}" complete "${flags[@]}" --url $url --max-tokens 64 "def fibonacci(n):" | tee "$out"
+  echo "bad request (no prompt, no messages):" >> "$out"
+  curl -s -w " -> HTTP %{http_code}\n" -X POST "$url$bad" -H 'Content-Type: application/json' -d '{"max_tokens": 8}' >> "$out"
+  "$PY" bench/endpoint_latency.py --url $url "${flags[@]}" --runs 3 --out "$RESULTS/latency_$name.json" | tee -a "$out"
+  "${FERRYLM[@]}" complete "${flags[@]}" --url $url --max-tokens 200 "def quicksort(xs):" > /tmp/inflight.txt &
   local client=$!
   for _ in $(seq 300); do [ -s /tmp/inflight.txt ] && break; sleep 0.1; done   # its first words arrived
   kill -TERM $pid; local t0=$SECONDS
   local rc=0; wait $client || rc=$?
-  echo "stream in flight at SIGTERM: client exit $rc, $(wc -c < /tmp/inflight.txt) characters" >> "$RESULTS/complete_triton.txt"
+  echo "stream in flight at SIGTERM: client exit $rc, $(wc -c < /tmp/inflight.txt) characters" >> "$out"
   rc=0; wait $pid || rc=$?
-  echo "ferrylm serve exit $rc, $((SECONDS - t0)) s after SIGTERM" >> "$RESULTS/complete_triton.txt"
-  cat "$RESULTS/complete_triton.txt"
+  echo "ferrylm serve exit $rc, $((SECONDS - t0)) s after SIGTERM" >> "$out"
+  cat "$out"
+}
+
+serve() {
+  serve_one triton serve.backend=triton
   "$PY" bench/serve_triton.py --merged runs/demo-gpu/export/merged --work /tmp/st --runs 3 --in-process \
     --engines ferrylm-fused,ferrylm-w4a16 --w4a16 runs/demo-gpu/export/vllm-w4a16 --out "$RESULTS/serve_triton_gpu.json"
+}
+
+# vLLM's CUDA build behind `ferrylm serve`: the merged model, its W4A16 artifact (Marlin kernels) and the
+# base with the run's adapter (serve.lora=true); then a Qwen2.5-7B-shaped model in bf16 (random weights).
+serve_vllm() {
+  local q7=${Q7:-/tmp/q7}
+  serve_one vllm_merged serve.backend=vllm
+  serve_one vllm_w4a16 serve.backend=vllm serve.artifact=w4a16
+  serve_one vllm_lora serve.backend=vllm serve.lora=true
+  [ -f "$q7/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
+  serve_one vllm_7b serve.backend=vllm "serve.model=$q7" serve.gpu_memory_utilization=0.9
 }
 
 qlora() {
@@ -104,6 +129,7 @@ for step in "${@:-all}"; do
     data|train|export) stage "$step" ;;
     quant) quant ;;
     serve) serve ;;
+    serve-vllm) serve_vllm ;;
     qlora) qlora ;;
     eval) stage eval; cp runs/demo-gpu/eval/report.md runs/demo-gpu/eval/report.json "$RESULTS/" ;;
     eval-triton)   # the same evaluation through tritonserver (the export's engine on the GPU), not in-process
