@@ -167,8 +167,8 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
           inv_freq: Optional[torch.Tensor] = None, wide: bool = False) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `packed` [N, K/2] and
     `scales` [N, K/group], with `epilogue` around it as `gemv.gemv` does. `wide`: scale each word's
-    products and sum once after the loop instead of per group in it (_step4); on an H100 it was 1-6 %
-    faster for two of the four 7B products and slower for the others, so the tuner leaves it out."""
+    products and sum once after the loop instead of per group in it (_step4); on an H100 it was 2-6 %
+    faster for q/k/v and gate/up, 11 % slower for o, not measured for down; the tuner leaves it out."""
     n, k = packed.shape[0], 2 * packed.shape[1]
     e = epilogue
     if group & (group - 1) or group < 8 or block_k % group or k % group or scales.shape != (n, k // group):
