@@ -61,15 +61,16 @@ quant() {
 }
 
 # One server through `ferrylm serve`: ready, a streamed completion, a bad request, 512 tokens timed
-# through the endpoint, then SIGTERM with a stream in flight. $1: a name for the files; the rest:
-# overrides (serve.backend=triton, serve.artifact=w4a16, serve.lora=true, ...).
+# through the endpoint, then SIGTERM with a stream in flight (also after a failed check: the server never
+# outlives the step). $1: a name for the files; the rest: overrides (serve.backend=triton,
+# serve.artifact=w4a16, serve.lora=true, ...).
 serve_one() {
   local name=$1 port=8311 url=http://127.0.0.1:8311 pid ready=/health bad=/v1/chat/completions flags=()
   shift
   if [[ " $* " == *" serve.backend=triton "* ]]; then
     ready=/v2/models/ferrylm/ready bad=/v2/models/ferrylm/generate_stream flags=(--triton)
   fi
-  local out="$RESULTS/serve_$name.txt"
+  local out="$RESULTS/serve_$name.txt" failed=0
   "${FERRYLM[@]}" serve "${CONFIG[@]}" serve.port=$port "$@" > "$RESULTS/serve_$name.log" 2>&1 &
   pid=$!
   for _ in $(seq 900); do
@@ -77,10 +78,11 @@ serve_one() {
     kill -0 $pid 2>/dev/null || { tail -40 "$RESULTS/serve_$name.log"; return 1; }
     sleep 1
   done
-  "${FERRYLM[@]}" complete "${flags[@]}" --url $url --max-tokens 64 "def fibonacci(n):" | tee "$out"
+  "${FERRYLM[@]}" complete "${flags[@]}" --url $url --max-tokens 64 "def fibonacci(n):" | tee "$out" || failed=1
   echo "bad request (no prompt, no messages):" >> "$out"
   curl -s -w " -> HTTP %{http_code}\n" -X POST "$url$bad" -H 'Content-Type: application/json' -d '{"max_tokens": 8}' >> "$out"
-  "$PY" bench/endpoint_latency.py --url $url "${flags[@]}" --runs 3 --out "$RESULTS/latency_$name.json" | tee -a "$out"
+  "$PY" bench/endpoint_latency.py --url $url "${flags[@]}" --runs 3 --out "$RESULTS/latency_$name.json" | tee -a "$out" \
+    || failed=1
   "${FERRYLM[@]}" complete "${flags[@]}" --url $url --max-tokens 200 "def quicksort(xs):" > /tmp/inflight.txt &
   local client=$!
   for _ in $(seq 300); do [ -s /tmp/inflight.txt ] && break; sleep 0.1; done   # its first words arrived
@@ -90,6 +92,7 @@ serve_one() {
   rc=0; wait $pid || rc=$?
   echo "ferrylm serve exit $rc, $((SECONDS - t0)) s after SIGTERM" >> "$out"
   cat "$out"
+  return $failed
 }
 
 serve() {
@@ -101,13 +104,15 @@ serve() {
 # vLLM's CUDA build behind `ferrylm serve`: the merged model, its W4A16 artifact (Marlin kernels) and the
 # base with the run's adapter (serve.lora=true); then a Qwen2.5-7B-shaped model in bf16 (random weights).
 serve_vllm() {
-  local q7=${Q7:-/tmp/q7}
-  serve_one vllm_merged serve.backend=vllm
-  serve_one vllm_w4a16 serve.backend=vllm serve.artifact=w4a16
-  serve_one vllm_lora serve.backend=vllm serve.lora=true
-  [ "$q7" = none ] && return 0
-  [ -f "$q7/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
-  serve_one vllm_7b serve.backend=vllm "serve.model=$q7" serve.gpu_memory_utilization=0.9
+  local q7=${Q7:-/tmp/q7} failed=0
+  serve_one vllm_merged serve.backend=vllm || failed=1
+  serve_one vllm_w4a16 serve.backend=vllm serve.artifact=w4a16 || failed=1
+  serve_one vllm_lora serve.backend=vllm serve.lora=true || failed=1
+  if [ "$q7" != none ]; then
+    [ -f "$q7/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
+    serve_one vllm_7b serve.backend=vllm "serve.model=$q7" serve.gpu_memory_utilization=0.9 || failed=1
+  fi
+  return $failed
 }
 
 qlora() {
