@@ -101,7 +101,7 @@ if triton is not None:
             db = da
         return da, db, sq
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["one"])   # a launch would otherwise compile `one` in as the constant 1
     def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, one,
                       K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr, HAS_BIAS: tl.constexpr,
                       NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr,

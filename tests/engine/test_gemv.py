@@ -230,3 +230,7 @@ def test_int4_kernel_streams_without_barriers_in_its_loop(wide):
                         RESIDUAL=False, BLOCK_N=8, BLOCK_K=1024, EVEN_K=False, PDL=True, WIDE=wide)
     assert "bar.sync" not in loop and "st.shared" not in loop
     assert loop.count("ld.global.b32") == 16    # 8 rows of gate and of up, one word each a thread
+    # compiled as here at a launch too: Triton would otherwise specialise the argument 1 to a constant
+    from ferrylm.engine.gemv4 import _gemv4_kernel
+
+    assert [p.name for p in _gemv4_kernel.params if p.do_not_specialize] == ["one"]
