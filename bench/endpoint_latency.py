@@ -1,6 +1,7 @@
 """512 new tokens at batch 1 through a running `ferrylm serve` endpoint (vLLM's OpenAI API, or with
---triton a ferrylm Triton model): the eval stage's latency prompt, greedy, ignore_eos, one untimed
-request first, then --runs timed ones (medians of TTFT and total).
+--triton a ferrylm Triton model), measured as the eval stage measures its latency
+(`ferrylm.eval.quality.latency`: its prompt, greedy, ignore_eos, a short warm-up request, then --runs
+timed ones; TTFT, total and time per token as p50 / p95 / mean).
 
     python3 bench/endpoint_latency.py --url http://127.0.0.1:8311 --runs 3 --out latency.json
     python3 bench/endpoint_latency.py --url http://127.0.0.1:8311 --triton --runs 3 --out latency.json
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -17,9 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:
-    from ferrylm.data.render import user_message
-    from ferrylm.eval.quality import LATENCY_PROMPT
-    from ferrylm.serve.client import timed_chat_stream, timed_triton_stream
+    from ferrylm.eval.quality import latency
+    from ferrylm.serve.client import timed_triton_stream
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
@@ -29,13 +28,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    timed = timed_triton_stream if args.triton else timed_chat_stream
-    messages = [{"role": "user", "content": user_message(LATENCY_PROMPT)}]
-    runs = [timed(args.url, args.model, messages, args.new_tokens) for _ in range(args.runs + 1)][1:]
-    result = {"url": args.url, "backend": "triton" if args.triton else "vllm", "new_tokens": args.new_tokens,
-              "completion_tokens": [r.completion_tokens for r in runs],
-              "ttft_s": statistics.median(r.ttft_s for r in runs), "total_s": statistics.median(r.total_s for r in runs),
-              "runs_total_s": [r.total_s for r in runs]}
+    result = {"url": args.url, "backend": "triton" if args.triton else "vllm",
+              **latency(args.url, args.model, args.new_tokens, args.runs,
+                        timed=timed_triton_stream if args.triton else None)}
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result), flush=True)
 
