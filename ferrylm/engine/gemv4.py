@@ -101,8 +101,8 @@ if triton is not None:
             db = da
         return da, db, sq
 
-    @triton.jit(do_not_specialize=["one"])   # a launch would otherwise compile `one` in as the constant 1
-    def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, one,
+    @triton.jit
+    def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
                       K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr, HAS_BIAS: tl.constexpr,
                       NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr,
                       RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
@@ -113,10 +113,7 @@ if triton is not None:
         GW: tl.constexpr = GROUP // 8          # words a group
         rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
         words = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
-        # `one` (1, unknown to the compiler) hides that a row's words are contiguous: read one word a
-        # thread, in the layout x's strided reads have, instead of four a thread, which needs each
-        # tile's x moved between threads through shared memory (16 barriers a tile in the sm_90 code).
-        wa_ptrs = w_ptr + rows[:, None, None].to(tl.int64) * (K // 8) + words[None, :, :] * one
+        wa_ptrs = w_ptr + rows[:, None, None].to(tl.int64) * (K // 8) + words[None, :, :]
         sa_ptrs = s_ptr + rows[:, None] * (K // GROUP) + tl.arange(0, GT)[None, :]
         wb_ptrs = wa_ptrs + HALF * (K // 8)
         sb_ptrs = sa_ptrs + HALF * (K // GROUP)
@@ -170,7 +167,8 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
           inv_freq: Optional[torch.Tensor] = None, wide: bool = False) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `packed` [N, K/2] and
     `scales` [N, K/group], with `epilogue` around it as `gemv.gemv` does. `wide`: scale each word's
-    products and sum once after the loop instead of per group in it (_step4); the tuner tries both."""
+    products and sum once after the loop instead of per group in it (_step4); on an H100 it was 2-6 %
+    faster for q/k/v and gate/up, 11 % slower for o, not measured for down; the tuner leaves it out."""
     n, k = packed.shape[0], 2 * packed.shape[1]
     e = epilogue
     if group & (group - 1) or group < 8 or block_k % group or k % group or scales.shape != (n, k // group):
@@ -183,7 +181,7 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
     _gemv4_kernel[(programs,)](
         x, packed.view(torch.int32), scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
-        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, 1, k, group, norm_weight is not None,
+        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
         BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, WIDE=wide, num_warps=num_warps, num_stages=num_stages,
         **launch)
@@ -264,14 +262,10 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
     # half byte an input each, so with few rows x, not the weights, would be most of what is read. Wide
     # tiles (a 3584-input layer in one step of 4096) keep more bytes in flight; 8 warps once a tile holds
     # 16 words a thread of 4 warps.
-    # Each tiling summed both ways (per group in the loop, or per word and once after it: no shuffles in
-    # the loop).
     pair = 2 if epilogue.pair else 1
-    configs = [{**c, "wide": wide}
-               for c in candidates(n, k, epilogue, block_ns=(4, 8, 16),
-                                   block_ks=[b for b in (512, 1024, 2048, 4096) if b >= group], max_tile=65536)
-               if c["num_stages"] == 1 and c["num_warps"] == (8 if pair * c["block_n"] * c["block_k"] > 16384 else 4)
-               for wide in (False, True)]
+    configs = [c for c in candidates(n, k, epilogue, block_ns=(4, 8, 16),
+                                     block_ks=[b for b in (512, 1024, 2048, 4096) if b >= group], max_tile=65536)
+               if c["num_stages"] == 1 and c["num_warps"] == (8 if pair * c["block_n"] * c["block_k"] > 16384 else 4)]
     return fastest(lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
                    gemv4_reference(x, *args, epilogue, g, **extra), configs,
                    f"gemv4 on {n}x{k} (group {group}), {epilogue}")

@@ -1,9 +1,8 @@
 """The engine's Triton kernels, run through Triton's interpreter on the CPU: the matrix-vector kernel
 computes F.linear (whole tiles, masked tiles wider than K, bias) and each of its epilogues its
 reference; the attention kernel equals SDPA and writes the cache; a fused decoder on the kernel, and
-the fused one-token step (decode_step.py) over several steps, give transformers' logits. The 4-bit
-kernel is also compiled for Hopper (no GPU needed) to check what its loop does. Their speed is
-measured on a GPU (bench/gemv_triton.py, bench/gemv4_triton.py)."""
+the fused one-token step (decode_step.py) over several steps, give transformers' logits. Their speed
+is measured on a GPU (bench/gemv_triton.py)."""
 import importlib.util
 import os
 import subprocess
@@ -193,44 +192,3 @@ def test_engine_refuses_the_kernel_without_a_gpu(tiny_qwen2_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, dtype=torch.float32)
     with pytest.raises(ValueError, match="runs on CUDA GPUs only"):
         Engine(model, max_len=16, compile=False, tune=False, gemv=True)
-
-
-def _hopper_loop(**constexprs) -> str:
-    """The PTX of the 4-bit kernel's K loop, compiled for sm_90 without a GPU (pointers 16-byte
-    aligned, as a launch specializes them)."""
-    import re
-
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from ferrylm.engine.gemv4 import _gemv4_kernel
-
-    sig = {name: kind for name, kind in zip(
-        ("x_ptr", "w_ptr", "s_ptr", "g_ptr", "b_ptr", "r_ptr", "y_ptr", "pos_ptr", "freq_ptr", "eps", "rope_scale", "one"),
-        ("*bf16", "*i32", "*bf16", "*bf16", "*bf16", "*bf16", "*bf16", "*i64", "*fp32", "fp32", "fp32", "i32"))}
-    sig.update({name: "constexpr" for name in constexprs})
-    names = list(sig)
-    src = ASTSource(_gemv4_kernel, sig, constexprs={(names.index(k),): v for k, v in constexprs.items()},
-                    attrs={(i,): [["tt.divisibility", 16]] for i, kind in enumerate(sig.values()) if kind.startswith("*")})
-    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1}).asm["ptx"]
-    start = re.search(r"^\$L__BB0_\d+:", ptx, re.M)
-    back = list(re.finditer(r"bra(\.uni)?\s+\$L__BB0_\d+;", ptx))
-    assert start and back, "no loop in the kernel"
-    return ptx[start.end():back[-1].start()]
-
-
-@pytest.mark.parametrize("wide", [False, True])
-def test_int4_kernel_streams_without_barriers_in_its_loop(wide):
-    """gate/up's shape and epilogue: each tile's words are read one a thread in the layout of x's
-    strided reads, so the loop moves nothing between threads through shared memory. Reading four
-    words a thread (what the compiler picks when it sees that a row's words are contiguous) costs
-    16 barriers a tile in the same loop."""
-    loop = _hopper_loop(K=3584, GROUP=128, HAS_G=True, HAS_BIAS=False, NORM=True, PAIR=1, PERIOD=37888, ROPE_ROWS=0,
-                        RESIDUAL=False, BLOCK_N=8, BLOCK_K=1024, EVEN_K=False, PDL=True, WIDE=wide)
-    assert "bar.sync" not in loop and "st.shared" not in loop
-    assert loop.count("ld.global.b32") == 16    # 8 rows of gate and of up, one word each a thread
-    # compiled as here at a launch too: Triton would otherwise specialise the argument 1 to a constant
-    from ferrylm.engine.gemv4 import _gemv4_kernel
-
-    assert [p.name for p in _gemv4_kernel.params if p.do_not_specialize] == ["one"]
