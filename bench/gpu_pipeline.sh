@@ -12,7 +12,7 @@
 #        request, 512 tokens through the endpoint, SIGTERM with a stream in flight — then 512 tokens
 #        through Triton beside the same engines in-process (bench/serve_triton.py). serve-vllm: the same
 #        checks through vLLM's CUDA build for the merged model, W4A16, serve.lora=true and a 7B-shaped
-#        bf16 model (Q7=DIR, made if missing; Q7=none skips it). qlora: a short QLoRA run, its peak beside the plan.
+#        bf16 model (Q7=DIR, made if missing; Q7=none skips it); SERVERS="merged w4a16 lora 7b" picks some. qlora: a short QLoRA run, its peak beside the plan.
 #
 # WHEELS=DIR: install from the wheels in DIR alone (no package index), where the machine has none.
 # RESULTS=DIR: where the doctor output, the report and the planner's rows are copied (default bench/results/gpu).
@@ -104,11 +104,11 @@ serve() {
 # vLLM's CUDA build behind `ferrylm serve`: the merged model, its W4A16 artifact (Marlin kernels) and the
 # base with the run's adapter (serve.lora=true); then a Qwen2.5-7B-shaped model in bf16 (random weights).
 serve_vllm() {
-  local q7=${Q7:-/tmp/q7} failed=0
-  serve_one vllm_merged serve.backend=vllm || failed=1
-  serve_one vllm_w4a16 serve.backend=vllm serve.artifact=w4a16 || failed=1
-  serve_one vllm_lora serve.backend=vllm serve.lora=true || failed=1
-  if [ "$q7" != none ]; then
+  local q7=${Q7:-/tmp/q7} failed=0 servers=" ${SERVERS:-merged w4a16 lora 7b} "
+  [[ $servers == *" merged "* ]] && { serve_one vllm_merged serve.backend=vllm || failed=1; }
+  [[ $servers == *" w4a16 "* ]] && { serve_one vllm_w4a16 serve.backend=vllm serve.artifact=w4a16 || failed=1; }
+  [[ $servers == *" lora "* ]] && { serve_one vllm_lora serve.backend=vllm serve.lora=true || failed=1; }
+  if [ "$q7" != none ] && [[ $servers == *" 7b "* ]]; then
     [ -f "$q7/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
     serve_one vllm_7b serve.backend=vllm "serve.model=$q7" serve.gpu_memory_utilization=0.9 || failed=1
   fi

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -75,11 +76,31 @@ def _read_from(path: Path, offset: int | None) -> str:
         return ""
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+# vLLM's line prefix: "(EngineCore pid=934) ERROR 11-25 21:54:57 [core.py:1165] ".
+_PREFIX = re.compile(r"^\([\w ]+pid=\d+\) (?:[A-Z]+ [\d-]+ [\d:]+ \[[^\]]*\] )?")
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
+
+
+def why_it_stopped(log_file: Path, start: int = 0, lines: int = 15) -> str:
+    """What a server that died while starting logged from byte `start` on: the first exception raised, with the
+    lines that go on with its message, else the last lines. vLLM logs the cause in its engine process and,
+    last, a generic "Engine core initialization failed. See root cause above" from its API process."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(log_file, "rb") as fh:
+            fh.seek(start)
+            text = fh.read().decode(errors="replace")
     except OSError:
-        return "(no log)"
+        return f"(no log at {log_file})"
+    body = [_PREFIX.sub("", line).rstrip() for line in text.splitlines()]
+    for i, line in enumerate(body):
+        if _RAISED.match(line):
+            more = []
+            for cont in body[i + 1:i + 12]:   # vLLM lists, after its ValueError, why each kernel declined
+                if not cont.startswith(" ") or cont.lstrip().startswith(("File ", "Traceback")):
+                    break
+                more.append(cont)
+            return f"the first error in {log_file}:\n" + "\n".join([line, *more])
+    return f"last lines of {log_file}:\n" + "\n".join(text.splitlines()[-lines:])
 
 
 class ManagedServer:
@@ -95,6 +116,7 @@ class ManagedServer:
         self.startup_timeout_s = startup_timeout_s
         self.drain_timeout_s = drain_timeout_s
         self.proc: subprocess.Popen | None = None
+        self._log_start = 0
 
     @property
     def url(self) -> str:
@@ -116,6 +138,7 @@ class ManagedServer:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         log.info("starting %s on %s (log: %s)", self.kind, self.url, self.log_file)
         with open(self.log_file, "ab") as fh:
+            self._log_start = fh.tell()   # the log is appended to: read only this start's part
             self.proc = subprocess.Popen(self.command(), stdout=fh, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=self.env(), preexec_fn=_child_setup)
         self._wait_ready()
@@ -126,7 +149,7 @@ class ManagedServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise ServeError(f"{self.kind} exited with code {self.proc.returncode} while starting; "
-                                 f"last lines of {self.log_file}:\n{_tail(self.log_file)}")
+                                 + why_it_stopped(self.log_file, self._log_start))
             try:
                 if requests.get(self.url + self.health_path, timeout=2).status_code == 200:
                     log.info("%s ready at %s", self.kind, self.url)

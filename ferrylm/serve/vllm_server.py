@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import sys
 from dataclasses import dataclass
@@ -39,6 +40,37 @@ def gpus_present() -> int:
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _group_size(quant: dict) -> int:
+    """The weights' group size in a compressed-tensors quantization_config (-1: one scale per output channel)."""
+    weights = next(iter(quant.get("config_groups", {}).values()), {}).get("weights") or {}
+    return weights.get("group_size") or -1
+
+
+def marlin_refusal(config: dict, group: int, tensor: int = 1) -> str | None:
+    """Why vLLM's 4-bit GPU kernels cannot run this model's linear layers, or None. Marlin runs on every GPU
+    vLLM supports (Machete, Hopper's, takes fewer group sizes); its rules, from vLLM's marlin_utils: a group
+    size of 32, 64, 128 or per channel, each layer's inputs per GPU a multiple of 128 and of the group size,
+    its outputs per GPU a multiple of 64. vLLM merges q/k/v and gate/up into one layer each."""
+    if group not in (-1, 32, 64, 128):
+        return f"group size {group} (Marlin takes 32, 64, 128 or one scale per channel: export.w4a16_group_size)"
+    try:
+        hidden, heads, inter = config["hidden_size"], config["num_attention_heads"], config["intermediate_size"]
+    except KeyError:
+        return None   # not a decoder ferrylm knows the layers of: vLLM decides
+    head_dim = config.get("head_dim") or hidden // heads
+    kv = config.get("num_key_value_heads", heads)
+    layers = {"q/k/v": (hidden, (heads // tensor + 2 * max(kv // tensor, 1)) * head_dim),
+              "o_proj": (heads * head_dim // tensor, hidden), "gate/up": (hidden, 2 * inter // tensor),
+              "down_proj": (inter // tensor, hidden)}
+    per_gpu = f" per GPU at serve.tensor_parallel={tensor}" if tensor > 1 else ""
+    for name, (inputs, outputs) in layers.items():
+        if inputs % 128 or (group > 0 and inputs % group):
+            return f"{name} takes {inputs} inputs{per_gpu}, not a multiple of 128 (Marlin's tile) and of the group size"
+        if outputs % 64:
+            return f"{name} gives {outputs} outputs{per_gpu}, not a multiple of 64 (Marlin's tile)"
+    return None
 
 
 # Flags ferrylm sets from the serve config; serve.vllm_args may not set them a second time.
@@ -122,6 +154,9 @@ class VllmServer(ManagedServer):
         env = super().env()
         if _cpu_build():
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.kv_cache_gib))
+        elif importlib.util.find_spec("flashinfer") is None:
+            # vLLM's CUDA sampler imports flashinfer unless told not to; flashinfer (~370 MB of kernels) is optional.
+            env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
         return env
 
     def check(self) -> None:
@@ -135,5 +170,10 @@ class VllmServer(ManagedServer):
         if self.lora_dir and not (self.lora_dir / "adapter_config.json").is_file():
             raise ServeError(f"serve.lora: {self.lora_dir} is not a LoRA adapter (no adapter_config.json)")
         cpu = _cpu_build()
-        self.parallel.check(json.loads((self.model_dir / "config.json").read_text()), cpu, 0 if cpu else gpus_present())
+        model_config = json.loads((self.model_dir / "config.json").read_text())
+        self.parallel.check(model_config, cpu, 0 if cpu else gpus_present())
+        if quant.get("format") == "pack-quantized" and not cpu and (
+                why := marlin_refusal(model_config, _group_size(quant), self.parallel.tensor)):
+            raise ServeError(f"serve.artifact: {self.model_dir} holds 4-bit weights that vLLM's GPU kernels cannot run: "
+                             f"{why}; serve the merged model, or this artifact through serve.backend=triton (ferrylm's engine)")
         super().check()

@@ -59,3 +59,43 @@ def test_quantized_artifact_must_have_been_exported(tmp_path):
     fp8 = load_config("default", [f"run_dir={tmp_path}", "serve.artifact=fp8"])
     assert served_model_dir(fp8) == tmp_path / "export" / "vllm-fp8"
     assert served_model_dir(load_config("default", [f"run_dir={tmp_path}"])) == tmp_path / "export" / "merged"
+
+
+# Lines as vLLM 0.22.0 logged them on an H100 when it could not run a 4-bit artifact (engine process first, the
+# API process's generic error last), trimmed.
+_VLLM_DIED = r'''(EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165] Traceback (most recent call last):
+(EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165]   File "vllm/model_executor/kernels/linear/__init__.py", line 678, in choose_mp_linear_kernel
+(EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165]     raise ValueError(
+(EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165] ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons: 
+(EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165]  MacheteLinearKernel cannot implement due to: Group size (32) not supported by Machete, supported group sizes are: [-1, 64, 128]
+(EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165]  MarlinLinearKernel cannot implement due to: Weight input_size_per_partition = 576 is not divisible by min_thread_k = 128.
+(EngineCore pid=29629) Process EngineCore:
+(EngineCore pid=29629) Traceback (most recent call last):
+(APIServer pid=29493) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}'''
+
+
+def test_a_server_that_dies_starting_shows_its_first_error_from_this_start(tmp_path):
+    import sys
+
+    from ferrylm.serve.process import ManagedServer
+
+    class Dies(ManagedServer):
+        kind = "vLLM"
+
+        def command(self):
+            return [sys.executable, "-c", f"print({_VLLM_DIED!r}); raise SystemExit(1)"]
+
+    log = tmp_path / "vllm.log"
+    log.write_text("(EngineCore pid=934) ModuleNotFoundError: No module named 'flashinfer'\n")   # an earlier start's
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ServeError) as err:
+        Dies("127.0.0.1", port, log, startup_timeout_s=60, drain_timeout_s=5).start()
+    assert str(err.value).splitlines() == [
+        f"vLLM exited with code 1 while starting; the first error in {log}:",
+        "ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons:",
+        " MacheteLinearKernel cannot implement due to: Group size (32) not supported by Machete, supported group sizes "
+        "are: [-1, 64, 128]",
+        " MarlinLinearKernel cannot implement due to: Weight input_size_per_partition = 576 is not divisible by "
+        "min_thread_k = 128."]

@@ -69,3 +69,43 @@ def test_tensor_parallel_may_exceed_the_kv_heads_when_it_replicates_them(model_d
 def test_bad_values_name_the_key(bad):
     with pytest.raises(ConfigError, match=bad.split("=")[0]):
         load_config("default", [bad])
+
+
+SMOLLM2 = {"hidden_size": 576, "num_attention_heads": 9, "num_key_value_heads": 3, "intermediate_size": 1536}
+QWEN7B_FULL = {**QWEN7B, "hidden_size": 3584, "intermediate_size": 18944}
+
+
+def _w4a16(model_dir, shapes, group):
+    quant = {"format": "pack-quantized", "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": group}}}}
+    (model_dir / "config.json").write_text(json.dumps({**shapes, "quantization_config": quant}))
+    return model_dir
+
+
+def test_a_4bit_artifact_vllms_gpu_kernels_cannot_run_is_refused_before_start(tmp_path, monkeypatch):
+    # On an H100, vLLM 0.22.0 died loading SmolLM2's W4A16 ("input_size_per_partition = 576 is not divisible by
+    # min_thread_k = 128"); the check says so before a GPU is touched.
+    monkeypatch.setattr(vllm_server, "_cpu_build", lambda: False)
+    monkeypatch.setattr(vllm_server, "gpus_present", lambda: 8)
+    (tmp_path / "m").mkdir()
+    with pytest.raises(ServeError, match="q/k/v takes 576 inputs, not a multiple of 128 .*serve.backend=triton"):
+        _server(_w4a16(tmp_path / "m", SMOLLM2, 32), tmp_path).check()
+    _server(_w4a16(tmp_path / "m", QWEN7B_FULL, 32), tmp_path).check()          # Qwen2.5-7B's widths fit
+    _server(_w4a16(tmp_path / "m", QWEN7B_FULL, 128), tmp_path, "serve.tensor_parallel=4").check()
+    # Eight ways, a Llama-like model with Qwen2.5-7B's MLP splits its heads but not its down_proj's inputs.
+    assert vllm_server.marlin_refusal(QWEN7B_FULL | {"num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128}, 128, 8) \
+        == "down_proj takes 2368 inputs per GPU at serve.tensor_parallel=8, not a multiple of 128 (Marlin's tile) " \
+           "and of the group size"
+    assert "group size 256" in vllm_server.marlin_refusal(QWEN7B_FULL, 256)
+    monkeypatch.setattr(vllm_server, "_cpu_build", lambda: True)
+    monkeypatch.setattr(vllm_server, "_cpu_flag", lambda flag: True)
+    _server(_w4a16(tmp_path / "m", SMOLLM2, 32), tmp_path).check()   # the CPU build runs it (tested end to end)
+
+
+def test_without_flashinfer_the_cuda_build_samples_in_torch(model_dir, tmp_path, monkeypatch):
+    # vLLM 0.22.0's CUDA sampler imported flashinfer at start and died without it (H100, 2026-11-25).
+    monkeypatch.setattr(vllm_server, "_cpu_build", lambda: False)
+    monkeypatch.delenv("VLLM_USE_FLASHINFER_SAMPLER", raising=False)
+    monkeypatch.setattr(vllm_server.importlib.util, "find_spec", lambda name: None)
+    assert _server(model_dir, tmp_path).env()["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+    monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "1")     # a user's choice stands
+    assert _server(model_dir, tmp_path).env()["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
