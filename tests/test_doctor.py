@@ -52,6 +52,19 @@ def test_the_installed_metadata_holds_both_profiles():
     assert {r.name for r in d.requirements("cpu")} > {r.name for r in cpu}   # the core comes with it
 
 
+def test_uninstalled_ferrylm_reads_its_pins_from_the_source_tree(monkeypatch):
+    # On a GPU machine ferrylm may run from its checkout on PYTHONPATH, with no metadata installed: the doctor
+    # read the pins there as a traceback (PackageNotFoundError) before it read them from pyproject.toml.
+    installed = {extra: [str(r) for r in d.requirements(extra)] for extra in ("cpu", "gpu", "system")}
+
+    def missing(name):
+        raise d.importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(d.importlib.metadata, "requires", missing)
+    for extra, reqs in installed.items():
+        assert sorted(str(r) for r in d.requirements(extra)) == sorted(reqs), extra
+
+
 def test_a_cpu_build_on_a_gpu_machine_is_an_error():
     facts = d.Facts(gpus_listed=2, torch_version="2.13.0+cpu", torch_cuda=None)
     check = d.flavour_check(facts, "cpu")
