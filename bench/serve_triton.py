@@ -124,6 +124,7 @@ def main() -> None:
             if name in a.engines.split(",") and art:
                 results["in_process"][name] = in_process(art, w4, a.runs, a.new_tokens)
                 print("in-process", name, json.dumps({k: v for k, v in results["in_process"][name].items() if k != "runs"}), flush=True)
+                Path(a.out).write_text(json.dumps(results, indent=1))   # kept if a server below cannot start
     concurrency = [int(c) for c in a.concurrency.split(",") if c]
     engines = (("ferrylm", "transformers (merged, fp32 eager)"), ("ferrylm-fused", "ferrylm fused engine (merged)"),
                ("ferrylm-onnx", "ONNX Runtime (fp32, KV cache)"), ("ferrylm-w4a16", "ferrylm fused engine (W4A16 artifact)"))
