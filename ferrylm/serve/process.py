@@ -85,12 +85,7 @@ def why_it_stopped(log_file: Path, start: int = 0, lines: int = 15) -> str:
     """What a server that died while starting logged from byte `start` on: the first exception raised, with the
     lines that go on with its message, else the last lines. vLLM logs the cause in its engine process and,
     last, a generic "Engine core initialization failed. See root cause above" from its API process."""
-    try:
-        with open(log_file, "rb") as fh:
-            fh.seek(start)
-            text = fh.read().decode(errors="replace")
-    except OSError:
-        return f"(no log at {log_file})"
+    text = _read_from(log_file, start)
     body = [_PREFIX.sub("", line).rstrip() for line in text.splitlines()]
     for i, line in enumerate(body):
         if _RAISED.match(line):

