@@ -5,14 +5,18 @@
 # repository), evaluated in-process on the serving engine (eval.local=true), fine-tuned vs base with
 # the paired tests ("Did the fine-tune help?"). Then the planner's held-out memory points on Qwen2.5-7B shapes.
 #
-#   bench/gpu_pipeline.sh [install|data|train|export|quant|serve|serve-vllm|qlora|eval|eval-triton|planner|all] ...   (default: all)
+#   bench/gpu_pipeline.sh [install|data|train|export|quant|serve|serve-vllm|triton-7b|qlora|eval|eval-triton|eval-vllm|planner|all] ...
+#   (default: all)
 #
 # quant: the export with W4A16 calibrated (GPTQ), then again with round-to-nearest, both manifests kept.
 # serve: `ferrylm serve serve.backend=triton` on the GPU — `ferrylm complete --triton` streams, a bad
 #        request, 512 tokens through the endpoint, SIGTERM with a stream in flight — then 512 tokens
 #        through Triton beside the same engines in-process (bench/serve_triton.py). serve-vllm: the same
 #        checks through vLLM's CUDA build for the merged model, W4A16, serve.lora=true and a 7B-shaped
-#        bf16 model (Q7=DIR, made if missing; Q7=none skips it); SERVERS="merged w4a16 lora 7b" picks some. qlora: a short QLoRA run, its peak beside the plan.
+#        bf16 model (Q7=DIR, made if missing; Q7=none skips it) and its W4A16 artifact (Q7W4=DIR, group 128,
+#        made if missing); SERVERS="merged w4a16 lora 7b 7b-w4a16" picks some. triton-7b: the 7B shape in bf16
+#        and W4A16 on the engine in-process and through Triton. eval-vllm: the evaluation through
+#        `ferrylm serve` on vLLM (eval.local=false). qlora: a short QLoRA run, its peak beside the plan.
 #
 # WHEELS=DIR: install from the wheels in DIR alone (no package index), where the machine has none.
 # RESULTS=DIR: where the doctor output, the report and the planner's rows are copied (default bench/results/gpu).
@@ -41,10 +45,12 @@ install() {
   "${FERRYLM[@]}" doctor "${CONFIG[@]}" | tee "$RESULTS/doctor.txt" || true
 }
 
+# Its exit status is the command's (an `if` or `||` around it turns off set -e inside, so it says so itself).
 stage() {
-  local t0=$SECONDS
-  "${FERRYLM[@]}" "$1" "${CONFIG[@]}" "${@:2}"
-  echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a "$RESULTS/stage_times.txt"
+  local t0=$SECONDS rc=0
+  "${FERRYLM[@]}" "$1" "${CONFIG[@]}" "${@:2}" || rc=$?
+  echo "ferrylm $1: $((SECONDS - t0)) s, exit $rc" | tee -a "$RESULTS/stage_times.txt"
+  return $rc
 }
 
 quant() {
@@ -98,13 +104,14 @@ serve_one() {
 serve() {
   serve_one triton serve.backend=triton
   "$PY" bench/serve_triton.py --merged runs/demo-gpu/export/merged --work /tmp/st --runs 3 --in-process \
-    --engines ferrylm-fused,ferrylm-w4a16 --w4a16 runs/demo-gpu/export/vllm-w4a16 --out "$RESULTS/serve_triton_gpu.json"
+    --engines "${TRITON_ENGINES:-ferrylm-fused,ferrylm-w4a16}" --w4a16 runs/demo-gpu/export/vllm-w4a16 \
+    --out "$RESULTS/serve_triton_gpu.json"
 }
 
 # vLLM's CUDA build behind `ferrylm serve`: the merged model, its W4A16 artifact (Marlin kernels) and the
 # base with the run's adapter (serve.lora=true); then a Qwen2.5-7B-shaped model in bf16 (random weights).
 serve_vllm() {
-  local q7=${Q7:-/tmp/q7} failed=0 servers=" ${SERVERS:-merged w4a16 lora 7b} "
+  local q7=${Q7:-/tmp/q7} q7w4=${Q7W4:-/tmp/q7w4} failed=0 servers=" ${SERVERS:-merged w4a16 lora 7b 7b-w4a16} "
   [[ $servers == *" merged "* ]] && { serve_one vllm_merged serve.backend=vllm || failed=1; }
   [[ $servers == *" w4a16 "* ]] && { serve_one vllm_w4a16 serve.backend=vllm serve.artifact=w4a16 || failed=1; }
   [[ $servers == *" lora "* ]] && { serve_one vllm_lora serve.backend=vllm serve.lora=true || failed=1; }
@@ -112,7 +119,20 @@ serve_vllm() {
     [ -f "$q7/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
     serve_one vllm_7b serve.backend=vllm "serve.model=$q7" serve.gpu_memory_utilization=0.9 || failed=1
   fi
+  if [[ $servers == *" 7b-w4a16 "* ]]; then
+    [ -f "$q7w4/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7w4" runs/demo-gpu/export/merged 128
+    serve_one vllm_7b_w4a16 serve.backend=vllm "serve.model=$q7w4" serve.gpu_memory_utilization=0.9 || failed=1
+  fi
   return $failed
+}
+
+# The 7B shape (bf16 and W4A16, as serve-vllm makes them) on the engine in-process and through Triton.
+triton_7b() {
+  local q7=${Q7:-/tmp/q7} q7w4=${Q7W4:-/tmp/q7w4}
+  [ -f "$q7/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
+  [ -f "$q7w4/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7w4" runs/demo-gpu/export/merged 128
+  "$PY" bench/serve_triton.py --merged "$q7" --work /tmp/st7 --runs 3 --in-process \
+    --engines "${TRITON_ENGINES:-ferrylm-fused,ferrylm-w4a16}" --w4a16 "$q7w4" --out "$RESULTS/serve_triton_gpu_7b.json"
 }
 
 qlora() {
@@ -136,11 +156,15 @@ for step in "${@:-all}"; do
     quant) quant ;;
     serve) serve ;;
     serve-vllm) serve_vllm ;;
+    triton-7b) triton_7b ;;
     qlora) qlora ;;
     eval) stage eval; cp runs/demo-gpu/eval/report.md runs/demo-gpu/eval/report.json "$RESULTS/" ;;
     eval-triton)   # the same evaluation through tritonserver (the export's engine on the GPU), not in-process
       stage eval eval.local=false serve.backend=triton
       cp runs/demo-gpu/eval/report.md "$RESULTS/report_triton.md"; cp runs/demo-gpu/eval/report.json "$RESULTS/report_triton.json" ;;
+    eval-vllm)     # the same evaluation through `ferrylm serve` on vLLM's CUDA build, not in-process
+      stage eval eval.local=false serve.backend=vllm
+      cp runs/demo-gpu/eval/report.md "$RESULTS/report_vllm.md"; cp runs/demo-gpu/eval/report.json "$RESULTS/report_vllm.json" ;;
     doctor) "${FERRYLM[@]}" doctor "${CONFIG[@]}" | tee "$RESULTS/doctor.txt" || true ;;
     planner) planner ;;
     all) install; stage data; stage train; stage export; stage eval

@@ -1,11 +1,13 @@
 """Write a randomly initialised model with Qwen2.5-7B's exact shapes (for GPU runs of the real recipe).
 
-    python bench/make_qwen7b_shape.py OUT_DIR TOKENIZER_DIR
+    python bench/make_qwen7b_shape.py OUT_DIR TOKENIZER_DIR [W4A16_GROUP]
 
 Qwen2.5-7B: Qwen2ForCausalLM, hidden 3584, 28 layers, 28 heads / 4 KV heads, intermediate 18944,
 vocab 152064, untied lm_head, 7.62 B parameters. Built on the GPU in bf16 (seconds, not minutes on
 CPU), saved as safetensors. The tokenizer is borrowed (Qwen's own is not shipped here); its ids all
-fall inside Qwen's vocabulary.
+fall inside Qwen's vocabulary. With W4A16_GROUP (e.g. 128), the model is written instead as the export's
+W4A16 artifact (compressed-tensors pack-quantized, round-to-nearest at that group size: random weights
+leave nothing to calibrate on), quantized on the GPU by the export's own code.
 """
 import sys
 import time
@@ -14,7 +16,7 @@ import torch
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
 
-def main(out_dir: str, tokenizer_dir: str) -> None:
+def main(out_dir: str, tokenizer_dir: str, w4a16_group: str | None = None) -> None:
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     config = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                          num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
@@ -25,10 +27,15 @@ def main(out_dir: str, tokenizer_dir: str) -> None:
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = Qwen2ForCausalLM(config).to(torch.bfloat16)
     n = sum(p.numel() for p in model.parameters())
-    model.save_pretrained(out_dir)
+    if w4a16_group:
+        from ferrylm.export.vllm_quant import compress_and_save
+
+        print(compress_and_save(model, out_dir, "w4a16", int(w4a16_group)))
+    else:
+        model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
     print(f"wrote {out_dir}: {n / 1e9:.3f} B parameters in {time.time() - t:.0f} s")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

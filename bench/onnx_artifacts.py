@@ -71,7 +71,7 @@ def main() -> None:
         if name != "fp32":
             timings[f"quantize_{name}_s"] = quantize(work / "fp32", work / name, name)["quantize_s"]
         lm = OnnxCausalLM(work / name, threads=args.threads)
-        parity = compare(ref, onnx_outputs(lm, prompts, args.new_tokens, eos), args.new_tokens)
+        parity = compare(ref, onnx_outputs(lm, prompts, args.new_tokens, eos, [r[1] for r in ref]), args.new_tokens)
         t0 = time.perf_counter()
         lm.prompt_logits(prompts[0])
         ttft = time.perf_counter() - t0
@@ -80,7 +80,8 @@ def main() -> None:
         rows.append({"artifact": f"ONNX {name}", "bytes": dir_bytes(work / name), "ttft_s": ttft,
                      "tokens_per_s": n / (time.perf_counter() - t0),
                      "greedy_equal": f"{parity.greedy_tokens_equal}/{parity.prompts}",
-                     "token_agreement": parity.token_agreement, "max_abs_logit_diff": parity.max_abs_logit_diff,
+                     "token_agreement": parity.token_agreement, "forced_agreement": parity.forced_agreement,
+                     "max_abs_logit_diff": parity.max_abs_logit_diff,
                      "mean_kl": parity.mean_kl})
     result = {"command": " ".join(sys.argv), "threads": args.threads, "prompts": len(prompts),
               "parity_new_tokens": args.new_tokens, "speed_new_tokens": args.speed_tokens, **timings, "rows": rows}

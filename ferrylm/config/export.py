@@ -23,8 +23,10 @@ class ExportConfig(_Section):
     """CPU-quantized ONNX variants: int8 (per-channel, output layer fp32), int8-naive (per-tensor), int4 (weight-only, block 32)."""
     onnx_max_logit_diff: float = Field(1e-2, gt=0)
     """The fp32 ONNX artifact fails its gate above this logit difference."""
-    quantized_min_agreement: float = Field(0.5, ge=0, le=1)
-    """A quantized artifact whose greedy tokens agree with base+adapter less than this fails the export."""
+    quantized_min_agreement: float = Field(0.7, ge=0, le=1)
+    """A quantized artifact fails the export when, reading the reference's own greedy continuation, its top
+    token is the reference's on fewer than this fraction of the steps (forced agreement; the free-running
+    agreement and KL are reported beside it)."""
     vllm_quantize: list[Literal["w4a16", "fp8"]] = Field(default_factory=list)
     """GPU-serving artifacts in the compressed-tensors format vLLM loads (<run>/export/vllm-<scheme>/): w4a16
     (4-bit weights, bf16 activations) and fp8 (e4m3 weights, per-token dynamic activations)."""

@@ -85,15 +85,23 @@ def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, gro
                      calibration: list[list[int]] | None = None) -> dict:
     """Quantize the merged model in `merged_dir` to `kind` and save it (weights, config) in `out_dir`;
     W4A16 with GPTQ on the `calibration` rows (token ids) when given."""
-    from compressed_tensors.compressors import ModelCompressor
-    from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
     from transformers import AutoModelForCausalLM
 
     if kind not in SCHEMES:
         raise QuantizeError(f"export.vllm_quantize: unknown scheme {kind!r} (one of {', '.join(SCHEMES)})")
-    _quiet_compressed_tensors()
     t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.bfloat16)
+    info = compress_and_save(model, out_dir, kind, group_size, calibration)
+    return {**info, "quantize_s": time.perf_counter() - t0}
+
+
+def compress_and_save(model: torch.nn.Module, out_dir: str | Path, kind: str, group_size: int = 128,
+                      calibration: list[list[int]] | None = None) -> dict:
+    """`write_compressed` of a model already loaded, wherever it lives (GPTQ moves it to the GPU if there is one)."""
+    from compressed_tensors.compressors import ModelCompressor
+    from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
+
+    _quiet_compressed_tensors()
     if kind == "w4a16":
         check_group_size(model, group_size)
     scheme = scheme_for(kind, group_size)
@@ -114,8 +122,7 @@ def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, gro
     model.save_pretrained(out_dir)
     compressor.update_config(out_dir)
     info = {"scheme": SCHEMES[kind][0], "format": f"compressed-tensors ({SCHEMES[kind][1]})", "layers_quantized": layers,
-            "kept_bf16": ["lm_head", "embeddings", "norms"], **method,
-            "quantize_s": time.perf_counter() - t0}
+            "kept_bf16": ["lm_head", "embeddings", "norms"], **method}
     if kind == "w4a16":
         info["group_size"] = group_size
     return info

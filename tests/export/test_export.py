@@ -30,7 +30,7 @@ def test_merged_model_matches_adapter_and_carries_manifest(trained_run):
     manifest = json.loads((merged / "manifest.json").read_text())
     p = manifest["parity"]
     assert p["greedy_tokens_equal"] == p["prompts"] == cfg.export.parity_prompts
-    assert p["token_agreement"] == 1.0
+    assert p["token_agreement"] == p["forced_agreement"] == 1.0
     assert p["max_abs_logit_diff"] < 1e-3
     assert set(manifest["inputs"]) >= {"base_model", "adapter_sha256", "dataset_train_sha256", "config_digest"}
     gen = json.loads((merged / "generation_config.json").read_text())
@@ -129,8 +129,10 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     assert set(onnx) == {"fp32", "int8", "int4"}
     fp32 = onnx["fp32"]["parity"]
     assert fp32["greedy_tokens_equal"] == fp32["prompts"] and fp32["max_abs_logit_diff"] < 1e-3 and fp32["mean_kl"] < 1e-6
+    assert fp32["forced_agreement"] == 1.0
     for name in ("int8", "int4"):
-        assert 0 <= onnx[name]["parity"]["token_agreement"] <= 1 and onnx[name]["parity"]["mean_kl"] > 0
+        p = onnx[name]["parity"]
+        assert 0 <= p["token_agreement"] <= 1 and 0 <= p["forced_agreement"] <= 1 and p["mean_kl"] > 0
         assert onnx[name]["bytes"] < onnx["fp32"]["bytes"]
         manifest = json.loads((copy / "export" / "onnx" / name / "manifest.json").read_text())
         assert manifest["inputs"]["adapter_sha256"] and manifest["parity"]["reference"] == "base + adapter (PyTorch)"
@@ -146,6 +148,14 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     carried = (copy / "triton_models" / "ferrylm-onnx" / "1" / "ferrylm_onnx.py").read_text()
     assert carried == (Path(__file__).parents[2] / "ferrylm" / "export" / "onnx.py").read_text()
     compile((copy / "triton_models" / "ferrylm-onnx" / "1" / "model.py").read_text(), "model.py", "exec")
+
+    # A quantized variant is held to its forced agreement; int8 on this model picks the reference's token at 62 of its 64 steps.
+    assert onnx["int8"]["parity"]["forced_agreement"] == 62 / 64
+    shutil.rmtree(copy / "export" / "onnx")
+    above = cfg2.model_copy(update={"export": export.model_copy(update={"quantize": ["int8"], "quantized_min_agreement": 1.0})})
+    with pytest.raises(ExportError, match=r"export.quantize: int8 predicts base \+ adapter \(PyTorch\)'s next greedy token on"):
+        run_export(above)
+    assert not (copy / "export" / "onnx" / "int8").exists()
 
     strict = cfg2.model_copy(update={"export": export.model_copy(update={"onnx_max_logit_diff": 1e-12, "quantize": []})})
     shutil.rmtree(copy / "export" / "onnx")

@@ -25,3 +25,16 @@ def test_near_tie_counts_as_tie_and_a_real_difference_does_not():
 def test_outputs_without_step_logits_compare_as_before():
     ref = [(torch.zeros(2, 4), [1, 2])]
     assert compare(ref, [(torch.zeros(2, 4), [1, 3])], 2, tolerance=1.0).greedy_ties == 0
+
+
+def test_forced_agreement_judges_each_step_of_the_references_continuation():
+    """Logits over a 2-token prompt and the reference's 3-token continuation [1, 3, 2]: the row before each
+    continuation token is the one that predicts it. The artifact's greedy text parts at its first token,
+    yet reading the reference's prefix it picks the reference's token at 2 of 3 steps."""
+    la = torch.zeros(5, 4)
+    la[1, 1] = la[2, 3] = la[3, 2] = 1.0
+    lb = la.clone()
+    lb[2, 0] = 2.0                                       # step 2: its top token is 0, not 3
+    p = compare([(la, [1, 3, 2])], [(lb, [0, 0, 0])], 3)
+    assert (p.token_agreement, p.forced_agreement) == (0.0, 2 / 3)
+    assert compare([(la, [1, 3, 2])], [(la, [1, 3, 2])], 3).forced_agreement == 1.0
