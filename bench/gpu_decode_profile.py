@@ -1,6 +1,6 @@
 """Where a decode step's time goes: CUDA kernels of 64 steps of `Engine` (--engine picks which) on Qwen2.5-7B shapes.
 
-    python3 bench/gpu_decode_profile.py --out gpu_decode_profile.json [--engine fused-gemv]
+    python3 bench/gpu_decode_profile.py --out gpu_decode_profile.json [--engine fused-gemv|int4|int4-gemv]
 """
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--kernel-names", action="store_true", help="name inductor's kernels after what they fuse")
     ap.add_argument("--top", type=int, default=20)
-    ap.add_argument("--engine", default="tuned", choices=["tuned", "fused", "fused-gemv"],
+    ap.add_argument("--engine", default="tuned", choices=["tuned", "fused", "fused-gemv", "int4", "int4-gemv"],
                     help="tuned: the transformers model, coordinate-descent tuning; fused: FusedDecoder on cuBLAS; "
-                         "fused-gemv: FusedDecoder on the Triton matrix-vector kernel (with PDL on Hopper)")
+                         "fused-gemv: FusedDecoder on the Triton matrix-vector kernel (with PDL on Hopper); int4: "
+                         "W4A16 weights (group 128) on torch's int4 kernel; int4-gemv: on the 4-bit Triton kernel")
     args = ap.parse_args()
     from gpu_decode import model_7b
 
@@ -32,7 +33,8 @@ def main() -> None:
 
     model = model_7b()
     prompt = list(range(1000, 1128))
-    kwargs = {"tuned": {}, "fused": {"fused": True, "tune": False}, "fused-gemv": {"gemv": True, "tune": False}}
+    kwargs = {"tuned": {}, "fused": {"fused": True, "tune": False}, "fused-gemv": {"gemv": True, "tune": False},
+              "int4": {"fused": True, "int4_group": 128}, "int4-gemv": {"gemv": True, "tune": False, "int4_group": 128}}
     engine = Engine(model, max_len=128 + args.steps + 8, **kwargs[args.engine])
     if args.kernel_names:   # after Engine(), which sets it with its tuning; read when the step compiles
         import torch._inductor.config as inductor
