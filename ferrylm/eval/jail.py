@@ -28,6 +28,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 import traceback
 
 _TOKEN_FD = 3
@@ -130,13 +131,31 @@ def _kill_leftovers(pid: int, jailed: bool) -> None:
         except OSError:
             pass
         return
-    me = os.getpid()
+    # One pass over /proc lost to a fork bomb: its survivors forked between the listing and the kills (59
+    # left in a fresh clone's run). kill(-1) signals every process of the namespace but init and the caller
+    # while the kernel holds its process table, so no fork gets past it; it repeats while any still live.
+    for _ in range(100):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        if not _alive_besides_me():
+            return
+        time.sleep(0.01)
+
+
+def _alive_besides_me() -> list[int]:
+    """The namespace's processes other than its init and this worker, zombies left out."""
+    me, alive = os.getpid(), []
     for name in os.listdir("/proc"):
         if name.isdigit() and int(name) not in (1, me):
             try:
-                os.kill(int(name), signal.SIGKILL)
-            except OSError:
+                with open(f"/proc/{name}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        alive.append(int(name))
+            except (OSError, IndexError):
                 pass
+    return alive
 
 
 def _wipe_tmp() -> None:
