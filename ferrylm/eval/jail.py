@@ -134,11 +134,14 @@ def _kill_leftovers(pid: int, jailed: bool) -> None:
     # One pass over /proc lost to a fork bomb: its survivors forked between the listing and the kills (59
     # left in a fresh clone's run). kill(-1) signals every process of the namespace but init and the caller
     # while the kernel holds its process table, so no fork gets past it; it repeats while any still live.
+    with open("/proc/1/comm") as f:          # never outside bwrap's pid namespace: -1 would be the host's
+        inside = f.read().strip() == "bwrap"
     for _ in range(100):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
+        for pid in [-1] if inside else _alive_besides_me():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         if not _alive_besides_me():
             return
         time.sleep(0.01)
