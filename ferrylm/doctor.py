@@ -105,12 +105,13 @@ def pin_checks(prof: str, reqs: list, gpu_reqs: list, installed=_version) -> lis
         have = installed(r.name)
         if have is None:
             out.append(Check(f"package {r.name}", "fail", "not installed", f"make install (needs {r})"))
-        elif not r.specifier.contains(have, prereleases=True) and prof == "system":
-            out.append(Check(f"package {r.name}", "warn", f"{have} installed, ferrylm pins {r.specifier}: the machine's "
-                             "own version is kept"))
-            kept += 1
         elif not r.specifier.contains(have, prereleases=True):
-            out.append(Check(f"package {r.name}", "fail", f"{have} installed, ferrylm needs {r.specifier}", "make install"))
+            if prof == "system":
+                out.append(Check(f"package {r.name}", "warn", f"{have} installed, ferrylm pins {r.specifier}: the "
+                                 "machine's own version is kept"))
+                kept += 1
+            else:
+                out.append(Check(f"package {r.name}", "fail", f"{have} installed, ferrylm needs {r.specifier}", "make install"))
         else:
             met += 1
     if prof == "system":

@@ -137,13 +137,14 @@ def _kill_leftovers(pid: int, jailed: bool) -> None:
     with open("/proc/1/comm") as f:          # never outside bwrap's pid namespace: -1 would be the host's
         inside = f.read().strip() == "bwrap"
     for _ in range(100):
-        for pid in [-1] if inside else _alive_besides_me():
+        alive = _alive_besides_me()
+        if not alive:
+            return
+        for pid in [-1] if inside else alive:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        if not _alive_besides_me():
-            return
         time.sleep(0.01)
 
 

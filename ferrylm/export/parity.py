@@ -14,7 +14,7 @@ continuation, and at each step the artifact's top token is compared with the ref
 agreement says how far two greedy texts stay together, and one early difference changes everything
 after it: on 4 prompts x 16 tokens it put the same GPTQ recipe at 0.74 in one GPU run and 0.48 in the
 next, and barely told GPTQ from round-to-nearest (0.125 against 0.035 on SmolLM2) where forced
-agreement (0.789 against 0.645) and KL (0.264 against 0.630) did (bench/results/parity_measures_smollm2.json).
+agreement (0.789 against 0.645) and KL (0.246 against 0.603) did (bench/results/parity_measures_smollm2.json).
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ class Parity:
     new_tokens: int
     greedy_tokens_equal: int      # prompts whose greedy continuation is identical
     token_agreement: float        # fraction of generated positions that agree
-    max_abs_logit_diff: float     # over every prompt position
-    mean_kl: float = 0.0          # KL(reference ‖ artifact) of next-token distributions, mean over prompt positions
+    max_abs_logit_diff: float     # over every scored position (the prompt, then the reference's continuation)
+    mean_kl: float = 0.0          # KL(reference ‖ artifact) of next-token distributions, mean over the scored positions
     greedy_ties: int = 0          # prompts that part only where the reference's two tokens were within the tolerance
     forced_agreement: float = 0.0  # fraction of the reference's greedy tokens that are the artifact's top token after the reference's prefix
 
