@@ -1,14 +1,14 @@
 """The batch-1 matrix-vector kernel for 4-bit weights (W4A16): the export's integers and group scales
-dequantized in registers, with the same epilogues as the bf16 kernel of `gemv.py`, so `decode_step.py`
-runs a 4-bit model's one-token step in the same few kernels.
+read as packed nibbles and dequantized in registers, with the same epilogues as the bf16 kernel of
+`gemv.py`, so `decode_step.py` runs a 4-bit model's one-token step in the same few kernels.
 
 At one token a 4-bit weight is a quarter of the bf16 bytes; torch's int4 kernel (`int4.py`) is a
 general matrix product that does not reach that floor at batch 1 (docs/benchmarks.md, "GPU: batch-1
-decode"). The layout is chosen for one row of x (`pack_int4`): 32-bit words of eight inputs each,
-stored input-major, [K/8, N], so a tile's words lie contiguous along the outputs, each thread sums its
-own outputs' products over K, and every x value a thread needs is one it shares with its whole row of
-the tile (no products cross threads until the end). A weight costs one shift, one and-or and one
-multiply-add (`_sixteen_plus`); scales apply once per word, the integers' offset once per group.
+decode"). Here each program owns `block_n` rows and reads `block_k / 8` 32-bit words of each per step
+(the export's bytes as they lie: eight values a word, column 8w + j in bits 4j..4j+3). The j-th
+values of a tile's words multiply x at the columns 8w + j, read from x with a stride of 8, so no value
+changes threads; each group of `group` columns is summed and its sum scaled once. The nibbles become
+floats without an integer-to-float conversion (`_nibble`).
 
 The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
 multiplies x by the norm's weight as it reads it instead (`norm_weight`), and scales by 1/rms(x) at
@@ -33,17 +33,18 @@ except ImportError:  # the CPU-only install: Gemv4Linear is never built there
 
 if triton is not None:
     @triton.jit
-    def _tile4(w_ptrs, s_ptrs, k, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
+    def _tile4(w_ptrs, s_ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
                EVEN_K: tl.constexpr):
-        """The packed words [BLOCK_K/GROUP, GROUP/8, BLOCK_N] and group scales [BLOCK_K/GROUP, BLOCK_N] of
-        the tile at column k (word row k/8 + i holds columns k + 8i .. k + 8i + 7 of every row)."""
+        """The packed words [BLOCK_N, BLOCK_K/GROUP, GROUP/8] and group scales [BLOCK_N, BLOCK_K/GROUP]
+        at column k (eight values a 32-bit word, column 8w + j in bits 4j..4j+3)."""
         if EVEN_K:
-            p = tl.load(w_ptrs + (k // 8) * N)
-            s = tl.load(s_ptrs + (k // GROUP) * N)
+            p = tl.load(w_ptrs + k // 8)
+            s = tl.load(s_ptrs + k // GROUP)
         else:
-            inside = k // GROUP + tl.arange(0, BLOCK_K // GROUP) < K // GROUP
-            p = tl.load(w_ptrs + (k // 8) * N, mask=inside[:, None, None], other=0)
-            s = tl.load(s_ptrs + (k // GROUP) * N, mask=inside[:, None], other=0.0)
+            g = tl.arange(0, BLOCK_K // GROUP)
+            inside = k // GROUP + g < K // GROUP
+            p = tl.load(w_ptrs + k // 8, mask=inside[None, :, None], other=0)
+            s = tl.load(s_ptrs + k // GROUP, mask=inside[None, :], other=0.0)
         return p, s
 
     @triton.jit
@@ -64,144 +65,126 @@ if triton is not None:
         return x, xg
 
     @triton.jit
-    def _xs(x_ptr, g_ptr, cols, k, K: tl.constexpr, HAS_G: tl.constexpr, EVEN_K: tl.constexpr):
-        """x for the tile at column k, as `_x4` reads it, for each of a word's eight values (two tuples
-        of eight [GT, GW]): read a tile ahead, as the words are, so no step waits on its x."""
-        x0, g0 = _x4(x_ptr, g_ptr, cols, k, 0, K, HAS_G, EVEN_K)
-        x1, g1 = _x4(x_ptr, g_ptr, cols, k, 1, K, HAS_G, EVEN_K)
-        x2, g2 = _x4(x_ptr, g_ptr, cols, k, 2, K, HAS_G, EVEN_K)
-        x3, g3 = _x4(x_ptr, g_ptr, cols, k, 3, K, HAS_G, EVEN_K)
-        x4, g4 = _x4(x_ptr, g_ptr, cols, k, 4, K, HAS_G, EVEN_K)
-        x5, g5 = _x4(x_ptr, g_ptr, cols, k, 5, K, HAS_G, EVEN_K)
-        x6, g6 = _x4(x_ptr, g_ptr, cols, k, 6, K, HAS_G, EVEN_K)
-        x7, g7 = _x4(x_ptr, g_ptr, cols, k, 7, K, HAS_G, EVEN_K)
-        return (x0, x1, x2, x3, x4, x5, x6, x7), (g0, g1, g2, g3, g4, g5, g6, g7)
+    def _nibble(p, j: tl.constexpr):
+        """The j-th 4-bit value of each word as fp32 in [-8, 7]: its bits put under the mantissa of
+        2^23 and 2^23 + 8 taken off, two integer operations and one add, no integer-to-float
+        conversion (a quarter-rate instruction, which bound the first version of this kernel)."""
+        bits = ((p >> (4 * j)) & 15) | 0x4B000000
+        return bits.to(tl.float32, bitcast=True) - 8388616.0
 
     @triton.jit
-    def _sixteen_plus(p, j: tl.constexpr):
-        """16 + u as fp32 for u the j-th 4-bit value of each word (bits 4j..4j+3): u moved under the
-        top four bits of the mantissa of 16.0, one shift and one and-or. No integer-to-float conversion
-        and no subtraction per weight: the products' 16 + 8 offset is taken off once per group."""
-        if 4 * j <= 19:
-            b = p << (19 - 4 * j)
-        else:
-            b = p >> (4 * j - 19)
-        return ((b & 0x00780000) | 0x41800000).to(tl.float32, bitcast=True)
-
-    @triton.jit
-    def _step4(pa, sa, pb, sb, xs, gs, PAIR: tl.constexpr):
-        """One tile: per word [GT, GW, BLOCK_N] of both row blocks (b only when PAIR), its scale times
-        sum_j (16 + u_j - 24) x_j, which is sum_j q_j x_j (the stored u is q + 8); and x's squares [GT, GW]."""
-        sq = xs[0] * xs[0]
-        xsum = gs[0]
-        da = _sixteen_plus(pa, 0) * gs[0][:, :, None]
+    def _step4(pa, sa, pb, sb, x_ptr, g_ptr, cols, k, K: tl.constexpr, HAS_G: tl.constexpr, PAIR: tl.constexpr,
+               WIDE: tl.constexpr, EVEN_K: tl.constexpr):
+        """One tile's scaled products for both row blocks (b only when PAIR) and x's squares
+        [BLOCK_K/GROUP, GROUP/8]. Per group ([BLOCK_N, BLOCK_K/GROUP]), or WIDE per word, scaled, summed
+        once after the loop."""
+        x, xg = _x4(x_ptr, g_ptr, cols, k, 0, K, HAS_G, EVEN_K)
+        sq = x * x
+        da = _nibble(pa, 0) * xg[None, :, :]
         if PAIR != 0:
-            db = _sixteen_plus(pb, 0) * gs[0][:, :, None]
+            db = _nibble(pb, 0) * xg[None, :, :]
         for j in tl.static_range(1, 8):
-            sq += xs[j] * xs[j]
-            xsum += gs[j]
-            da += _sixteen_plus(pa, j) * gs[j][:, :, None]
+            x, xg = _x4(x_ptr, g_ptr, cols, k, j, K, HAS_G, EVEN_K)
+            sq += x * x
+            da += _nibble(pa, j) * xg[None, :, :]
             if PAIR != 0:
-                db += _sixteen_plus(pb, j) * gs[j][:, :, None]
-        # Per word, not per group: a sum over the group's words would cross threads every tile.
-        off = 24.0 * xsum[:, :, None]
-        if PAIR != 0:
-            db = (db - off) * sb.to(tl.float32)[:, None, :]
-        da = (da - off) * sa.to(tl.float32)[:, None, :]
+                db += _nibble(pb, j) * xg[None, :, :]
+        if WIDE:
+            da = da * sa.to(tl.float32)[:, :, None]
+            if PAIR != 0:
+                db = db * sb.to(tl.float32)[:, :, None]
+        else:
+            da = tl.sum(da, axis=2) * sa.to(tl.float32)
+            if PAIR != 0:
+                db = tl.sum(db, axis=2) * sb.to(tl.float32)
         if PAIR == 0:
             db = da
         return da, db, sq
 
     @triton.jit
     def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
-                      N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
-                      HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
-                      ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      EVEN_K: tl.constexpr, PDL: tl.constexpr):
+                      K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr,
+                      RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+                      PDL: tl.constexpr, WIDE: tl.constexpr):
         pid = tl.program_id(0)
         HALF: tl.constexpr = PERIOD // 2
         GT: tl.constexpr = BLOCK_K // GROUP    # groups a tile
-        GW: tl.constexpr = GROUP // 8          # word rows a group
+        GW: tl.constexpr = GROUP // 8          # words a group
         rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
-        word_rows = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
-        wa_ptrs = w_ptr + word_rows[:, :, None] * N + rows[None, None, :]
-        sa_ptrs = s_ptr + tl.arange(0, GT)[:, None] * N + rows[None, :]
-        cols = word_rows * 8
+        words = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
+        wa_ptrs = w_ptr + rows[:, None, None].to(tl.int64) * (K // 8) + words[None, :, :]
+        sa_ptrs = s_ptr + rows[:, None] * (K // GROUP) + tl.arange(0, GT)[None, :]
+        wb_ptrs = wa_ptrs + HALF * (K // 8)
+        sb_ptrs = sa_ptrs + HALF * (K // GROUP)
+        cols = words * 8
         # The first weight tiles do not depend on the previous kernel: read them before waiting.
-        pa, sa = _tile4(wa_ptrs, sa_ptrs, 0, N, K, GROUP, BLOCK_K, EVEN_K)
+        pa, sa = _tile4(wa_ptrs, sa_ptrs, 0, K, GROUP, BLOCK_K, EVEN_K)
         pb, sb = pa, sa
         if PAIR != 0:
-            pb, sb = _tile4(wa_ptrs + HALF, sa_ptrs + HALF, 0, N, K, GROUP, BLOCK_K, EVEN_K)
+            pb, sb = _tile4(wb_ptrs, sb_ptrs, 0, K, GROUP, BLOCK_K, EVEN_K)
         if PDL:
             tl.extra.cuda.gdc_wait()
             tl.extra.cuda.gdc_launch_dependents()
-        acc_a = tl.zeros([GT, GW, BLOCK_N], tl.float32)
-        acc_b = tl.zeros([GT, GW, BLOCK_N], tl.float32)
-        sq = tl.zeros([GT, GW], tl.float32)
-        # The next tile's words and x are requested before this one's products: one tile always in flight.
-        xs, gs = _xs(x_ptr, g_ptr, cols, 0, K, HAS_G, EVEN_K)
-        for k in range(0, K, BLOCK_K):
-            na, nsa = _tile4(wa_ptrs, sa_ptrs, k + BLOCK_K, N, K, GROUP, BLOCK_K, False)
-            nb, nsb = na, nsa
+        acc_a, acc_b, sq = _step4(pa, sa, pb, sb, x_ptr, g_ptr, cols, 0, K, HAS_G, PAIR, WIDE, EVEN_K)
+        for k in range(BLOCK_K, K, BLOCK_K):
+            pa, sa = _tile4(wa_ptrs, sa_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
             if PAIR != 0:
-                nb, nsb = _tile4(wa_ptrs + HALF, sa_ptrs + HALF, k + BLOCK_K, N, K, GROUP, BLOCK_K, False)
-            nxs, ngs = _xs(x_ptr, g_ptr, cols, k + BLOCK_K, K, HAS_G, False)
-            da, db, sq_k = _step4(pa, sa, pb, sb, xs, gs, PAIR)
-            pa, sa, pb, sb, xs, gs = na, nsa, nb, nsb, nxs, ngs
+                pb, sb = _tile4(wb_ptrs, sb_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
+            da, db, sq_k = _step4(pa, sa, pb, sb, x_ptr, g_ptr, cols, k, K, HAS_G, PAIR, WIDE, EVEN_K)
             acc_a += da
-            if PAIR != 0:
-                acc_b += db
+            acc_b += db
             if NORM:
                 sq += sq_k
-        ya = tl.sum(tl.sum(acc_a, axis=1), axis=0)
-        yb = ya
-        if PAIR != 0:
-            yb = tl.sum(tl.sum(acc_b, axis=1), axis=0)
+        if WIDE:
+            ya = tl.sum(tl.sum(acc_a, axis=2), axis=1)
+            yb = tl.sum(tl.sum(acc_b, axis=2), axis=1)
+        else:
+            ya = tl.sum(acc_a, axis=1)
+            yb = tl.sum(acc_b, axis=1)
         _epilogue(ya, yb, tl.sum(sq, axis=1), pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K,
                   HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
-def pack_int4(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric 4-bit integers q [N, K] in [-8, 7] and their group scales [N, K/group] in the kernel's
-    layout: words [K/8, N] (int32; input 8w + j of output n in bits 4j..4j+3 of word [w, n], stored
-    as q + 8) and scales [K/group, N]."""
-    n, k = q.shape
-    u = (q.to(torch.int64) + 8).view(n, k // 8, 8)
-    words = (u << torch.arange(0, 32, 4, device=q.device)).sum(-1)
-    words = torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
-    return words.t().contiguous(), scale.t().contiguous()
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """Symmetric 4-bit integers q [N, K] in [-8, 7] as bytes [N, K/2]: column 2j + 8 in the low nibble,
+    column 2j + 1 + 8 in the high one."""
+    u = (q.to(torch.int16) + 8).to(torch.uint8)
+    return (u[:, 0::2] | (u[:, 1::2] << 4)).contiguous()
 
 
 def dequantize(packed: torch.Tensor, scales: torch.Tensor, group: int) -> torch.Tensor:
-    """The weight [N, K] (fp32) that `pack_int4`'s words and scales stand for."""
-    words, n = packed.shape
-    u = (packed[:, :, None] >> torch.arange(0, 32, 4, device=packed.device)) & 15
-    q = u.permute(1, 0, 2).reshape(n, 8 * words).float() - 8
-    return (q.view(n, -1, group) * scales.t().float()[..., None]).reshape(n, -1)
+    """The weight [N, K] (fp32) that packed bytes and their group scales stand for."""
+    n = packed.shape[0]
+    q = torch.stack([packed & 15, packed >> 4], -1).reshape(n, -1).float() - 8
+    return (q.view(n, -1, group) * scales.float()[..., None]).reshape(n, -1)
 
 
 def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, bias: Optional[torch.Tensor],
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
           epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
           residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
-    [K/8, N] and `scales` [K/group, N], with `epilogue` around it as `gemv.gemv` does."""
-    k, n = 8 * packed.shape[0], packed.shape[1]
+          inv_freq: Optional[torch.Tensor] = None, wide: bool = False) -> torch.Tensor:
+    """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `packed` [N, K/2] and
+    `scales` [N, K/group], with `epilogue` around it as `gemv.gemv` does. `wide`: scale each word's
+    products and sum once after the loop instead of per group in it (_step4); on an H100 it was 2-6 %
+    faster for q/k/v and gate/up, 11 % slower for o, not measured for down; the tuner leaves it out."""
+    n, k = packed.shape[0], 2 * packed.shape[1]
     e = epilogue
-    if group & (group - 1) or group < 8 or block_k % group or k % group or scales.shape != (k // group, n):
+    if group & (group - 1) or group < 8 or block_k % group or k % group or scales.shape != (n, k // group):
         raise ValueError(f"gemv4: group {group} must be a power of two dividing block_k={block_k} and {k} "
-                         f"inputs, at least 8 (one 32-bit word), with scales [{k // max(group, 1)}, {n}] "
+                         f"inputs, at least 8 (one 32-bit word), with scales [{n}, {k // max(group, 1)}] "
                          f"(got {tuple(scales.shape)})")
     programs, period = check_launch("gemv4", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
     _gemv4_kernel[(programs,)](
-        x, packed, scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
+        x, packed.view(torch.int32), scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
-        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, n, k, group, norm_weight is not None,
+        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps, num_stages=num_stages, **launch)
+        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, WIDE=wide, num_warps=num_warps, num_stages=num_stages,
+        **launch)
     return y
 
 
@@ -219,16 +202,16 @@ def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_w
              bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
              inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
              pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
-             has_residual: bool) -> torch.Tensor:
+             has_residual: bool, wide: bool) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq)
+                 inv_freq, wide)
 
 
 @gemv4_op.register_fake
 def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
-      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual):
-    return x.new_empty(packed.shape[1] // 2 if pair == SILU else packed.shape[1])
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, wide):
+    return x.new_empty(packed.shape[0] // 2 if pair == SILU else packed.shape[0])
 
 
 class Gemv4Linear(torch.nn.Module):
@@ -241,15 +224,14 @@ class Gemv4Linear(torch.nn.Module):
         super().__init__()
         self.out_features, self.in_features = q.shape
         self.group_size = group_size
-        packed, scales = pack_int4(q, scale)
-        self.register_buffer("packed", packed)
-        self.register_buffer("scales", scales)
+        self.register_buffer("packed", pack_int4(q))
+        self.register_buffer("scales", scale.contiguous())
         self.register_buffer("norm_weight", None)
         self.bias = None if bias is None else torch.nn.Parameter(bias.detach(), requires_grad=False)
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {key: int(cfg[key]) for key in CONFIG_KEYS}
+        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "wide": bool(cfg.get("wide", False))}
         self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -276,19 +258,14 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
     x, extra = tuning_inputs(n, k, layer.scales, epilogue)
     g = layer.norm_weight if epilogue.norm_eps is not None else None
     args = (layer.packed, layer.scales, group, None)
-    configs = list(tune4_candidates(n, k, group, epilogue))
+    # More rows per program than bf16: every program reads all of x (2 bytes an input) for its rows'
+    # half byte an input each, so with few rows x, not the weights, would be most of what is read. Wide
+    # tiles (a 3584-input layer in one step of 4096) keep more bytes in flight; 8 warps once a tile holds
+    # 16 words a thread of 4 warps.
+    pair = 2 if epilogue.pair else 1
+    configs = [c for c in candidates(n, k, epilogue, block_ns=(4, 8, 16),
+                                     block_ks=[b for b in (512, 1024, 2048, 4096) if b >= group], max_tile=65536)
+               if c["num_stages"] == 1 and c["num_warps"] == (8 if pair * c["block_n"] * c["block_k"] > 16384 else 4)]
     return fastest(lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
                    gemv4_reference(x, *args, epilogue, g, **extra), configs,
                    f"gemv4 on {n}x{k} (group {group}), {epilogue}")
-
-
-def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue()):
-    """The configurations `tune4` times: tiles of 4,096 to 32,768 weights (16 to 128 words a thread of
-    4 warps, 8 warps for the larger half), one stage (the loop's loads are issued a tile ahead by
-    the PDL prologue and the unrolled nibble loop, not by Triton's pipeliner)."""
-    pair = 2 if epilogue.pair else 1
-    for c in candidates(n, k, epilogue, block_ns=(8, 16, 32, 64), block_ks=[b for b in (128, 256, 512) if b >= group],
-                        max_tile=32768, warps=(4, 8)):
-        weights = pair * c["block_n"] * c["block_k"]
-        if c["num_stages"] == 1 and weights >= 4096 and c["num_warps"] == (8 if weights > 16384 else 4):
-            yield c
