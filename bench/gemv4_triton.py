@@ -20,9 +20,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
-# Phase 1: every (block_n, block_k, num_warps) of the grid below, one stage, summed per group. Phase 2:
-# the three fastest again with 2 and 3 stages and summed once after the loop (wide).
-GRID = [(bn, bk, nw) for bn in (4, 8, 16) for bk in (512, 1024, 2048, 4096) for nw in (4, 8)]
 
 
 def main() -> None:
@@ -30,7 +27,7 @@ def main() -> None:
     from triton.testing import do_bench
 
     from ferrylm.engine.gemv import CONFIG_KEYS, ROPE, SILU, Epilogue
-    from ferrylm.engine.gemv4 import gemv4, gemv4_reference, pack_int4
+    from ferrylm.engine.gemv4 import gemv4, gemv4_reference, pack_int4, tune4_candidates
     from ferrylm.engine.int4 import Int4WeightLinear, round_to_nearest_int4
 
     ap = argparse.ArgumentParser()
@@ -46,36 +43,36 @@ def main() -> None:
     for name, (n, k, e) in shapes.items():
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
         q, s = round_to_nearest_int4(w, args.group)
-        packed = pack_int4(q)
+        packed, st = pack_int4(q, s)
         x = torch.randn(k, device="cuda", dtype=torch.bfloat16)
         g = torch.rand(k, device="cuda", dtype=torch.bfloat16) + 0.5 if e.norm_eps is not None else None
         extra = {"residual": torch.randn(n, device="cuda", dtype=torch.bfloat16)} if e.residual else {}
         if e.pair == ROPE:
             extra.update(pos=torch.tensor([100], device="cuda"), inv_freq=torch.rand(64, device="cuda"))
-        nbytes = packed.numel() + s.numel() * 2 + k * 2
+        nbytes = packed.numel() * packed.element_size() + s.numel() * 2 + k * 2
         torch_int4 = Int4WeightLinear(q, s, None, args.group)
         x2 = x.view(1, -1)
         ms_torch = do_bench(lambda: torch_int4(x2), warmup=5, rep=50)
         row = {"n": n, "k": k, "epilogue": str(e), "bytes": nbytes, "torch_int4_ms": ms_torch,
                "floor_ms": nbytes / bw * 1e3 if bw else None, "configs": []}
-        want = gemv4_reference(x, packed, s, args.group, None, e, g, **extra)
+        want = gemv4_reference(x, packed, st, args.group, None, e, g, **extra)
 
         def measure(kw):
             try:
-                got = gemv4(x, packed, s, args.group, None, epilogue=e, norm_weight=g, **extra, **kw)
+                got = gemv4(x, packed, st, args.group, None, epilogue=e, norm_weight=g, **extra, **kw)
             except (ValueError, OutOfResources):
                 return
             err = ((got.float() - want).abs().max() / want.abs().max()).item()
-            ms = do_bench(lambda: gemv4(x, packed, s, args.group, None, epilogue=e, norm_weight=g, **extra, **kw),
+            ms = do_bench(lambda: gemv4(x, packed, st, args.group, None, epilogue=e, norm_weight=g, **extra, **kw),
                           warmup=5, rep=50)
             row["configs"].append({**kw, "ms": ms, "gb_s": nbytes / ms / 1e6, "rel_error": err})
             print(name, kw, f"{ms * 1e3:.1f} us", f"{nbytes / ms / 1e6:.0f} GB/s", f"err {err:.2e}", flush=True)
 
-        for bn, bk, nw in GRID:
-            measure(dict(zip((*CONFIG_KEYS, "wide"), (bn, bk, nw, 1, False))))
-        for top in sorted(row["configs"], key=lambda c: c["ms"])[:3]:
-            for stages, wide in ((2, False), (3, False), (1, True)):
-                measure({**{key: top[key] for key in CONFIG_KEYS}, "num_stages": stages, "wide": wide})
+        for cfg in tune4_candidates(n, k, args.group, e):    # what the engine's tuner times
+            measure(cfg)
+        for top in sorted(row["configs"], key=lambda c: c["ms"])[:2]:
+            for warps, stages in ((4 if top["num_warps"] == 8 else 8, 1), (top["num_warps"], 2)):
+                measure({**{key: top[key] for key in (*CONFIG_KEYS, "sub")}, "num_warps": warps, "num_stages": stages})
         best = min(row["configs"], key=lambda c: c["ms"])
         row["best"] = best
         print(name, "torch int4", f"{ms_torch * 1e3:.1f} us; best gemv4 {best['ms'] * 1e3:.1f} us; floor "

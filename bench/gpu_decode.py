@@ -127,11 +127,11 @@ def gemv4_kernel_error(group: int) -> float:
 
     w = torch.randn(2 * 18944, 3584, device="cuda", dtype=torch.bfloat16) * 0.02
     q, scale = round_to_nearest_int4(w, group)
-    packed, x = pack_int4(q), torch.randn(3584, device="cuda", dtype=torch.bfloat16)
+    (packed, scale), x = pack_int4(q, scale), torch.randn(3584, device="cuda", dtype=torch.bfloat16)
     g = torch.rand(3584, device="cuda", dtype=torch.bfloat16) + 0.5
     e = Epilogue(1e-6, SILU, 2 * 18944)
     want = gemv4_reference(x, packed, scale, group, None, e, g)
-    got = gemv4(x, packed, scale, group, None, 1, 512, 4, 1, epilogue=e, norm_weight=g).float()
+    got = gemv4(x, packed, scale, group, None, 16, 256, 4, 1, epilogue=e, norm_weight=g).float()
     return ((got - want).abs().max() / want.abs().max()).item()
 
 

@@ -1,14 +1,17 @@
 """The batch-1 matrix-vector kernel for 4-bit weights (W4A16): the export's integers and group scales
-read as packed nibbles and dequantized in registers, with the same epilogues as the bf16 kernel of
-`gemv.py`, so `decode_step.py` runs a 4-bit model's one-token step in the same few kernels.
+dequantized in registers, with the same epilogues as the bf16 kernel of `gemv.py`, so `decode_step.py`
+runs a 4-bit model's one-token step in the same few kernels.
 
 At one token a 4-bit weight is a quarter of the bf16 bytes; torch's int4 kernel (`int4.py`) is a
 general matrix product that does not reach that floor at batch 1 (docs/benchmarks.md, "GPU: batch-1
-decode"). Here each program owns `block_n` rows and reads `block_k / 8` 32-bit words of each per step
-(the export's bytes as they lie: eight values a word, column 8w + j in bits 4j..4j+3). The j-th
-values of a tile's words multiply x at the columns 8w + j, read from x with a stride of 8, so no value
-changes threads; each group of `group` columns is summed and its sum scaled once. The nibbles become
-floats without an integer-to-float conversion (`_nibble`).
+decode"). The layout is chosen for one row of x (`pack_int4`): 32-bit words of eight inputs each,
+stored input-major, [K/8, N], so a tile's words lie contiguous along the outputs, each thread sums its
+own outputs' products over K, and every x value a thread needs is one it shares with its whole row of
+the tile (no products cross threads until the end). A weight costs one shift, one and-or and one
+multiply-add (`_sixteen_plus`); the scale and the integers' offset apply once per word. A program may
+own two row blocks (`sub`), so each x value it reads serves twice the words; the next tile's words and
+x are read before this tile's products. What each of these gained, and where the kernel stands against
+torch's int4 kernel, is in docs/benchmarks.md ("The 4-bit matrix-vector kernel").
 
 The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
 multiplies x by the norm's weight as it reads it instead (`norm_weight`), and scales by 1/rms(x) at
@@ -21,7 +24,7 @@ from typing import Optional
 
 import torch
 
-from .gemv import CONFIG_KEYS, Epilogue, SILU, candidates, check_launch, fastest, gemv_reference, tuning_inputs
+from .gemv import CONFIG_KEYS, Epilogue, SILU, check_launch, fastest, gemv_reference, tuning_inputs
 
 try:
     import triton
@@ -33,157 +36,201 @@ except ImportError:  # the CPU-only install: Gemv4Linear is never built there
 
 if triton is not None:
     @triton.jit
-    def _tile4(w_ptrs, s_ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
+    def _tile4(w_ptrs, s_ptrs, k, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
                EVEN_K: tl.constexpr):
-        """The packed words [BLOCK_N, BLOCK_K/GROUP, GROUP/8] and group scales [BLOCK_N, BLOCK_K/GROUP]
-        at column k (eight values a 32-bit word, column 8w + j in bits 4j..4j+3)."""
+        """The packed words [BLOCK_K/GROUP, GROUP/8, BLOCK_N] and group scales [BLOCK_K/GROUP, BLOCK_N] of
+        the tile at column k (word row k/8 + i holds columns k + 8i .. k + 8i + 7 of every row)."""
         if EVEN_K:
-            p = tl.load(w_ptrs + k // 8)
-            s = tl.load(s_ptrs + k // GROUP)
+            p = tl.load(w_ptrs + (k // 8) * N)
+            s = tl.load(s_ptrs + (k // GROUP) * N)
         else:
-            g = tl.arange(0, BLOCK_K // GROUP)
-            inside = k // GROUP + g < K // GROUP
-            p = tl.load(w_ptrs + k // 8, mask=inside[None, :, None], other=0)
-            s = tl.load(s_ptrs + k // GROUP, mask=inside[None, :], other=0.0)
+            inside = k // GROUP + tl.arange(0, BLOCK_K // GROUP) < K // GROUP
+            p = tl.load(w_ptrs + (k // 8) * N, mask=inside[:, None, None], other=0)
+            s = tl.load(s_ptrs + (k // GROUP) * N, mask=inside[:, None], other=0.0)
         return p, s
 
     @triton.jit
-    def _x4(x_ptr, g_ptr, cols, k, j: tl.constexpr, K: tl.constexpr, HAS_G: tl.constexpr, EVEN_K: tl.constexpr):
+    def _x4(x_ptr, g_ptr, cols, k, j: tl.constexpr, K: tl.constexpr, HAS_G: tl.constexpr):
         """x at the columns of each word's j-th value (cols [BLOCK_K/GROUP, GROUP/8]: each word's
         first column), as read (for the norm's sum of squares) and times the norm's weight."""
         at = k + cols + j
-        if EVEN_K:
-            x = tl.load(x_ptr + at).to(tl.float32)
-        else:
-            x = tl.load(x_ptr + at, mask=at < K, other=0.0).to(tl.float32)
-        xg = x
+        x = tl.load(x_ptr + at, mask=at < K, other=0.0).to(tl.float32)
         if HAS_G:
-            if EVEN_K:
-                xg = x * tl.load(g_ptr + at).to(tl.float32)
-            else:
-                xg = x * tl.load(g_ptr + at, mask=at < K, other=0.0).to(tl.float32)
-        return x, xg
+            return x, x * tl.load(g_ptr + at, mask=at < K, other=0.0).to(tl.float32)
+        return x, x
 
     @triton.jit
-    def _nibble(p, j: tl.constexpr):
-        """The j-th 4-bit value of each word as fp32 in [-8, 7]: its bits put under the mantissa of
-        2^23 and 2^23 + 8 taken off, two integer operations and one add, no integer-to-float
-        conversion (a quarter-rate instruction, which bound the first version of this kernel)."""
-        bits = ((p >> (4 * j)) & 15) | 0x4B000000
-        return bits.to(tl.float32, bitcast=True) - 8388616.0
+    def _xs(x_ptr, g_ptr, cols, k, K: tl.constexpr, HAS_G: tl.constexpr):
+        """x for the tile at column k, as `_x4` reads it, for each of a word's eight values (two tuples
+        of eight [GT, GW]): read a tile ahead, as the words are, so no step waits on its x."""
+        x0, g0 = _x4(x_ptr, g_ptr, cols, k, 0, K, HAS_G)
+        x1, g1 = _x4(x_ptr, g_ptr, cols, k, 1, K, HAS_G)
+        x2, g2 = _x4(x_ptr, g_ptr, cols, k, 2, K, HAS_G)
+        x3, g3 = _x4(x_ptr, g_ptr, cols, k, 3, K, HAS_G)
+        x4, g4 = _x4(x_ptr, g_ptr, cols, k, 4, K, HAS_G)
+        x5, g5 = _x4(x_ptr, g_ptr, cols, k, 5, K, HAS_G)
+        x6, g6 = _x4(x_ptr, g_ptr, cols, k, 6, K, HAS_G)
+        x7, g7 = _x4(x_ptr, g_ptr, cols, k, 7, K, HAS_G)
+        return (x0, x1, x2, x3, x4, x5, x6, x7), (g0, g1, g2, g3, g4, g5, g6, g7)
 
     @triton.jit
-    def _step4(pa, sa, pb, sb, x_ptr, g_ptr, cols, k, K: tl.constexpr, HAS_G: tl.constexpr, PAIR: tl.constexpr,
-               WIDE: tl.constexpr, EVEN_K: tl.constexpr):
-        """One tile's scaled products for both row blocks (b only when PAIR) and x's squares
-        [BLOCK_K/GROUP, GROUP/8]. Per group ([BLOCK_N, BLOCK_K/GROUP]), or WIDE per word, scaled, summed
-        once after the loop."""
-        x, xg = _x4(x_ptr, g_ptr, cols, k, 0, K, HAS_G, EVEN_K)
-        sq = x * x
-        da = _nibble(pa, 0) * xg[None, :, :]
-        if PAIR != 0:
-            db = _nibble(pb, 0) * xg[None, :, :]
-        for j in tl.static_range(1, 8):
-            x, xg = _x4(x_ptr, g_ptr, cols, k, j, K, HAS_G, EVEN_K)
-            sq += x * x
-            da += _nibble(pa, j) * xg[None, :, :]
-            if PAIR != 0:
-                db += _nibble(pb, j) * xg[None, :, :]
-        if WIDE:
-            da = da * sa.to(tl.float32)[:, :, None]
-            if PAIR != 0:
-                db = db * sb.to(tl.float32)[:, :, None]
+    def _sixteen_plus(p, j: tl.constexpr):
+        """16 + u as fp32 for u the j-th 4-bit value of each word (bits 4j..4j+3): u moved under the
+        top four bits of the mantissa of 16.0, one shift and one and-or. No integer-to-float conversion
+        and no subtraction per weight: the products' 16 + 8 offset is taken off once per group."""
+        if 4 * j <= 19:
+            b = p << (19 - 4 * j)
         else:
-            da = tl.sum(da, axis=2) * sa.to(tl.float32)
+            b = p >> (4 * j - 19)
+        return ((b & 0x00780000) | 0x41800000).to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _step4(pa, sa, pb, sb, xs, gs, PAIR: tl.constexpr):
+        """One tile: per word [GT, GW, BLOCK_N] of both row blocks (b only when PAIR), its scale times
+        sum_j (16 + u_j - 24) x_j, which is sum_j q_j x_j (the stored u is q + 8); and x's squares [GT, GW]."""
+        sq = xs[0] * xs[0]
+        xsum = gs[0]
+        da = _sixteen_plus(pa, 0) * gs[0][:, :, None]
+        if PAIR != 0:
+            db = _sixteen_plus(pb, 0) * gs[0][:, :, None]
+        for j in tl.static_range(1, 8):
+            sq += xs[j] * xs[j]
+            xsum += gs[j]
+            da += _sixteen_plus(pa, j) * gs[j][:, :, None]
             if PAIR != 0:
-                db = tl.sum(db, axis=2) * sb.to(tl.float32)
+                db += _sixteen_plus(pb, j) * gs[j][:, :, None]
+        # Per word, not per group: a sum over the group's words would cross threads every tile.
+        off = 24.0 * xsum[:, :, None]
+        if PAIR != 0:
+            db = (db - off) * sb.to(tl.float32)[:, None, :]
+        da = (da - off) * sa.to(tl.float32)[:, None, :]
         if PAIR == 0:
             db = da
         return da, db, sq
 
     @triton.jit
-    def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
-                      K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr,
-                      RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-                      PDL: tl.constexpr, WIDE: tl.constexpr):
-        pid = tl.program_id(0)
-        HALF: tl.constexpr = PERIOD // 2
-        GT: tl.constexpr = BLOCK_K // GROUP    # groups a tile
-        GW: tl.constexpr = GROUP // 8          # words a group
-        rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
-        words = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
-        wa_ptrs = w_ptr + rows[:, None, None].to(tl.int64) * (K // 8) + words[None, :, :]
-        sa_ptrs = s_ptr + rows[:, None] * (K // GROUP) + tl.arange(0, GT)[None, :]
-        wb_ptrs = wa_ptrs + HALF * (K // 8)
-        sb_ptrs = sa_ptrs + HALF * (K // GROUP)
-        cols = words * 8
-        # The first weight tiles do not depend on the previous kernel: read them before waiting.
-        pa, sa = _tile4(wa_ptrs, sa_ptrs, 0, K, GROUP, BLOCK_K, EVEN_K)
+    def _tiles(w_ptrs, s_ptrs, k, HALF: tl.constexpr, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr,
+               BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, PAIR: tl.constexpr):
+        """A row block's words and scales at column k, and its paired block's (the same when not PAIR)."""
+        pa, sa = _tile4(w_ptrs, s_ptrs, k, N, K, GROUP, BLOCK_K, EVEN_K)
         pb, sb = pa, sa
         if PAIR != 0:
-            pb, sb = _tile4(wb_ptrs, sb_ptrs, 0, K, GROUP, BLOCK_K, EVEN_K)
+            pb, sb = _tile4(w_ptrs + HALF, s_ptrs + HALF, k, N, K, GROUP, BLOCK_K, EVEN_K)
+        return pa, sa, pb, sb
+
+    @triton.jit
+    def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
+                      N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
+                      HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
+                      ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      EVEN_K: tl.constexpr, PDL: tl.constexpr, SUB: tl.constexpr):
+        # SUB row blocks a program (virtual programs SUB * pid + i): each x value a thread reads serves
+        # SUB times as many words.
+        pid = tl.program_id(0) * SUB
+        HALF: tl.constexpr = PERIOD // 2
+        GT: tl.constexpr = BLOCK_K // GROUP    # groups a tile
+        GW: tl.constexpr = GROUP // 8          # word rows a group
+        word_rows = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
+        cols = word_rows * 8
+        rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
+        w_ptrs = w_ptr + word_rows[:, :, None] * N + rows[None, None, :]
+        s_ptrs = s_ptr + tl.arange(0, GT)[:, None] * N + rows[None, :]
+        rows2 = _rows(pid + 1, PAIR, PERIOD, BLOCK_N)
+        w2_ptrs = w_ptr + word_rows[:, :, None] * N + rows2[None, None, :]
+        s2_ptrs = s_ptr + tl.arange(0, GT)[:, None] * N + rows2[None, :]
+        # The first weight tiles do not depend on the previous kernel: read them before waiting.
+        t = _tiles(w_ptrs, s_ptrs, 0, HALF, N, K, GROUP, BLOCK_K, EVEN_K, PAIR)
+        t2 = t
+        if SUB == 2:
+            t2 = _tiles(w2_ptrs, s2_ptrs, 0, HALF, N, K, GROUP, BLOCK_K, EVEN_K, PAIR)
         if PDL:
             tl.extra.cuda.gdc_wait()
             tl.extra.cuda.gdc_launch_dependents()
-        acc_a, acc_b, sq = _step4(pa, sa, pb, sb, x_ptr, g_ptr, cols, 0, K, HAS_G, PAIR, WIDE, EVEN_K)
-        for k in range(BLOCK_K, K, BLOCK_K):
-            pa, sa = _tile4(wa_ptrs, sa_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
-            if PAIR != 0:
-                pb, sb = _tile4(wb_ptrs, sb_ptrs, k, K, GROUP, BLOCK_K, EVEN_K)
-            da, db, sq_k = _step4(pa, sa, pb, sb, x_ptr, g_ptr, cols, k, K, HAS_G, PAIR, WIDE, EVEN_K)
+        acc_a = tl.zeros([GT, GW, BLOCK_N], tl.float32)
+        acc_b = tl.zeros([GT, GW, BLOCK_N], tl.float32)
+        acc2_a = tl.zeros([GT, GW, BLOCK_N], tl.float32)
+        acc2_b = tl.zeros([GT, GW, BLOCK_N], tl.float32)
+        sq = tl.zeros([GT, GW], tl.float32)
+        # The next tile's words and x are requested before this one's products: one tile always in flight.
+        xs, gs = _xs(x_ptr, g_ptr, cols, 0, K, HAS_G)
+        for k in range(0, K, BLOCK_K):
+            nt = _tiles(w_ptrs, s_ptrs, k + BLOCK_K, HALF, N, K, GROUP, BLOCK_K, False, PAIR)
+            nt2 = nt
+            if SUB == 2:
+                nt2 = _tiles(w2_ptrs, s2_ptrs, k + BLOCK_K, HALF, N, K, GROUP, BLOCK_K, False, PAIR)
+            nxs, ngs = _xs(x_ptr, g_ptr, cols, k + BLOCK_K, K, HAS_G)
+            da, db, sq_k = _step4(t[0], t[1], t[2], t[3], xs, gs, PAIR)
             acc_a += da
-            acc_b += db
+            if PAIR != 0:
+                acc_b += db
+            if SUB == 2:
+                da, db, _ = _step4(t2[0], t2[1], t2[2], t2[3], xs, gs, PAIR)
+                acc2_a += da
+                if PAIR != 0:
+                    acc2_b += db
             if NORM:
                 sq += sq_k
-        if WIDE:
-            ya = tl.sum(tl.sum(acc_a, axis=2), axis=1)
-            yb = tl.sum(tl.sum(acc_b, axis=2), axis=1)
-        else:
-            ya = tl.sum(acc_a, axis=1)
-            yb = tl.sum(acc_b, axis=1)
-        _epilogue(ya, yb, tl.sum(sq, axis=1), pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K,
+            t, t2, xs, gs = nt, nt2, nxs, ngs
+        sq_sum = tl.sum(sq, axis=1)
+        ya = tl.sum(tl.sum(acc_a, axis=1), axis=0)
+        yb = ya
+        if PAIR != 0:
+            yb = tl.sum(tl.sum(acc_b, axis=1), axis=0)
+        _epilogue(ya, yb, sq_sum, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K,
                   HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
+        if SUB == 2:
+            ya = tl.sum(tl.sum(acc2_a, axis=1), axis=0)
+            yb = ya
+            if PAIR != 0:
+                yb = tl.sum(tl.sum(acc2_b, axis=1), axis=0)
+            _epilogue(ya, yb, sq_sum, pid + 1, rows2, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K,
+                      HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
-def pack_int4(q: torch.Tensor) -> torch.Tensor:
-    """Symmetric 4-bit integers q [N, K] in [-8, 7] as bytes [N, K/2]: column 2j + 8 in the low nibble,
-    column 2j + 1 + 8 in the high one."""
-    u = (q.to(torch.int16) + 8).to(torch.uint8)
-    return (u[:, 0::2] | (u[:, 1::2] << 4)).contiguous()
+def pack_int4(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric 4-bit integers q [N, K] in [-8, 7] and their group scales [N, K/group] in the kernel's
+    layout: words [K/8, N] (int32; input 8w + j of output n in bits 4j..4j+3 of word [w, n], stored
+    as q + 8) and scales [K/group, N]."""
+    n, k = q.shape
+    u = (q.to(torch.int64) + 8).view(n, k // 8, 8)
+    words = (u << torch.arange(0, 32, 4, device=q.device)).sum(-1)
+    words = torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
+    return words.t().contiguous(), scale.t().contiguous()
 
 
 def dequantize(packed: torch.Tensor, scales: torch.Tensor, group: int) -> torch.Tensor:
-    """The weight [N, K] (fp32) that packed bytes and their group scales stand for."""
-    n = packed.shape[0]
-    q = torch.stack([packed & 15, packed >> 4], -1).reshape(n, -1).float() - 8
-    return (q.view(n, -1, group) * scales.float()[..., None]).reshape(n, -1)
+    """The weight [N, K] (fp32) that `pack_int4`'s words and scales stand for."""
+    words, n = packed.shape
+    u = (packed[:, :, None] >> torch.arange(0, 32, 4, device=packed.device)) & 15
+    q = u.permute(1, 0, 2).reshape(n, 8 * words).float() - 8
+    return (q.view(n, -1, group) * scales.t().float()[..., None]).reshape(n, -1)
 
 
 def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, bias: Optional[torch.Tensor],
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
           epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
           residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None, wide: bool = False) -> torch.Tensor:
-    """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `packed` [N, K/2] and
-    `scales` [N, K/group], with `epilogue` around it as `gemv.gemv` does. `wide`: scale each word's
-    products and sum once after the loop instead of per group in it (_step4); on an H100 it was 2-6 %
-    faster for q/k/v and gate/up, 11 % slower for o, not measured for down; the tuner leaves it out."""
-    n, k = packed.shape[0], 2 * packed.shape[1]
+          inv_freq: Optional[torch.Tensor] = None, sub: int = 1) -> torch.Tensor:
+    """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
+    [K/8, N] and `scales` [K/group, N], with `epilogue` around it as `gemv.gemv` does. `sub` (1 or 2):
+    row blocks of `block_n` a program."""
+    k, n = 8 * packed.shape[0], packed.shape[1]
     e = epilogue
-    if group & (group - 1) or group < 8 or block_k % group or k % group or scales.shape != (n, k // group):
+    if group & (group - 1) or group < 8 or block_k % group or k % group or scales.shape != (k // group, n):
         raise ValueError(f"gemv4: group {group} must be a power of two dividing block_k={block_k} and {k} "
-                         f"inputs, at least 8 (one 32-bit word), with scales [{n}, {k // max(group, 1)}] "
+                         f"inputs, at least 8 (one 32-bit word), with scales [{k // max(group, 1)}, {n}] "
                          f"(got {tuple(scales.shape)})")
     programs, period = check_launch("gemv4", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
+    if sub not in (1, 2) or programs % sub:
+        raise ValueError(f"gemv4: {programs} row blocks do not split into programs of sub={sub} (1 or 2)")
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    _gemv4_kernel[(programs,)](
-        x, packed.view(torch.int32), scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
+    _gemv4_kernel[(programs // sub,)](
+        x, packed, scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
-        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
+        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, n, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, WIDE=wide, num_warps=num_warps, num_stages=num_stages,
+        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, SUB=sub, num_warps=num_warps, num_stages=num_stages,
         **launch)
     return y
 
@@ -202,16 +249,16 @@ def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_w
              bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
              inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
              pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
-             has_residual: bool, wide: bool) -> torch.Tensor:
+             has_residual: bool, sub: int) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq, wide)
+                 inv_freq, sub)
 
 
 @gemv4_op.register_fake
 def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
-      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, wide):
-    return x.new_empty(packed.shape[0] // 2 if pair == SILU else packed.shape[0])
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub):
+    return x.new_empty(packed.shape[1] // 2 if pair == SILU else packed.shape[1])
 
 
 class Gemv4Linear(torch.nn.Module):
@@ -224,14 +271,15 @@ class Gemv4Linear(torch.nn.Module):
         super().__init__()
         self.out_features, self.in_features = q.shape
         self.group_size = group_size
-        self.register_buffer("packed", pack_int4(q))
-        self.register_buffer("scales", scale.contiguous())
+        packed, scales = pack_int4(q, scale)
+        self.register_buffer("packed", packed)
+        self.register_buffer("scales", scales)
         self.register_buffer("norm_weight", None)
         self.bias = None if bias is None else torch.nn.Parameter(bias.detach(), requires_grad=False)
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "wide": bool(cfg.get("wide", False))}
+        self.cfg = {key: int(cfg.get(key, 1)) for key in (*CONFIG_KEYS, "sub")}
         self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -258,14 +306,26 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
     x, extra = tuning_inputs(n, k, layer.scales, epilogue)
     g = layer.norm_weight if epilogue.norm_eps is not None else None
     args = (layer.packed, layer.scales, group, None)
-    # More rows per program than bf16: every program reads all of x (2 bytes an input) for its rows'
-    # half byte an input each, so with few rows x, not the weights, would be most of what is read. Wide
-    # tiles (a 3584-input layer in one step of 4096) keep more bytes in flight; 8 warps once a tile holds
-    # 16 words a thread of 4 warps.
-    pair = 2 if epilogue.pair else 1
-    configs = [c for c in candidates(n, k, epilogue, block_ns=(4, 8, 16),
-                                     block_ks=[b for b in (512, 1024, 2048, 4096) if b >= group], max_tile=65536)
-               if c["num_stages"] == 1 and c["num_warps"] == (8 if pair * c["block_n"] * c["block_k"] > 16384 else 4)]
+    configs = list(tune4_candidates(n, k, group, epilogue))
     return fastest(lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
                    gemv4_reference(x, *args, epilogue, g, **extra), configs,
                    f"gemv4 on {n}x{k} (group {group}), {epilogue}")
+
+
+# (block_n, block_k, sub): the fastest few of every 7B layer shape in a sweep of 94 configurations (block_n
+# 8-64, block_k 128-2048, one or two row blocks a program, 4 or 8 warps, 1 or 2 stages; H200, 2026-11-26,
+# bench/results/gemv4_input_major_h200_6_sweep.json): narrow row blocks, so a layer has many programs,
+# and long tiles where K is long.
+TUNE4 = ((8, 512, 1), (8, 512, 2), (8, 1024, 1), (8, 1024, 2), (16, 256, 2), (16, 512, 1), (16, 1024, 2), (32, 1024, 1))
+
+
+def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue()):
+    """The configurations `tune4` times (TUNE4 where the shape allows): 4 warps, 8 once a program's tile
+    is over 16,384 weights; one stage (the kernel reads a tile ahead itself)."""
+    pair = 2 if epilogue.pair else 1
+    for bn, bk, sub in TUNE4:
+        weights = pair * bn * bk
+        if (bk % group or n % (pair * bn * sub) or (epilogue.pair and epilogue.period % (2 * bn))
+                or bk > max(triton.next_power_of_2(k), group)):
+            continue
+        yield {"block_n": bn, "block_k": bk, "num_warps": 8 if weights > 16384 else 4, "num_stages": 1, "sub": sub}

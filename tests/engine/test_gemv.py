@@ -120,29 +120,31 @@ print("CHECK packing, whole and masked tiles, groups, the norm's weight", flush=
 torch.manual_seed(0)
 for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 256, 64, 128), (8, 256, 32, 512)):
     q, s = round_to_nearest_int4(torch.randn(n, k), group)
-    p = pack_int4(q)
-    assert p.dtype == torch.uint8 and p.shape == (n, k // 2)
-    assert torch.equal(dequantize(p, s, group), (q.float().view(n, -1, group) * s[..., None]).reshape(n, k))
+    q[0, :8] = torch.tensor([-8, 7, 0, -1, 1, 5, -6, 3])    # every nibble position, both ends of the range
+    p, st = pack_int4(q, s)
+    assert p.dtype == torch.int32 and p.shape == (k // 8, n) and st.shape == (k // group, n)
+    assert p[0, 0].item() == sum((v + 8) << (4 * j) for j, v in enumerate([-8, 7, 0, -1, 1, 5, -6, 3])) - 2 ** 32
+    assert torch.equal(dequantize(p, st, group), (q.float().view(n, -1, group) * s[..., None]).reshape(n, k))
     x, b, g = torch.randn(k), torch.randn(n), torch.rand(k) + 0.5
-    for block_n, wide in ((1, False), (2, True), (4, False), (4, True)):   # summed per group, or once at the end
-        got = gemv4(x, p, s, group, b, block_n, block_k, 4, 1, norm_weight=g, wide=wide)
-        torch.testing.assert_close(got, gemv4_reference(x, p, s, group, b, norm_weight=g), atol=1e-4, rtol=1e-4)
+    for block_n, sub in ((1, 1), (2, 2), (4, 1)):   # sub: two row blocks a program
+        got = gemv4(x, p, st, group, b, block_n, block_k, 4, 1, norm_weight=g, sub=sub)
+        torch.testing.assert_close(got, gemv4_reference(x, p, st, group, b, norm_weight=g), atol=1e-4, rtol=1e-4)
 print("CHECK a group that does not divide the tile is refused", flush=True)
 try:
-    gemv4(x, p, s, 32, None, 1, 16, 4, 1)
+    gemv4(x, p, st, 32, None, 1, 16, 4, 1)
     raise AssertionError("no error")
 except ValueError as e:
     assert "must be a power of two dividing block_k=16" in str(e), e
 print("CHECK each epilogue against its reference", flush=True)
 q, s = round_to_nearest_int4(torch.randn(32, 128), 32)
-p, x, b, r, g = pack_int4(q), torch.randn(128), torch.randn(32), torch.randn(32), torch.rand(128) + 0.5
+(p, st), x, b, r, g = pack_int4(q, s), torch.randn(128), torch.randn(32), torch.randn(32), torch.rand(128) + 0.5
 pos, freq = torch.tensor([7]), torch.rand(4)
 for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}), (Epilogue(1e-6, SILU, 32), {}),
                  (Epilogue(1e-6, ROPE, 8, 24, 1.5), {"pos": pos, "inv_freq": freq})):
     norm = g if e.norm_eps is not None else None
-    for block_n, wide in ((1, False), (2, True)):
-        got = gemv4(x, p, s, 32, b, block_n, 64, 4, 1, epilogue=e, norm_weight=norm, wide=wide, **extra)
-        torch.testing.assert_close(got, gemv4_reference(x, p, s, 32, b, e, norm, **extra), atol=1e-4, rtol=1e-4)
+    for block_n, sub in ((1, 1), (2, 2)):
+        got = gemv4(x, p, st, 32, b, block_n, 64, 4, 1, epilogue=e, norm_weight=norm, sub=sub, **extra)
+        torch.testing.assert_close(got, gemv4_reference(x, p, st, 32, b, e, norm, **extra), atol=1e-4, rtol=1e-4)
 print("CHECK a 4-bit decoder's fused step against its prompt path, over two cache chunks", flush=True)
 config = Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
