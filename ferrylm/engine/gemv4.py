@@ -77,7 +77,7 @@ if triton is not None:
     def _sixteen_plus(p, j: tl.constexpr):
         """16 + u as fp32 for u the j-th 4-bit value of each word (bits 4j..4j+3): u moved under the
         top four bits of the mantissa of 16.0, one shift and one and-or. No integer-to-float conversion
-        and no subtraction per weight: the products' 16 + 8 offset is taken off once per group."""
+        and no subtraction per product: the 16 + 8 offset is taken off once per word (`_step4`)."""
         if 4 * j <= 19:
             b = p << (19 - 4 * j)
         else:
@@ -279,7 +279,7 @@ class Gemv4Linear(torch.nn.Module):
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {key: int(cfg.get(key, 1)) for key in (*CONFIG_KEYS, "sub")}
+        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1))}
         self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
