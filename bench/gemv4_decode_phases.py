@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_decode import model_7b  # noqa: E402
 
-import ferrylm.engine.gemv4 as g4  # noqa: E402
+import ferrylm.engine.tuning as tuning  # noqa: E402
 from ferrylm.engine import Engine  # noqa: E402
 
 t = time.perf_counter()
@@ -29,14 +29,14 @@ def lap(what: str) -> None:
     t = now
 
 
-def timed_tune4(layer, pdl=False, epilogue=g4.Epilogue()):
+def timed_tune4(layer, pdl=False, epilogue=tuning.Epilogue()):
     t0 = time.perf_counter()
     cfg = TUNE4(layer, pdl, epilogue)
     print("  tune4", layer.out_features, layer.in_features, cfg, f"{time.perf_counter() - t0:.1f} s", flush=True)
     return cfg
 
 
-TUNE4, g4.tune4 = g4.tune4, timed_tune4
+TUNE4, tuning.tune4 = tuning.tune4, timed_tune4
 model = model_7b()
 lap("model")
 ids = torch.randint(100, 150000, (1, 128), generator=torch.Generator().manual_seed(1)).cuda()

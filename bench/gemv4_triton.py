@@ -27,7 +27,8 @@ def main() -> None:
     from triton.testing import do_bench
 
     from ferrylm.engine.gemv import CONFIG_KEYS, ROPE, SILU, Epilogue
-    from ferrylm.engine.gemv4 import gemv4, gemv4_reference, pack_int4, tune4_candidates
+    from ferrylm.engine.gemv4 import gemv4, gemv4_reference, pack_int4
+    from ferrylm.engine.tuning import tune4_candidates
     from ferrylm.engine.int4 import Int4WeightLinear, round_to_nearest_int4
 
     ap = argparse.ArgumentParser()

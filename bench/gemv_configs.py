@@ -1,10 +1,10 @@
-"""Experiment: does a wider set of kernel configurations than `gemv.candidates` make the fused
+"""Experiment: does a wider set of kernel configurations than `tuning.candidates` make the fused
 one-token step's products faster? Qwen2.5-7B shapes with the epilogues `decode_step` gives them.
 
     python3 bench/gemv_configs.py --out gemv_configs.json
 
-For each product: the best of `gemv.candidates` (what the engine tunes over) and the best of a wider
-set (block_n up to 8, block_k from 256, num_stages up to 4), timed like `gemv.tune` (L2 flushed).
+For each product: the best of `tuning.candidates` (what the engine tunes over) and the best of a wider
+set (block_n up to 8, block_k from 256, num_stages up to 4), timed like `tuning.tune` (L2 flushed).
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ferrylm.engine.gemv import CONFIG_KEYS, ROPE, SILU, Epilogue, candidates, gemv  # noqa: E402
+from ferrylm.engine.gemv import CONFIG_KEYS, ROPE, SILU, Epilogue, gemv  # noqa: E402
+from ferrylm.engine.tuning import candidates  # noqa: E402
 
 PRODUCTS = {"wqkv": (4608, 3584, Epilogue(1e-6, ROPE, 128, 4096, 1.0)), "wo": (3584, 3584, Epilogue(residual=True)),
             "w13": (37888, 3584, Epilogue(1e-6, SILU, 37888)), "w2": (3584, 18944, Epilogue(residual=True)),

@@ -36,7 +36,7 @@ PER_TOKEN = {"wqkv": 28, "wo": 28, "w13": 28, "w2": 28, "lm_head": 1}
 def sweep(pdl: bool) -> dict:
     from triton.testing import do_bench
 
-    from ferrylm.engine.gemv import tune
+    from ferrylm.engine.tuning import tune
 
     out = {}
     for name, (n, k) in SHAPES.items():

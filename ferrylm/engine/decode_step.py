@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from typing import Optional
 
 from .fused import layer_linears
-from .gemv import ROPE, SILU, Epilogue, GemvLinear, supports_pdl, tune
+from .gemv import ROPE, SILU, Epilogue, GemvLinear, supports_pdl
 
 try:
     import triton
@@ -173,7 +173,8 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
     configuration for all); 4-bit layers (gemv4.Gemv4Linear) on `gemv4` likewise, keyed
     ("int4", n, k, group, epilogue). With `fused_step`, one-token steps run `decode_step` (norms,
     rotary positions, SiLU gate and residual adds inside the kernels). Returns the configurations used."""
-    from .gemv4 import Gemv4Linear, tune4
+    from .gemv4 import Gemv4Linear
+    from .tuning import tune, tune4
 
     pdl = supports_pdl() if pdl is None else pdl
     configs = dict(configs or {})

@@ -24,7 +24,6 @@ The kernel is a torch custom op, so `torch.compile` captures it in the engine's 
 other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
 interpreter.
 """
-import itertools
 from typing import NamedTuple, Optional
 
 import torch
@@ -237,57 +236,6 @@ def _(x, w, bias, residual, pos, inv_freq, block_n, block_k, num_warps, num_stag
 
 
 CONFIG_KEYS = ("block_n", "block_k", "num_warps", "num_stages")
-
-
-def candidates(n: int, k: int, epilogue: Epilogue = Epilogue(), block_ns=(1, 2), block_ks=(512, 1024, 2048, 4096),
-               max_tile: int = 8192, warps=(4, 8)):
-    """The configurations worth timing for an [n, k] weight (a paired epilogue: whole pairs of row
-    blocks in every program and period), at most `max_tile` weights per program and step."""
-    pair = 2 if epilogue.pair else 1
-    for bn, bk, nw, stages in itertools.product(block_ns, block_ks, warps, (1, 2)):
-        if epilogue.pair and epilogue.period % (2 * bn):
-            continue
-        if n % (pair * bn) == 0 and pair * bn * bk <= max_tile and bk <= triton.next_power_of_2(k):
-            yield dict(zip(CONFIG_KEYS, (bn, bk, nw, stages)))
-
-
-def tuning_inputs(n: int, k: int, like: torch.Tensor, epilogue: Epilogue) -> tuple[torch.Tensor, dict]:
-    """A random x [k] and the residual / position inputs an epilogue reads, for tuning."""
-    x = torch.randn(k, device=like.device, dtype=like.dtype)
-    extra = {"residual": torch.randn(n, device=like.device, dtype=like.dtype) if epilogue.residual else None}
-    if epilogue.pair == ROPE:
-        extra.update(pos=torch.tensor([100], device=like.device),
-                     inv_freq=torch.rand(epilogue.period // 2, device=like.device))
-    return x, extra
-
-
-def fastest(run, want: torch.Tensor, configs, what: str) -> dict:
-    """The configuration whose `run(**cfg)` is fastest (timed with the L2 flushed between runs, as in
-    decode, where each weight is read once per token); each one's result checked against `want`."""
-    from triton.runtime.errors import OutOfResources
-    from triton.testing import do_bench
-
-    best, best_ms = None, float("inf")
-    for cfg in configs:
-        try:
-            got = run(**cfg)
-        except OutOfResources:   # more registers or shared memory than the GPU has: not a candidate here
-            continue
-        if (got.float() - want).abs().max() > 1e-2 * want.abs().max():
-            raise RuntimeError(f"{what} {cfg} disagrees with its reference")
-        ms = do_bench(lambda: run(**cfg), warmup=5, rep=30)
-        if ms < best_ms:
-            best, best_ms = cfg, ms
-    return {**best, "ms": best_ms}
-
-
-def tune(w: torch.Tensor, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> dict:
-    """The fastest configuration for this weight's shape and epilogue."""
-    n, k = w.shape
-    x, extra = tuning_inputs(n, k, w, epilogue)
-    return fastest(lambda **cfg: gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg),
-                   gemv_reference(x, w, None, epilogue, **extra), candidates(n, k, epilogue),
-                   f"gemv on {tuple(w.shape)}, {epilogue}")
 
 
 class GemvLinear(torch.nn.Module):

@@ -24,7 +24,7 @@ from typing import Optional
 
 import torch
 
-from .gemv import CONFIG_KEYS, Epilogue, SILU, check_launch, fastest, gemv_reference, tuning_inputs
+from .gemv import CONFIG_KEYS, Epilogue, SILU, check_launch, gemv_reference
 
 try:
     import triton
@@ -298,34 +298,3 @@ class Gemv4Linear(torch.nn.Module):
         e = Epilogue() if plain else self.epilogue
         return gemv4_op(x, self.packed, self.scales, self.norm_weight, self.bias, residual, pos, inv_freq,
                         self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg)
-
-
-def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> dict:
-    """The fastest configuration for this 4-bit layer's shape, group and epilogue."""
-    n, k, group = layer.out_features, layer.in_features, layer.group_size
-    x, extra = tuning_inputs(n, k, layer.scales, epilogue)
-    g = layer.norm_weight if epilogue.norm_eps is not None else None
-    args = (layer.packed, layer.scales, group, None)
-    configs = list(tune4_candidates(n, k, group, epilogue))
-    return fastest(lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
-                   gemv4_reference(x, *args, epilogue, g, **extra), configs,
-                   f"gemv4 on {n}x{k} (group {group}), {epilogue}")
-
-
-# (block_n, block_k, sub): the fastest few of every 7B layer shape in a sweep of 94 configurations (block_n
-# 8-64, block_k 128-2048, one or two row blocks a program, 4 or 8 warps, 1 or 2 stages; H200, 2026-11-26,
-# bench/results/gemv4_input_major_h200_6_sweep.json): narrow row blocks, so a layer has many programs,
-# and long tiles where K is long.
-TUNE4 = ((8, 512, 1), (8, 512, 2), (8, 1024, 1), (8, 1024, 2), (16, 256, 2), (16, 512, 1), (16, 1024, 2), (32, 1024, 1))
-
-
-def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue()):
-    """The configurations `tune4` times (TUNE4 where the shape allows): 4 warps, 8 once a program's tile
-    is over 16,384 weights; one stage (the kernel reads a tile ahead itself)."""
-    pair = 2 if epilogue.pair else 1
-    for bn, bk, sub in TUNE4:
-        weights = pair * bn * bk
-        if (bk % group or n % (pair * bn * sub) or (epilogue.pair and epilogue.period % (2 * bn))
-                or bk > max(triton.next_power_of_2(k), group)):
-            continue
-        yield {"block_n": bn, "block_k": bk, "num_warps": 8 if weights > 16384 else 4, "num_stages": 1, "sub": sub}
