@@ -201,7 +201,8 @@ def pack_int4(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch
 def dequantize(packed: torch.Tensor, scales: torch.Tensor, group: int) -> torch.Tensor:
     """The weight [N, K] (fp32) that `pack_int4`'s words and scales stand for."""
     words, n = packed.shape
-    u = (packed[:, :, None] >> torch.arange(0, 32, 4, device=packed.device)) & 15
+    # int32 shifts: an int64 arange would widen every weight of the prompt path's temporary to 8 bytes
+    u = (packed[:, :, None] >> torch.arange(0, 32, 4, device=packed.device, dtype=torch.int32)) & 15
     q = u.permute(1, 0, 2).reshape(n, 8 * words).float() - 8
     return (q.view(n, -1, group) * scales.t().float()[..., None]).reshape(n, -1)
 
