@@ -5,8 +5,10 @@ launches and Python unless the step is captured. `Engine` prefills eagerly, then
 step compiled with `mode="reduce-overhead"` (CUDA graphs) over a preallocated `StaticCache`,
 with the greedy choice inside the graph, so a token costs one graph replay. The loop's state (the
 latest token, its position, the tokens so far) is in fixed buffers that the captured step reads and
-advances, so nothing runs between replays (docs/benchmarks.md has what each step gained). On CPU it
-runs the same loop uncompiled (tests check it gives `generate()`'s tokens).
+advances, so nothing runs between replays (docs/benchmarks.md has what each step gained). The kernel
+engine (`gemv=True`), whose step is Triton kernels already, captures that step into a CUDA graph by hand
+instead of compiling it. On CPU it runs the same loop uncompiled (tests check it gives `generate()`'s
+tokens).
 """
 from __future__ import annotations
 
@@ -74,7 +76,14 @@ class Engine:
         self._tokens = torch.zeros(max_len + 1, dtype=torch.long, device=self.device)   # every token, by position
         for buf in (self._token, self._pos, self._tokens):
             torch._dynamo.mark_static_address(buf)
-        self._step = torch.compile(self._advance, mode="reduce-overhead", fullgraph=True) if compile else self._advance
+        self._graph = None
+        if compile and gemv:
+            # The step is already its own Triton kernels: captured by hand (`_replay`), not compiled.
+            self._step = self._replay
+        elif compile:
+            self._step = torch.compile(self._advance, mode="reduce-overhead", fullgraph=True)
+        else:
+            self._step = self._advance
 
     def _fused_decoder(self, max_len, int4_group, w4a16_dir, gemv, gemv_fixed):
         from .fused import FusedDecoder
@@ -122,6 +131,21 @@ class Engine:
         self._token.copy_(nxt)
         self._tokens.index_copy_(0, self._pos + 1, nxt.view(1))
         self._pos.add_(1)
+
+    def _replay(self) -> None:
+        """The kernel engine's step (`gemv=True`): its first call runs `_advance` eagerly (compiling the
+        kernels) and captures the next into a CUDA graph, which every later call replays. Inductor would
+        only wrap kernels it cannot fuse, and its compile of the 4-bit step did not finish in 500 s
+        (docs/benchmarks.md); the captured graph reads the same fixed buffers and caches for every prompt."""
+        if self._graph is not None:
+            self._graph.replay()
+            return
+        self._advance()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):   # recorded, not run: the state is the eager step's
+            self._advance()
+        self._graph = graph
 
     def _prefill(self, prompt_ids: list[int], new_tokens: int) -> torch.Tensor:
         """Reset the cache and run the prompt (eagerly: its length varies); the first greedy token."""

@@ -7,11 +7,13 @@ general matrix product that does not reach that floor at batch 1 (docs/benchmark
 decode"). The layout is chosen for one row of x (`pack_int4`): 32-bit words of eight inputs each,
 stored input-major, [K/8, N], so a tile's words lie contiguous along the outputs, each thread sums its
 own outputs' products over K, and every x value a thread needs is one it shares with its whole row of
-the tile (no products cross threads until the end). A weight costs one shift, one and-or and one
-multiply-add (`_sixteen_plus`); the scale and the integers' offset apply once per word. A program may
-own two row blocks (`sub`), so each x value it reads serves twice the words; the next tile's words and
-x are read before this tile's products. What each of these gained, and where the kernel stands against
-torch's int4 kernel, is in docs/benchmarks.md ("The 4-bit matrix-vector kernel").
+the tile (no products cross threads until the end). A weight costs one and and one multiply-add: the
+4-bit value masked in place is a subnormal float's bits, taken exactly by the multiply-add against x
+scaled to match (`_dot8`); the scale and the integers' offset apply once per word. x is read eight
+bytes at a time. A program may own two row blocks (`sub`), so each x value it reads serves twice the
+words; the next tile's words and x are read before this tile's products. What each of these gained,
+and where the kernel stands against torch's int4 kernel, is in docs/benchmarks.md ("The 4-bit
+matrix-vector kernel").
 
 The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
 multiplies x by the norm's weight as it reads it instead (`norm_weight`), and scales by 1/rms(x) at
@@ -35,6 +37,68 @@ except ImportError:  # the CPU-only install: Gemv4Linear is never built there
     triton = None
 
 if triton is not None:
+    # A nibble masked in place is the bit pattern of a subnormal float, u * 2^(pos - 149) for its lowest bit
+    # at pos, and the multiply-add takes it exactly (nothing here flushes subnormals to zero): a weight
+    # costs one and and one multiply-add when x comes scaled by 2^(149 - pos - SHIFT). Values 0-4 lie in
+    # the mantissa's bits (0..19); 5-7 reach the exponent's and are read from the word shifted right by 12
+    # (bits 8..19). Every product is q x 2^-SHIFT, which the end multiplies back; g x of up to 2^29 fits.
+    SHIFT = tl.constexpr(50)
+
+    @triton.jit
+    def _x8(ptr, word_rows, k, K: tl.constexpr):
+        """The eight values at each word's columns (word_rows [BLOCK_K/GROUP, GROUP/8], within the tile at
+        column k) as fp32. bf16 (the engine's) in two 8-byte reads: one read serves four values, where
+        one read a value made a thread's load instructions outnumber its words' three to one."""
+        out = ()
+        if ptr.dtype.element_ty == tl.bfloat16:
+            inside = k + word_rows * 8 < K
+            at = ptr.to(tl.pointer_type(tl.int64)) + k // 4 + word_rows * 2
+            for half in tl.static_range(2):
+                v = tl.load(at + half, mask=inside, other=0)
+                for part in tl.static_range(2):
+                    bits = (v >> (32 * part)).to(tl.int32)
+                    out = out + ((bits << 16).to(tl.float32, bitcast=True),
+                                 (bits & -65536).to(tl.float32, bitcast=True))
+        else:
+            for j in tl.static_range(8):
+                at = k + word_rows * 8 + j
+                out = out + (tl.load(ptr + at, mask=at < K, other=0.0).to(tl.float32),)
+        return out
+
+    @triton.jit
+    def _xs(x_ptr, g_ptr, word_rows, k, K: tl.constexpr, HAS_G: tl.constexpr):
+        """For the tile at column k, per word [GT, GW]: x's sum of squares, the integers' offset (-8 g x
+        summed: the stored u is q + 8; scaled by 2^-SHIFT as the products are) and the eight g x, each
+        scaled by 2^(149 - pos - SHIFT) for its value's subnormal (`_dot8`)."""
+        x = _x8(x_ptr, word_rows, k, K)
+        g = x
+        if HAS_G:
+            g = _x8(g_ptr, word_rows, k, K)
+        sq = x[0] * x[0]
+        gsum = x[0] * g[0] if HAS_G else x[0]
+        scaled = ()
+        for j in tl.static_range(8):
+            gx = x[j] * g[j] if HAS_G else x[j]
+            if j > 0:
+                sq += x[j] * x[j]
+                gsum += gx
+            # 4 j - 12 (j // 5): the value's lowest bit once read (`_dot8`)
+            scaled = scaled + (gx * (2.0 ** (149 - (4 * j - 12 * (j // 5)) - SHIFT)),)
+        return sq, gsum * (-8.0 * 2.0 ** -SHIFT), scaled
+
+    @triton.jit
+    def _dot8(p, s, x):
+        """Per word [GT, GW, BLOCK_N] of words p: its group's scale s times 2^-SHIFT sum_j q_j x_j (x: `_xs`'s),
+        from the offset on, one and and one multiply-add a weight."""
+        high = p >> 12
+        d = x[1][:, :, None]
+        for j in tl.static_range(8):
+            word = p
+            if j >= 5:   # values 5-7 from the word >> 12: bits 8..19
+                word = high
+            d += (word & (15 << (4 * j - 12 * (j // 5)))).to(tl.float32, bitcast=True) * x[2][j][:, :, None]
+        return d * s.to(tl.float32)[:, None, :]
+
     @triton.jit
     def _tile4(w_ptrs, s_ptrs, k, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
                EVEN_K: tl.constexpr):
@@ -50,73 +114,57 @@ if triton is not None:
         return p, s
 
     @triton.jit
-    def _x4(x_ptr, g_ptr, cols, k, j: tl.constexpr, K: tl.constexpr, HAS_G: tl.constexpr):
-        """x at the columns of each word's j-th value (cols [BLOCK_K/GROUP, GROUP/8]: each word's
-        first column), as read (for the norm's sum of squares) and times the norm's weight."""
-        at = k + cols + j
-        x = tl.load(x_ptr + at, mask=at < K, other=0.0).to(tl.float32)
-        if HAS_G:
-            return x, x * tl.load(g_ptr + at, mask=at < K, other=0.0).to(tl.float32)
-        return x, x
-
-    @triton.jit
-    def _xs(x_ptr, g_ptr, cols, k, K: tl.constexpr, HAS_G: tl.constexpr):
-        """x for the tile at column k, as `_x4` reads it, for each of a word's eight values (two tuples
-        of eight [GT, GW]): read a tile ahead, as the words are, so no step waits on its x."""
-        x0, g0 = _x4(x_ptr, g_ptr, cols, k, 0, K, HAS_G)
-        x1, g1 = _x4(x_ptr, g_ptr, cols, k, 1, K, HAS_G)
-        x2, g2 = _x4(x_ptr, g_ptr, cols, k, 2, K, HAS_G)
-        x3, g3 = _x4(x_ptr, g_ptr, cols, k, 3, K, HAS_G)
-        x4, g4 = _x4(x_ptr, g_ptr, cols, k, 4, K, HAS_G)
-        x5, g5 = _x4(x_ptr, g_ptr, cols, k, 5, K, HAS_G)
-        x6, g6 = _x4(x_ptr, g_ptr, cols, k, 6, K, HAS_G)
-        x7, g7 = _x4(x_ptr, g_ptr, cols, k, 7, K, HAS_G)
-        return (x0, x1, x2, x3, x4, x5, x6, x7), (g0, g1, g2, g3, g4, g5, g6, g7)
-
-    @triton.jit
-    def _sixteen_plus(p, j: tl.constexpr):
-        """16 + u as fp32 for u the j-th 4-bit value of each word (bits 4j..4j+3): u moved under the
-        top four bits of the mantissa of 16.0, one shift and one and-or. No integer-to-float conversion
-        and no subtraction per product: the 16 + 8 offset is taken off once per word (`_step4`)."""
-        if 4 * j <= 19:
-            b = p << (19 - 4 * j)
-        else:
-            b = p >> (4 * j - 19)
-        return ((b & 0x00780000) | 0x41800000).to(tl.float32, bitcast=True)
-
-    @triton.jit
-    def _step4(pa, sa, pb, sb, xs, gs, PAIR: tl.constexpr):
-        """One tile: per word [GT, GW, BLOCK_N] of both row blocks (b only when PAIR), its scale times
-        sum_j (16 + u_j - 24) x_j, which is sum_j q_j x_j (the stored u is q + 8); and x's squares [GT, GW]."""
-        sq = xs[0] * xs[0]
-        xsum = gs[0]
-        da = _sixteen_plus(pa, 0) * gs[0][:, :, None]
-        if PAIR != 0:
-            db = _sixteen_plus(pb, 0) * gs[0][:, :, None]
-        for j in tl.static_range(1, 8):
-            sq += xs[j] * xs[j]
-            xsum += gs[j]
-            da += _sixteen_plus(pa, j) * gs[j][:, :, None]
-            if PAIR != 0:
-                db += _sixteen_plus(pb, j) * gs[j][:, :, None]
-        # Per word, not per group: a sum over the group's words would cross threads every tile.
-        off = 24.0 * xsum[:, :, None]
-        if PAIR != 0:
-            db = (db - off) * sb.to(tl.float32)[:, None, :]
-        da = (da - off) * sa.to(tl.float32)[:, None, :]
-        if PAIR == 0:
-            db = da
-        return da, db, sq
-
-    @triton.jit
-    def _tiles(w_ptrs, s_ptrs, k, HALF: tl.constexpr, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr,
-               BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, PAIR: tl.constexpr):
-        """A row block's words and scales at column k, and its paired block's (the same when not PAIR)."""
+    def _words(w_ptrs, s_ptrs, w2_ptrs, s2_ptrs, k, HALF: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+               GROUP: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, PAIR: tl.constexpr,
+               SUB: tl.constexpr):
+        """The words and scales at column k of each row block this program owns: a, its pair b, and the
+        second block's a and b (c, d) when SUB is 2; absent ones repeat a."""
         pa, sa = _tile4(w_ptrs, s_ptrs, k, N, K, GROUP, BLOCK_K, EVEN_K)
-        pb, sb = pa, sa
+        pb, sb, pc, sc, pd, sd = pa, sa, pa, sa, pa, sa
         if PAIR != 0:
             pb, sb = _tile4(w_ptrs + HALF, s_ptrs + HALF, k, N, K, GROUP, BLOCK_K, EVEN_K)
-        return pa, sa, pb, sb
+        if SUB == 2:
+            pc, sc = _tile4(w2_ptrs, s2_ptrs, k, N, K, GROUP, BLOCK_K, EVEN_K)
+            if PAIR != 0:
+                pd, sd = _tile4(w2_ptrs + HALF, s2_ptrs + HALF, k, N, K, GROUP, BLOCK_K, EVEN_K)
+        return pa, sa, pb, sb, pc, sc, pd, sd
+
+    @triton.jit
+    def _add(acc, t, PAIR: tl.constexpr, SUB: tl.constexpr, NORM: tl.constexpr):
+        """The accumulators (row blocks a, b, c, d of `_words`; x's squares) plus one tile t: (words, x)."""
+        words, x = t
+        pa, sa, pb, sb, pc, sc, pd, sd = words
+        a, b, c, d, sq = acc
+        a += _dot8(pa, sa, x)
+        if PAIR != 0:
+            b += _dot8(pb, sb, x)
+        if SUB == 2:
+            c += _dot8(pc, sc, x)
+            if PAIR != 0:
+                d += _dot8(pd, sd, x)
+        if NORM:
+            sq += x[0]
+        return a, b, c, d, sq
+
+    @triton.jit
+    def _read(ptrs, k, HALF: tl.constexpr, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr,
+              BLOCK_K: tl.constexpr, PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr):
+        """The tile at column k (masked: it may lie past K): its words (`_words`) and x (`_xs`)."""
+        w_ptrs, s_ptrs, w2_ptrs, s2_ptrs, x_ptr, g_ptr, word_rows = ptrs
+        return (_words(w_ptrs, s_ptrs, w2_ptrs, s2_ptrs, k, HALF, N, K, GROUP, BLOCK_K, False, PAIR, SUB),
+                _xs(x_ptr, g_ptr, word_rows, k, K, HAS_G))
+
+    @triton.jit
+    def _finish(a, b, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
+                HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
+                ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr):
+        """One row block's sums over its words, scaled back by 2^SHIFT, through the bf16 kernel's epilogue."""
+        ya = tl.sum(tl.sum(a, axis=1), axis=0) * 2.0 ** SHIFT
+        yb = ya
+        if PAIR != 0:
+            yb = tl.sum(tl.sum(b, axis=1), axis=0) * 2.0 ** SHIFT
+        _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS,
+                  NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
     @triton.jit
     def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
@@ -130,61 +178,41 @@ if triton is not None:
         HALF: tl.constexpr = PERIOD // 2
         GT: tl.constexpr = BLOCK_K // GROUP    # groups a tile
         GW: tl.constexpr = GROUP // 8          # word rows a group
+        TILES: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
         word_rows = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
-        cols = word_rows * 8
         rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
+        rows2 = _rows(pid + 1, PAIR, PERIOD, BLOCK_N)
         w_ptrs = w_ptr + word_rows[:, :, None] * N + rows[None, None, :]
         s_ptrs = s_ptr + tl.arange(0, GT)[:, None] * N + rows[None, :]
-        rows2 = _rows(pid + 1, PAIR, PERIOD, BLOCK_N)
         w2_ptrs = w_ptr + word_rows[:, :, None] * N + rows2[None, None, :]
         s2_ptrs = s_ptr + tl.arange(0, GT)[:, None] * N + rows2[None, :]
-        # The first weight tiles do not depend on the previous kernel: read them before waiting.
-        t = _tiles(w_ptrs, s_ptrs, 0, HALF, N, K, GROUP, BLOCK_K, EVEN_K, PAIR)
-        t2 = t
-        if SUB == 2:
-            t2 = _tiles(w2_ptrs, s2_ptrs, 0, HALF, N, K, GROUP, BLOCK_K, EVEN_K, PAIR)
+        ptrs = w_ptrs, s_ptrs, w2_ptrs, s2_ptrs, x_ptr, g_ptr, word_rows
+        # The first tile's weights do not depend on the previous kernel: read them before waiting.
+        words = _words(w_ptrs, s_ptrs, w2_ptrs, s2_ptrs, 0, HALF, N, K, GROUP, BLOCK_K, EVEN_K, PAIR, SUB)
         if PDL:
             tl.extra.cuda.gdc_wait()
             tl.extra.cuda.gdc_launch_dependents()
-        acc_a = tl.zeros([GT, GW, BLOCK_N], tl.float32)
-        acc_b = tl.zeros([GT, GW, BLOCK_N], tl.float32)
-        acc2_a = tl.zeros([GT, GW, BLOCK_N], tl.float32)
-        acc2_b = tl.zeros([GT, GW, BLOCK_N], tl.float32)
-        sq = tl.zeros([GT, GW], tl.float32)
-        # The next tile's words and x are requested before this one's products: one tile always in flight.
-        xs, gs = _xs(x_ptr, g_ptr, cols, 0, K, HAS_G)
-        for k in range(0, K, BLOCK_K):
-            nt = _tiles(w_ptrs, s_ptrs, k + BLOCK_K, HALF, N, K, GROUP, BLOCK_K, False, PAIR)
-            nt2 = nt
-            if SUB == 2:
-                nt2 = _tiles(w2_ptrs, s2_ptrs, k + BLOCK_K, HALF, N, K, GROUP, BLOCK_K, False, PAIR)
-            nxs, ngs = _xs(x_ptr, g_ptr, cols, k + BLOCK_K, K, HAS_G)
-            da, db, sq_k = _step4(t[0], t[1], t[2], t[3], xs, gs, PAIR)
-            acc_a += da
-            if PAIR != 0:
-                acc_b += db
-            if SUB == 2:
-                da, db, _ = _step4(t2[0], t2[1], t2[2], t2[3], xs, gs, PAIR)
-                acc2_a += da
-                if PAIR != 0:
-                    acc2_b += db
-            if NORM:
-                sq += sq_k
-            t, t2, xs, gs = nt, nt2, nxs, ngs
-        sq_sum = tl.sum(sq, axis=1)
-        ya = tl.sum(tl.sum(acc_a, axis=1), axis=0)
-        yb = ya
-        if PAIR != 0:
-            yb = tl.sum(tl.sum(acc_b, axis=1), axis=0)
-        _epilogue(ya, yb, sq_sum, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K,
-                  HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
+        zero = tl.zeros([GT, GW, BLOCK_N], tl.float32)
+        acc = zero, zero, zero, zero, tl.zeros([GT, GW], tl.float32)
+        t = words, _xs(x_ptr, g_ptr, word_rows, 0, K, HAS_G)
+        # One tile always in flight: the next one is requested before this one's products. Two tiles a
+        # pass, so the tile read ahead is never copied between the loop's variables (an odd one goes first).
+        if TILES % 2 == 1:
+            u = _read(ptrs, BLOCK_K, HALF, N, K, GROUP, BLOCK_K, PAIR, SUB, HAS_G)
+            acc = _add(acc, t, PAIR, SUB, NORM)
+            t = u
+        for k in range((TILES % 2) * BLOCK_K, K, 2 * BLOCK_K):
+            u = _read(ptrs, k + BLOCK_K, HALF, N, K, GROUP, BLOCK_K, PAIR, SUB, HAS_G)
+            acc = _add(acc, t, PAIR, SUB, NORM)
+            t = _read(ptrs, k + 2 * BLOCK_K, HALF, N, K, GROUP, BLOCK_K, PAIR, SUB, HAS_G)
+            acc = _add(acc, u, PAIR, SUB, NORM)
+        a, b, c, d, sq = acc
+        sq = tl.sum(sq, axis=1)
+        _finish(a, b, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM,
+                PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
         if SUB == 2:
-            ya = tl.sum(tl.sum(acc2_a, axis=1), axis=0)
-            yb = ya
-            if PAIR != 0:
-                yb = tl.sum(tl.sum(acc2_b, axis=1), axis=0)
-            _epilogue(ya, yb, sq_sum, pid + 1, rows2, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K,
-                      HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
+            _finish(c, d, sq, pid + 1, rows2, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS,
+                    NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
 def pack_int4(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -224,6 +252,8 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
     programs, period = check_launch("gemv4", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
     if sub not in (1, 2) or programs % sub:
         raise ValueError(f"gemv4: {programs} row blocks do not split into programs of sub={sub} (1 or 2)")
+    # The kernel reads bf16 x and norm weights eight bytes at a time: a view off that alignment is copied.
+    x, norm_weight = (v if v is None or v.data_ptr() % 8 == 0 else v.clone() for v in (x, norm_weight))
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
     _gemv4_kernel[(programs // sub,)](

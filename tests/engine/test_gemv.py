@@ -118,7 +118,7 @@ from ferrylm.engine.int4 import int4_weights, round_to_nearest_int4
 
 print("CHECK packing, whole and masked tiles, groups, the norm's weight", flush=True)
 torch.manual_seed(0)
-for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 256, 64, 128), (8, 256, 32, 512)):
+for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 192, 32, 64), (8, 256, 64, 128), (8, 256, 32, 512)):
     q, s = round_to_nearest_int4(torch.randn(n, k), group)
     q[0, :8] = torch.tensor([-8, 7, 0, -1, 1, 5, -6, 3])    # every nibble position, both ends of the range
     p, st = pack_int4(q, s)
@@ -129,6 +129,15 @@ for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 256, 64, 1
     for block_n, sub in ((1, 1), (2, 2), (4, 1)):   # sub: two row blocks a program
         got = gemv4(x, p, st, group, b, block_n, block_k, 4, 1, norm_weight=g, sub=sub)
         torch.testing.assert_close(got, gemv4_reference(x, p, st, group, b, norm_weight=g), atol=1e-4, rtol=1e-4)
+    # The products are scaled by 2^-50 inside (subnormal weights): large and small x come back exact too.
+    for size in (3e4, 1e-6):
+        got = gemv4(x * size, p, st, group, None, 2, block_k, 4, 1, norm_weight=g)
+        torch.testing.assert_close(got, gemv4_reference(x * size, p, st, group, None, norm_weight=g), atol=0, rtol=1e-5)
+    # bf16 x and norm weight (the engine's) are read four values a load; an unaligned view is copied first.
+    xb, gb = torch.randn(k + 1).bfloat16()[1:], g.bfloat16()
+    got = gemv4(xb, p, st, group, b.bfloat16(), 2, block_k, 4, 1, norm_weight=gb)
+    want = gemv4_reference(xb.float(), p, st, group, b, norm_weight=gb.float())
+    torch.testing.assert_close(got, want.bfloat16(), atol=1e-5, rtol=8e-3)
 print("CHECK a group that does not divide the tile is refused", flush=True)
 try:
     gemv4(x, p, st, 32, None, 1, 16, 4, 1)
