@@ -66,8 +66,10 @@ class TritonPythonModel:
             cuda, w4a16 = torch.cuda.is_available(), params.get("w4a16") == "1"
             self.model = Engine.from_pretrained(
                 params["model_dir"], dtype=torch.bfloat16 if cuda else torch.float32, max_len=int(params["max_len"]),
-                fused=True, w4a16_dir=params["model_dir"] if w4a16 else None, gemv=cuda and not w4a16)
-            # Compile (CUDA graphs) and tune now, so that a ready server answers at full speed.
+                fused=True, w4a16_dir=params["model_dir"] if w4a16 else None, gemv=cuda)
+            # Tune and capture the step now, so that a ready server answers at full speed. On a GPU both
+            # bf16 and the W4A16 artifact run on the engine's own kernels (the 4-bit one decodes faster
+            # than torch's int4 kernel: docs/benchmarks.md, "Subnormal weights").
             list(self.model.stream(self.tokenizer("Hello")["input_ids"], 2))
         else:
             import torch
