@@ -46,16 +46,6 @@ class Engine:
         # ways: the setting is global and a later engine must not inherit an earlier one's.
         inductor.coordinate_descent_tuning = tune
         inductor.triton.unique_kernel_names = tune
-        if hasattr(inductor.triton, "enable_pdl"):
-            # With the gemv kernel, inductor's kernels too are launched early (programmatic dependent
-            # launch, Hopper and newer; measured faster: docs/benchmarks.md). The Triton kernel
-            # language is imported only for that engine.
-            pdl = False
-            if gemv:
-                from .gemv import supports_pdl
-
-                pdl = supports_pdl()
-            inductor.triton.enable_pdl = pdl
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.max_len = max_len
