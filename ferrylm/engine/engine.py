@@ -58,7 +58,7 @@ class Engine:
             self.cache = StaticCache(config=model.config, max_cache_len=max_len)
         compile = self.device.type == "cuda" if compile is None else compile
         if self.decoder is not None:
-            self.decoder.static_shapes = compile
+            self.decoder.static_shapes = compile and not gemv   # only a compiled forward needs them
         # The decode loop's state lives in fixed buffers that the captured step reads and advances
         # itself, so a token costs one graph replay with no copies or small kernels around it.
         self._token = torch.zeros(1, 1, dtype=torch.long, device=self.device)   # the latest token
