@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ferrylm.engine.gemv import SILU, Epilogue  # noqa: E402
 from ferrylm.engine.gemv4 import gemv4, pack_int4  # noqa: E402
 from ferrylm.engine.int4 import round_to_nearest_int4  # noqa: E402
+from ferrylm.engine.tuning import tuning_inputs  # noqa: E402
 
 GROUP = 128
 SHAPES = {"w13": (37888, 3584, Epilogue(1e-6, SILU, 37888), (16, 256, 4, 2)),
@@ -27,9 +28,8 @@ block_n, block_k, warps, sub = [int(a) for a in sys.argv[2:6]] or default
 torch.manual_seed(0)
 q, s = round_to_nearest_int4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, GROUP)
 packed, scales = pack_int4(q, s)
-x = torch.randn(k, device="cuda", dtype=torch.bfloat16)
+x, extra = tuning_inputs(n, k, scales, e)   # bf16 on the GPU, as the scales
 g = torch.rand(k, device="cuda", dtype=torch.bfloat16) + 0.5 if e.norm_eps is not None else None
-extra = {"residual": torch.randn(n, device="cuda", dtype=torch.bfloat16)} if e.residual else {}
 for _ in range(3):
     gemv4(x, packed, scales, GROUP, None, block_n, block_k, warps, 1, epilogue=e, norm_weight=g, sub=sub, **extra)
 torch.cuda.synchronize()

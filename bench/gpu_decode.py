@@ -201,7 +201,7 @@ def main() -> None:
         # As each variant ends: a run stopped at a time limit still says what it measured.
         print(variant, f"warm-up {extra[f'warmup_s_{variant}']:.0f} s", "runs", runs[f"Engine {variant}"], flush=True)
         tokens[variant] = timings[-1]["tokens"]
-        if getattr(engine, "_graph", None) is not None:   # the hand-captured step replays what the eager one runs
+        if engine._graph is not None:   # the hand-captured step replays what the eager one runs
             engine._step = engine._advance
             eager = engine.generate_timed(ids[0].tolist(), 64)["tokens"]
             extra[f"graph_tokens_equal_eager_{variant}"] = eager == tokens[variant][:64]

@@ -131,9 +131,8 @@ class Engine:
             self._graph.replay()
             return
         self._advance()
-        torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):   # recorded, not run: the state is the eager step's
+        with torch.cuda.graph(graph):   # waits for the eager step; recorded, not run: the state is that step's
             self._advance()
         self._graph = graph
 
