@@ -26,15 +26,15 @@ def compile_sm90(block_n, block_k, warps, pair, sub, n, k, group=128):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from ferrylm.engine import gemv4
+    from ferrylm.engine import gemv4_kernel
 
     sig = {"x_ptr": "*bf16", "w_ptr": "*i32", "s_ptr": "*bf16", "g_ptr": "*bf16", "b_ptr": "*bf16", "r_ptr": "*bf16",
            "y_ptr": "*bf16", "pos_ptr": "*i64", "freq_ptr": "*fp32", "eps": "fp32", "rope_scale": "fp32"}
     const = dict(N=n, K=k, GROUP=group, HAS_G=bool(pair), HAS_BIAS=False, NORM=bool(pair), PAIR=pair,
                  PERIOD=n if pair else 0, ROPE_ROWS=0, RESIDUAL=not pair, BLOCK_N=block_n, BLOCK_K=block_k,
-                 EVEN_K=k % block_k == 0, PDL=False, SUB=sub)
+                 PDL=False, SUB=sub, B=8)
     sig.update({name: "constexpr" for name in const})
-    src = ASTSource(fn=gemv4._gemv4_kernel, signature=sig,
+    src = ASTSource(fn=gemv4_kernel._gemv4_kernel, signature=sig,
                     constexprs={(list(sig).index(name),): v for name, v in const.items()},
                     attrs={(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 1})
@@ -50,6 +50,7 @@ def main() -> None:
         ap.add_argument(name, type=int)
     ap.add_argument("--n", type=int, default=37888)
     ap.add_argument("--k", type=int, default=3584)
+    ap.add_argument("--sass", help="write the whole disassembly here")
     ap.add_argument("--tiles", type=int, default=2, help="tiles a loop pass")
     a = ap.parse_args()
     kernel = compile_sm90(a.block_n, a.block_k, a.num_warps, a.pair, a.sub, a.n, a.k)
@@ -59,6 +60,8 @@ def main() -> None:
         f.flush()
         sass = subprocess.run([str(tools / "cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
         usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", f.name], capture_output=True, text=True).stdout
+    if a.sass:
+        Path(a.sass).write_text(sass)
     lines = [(int(m.group(1), 16), m.group(2).strip()) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", sass)]
     back = [(int(b.group(1), 16), at) for at, op in lines if (b := re.search(r"BRA\s+0x([0-9a-f]+)", op))
             and int(b.group(1), 16) < at and op.startswith("@")]

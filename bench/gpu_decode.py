@@ -207,6 +207,8 @@ def main() -> None:
             extra[f"graph_tokens_equal_eager_{variant}"] = eager == tokens[variant][:64]
         if getattr(engine, "gemv_configs", None):
             extra[f"gemv_configs_{variant}"] = {str(k): v for k, v in engine.gemv_configs.items()}
+        if getattr(engine, "refine_log", None):   # the step's time as tuned, then each runner-up's
+            extra[f"refine_log_{variant}"] = engine.refine_log
         extra[f"ttft_s_{variant}"] = statistics.median(t["ttft_s"] for t in timings)
         with torch.no_grad():
             logits = (engine.decoder(ids, torch.arange(ids.shape[1], device=ids.device)) if engine.decoder is not None

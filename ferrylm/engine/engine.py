@@ -70,6 +70,7 @@ class Engine:
         if compile and gemv:
             # The step is already its own Triton kernels: captured by hand (`_replay`), not compiled.
             self._step = self._replay
+            self._refine()
         elif compile:
             self._step = torch.compile(self._advance, mode="reduce-overhead", fullgraph=True)
         else:
@@ -135,6 +136,45 @@ class Engine:
         with torch.cuda.graph(graph):   # waits for the eager step; recorded, not run: the state is that step's
             self._advance()
         self._graph = graph
+
+    @torch.no_grad()
+    def _refine(self, steps: int = 16, repeats: int = 3) -> None:
+        """The tuner's runners-up tried in the captured step itself (`tuning.refine`): each kernel was
+        chosen alone, and the step overlaps its kernels. A short prompt's state is stepped `steps`
+        times a timing, from the same position each time; the cache it leaves is reset by the next
+        prompt, and the graph is captured again at the first real step."""
+        from .decode_step import configure
+        from .tuning import refine
+
+        prompt = list(range(8))
+        if self.max_len < len(prompt) + steps + 2 or not any(c.get("runners_up") for c in self.gemv_configs.values()):
+            return
+        self._prefill(prompt, steps + 1)
+        start = self._pos.clone()
+
+        def apply(key, cfg):
+            configure(self.decoder, key, cfg)
+            self._graph = None
+
+        def time_step() -> float:
+            self._pos.copy_(start)
+            if self._graph is None:
+                self._replay()   # the eager step, then the capture
+            times = []
+            for _ in range(repeats + 1):   # the first round warms up
+                self._pos.copy_(start)
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                begin.record()
+                for _ in range(steps):
+                    self._graph.replay()
+                end.record()
+                end.synchronize()
+                times.append(begin.elapsed_time(end) / steps)
+            return min(times[1:])
+
+        self.refine_log = []
+        self.gemv_configs = refine(self.gemv_configs, apply, time_step, log=self.refine_log)
+        self._graph = None
 
     def _prefill(self, prompt_ids: list[int], new_tokens: int) -> torch.Tensor:
         """Reset the cache and run the prompt (eagerly: its length varies); the first greedy token."""

@@ -246,6 +246,9 @@ class GemvLinear(torch.nn.Module):
     def __init__(self, linear: torch.nn.Linear, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()):
         super().__init__()
         self.weight, self.bias = linear.weight, linear.bias
+        self.configure(cfg, pdl, epilogue)
+
+    def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
         self.cfg = {key: int(cfg[key]) for key in CONFIG_KEYS}
         self.pdl, self.epilogue = pdl, epilogue
 

@@ -83,7 +83,7 @@ def test_the_4bit_kernels_layer_computes_torchs_int4_layer():
     w, bias, x, g = torch.randn(96, 576), torch.randn(96), torch.randn(3, 576), torch.rand(576) + 0.5
     q, scale = round_to_nearest_int4(w.bfloat16(), 32)
     layer = Gemv4Linear(q, scale, bias.bfloat16(), 32)
-    assert layer.packed.shape == (72, 96) and layer.scales.shape == (18, 96) and layer.cfg is None
+    assert layer.packed.shape == (12, 72, 8) and layer.scales.shape == (12, 18, 8) and layer.cfg is None   # strips of 8
     want = Int4WeightLinear(q, scale, bias, 32)(x.bfloat16()).float()
     torch.testing.assert_close(layer(x.bfloat16()).float(), want, atol=0.02 * want.abs().max().item(), rtol=0)
     layer.norm_weight = g.bfloat16()

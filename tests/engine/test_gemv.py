@@ -113,17 +113,19 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from ferrylm.engine.decode_step import gemv_weights
 from ferrylm.engine.fused import FusedDecoder
 from ferrylm.engine.gemv import ROPE, SILU, Epilogue
-from ferrylm.engine.gemv4 import Gemv4Linear, dequantize, gemv4, gemv4_reference, pack_int4
+from ferrylm.engine.gemv4 import Gemv4Linear, dequantize, gemv4, gemv4_reference, pack_int4, prompt4
 from ferrylm.engine.int4 import int4_weights, round_to_nearest_int4
 
-print("CHECK packing, whole and masked tiles, groups, the norm's weight", flush=True)
+print("CHECK packing in strips, whole and masked tiles, groups, the norm's weight", flush=True)
 torch.manual_seed(0)
 for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 192, 32, 64), (8, 256, 64, 128), (8, 256, 32, 512)):
     q, s = round_to_nearest_int4(torch.randn(n, k), group)
     q[0, :8] = torch.tensor([-8, 7, 0, -1, 1, 5, -6, 3])    # every nibble position, both ends of the range
     p, st = pack_int4(q, s)
-    assert p.dtype == torch.int32 and p.shape == (k // 8, n) and st.shape == (k // group, n)
-    assert p[0, 0].item() == sum((v + 8) << (4 * j) for j, v in enumerate([-8, 7, 0, -1, 1, 5, -6, 3])) - 2 ** 32
+    b = 4 if n == 12 else 8    # strips of the largest power of two up to 8 that divides the rows
+    assert p.dtype == torch.int32 and p.shape == (n // b, k // 8, b) and st.shape == (n // b, k // group, b)
+    assert p[0, 0, 0].item() == sum((v + 8) << (4 * j) for j, v in enumerate([-8, 7, 0, -1, 1, 5, -6, 3])) - 2 ** 32
+    assert p[0, 1, 1].item() & 15 == q[1, 8].item() + 8 and st[0, 1, 1] == s[1, 1]   # row 1, input 8, group 1
     assert torch.equal(dequantize(p, st, group), (q.float().view(n, -1, group) * s[..., None]).reshape(n, k))
     x, b, g = torch.randn(k), torch.randn(n), torch.rand(k) + 0.5
     for block_n, sub in ((1, 1), (2, 2), (4, 1)):   # sub: two row blocks a program
@@ -151,9 +153,21 @@ pos, freq = torch.tensor([7]), torch.rand(4)
 for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}), (Epilogue(1e-6, SILU, 32), {}),
                  (Epilogue(1e-6, ROPE, 8, 24, 1.5), {"pos": pos, "inv_freq": freq})):
     norm = g if e.norm_eps is not None else None
-    for block_n, sub in ((1, 1), (2, 2)):
+    for block_n, sub in ((1, 1), (2, 2)) + (((8, 2),) if e.pair != ROPE else ()):   # 8: whole strips a block
         got = gemv4(x, p, st, 32, b, block_n, 64, 4, 1, epilogue=e, norm_weight=norm, sub=sub, **extra)
         torch.testing.assert_close(got, gemv4_reference(x, p, st, 32, b, e, norm, **extra), atol=1e-4, rtol=1e-4)
+print("CHECK the prompt's product: integers through dot, scales after each group", flush=True)
+for n, k, m, group in ((32, 128, 5, 32), (12, 64, 3, 16), (40, 256, 17, 64)):   # rows and strips past the blocks
+    q, s = round_to_nearest_int4(torch.randn(n, k), group)
+    p, st = pack_int4(q, s)
+    x = torch.randn(m, k)   # fp32 here: the interpreter's bf16 dot is not exact
+    want = torch.nn.functional.linear(x, dequantize(p, st, group))
+    torch.testing.assert_close(prompt4(x, p, st, group, block_m=16, block_n=16), want, atol=1e-4, rtol=1e-5)
+try:
+    prompt4(x, p, st, 8)
+    raise AssertionError("no error")
+except ValueError as e:
+    assert "power-of-two group of at least 16" in str(e), e
 print("CHECK a 4-bit decoder's fused step against its prompt path, over two cache chunks", flush=True)
 config = Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
@@ -190,7 +204,7 @@ def _interpret(checks: str, count: int) -> None:
 
 
 def test_int4_gemv_kernel_in_the_interpreter():
-    _interpret(CHECKS4, 4)
+    _interpret(CHECKS4, 5)
 
 
 def test_engine_refuses_the_kernel_without_a_gpu(tiny_qwen2_dir):

@@ -1,0 +1,53 @@
+"""The 4-bit layers' prompt product (`gemv4.prompt4`: integers through the tensor cores, scales after
+each group) against what it replaced, F.linear in fp32 on the weight dequantized first, per
+Qwen2.5-7B layer shape for a 128-token prompt, on a GPU.
+
+    python3 bench/prompt4.py --out prompt4_h100.json
+
+Round-to-nearest 4-bit weights (group 128) of random bf16 matrices, bf16 x; times from
+triton.testing.do_bench; the error is the largest difference from the fp32 product over its largest value.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    from triton.testing import do_bench
+
+    from ferrylm.engine.gemv4 import dequantize, pack_int4, prompt4
+    from ferrylm.engine.int4 import round_to_nearest_int4
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tokens", type=int, default=128)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    rows = {}
+    for name, (n, k) in {"wqkv": (4608, 3584), "wo": (3584, 3584), "w13": (37888, 3584), "w2": (3584, 18944)}.items():
+        q, s = round_to_nearest_int4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, 128)
+        packed, scales = pack_int4(q, s)
+        x = torch.randn(args.tokens, k, device="cuda", dtype=torch.bfloat16)
+        want = torch.nn.functional.linear(x.float(), dequantize(packed, scales, 128))
+        got = prompt4(x, packed, scales, 128)
+        rows[name] = {"n": n, "k": k, "rel_error": ((got - want).abs().max() / want.abs().max()).item(),
+                      "prompt4_ms": do_bench(lambda: prompt4(x, packed, scales, 128)),
+                      "dequantize_fp32_linear_ms": do_bench(
+                          lambda: torch.nn.functional.linear(x.float(), dequantize(packed, scales, 128)))}
+        print(name, rows[name], flush=True)
+    per_layer = {key: sum(r[key] for r in rows.values()) for key in ("prompt4_ms", "dequantize_fp32_linear_ms")}
+    result = {"gpu": torch.cuda.get_device_name(), "tokens": args.tokens, "shapes": rows,
+              "28_layers_ms": {key: 28 * v for key, v in per_layer.items()}}
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(json.dumps(result["28_layers_ms"]))
+
+
+if __name__ == "__main__":
+    main()
