@@ -27,8 +27,9 @@ class Engine:
     (CUDA, bf16) puts its linear layers on the Triton matrix-vector kernel of `gemv.py` instead and
     runs each one-token step through `decode_step.py` (norms, rotary positions, SiLU gate, residual adds
     and attention inside Triton kernels); with `int4_group` or `w4a16_dir` too, the 4-bit layers run on
-    the 4-bit kernel of `gemv4.py` instead of torch's int4 kernel. `gemv_fixed` (block_n, block_k,
-    num_warps, num_stages) skips tuning the kernels per shape."""
+    the 4-bit kernel of `gemv4.py` instead of torch's int4 kernel (their prompts on `gemv4.prompt4`).
+    The kernels are tuned per shape, then the tuner's runners-up are tried in the captured step
+    (`_refine`); `gemv_fixed` (block_n, block_k, num_warps, num_stages) skips both."""
 
     def __init__(self, model, max_len: int = 2048, compile: bool | None = None, tune: bool = True,
                  fused: bool = False, int4_group: int | None = None, w4a16_dir: str | None = None,
