@@ -1,0 +1,96 @@
+"""How fast the 4-bit kernel's weight reads alone can go on this GPU: the gate/up and down words read
+tile by tile as `gemv4` reads them (one tile ahead, the same grid) but only xor-ed together, in
+`pack_int4`'s strips and in other layouts, against the whole kernel on the same words. What the
+kernel's arithmetic costs on top of its reads, and what the layout costs the reads.
+
+    python3 bench/gemv4_read_floor.py --out gemv4_read_floor_h100.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+@triton.jit
+def _read_only(w_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               B: tl.constexpr, TILED: tl.constexpr, AHEAD: tl.constexpr):
+    """B: strips of B rows ([N/B, K/8, B]; B = N is plain input-major [K/8, N]); TILED: strips of 8 rows
+    cut into chunks of BLOCK_K inputs, chunk-major ([K/BLOCK_K, N/8, BLOCK_K/8, 8]), so the programs
+    running together read one contiguous span. AHEAD: tiles in flight (1, as the kernel, or 2)."""
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    if TILED:
+        w = w_ptr + tl.arange(0, BLOCK_K // 8)[:, None] * 8 + ((rows // 8) * BLOCK_K + rows % 8)[None, :]
+        step: tl.constexpr = N * BLOCK_K // 8
+    else:
+        w = w_ptr + tl.arange(0, BLOCK_K // 8)[:, None] * B + ((rows // B) * (K // 8 * B) + rows % B)[None, :]
+        step: tl.constexpr = BLOCK_K // 8 * B
+    t = tl.load(w)
+    acc = tl.zeros([BLOCK_K // 8, BLOCK_N], tl.int32)
+    if AHEAD == 2:
+        u = tl.load(w + step)
+        for i in range(2, K // BLOCK_K):
+            v = tl.load(w + i * step)
+            acc ^= t
+            t = u
+            u = v
+        acc ^= u
+    else:
+        for i in range(1, K // BLOCK_K):   # one tile ahead, as the kernel reads
+            u = tl.load(w + i * step)
+            acc ^= t
+            t = u
+    acc ^= t
+    tl.store(y_ptr + rows, tl.xor_sum(acc, axis=0))
+
+
+def main() -> None:
+    from triton.testing import do_bench
+
+    from ferrylm.engine.gemv import SILU, Epilogue
+    from ferrylm.engine.gemv4 import gemv4, pack_int4
+    from ferrylm.engine.int4 import round_to_nearest_int4
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    rows = {}
+    for name, n, k, e, cfg in (("w13", 37888, 3584, Epilogue(1e-6, SILU, 37888), (8, 512, 4, 1)),
+                               ("w2", 3584, 18944, Epilogue(residual=True), (8, 1024, 4, 1))):
+        q, s = round_to_nearest_int4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, 128)
+        packed, scales = pack_int4(q, s)
+        x = torch.randn(k, device="cuda", dtype=torch.bfloat16)
+        extra = {"residual": torch.randn(n, device="cuda", dtype=torch.bfloat16)} if e.residual else {}
+        g = torch.rand(k, device="cuda", dtype=torch.bfloat16) + 0.5 if e.norm_eps is not None else None
+        bn, bk, warps, sub = cfg
+        y = torch.empty(n, device="cuda", dtype=torch.int32)
+        row = {"bytes": packed.numel() * 4, "config": cfg}
+        # The same bytes read in each layout's order (what they hold does not matter here).
+        # (block_k divides K in every row: the loop reads whole tiles only.)
+        for label, block_n, block_k, nw, b, tiled, ahead in (
+                ("read_only_strips", bn, bk, warps, 8, False, 1), ("read_only_strips_two_ahead", bn, bk, warps, 8, False, 2),
+                ("read_only_strips_block_n_16_8_warps", 16, bk, 8, 8, False, 1),
+                ("read_only_strips_block_k_128", bn, 128, warps, 8, False, 1),
+                ("read_only_input_major", bn, bk, warps, n, False, 1), ("read_only_chunk_major", bn, bk, warps, 8, True, 1),
+                ("read_only_chunk_major_block_n_32", 32, bk, warps, 8, True, 1)):
+            ms = do_bench(lambda: _read_only[(n // block_n,)](packed, y, n, k, block_n, block_k, b, tiled, ahead,
+                                                              num_warps=nw))
+            row[label] = {"us": ms * 1e3, "tb_s": row["bytes"] / ms / 1e9}
+        ms = do_bench(lambda: gemv4(x, packed, scales, 128, None, bn, bk, warps, 1, epilogue=e, norm_weight=g,
+                                    sub=sub, **extra))
+        row["gemv4"] = {"us": ms * 1e3, "tb_s": row["bytes"] / ms / 1e9}
+        rows[name] = row
+        print(name, json.dumps(row), flush=True)
+    Path(args.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "shapes": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
