@@ -100,18 +100,16 @@ def prompt4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: 
     on `dequantize`'s weight (up to summation order) without writing that weight out in fp32 first."""
     strips, words, b = packed.shape
     m, k, n = x.shape[0], 8 * words, strips * b
-    if x.dtype not in (torch.bfloat16, torch.float32) or x.shape[1] != k or group < 16 or group & (group - 1):
+    if (x.dtype not in (torch.bfloat16, torch.float32) or x.shape[1] != k or group < 16 or group & (group - 1)
+            or scales.shape != (strips, k // group, b)):
         raise ValueError(f"prompt4: bf16 or fp32 x [M, {k}] and a power-of-two group of at least 16 (tensor "
-                         f"cores); got {x.dtype} {tuple(x.shape)}, group {group}")
+                         f"cores) with scales [{strips}, {k // max(group, 1)}, {b}]; got {x.dtype} "
+                         f"{tuple(x.shape)}, group {group}, scales {tuple(scales.shape)}")
     y = torch.empty(m, n, device=x.device, dtype=torch.float32)
-    grid = (triton_cdiv(m, block_m), triton_cdiv(n, block_n))
+    grid = (-(-m // block_m), -(-n // block_n))
     _prompt4_kernel[grid](x.contiguous(), packed, scales, y, m, n, k, group, b, BLOCK_M=block_m, BLOCK_N=block_n,
                           num_warps=num_warps)
     return y
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def gemv4_reference(x, packed, scales, group, bias=None, epilogue: Epilogue = Epilogue(), norm_weight=None,
