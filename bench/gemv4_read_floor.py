@@ -76,10 +76,12 @@ def main() -> None:
         # The same bytes read in each layout's order (what they hold does not matter here).
         # (block_k divides K in every row: the loop reads whole tiles only.)
         for label, block_n, block_k, nw, b, tiled, ahead in (
-                ("read_only_strips", bn, bk, warps, 8, False, 1), ("read_only_strips_two_ahead", bn, bk, warps, 8, False, 2),
+                ("read_only_strips", bn, bk, warps, 8, False, 1),
+                ("read_only_strips_two_ahead", bn, bk, warps, 8, False, 2),
                 ("read_only_strips_block_n_16_8_warps", 16, bk, 8, 8, False, 1),
                 ("read_only_strips_block_k_128", bn, 128, warps, 8, False, 1),
-                ("read_only_input_major", bn, bk, warps, n, False, 1), ("read_only_chunk_major", bn, bk, warps, 8, True, 1),
+                ("read_only_input_major", bn, bk, warps, n, False, 1),
+                ("read_only_chunk_major", bn, bk, warps, 8, True, 1),
                 ("read_only_chunk_major_block_n_32", 32, bk, warps, 8, True, 1)):
             ms = do_bench(lambda: _read_only[(n // block_n,)](packed, y, n, k, block_n, block_k, b, tiled, ahead,
                                                               num_warps=nw))

@@ -30,7 +30,7 @@ def compile_sm90(block_n, block_k, warps, pair, sub, n, k, group=128):
 
     sig = {"x_ptr": "*bf16", "w_ptr": "*i32", "s_ptr": "*bf16", "g_ptr": "*bf16", "b_ptr": "*bf16", "r_ptr": "*bf16",
            "y_ptr": "*bf16", "pos_ptr": "*i64", "freq_ptr": "*fp32", "eps": "fp32", "rope_scale": "fp32"}
-    const = dict(N=n, K=k, GROUP=group, HAS_G=bool(pair), HAS_BIAS=False, NORM=bool(pair), PAIR=pair,
+    const = dict(K=k, GROUP=group, HAS_G=bool(pair), HAS_BIAS=False, NORM=bool(pair), PAIR=pair,
                  PERIOD=n if pair else 0, ROPE_ROWS=0, RESIDUAL=not pair, BLOCK_N=block_n, BLOCK_K=block_k,
                  PDL=False, SUB=sub, B=8)
     sig.update({name: "constexpr" for name in const})

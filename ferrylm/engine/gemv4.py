@@ -12,10 +12,10 @@ row block's tiles are contiguous, so a warp's read is a few whole cache lines wh
 input-major layout ([K/8, N]) scattered it over 16. The kernel itself is in `gemv4_kernel.py`: a
 weight costs one and and one multiply-add there (the 4-bit value masked in place is a subnormal
 float's bits, taken exactly by the multiply-add against x scaled to match); the scale and the
-integers' offset apply once per word, and x is read eight bytes at a time. A program may own two row blocks (`sub`), so each x value it reads serves twice the
-words; the next tile's words and x are read before this tile's products. What each of these gained,
-and where the kernel stands against torch's int4 kernel, is in docs/benchmarks.md ("The 4-bit
-matrix-vector kernel").
+integers' offset apply once per word, and x is read eight bytes at a time. A program may own two row
+blocks (`sub`), so each x value it reads serves twice the words; the next tile's words and x are read
+before this tile's products. What each of these gained, and where the kernel stands against torch's
+int4 kernel, is in docs/benchmarks.md ("The 4-bit matrix-vector kernel").
 
 The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
 multiplies x by the norm's weight as it reads it instead (`norm_weight`), and scales by 1/rms(x) at
@@ -87,7 +87,7 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
     _gemv4_kernel[(programs // sub,)](
         x, packed, scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
-        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, n, k, group, norm_weight is not None,
+        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
         BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, num_warps=num_warps, num_stages=num_stages, **launch)
     return y

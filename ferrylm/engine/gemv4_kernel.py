@@ -73,17 +73,24 @@ def _dot8(p, s, x):
 
 
 @triton.jit
+def _strip_at(rows, ROWS: tl.constexpr, B: tl.constexpr):
+    """Where each row's first word (ROWS = K/8) or scale (ROWS = K/GROUP) lies in strips of B rows
+    ([N/B, ROWS, B]: `gemv4.pack_int4`); the next one of the row is B further."""
+    return (rows // B) * (ROWS * B) + rows % B
+
+
+@triton.jit
 def _strips(w_ptr, s_ptr, rows, word_rows, K: tl.constexpr, GROUP: tl.constexpr, GT: tl.constexpr,
             B: tl.constexpr):
-    """Pointers to the words [GT, GW, BLOCK_N] and scales [GT, BLOCK_N] of these rows' first tile, in
-    strips of B rows ([N/B, K/8, B] words, [N/B, K/GROUP, B] scales: `gemv4.pack_int4`)."""
-    w = w_ptr + word_rows[:, :, None] * B + ((rows // B) * (K // 8 * B) + rows % B)[None, None, :]
-    s = s_ptr + tl.arange(0, GT)[:, None] * B + ((rows // B) * (K // GROUP * B) + rows % B)[None, :]
+    """Pointers to the words [GT, GW, BLOCK_N] and scales [GT, BLOCK_N] of these rows' first tile."""
+    w = w_ptr + word_rows[:, :, None] * B + _strip_at(rows, K // 8, B)[None, None, :]
+    s = s_ptr + tl.arange(0, GT)[:, None] * B + _strip_at(rows, K // GROUP, B)[None, :]
     return w, s
 
 
 @triton.jit
-def _tile4(w_ptrs, s_ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, B: tl.constexpr, EVEN: tl.constexpr):
+def _tile4(w_ptrs, s_ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, B: tl.constexpr,
+           EVEN: tl.constexpr):
     """The packed words [BLOCK_K/GROUP, GROUP/8, BLOCK_N] and group scales [BLOCK_K/GROUP, BLOCK_N] of
     the tile at column k (word row k/8 + i holds columns k + 8i .. k + 8i + 7 of its row); EVEN: the
     tile lies inside K."""
@@ -119,8 +126,6 @@ def _add(acc, t, PAIR: tl.constexpr, SUB: tl.constexpr, NORM: tl.constexpr):
     """The accumulators (row blocks a, b, c, d of `_words`; x's squares) plus one tile t: (words, x)."""
     words, x = t
     pa, sa, pb, sb, pc, sc, pd, sd = words
-    words, x = t
-    pa, sa, pb, sb, pc, sc, pd, sd = words
     a, b, c, d, sq = acc
     a += _dot8(pa, sa, x)
     if PAIR != 0:
@@ -135,8 +140,8 @@ def _add(acc, t, PAIR: tl.constexpr, SUB: tl.constexpr, NORM: tl.constexpr):
 
 
 @triton.jit
-def _read(ptrs, x_ptr, g_ptr, word_rows, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, B: tl.constexpr,
-          PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr):
+def _read(ptrs, x_ptr, g_ptr, word_rows, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
+          B: tl.constexpr, PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr):
     """The tile at column k (masked: it may lie past K): its words (`_words`) and x (`_xs`)."""
     return (_words(ptrs, k, K, GROUP, BLOCK_K, B, False, PAIR, SUB),
             _xs(x_ptr, g_ptr, word_rows, k, K, HAS_G))
@@ -154,7 +159,7 @@ def _sums(a, b, PAIR: tl.constexpr):
 
 @triton.jit
 def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
-                  N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
+                  K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
                   HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                   ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr):
@@ -213,8 +218,8 @@ def _prompt4_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N: tl.constexpr, K: tl.conste
     m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     GW: tl.constexpr = GROUP // 8
-    w_at = w_ptr + tl.arange(0, GW)[:, None] * B + ((n // B) * (K // 8 * B) + n % B)[None, :]
-    s_at = s_ptr + (n // B) * (K // GROUP * B) + n % B
+    w_at = w_ptr + tl.arange(0, GW)[:, None] * B + _strip_at(n, K // 8, B)[None, :]
+    s_at = s_ptr + _strip_at(n, K // GROUP, B)
     x_at = x_ptr + m[:, None] * K + tl.arange(0, GROUP)[None, :]
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for g in range(0, K // GROUP):
