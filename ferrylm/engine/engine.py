@@ -158,24 +158,29 @@ class Engine:
             self._graph = None
 
         def time_step() -> float:
-            self._pos.copy_(start)
             if self._graph is None:
-                self._replay()   # the eager step, then the capture
-            times = []
-            for _ in range(repeats + 1):   # the first round warms up
                 self._pos.copy_(start)
-                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                begin.record()
-                for _ in range(steps):
-                    self._graph.replay()
-                end.record()
-                end.synchronize()
-                times.append(begin.elapsed_time(end) / steps)
-            return min(times[1:])
+                self._replay()   # the eager step, then the capture
+            return self.step_ms(start, steps, repeats)
 
         self.refine_log = []
         self.gemv_configs = refine(self.gemv_configs, apply, time_step, log=self.refine_log)
         self._graph = None
+
+    def step_ms(self, start: torch.Tensor, steps: int = 16, repeats: int = 3) -> float:
+        """The captured step's time (ms), stepped `steps` times from position `start` a timing, best of
+        `repeats` after one to warm up (the graph already captured)."""
+        times = []
+        for _ in range(repeats + 1):
+            self._pos.copy_(start)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            for _ in range(steps):
+                self._graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(begin.elapsed_time(end) / steps)
+        return min(times[1:])
 
     def _prefill(self, prompt_ids: list[int], new_tokens: int) -> torch.Tensor:
         """Reset the cache and run the prompt (eagerly: its length varies); the first greedy token."""
