@@ -32,15 +32,12 @@ import torch.nn.functional as F
 
 from typing import Optional
 
-from . import prefetch as l2
 from .fused import layer_linears
 from .gemv import ROPE, SILU, Epilogue, GemvLinear, supports_pdl
 
 try:
     import triton
     import triton.language as tl
-
-    from .prefetch import _prefetch_l2
 except ImportError:  # the CPU-only install: never called there
     triton = None
 
@@ -48,16 +45,13 @@ BLOCK_L = 64   # cache positions per attention program
 
 if triton is not None:
     @triton.jit
-    def _attend_chunk(qkv_ptr, k_ptr, v_ptr, pos_ptr, acc_ptr, m_ptr, l_ptr, layer_offset, scale, pf_ptr, pf_bytes,
+    def _attend_chunk(qkv_ptr, k_ptr, v_ptr, pos_ptr, acc_ptr, m_ptr, l_ptr, layer_offset, scale,
                       H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, MAX_LEN: tl.constexpr,
-                      GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_L: tl.constexpr, PDL: tl.constexpr,
-                      PF_N: tl.constexpr):
+                      GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_L: tl.constexpr, PDL: tl.constexpr):
         kv_head, chunk = tl.program_id(0), tl.program_id(1)
         chunks = tl.num_programs(1)
         if PDL:   # the combining kernel, then the o product, may launch now and start reading their weights
             tl.extra.cuda.gdc_launch_dependents()
-        if PF_N > 0:   # the o product's weights into the L2 while attention leaves the memory idle (`prefetch.py`)
-            _prefetch_l2(pf_ptr, pf_bytes, kv_head * chunks + chunk, PF_N)
         pos = tl.load(pos_ptr)   # written before this step (by the previous one), not by the q/k/v kernel
         if chunk * BLOCK_L <= pos:
             d = tl.arange(0, D)
@@ -106,10 +100,9 @@ if triton is not None:
 
 
 def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
-              n_heads: int, pdl: bool = False, prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
+              n_heads: int, pdl: bool = False) -> torch.Tensor:
     """One token's attention in `layer` for its q/k/v vector (rotary positions applied) at position
-    pos [1]: writes the new key and value into the caches [layers, 1, KV, max_len, D]; [H * D].
-    `prefetch`: a later kernel's weights, asked into the L2 (`prefetch.py`)."""
+    pos [1]: writes the new key and value into the caches [layers, 1, KV, max_len, D]; [H * D]."""
     _, _, kv, max_len, d = k_cache.shape
     group = n_heads // kv
     chunks = triton.cdiv(max_len, BLOCK_L)
@@ -117,10 +110,9 @@ def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, p
     m, l_ = (torch.empty(n_heads, chunks, device=qkv.device, dtype=torch.float32) for _ in range(2))
     out = torch.empty(n_heads * d, device=qkv.device, dtype=qkv.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    pf, pf_bytes, pf_n = l2.args(prefetch if l2.supported(qkv.device) else None, kv * chunks)
     _attend_chunk[(kv, chunks)](qkv, k_cache, v_cache, pos, acc, m, l_, layer * kv * max_len * d, d ** -0.5,
-                                qkv if pf is None else pf, pf_bytes, n_heads, kv, d, max_len, group,
-                                max(16, triton.next_power_of_2(group)), BLOCK_L, pdl, pf_n, **launch)
+                                n_heads, kv, d, max_len, group, max(16, triton.next_power_of_2(group)), BLOCK_L,
+                                pdl, **launch)
     _combine_chunks[(n_heads,)](acc, m, l_, pos, out, chunks, triton.next_power_of_2(chunks), d, BLOCK_L, pdl,
                                 **launch)
     return out
@@ -128,12 +120,12 @@ def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, p
 
 @torch.library.custom_op("ferrylm::decode_attention", mutates_args=("k_cache", "v_cache"))
 def attention_op(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
-                 n_heads: int, pdl: bool, prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
-    return attention(qkv, k_cache, v_cache, pos, layer, n_heads, pdl, prefetch)
+                 n_heads: int, pdl: bool) -> torch.Tensor:
+    return attention(qkv, k_cache, v_cache, pos, layer, n_heads, pdl)
 
 
 @attention_op.register_fake
-def _(qkv, k_cache, v_cache, pos, layer, n_heads, pdl, prefetch=None):
+def _(qkv, k_cache, v_cache, pos, layer, n_heads, pdl):
     return qkv.new_empty(n_heads * k_cache.shape[-1])
 
 
@@ -168,7 +160,7 @@ def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     x = F.embedding(ids, dec.embed).reshape(-1)
     for i, layer in enumerate(dec.layers):
         qkv = layer.wqkv.step(x, pos=pos, inv_freq=dec.inv_freq)
-        att = attention_op(qkv, dec.k_cache, dec.v_cache, pos, i, dec.n_heads, pdl, layer.attention_prefetch)
+        att = attention_op(qkv, dec.k_cache, dec.v_cache, pos, i, dec.n_heads, pdl)
         x = layer.wo.step(att, residual=x)
         x = layer.w2.step(layer.w13.step(x), residual=x)
     return dec.lm_head.step(x).view(1, 1, -1)
@@ -208,7 +200,6 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
                 child.configure(configs[key], pdl, epilogue)
                 decoder.gemv_layers.setdefault(key, []).append(child)
     if fused_step:
-        l2.plan(decoder)
         decoder.one_token_step = decode_step
     return configs
 

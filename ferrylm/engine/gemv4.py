@@ -30,7 +30,6 @@ from typing import Optional
 
 import torch
 
-from . import prefetch as l2
 from .gemv import CONFIG_KEYS, Epilogue, SILU, check_launch, gemv_reference
 
 try:
@@ -67,12 +66,10 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
           epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
           residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None, sub: int = 1,
-          prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
+          inv_freq: Optional[torch.Tensor] = None, sub: int = 1) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
     [N/B, K/8, B] and `scales` [N/B, K/group, B], with `epilogue` around it as `gemv.gemv` does. `sub`
-    (1 or 2): row blocks of `block_n` a program. `prefetch`: a tensor a later kernel reads, asked into
-    the L2 on the way (`prefetch.py`; Hopper and newer)."""
+    (1 or 2): row blocks of `block_n` a program."""
     strips, words, b = packed.shape
     k, n = 8 * words, strips * b
     e = epilogue
@@ -87,21 +84,21 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
     x, norm_weight = (v if v is None or v.data_ptr() % 8 == 0 else v.clone() for v in (x, norm_weight))
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    pf, pf_bytes, pf_n = l2.args(prefetch if l2.supported(x.device) else None, programs // sub)
     _gemv4_kernel[(programs // sub,)](
         x, packed, scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
-        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, x if pf is None else pf, pf_bytes, k, group,
-        norm_weight is not None, bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual,
-        BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, PF_N=pf_n, num_warps=num_warps, num_stages=num_stages, **launch)
+        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
+        bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
+        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
 
 
 def prompt4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, block_m: int = 64,
-            block_n: int = 128, num_warps: int = 4) -> torch.Tensor:
+            block_n: int = 64, num_warps: int = 4) -> torch.Tensor:
     """x [M, K] (bf16; fp32 multiplies in fp32) times the transposed 4-bit weight of `pack_int4` (fp32
     [M, N]): the prompt's product, where a row of x is not alone. The same numbers as F.linear in fp32
-    on `dequantize`'s weight (up to summation order) without writing that weight out in fp32 first."""
+    on `dequantize`'s weight (up to summation order) without writing that weight out in fp32 first.
+    The default tile was the fastest overall of 12 at a 128-token prompt on an H100 (bench/prompt4.py --sweep)."""
     strips, words, b = packed.shape
     m, k, n = x.shape[0], 8 * words, strips * b
     if (x.dtype not in (torch.bfloat16, torch.float32) or x.shape[1] != k or group < 16 or group & (group - 1)
@@ -130,15 +127,15 @@ def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_w
              bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
              inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
              pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
-             has_residual: bool, sub: int, prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
+             has_residual: bool, sub: int) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq, sub, prefetch)
+                 inv_freq, sub)
 
 
 @gemv4_op.register_fake
 def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
-      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub, prefetch=None):
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub):
     n = packed.shape[0] * packed.shape[2]
     return x.new_empty(n // 2 if pair == SILU else n)
 
@@ -159,7 +156,6 @@ class Gemv4Linear(torch.nn.Module):
         self.register_buffer("norm_weight", None)
         self.bias = None if bias is None else torch.nn.Parameter(bias.detach(), requires_grad=False)
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
-        self.prefetch = None   # what this layer's step asks into the L2 for a later kernel (`prefetch.plan`)
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
         self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1))}
@@ -184,5 +180,4 @@ class Gemv4Linear(torch.nn.Module):
              inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
         return gemv4_op(x, self.packed, self.scales, self.norm_weight, self.bias, residual, pos, inv_freq,
-                        self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg,
-                        prefetch=None if plain else self.prefetch)
+                        self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg)

@@ -5,7 +5,6 @@ import triton
 import triton.language as tl
 
 from .gemv import _epilogue, _rows
-from .prefetch import _prefetch_l2
 
 # A nibble masked in place is the bit pattern of a subnormal float, u * 2^(pos - 149) for its lowest bit
 # at pos, and the multiply-add takes it exactly (nothing here flushes subnormals to zero): a weight
@@ -159,11 +158,11 @@ def _sums(a, b, PAIR: tl.constexpr):
 
 
 @triton.jit
-def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, pf_ptr,
-                  pf_bytes, K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
+def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
+                  K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
                   HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                   ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr, PF_N: tl.constexpr):
+                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr):
     # SUB row blocks a program (virtual programs SUB * pid + i): each x value a thread reads serves
     # SUB times as many words.
     pid = tl.program_id(0) * SUB
@@ -181,8 +180,6 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
     ptrs = wa, sa, wb, sb, wc, sc, wd, sd
     # The first tile's weights do not depend on the previous kernel: read them before waiting.
     words = _words(ptrs, 0, K, GROUP, BLOCK_K, B, K % BLOCK_K == 0, PAIR, SUB)
-    if PF_N > 0:   # a later kernel's weights into the L2 (`prefetch.py`), behind this program's first reads
-        _prefetch_l2(pf_ptr, pf_bytes, tl.program_id(0), PF_N)
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()

@@ -1,7 +1,8 @@
 """The tuner's step-level choice among runners-up (`tuning.refine`), on a made-up step whose time
 depends on the configurations applied: the engine calls it with the captured step's real timings on a
 GPU (bench/gpu_decode.py records them)."""
-from ferrylm.engine.tuning import refine
+from ferrylm.engine.gemv import Epilogue, SILU
+from ferrylm.engine.tuning import MAX_PER_THREAD, refine, tune4_candidates
 
 
 def _step(applied: dict, costs: dict):
@@ -21,6 +22,33 @@ def test_refine_keeps_a_runner_up_only_where_the_step_gets_faster():
     assert out["a"]["block_n"] == 32 and out["a"]["step_ms"] == 59.0
     assert out["b"] is configs["b"] and out["c"] is configs["c"]
     assert {key: cfg["block_n"] for key, cfg in applied.items()} == {"a": 32, "b": 8, "c": 8}   # b's restored
-    # 16 for a gains 0.03 %: under the 0.5 % a timing can move, so it is not taken.
-    assert [(r.get("key"), r.get("kept")) for r in log] == [(None, None), ("a", False), ("a", True), ("b", False)]
+    # 16 for a gains 0.03 %: under the 0.5 % a timing can move, so it is not taken. The second pass tries
+    # a's first choice and 16 again, and b's 16; nothing changes, so there is no third.
+    assert [(r.get("key"), r.get("kept"), r.get("pass")) for r in log] == [
+        (None, None, None), ("a", False, 0), ("a", True, 0), ("b", False, 0),
+        ("a", False, 1), ("a", False, 1), ("b", False, 1)]
     assert configs["a"]["block_n"] == 8   # the caller's dict is left as it was
+
+
+def test_refine_passes_again_where_one_key_s_best_depends_on_another_s():
+    configs = {key: {"block_n": 8, "runners_up": [{"block_n": 16}]} for key in "ab"}
+    applied = dict(configs)
+    # a's 16 pays only once b is 16 too (kernels that overlap in the step): a first pass cannot see it.
+    cost = {(8, 8): 10.0, (16, 8): 10.2, (8, 16): 9.0, (16, 16): 8.0}
+    out = refine(configs, lambda key, cfg: applied.__setitem__(key, cfg),
+                 lambda: cost[applied["a"]["block_n"], applied["b"]["block_n"]])
+    assert (out["a"]["block_n"], out["b"]["block_n"]) == (16, 16) and out["a"]["step_ms"] == 8.0
+    assert refine(configs, lambda key, cfg: applied.__setitem__(key, cfg),
+                  lambda: cost[applied["a"]["block_n"], applied["b"]["block_n"]], passes=1)["a"]["block_n"] == 8
+
+
+def test_the_4bit_candidates_fit_the_shape_and_a_thread_s_registers():
+    gate_up = list(tune4_candidates(37888, 3584, 128, Epilogue(1e-6, SILU, 37888)))
+    down = list(tune4_candidates(3584, 18944, 128, Epilogue(residual=True)))
+    assert {"block_n": 8, "block_k": 512, "num_warps": 4, "num_stages": 1, "sub": 1} in gate_up
+    assert {"block_n": 8, "block_k": 1024, "num_warps": 8, "num_stages": 1, "sub": 2} in down
+    for cfgs, pair in ((gate_up, 2), (down, 1)):
+        assert cfgs and all(pair * c["block_n"] * c["block_k"] * c["sub"] <= MAX_PER_THREAD * 32 * c["num_warps"]
+                            for c in cfgs)
+    assert len(down) > len(gate_up)   # gate/up's pairs of rows make its widest tiles too large
+    assert list(tune4_candidates(4608, 3584, 96, Epilogue())) == []   # no tile is a whole number of groups

@@ -1,0 +1,206 @@
+"""The 4-bit engine's captured step, kernel by kernel and configuration by configuration (Qwen2.5-7B
+shapes, random weights, W4A16 group 128, one GPU).
+
+    python3 bench/gemv4_in_step.py --out gemv4_in_step.json [--workers 14] [--wide]
+
+1. Where the step's time goes: each kernel's end minus the previous kernel's end, summed per kind over
+   31 captured steps (with programmatic dependent launch kernels overlap, so their own durations
+   would count twice; the GPU's idle time between steps apart).
+2. Every candidate configuration of each 4-bit product timed inside the captured step (`Engine.step_ms`:
+   16 steps from an 8-token prompt, best of 3), the other products as the engine chose them. `--wide`:
+   block_n 8/16 x block_k 256-2048 x one or two row blocks x 4 or 8 warps instead of the tuner's table;
+   `--workers` processes compile them into Triton's cache first.
+3. The fastest in-step configuration of each product together, against the engine's own choice, in the
+   same process: the step, and 512 tokens after a 128-token prompt (median of 3, alternated twice).
+
+`--read-only` instead splits the step with the engine's choice, then again with every 4-bit product's
+arithmetic taken out (`_dot8` replaced by one xor a word: the same reads, grid and epilogue; the
+numbers it writes are wrong), so each product's reads alone in the step are measured.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+PRODUCTS = ("q/k/v", "o", "gate/up", "down")
+NAMES = {(4608, 3584): "wqkv", (3584, 3584): "wo", (37888, 3584): "w13", (3584, 18944): "w2"}
+WIDE = tuple(itertools.product((8, 16), (256, 512, 1024, 2048), (1, 2), (4, 8)))
+
+
+def split_step(engine, steps: int = 32) -> dict:
+    """ms per step of each kernel kind: end-to-end increments, in launch order."""
+    prompt = list(range(1000, 1128))
+    engine.generate_timed(prompt, steps)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        engine.generate_timed(prompt, steps)
+    kernels = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                     key=lambda e: e.time_range.start)
+    per_kind, last_end, product = defaultdict(float), None, 0
+    for e in kernels:
+        if e.name.startswith("_gemv4_kernel"):
+            kind = PRODUCTS[product % 4]
+            product += 1
+        elif e.name.startswith("_gemv_kernel"):
+            kind, product = "output layer", 0
+        elif e.name.startswith(("_attend_chunk", "_combine_chunks")):
+            kind = e.name.split("(")[0].strip()
+        else:
+            kind = "other (the prompt's kernels, the embedding, the argmax)"
+        start, end = e.time_range.start, e.time_range.end
+        if last_end is not None:
+            per_kind[kind] += max(end - max(start, last_end), 0) / 1e3
+            per_kind["idle"] += max(start - last_end, 0) / 1e3
+        last_end = max(end, last_end or end)
+    return {k: v / (steps - 1) for k, v in per_kind.items()}   # ms per one-token step
+
+
+def read_only_kernel():
+    """`gemv4_kernel._gemv4_kernel` with `_dot8` doing one xor a word (a copy of the module, imported
+    from a temporary file so Triton can read its source)."""
+    import importlib.util
+    import tempfile
+
+    from ferrylm.engine import gemv4_kernel
+
+    src = Path(gemv4_kernel.__file__).read_text()
+    start = src.index("@triton.jit\ndef _dot8")
+    end = src.index("@triton.jit", start + 1)
+    src = src[:start] + (
+        "@triton.jit\ndef _dot8(p, s, x):\n"
+        "    return (p ^ (x[1][:, :, None].to(tl.int32, bitcast=True))).to(tl.float32, bitcast=True)"
+        " * s.to(tl.float32)[:, None, :]\n\n\n") + src[end:]
+    path = Path(tempfile.mkdtemp()) / "_gemv4_read_only.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("ferrylm.engine._gemv4_read_only", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module._gemv4_kernel
+
+
+def _compile(job) -> str:
+    """In a worker process: the engine's launch of one configuration (PDL on), into Triton's cache."""
+    from gemv4_triton import shape
+
+    from ferrylm.engine.gemv4 import gemv4
+
+    global _cache
+    name, group, cfg = job
+    if name not in _cache:
+        _cache = {name: shape(name, group)}
+    sh = _cache[name]
+    try:
+        gemv4(sh["x"], sh["packed"], sh["scales"], group, None, epilogue=sh["e"], norm_weight=sh["g"], pdl=True,
+              **sh["extra"], **cfg)
+        torch.cuda.synchronize()
+        return "ok"
+    except Exception as exc:   # reported, then skipped
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+_cache: dict = {}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--wide", action="store_true")
+    ap.add_argument("--new-tokens", type=int, default=512)
+    ap.add_argument("--read-only", action="store_true")
+    args = ap.parse_args()
+    from gpu_decode import model_7b
+
+    from ferrylm.engine import Engine
+    from ferrylm.engine.decode_step import configure
+    from ferrylm.engine.gemv import ROPE, SILU, Epilogue
+    from ferrylm.engine.tuning import TUNE4, tune4_candidates
+
+    shapes = {"wqkv": (4608, 3584, Epilogue(1e-6, ROPE, 128, 4096)), "wo": (3584, 3584, Epilogue(residual=True)),
+              "w13": (37888, 3584, Epilogue(1e-6, SILU, 37888)), "w2": (3584, 18944, Epilogue(residual=True))}
+    todo = {name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
+            for name, (n_, k_, e) in shapes.items()}
+    if args.workers > 1:   # before the model: each worker holds its own copy of one product's weights
+        jobs = [(name, 128, cfg) for name in todo for cfg in todo[name]]
+        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
+            for job, status in zip(jobs, pool.map(_compile, jobs, chunksize=4)):
+                if status != "ok":
+                    print(job, "compile:", status, flush=True)
+    model = model_7b()
+    n = args.new_tokens
+    engine = Engine(model, max_len=128 + n + 8, gemv=True, tune=False, int4_group=128)
+    keys = {NAMES[(key[1], key[2])]: key for key in engine.gemv_configs if key[0] == "int4"}
+    chosen = {name: {k: v for k, v in engine.gemv_configs[key].items() if k not in ("ms", "runners_up", "step_ms")}
+              for name, key in keys.items()}
+    engine._prefill(list(range(8)), 20)
+    start = engine._pos.clone()
+
+    def step_with(configs: dict) -> float:
+        for name, cfg in configs.items():
+            configure(engine.decoder, keys[name], cfg)
+        engine._graph = None
+        engine._pos.copy_(start)
+        engine._replay()
+        return engine.step_ms(start)
+
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "chosen": chosen,
+              "split_ms_chosen": split_step(engine), "in_step": {}}
+    if args.read_only:
+        from ferrylm.engine import gemv4
+
+        result["step_ms_chosen"] = step_with(chosen)
+        gemv4._gemv4_kernel = read_only_kernel()
+        result["step_ms_read_only"] = step_with(chosen)
+        result["split_ms_read_only"] = split_step(engine)
+        Path(args.out).write_text(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2))
+        return
+    engine._prefill(list(range(8)), 20)
+    result["step_ms_chosen"] = step_with(chosen)
+    best = dict(chosen)
+    for name, cfgs in todo.items():
+        rows = []
+        for cfg in cfgs:
+            try:
+                ms = step_with({**chosen, name: cfg})
+            except Exception as exc:   # out of resources on this GPU: not a candidate
+                print(name, cfg, type(exc).__name__, flush=True)
+                continue
+            rows.append({**cfg, "step_ms": ms})
+            print(name, cfg, f"{ms:.4f} ms", flush=True)
+        rows.sort(key=lambda r: r["step_ms"])
+        result["in_step"][name] = rows
+        best[name] = {k: v for k, v in rows[0].items() if k != "step_ms"}
+        result["step_ms_chosen_again"] = step_with(chosen)   # drift check
+    result["best_in_step"] = best
+    result["step_ms_best"] = step_with(best)
+    ids = torch.randint(100, 150000, (128,), generator=torch.Generator().manual_seed(1)).tolist()
+    decode = {"chosen": [], "best": []}
+    for _ in range(2):
+        for which, cfgs in (("chosen", chosen), ("best", best)):
+            step_with(cfgs)
+            for _ in range(2):
+                engine.generate_timed(ids, n)
+            decode[which] += [engine.generate_timed(ids, n)["total_s"] for _ in range(3)]
+    result["decode_s"] = decode
+    result["decode_median_s"] = {k: statistics.median(v) for k, v in decode.items()}
+    step_with(best)
+    result["split_ms_best"] = split_step(engine)
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(json.dumps({k: v for k, v in result.items() if k != "in_step"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
