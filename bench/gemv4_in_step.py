@@ -9,7 +9,6 @@ shapes, random weights, W4A16 group 128, one GPU).
 2. Every candidate configuration of each 4-bit product timed inside the captured step (`Engine.step_ms`:
    16 steps from an 8-token prompt, best of 3), the other products as the engine chose them. `--wide`:
    block_n 8/16 x block_k 256-2048 x one or two row blocks x 4 or 8 warps instead of the tuner's table;
-   `--tma`: the TMA kernel's block_k 256-2048 x one or two row blocks x 4 or 8 warps x 3 or 4 stages;
    `--workers` processes compile them into Triton's cache first.
 3. The fastest in-step configuration of each product together, against the engine's own choice, in the
    same process: the step, and 512 tokens after a 128-token prompt (median of 3, alternated twice).
@@ -38,7 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 PRODUCTS = ("q/k/v", "o", "gate/up", "down")
 NAMES = {(4608, 3584): "wqkv", (3584, 3584): "wo", (37888, 3584): "w13", (3584, 18944): "w2"}
 WIDE = tuple(itertools.product((8, 16), (256, 512, 1024, 2048), (1, 2), (4, 8)))
-TMA_WIDE = tuple(itertools.product((256, 512, 1024, 2048), (1, 2), (4, 8), (3, 4)))   # block_k, sub, warps, stages
 
 
 def split_step(engine, steps: int = 32) -> dict:
@@ -51,7 +49,7 @@ def split_step(engine, steps: int = 32) -> dict:
                      key=lambda e: e.time_range.start)
     per_kind, last_end, product = defaultdict(float), None, 0
     for e in kernels:
-        if e.name.startswith(("_gemv4_kernel", "_gemv4_tma_kernel")):
+        if e.name.startswith("_gemv4_kernel"):
             kind = PRODUCTS[product % 4]
             product += 1
         elif e.name.startswith("_gemv_kernel"):
@@ -122,30 +120,24 @@ def main() -> None:
     ap.add_argument("--wide", action="store_true")
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--read-only", action="store_true")
-    ap.add_argument("--tma", action="store_true", help="search the TMA kernel's 32 configurations instead")
-    ap.add_argument("--engine-tma", action="store_true", help="the engine's own tuning offers TUNE4_TMA too")
     args = ap.parse_args()
     from gpu_decode import model_7b
 
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import configure
     from ferrylm.engine.gemv import ROPE, SILU, Epilogue
-    from ferrylm.engine import tuning
-    from ferrylm.engine.tuning import TUNE4, TUNE4_TMA, tune4_candidates
+    from ferrylm.engine.tuning import TUNE4, tune4_candidates
 
     shapes = {"wqkv": (4608, 3584, Epilogue(1e-6, ROPE, 128, 4096)), "wo": (3584, 3584, Epilogue(residual=True)),
               "w13": (37888, 3584, Epilogue(1e-6, SILU, 37888)), "w2": (3584, 18944, Epilogue(residual=True))}
-    table = () if args.tma else WIDE if args.wide else TUNE4
-    tma_table = TMA_WIDE if args.tma else TUNE4_TMA if args.engine_tma else ()
-    todo = {name: list(tune4_candidates(n_, k_, 128, e, table, tma_table)) for name, (n_, k_, e) in shapes.items()}
+    todo = {name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
+            for name, (n_, k_, e) in shapes.items()}
     if args.workers > 1:   # before the model: each worker holds its own copy of one product's weights
         jobs = [(name, 128, cfg) for name in todo for cfg in todo[name]]
         with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
             for job, status in zip(jobs, pool.map(_compile, jobs, chunksize=4)):
                 if status != "ok":
                     print(job, "compile:", status, flush=True)
-    if not args.engine_tma:   # the engine's choice among the register kernel's configurations only
-        tuning.TUNE4_TMA = ()
     model = model_7b()
     n = args.new_tokens
     engine = Engine(model, max_len=128 + n + 8, gemv=True, tune=False, int4_group=128)

@@ -34,9 +34,8 @@ from .gemv import CONFIG_KEYS, Epilogue, SILU, check_launch, gemv_reference
 
 try:
     from .gemv4_kernel import _gemv4_kernel, _prompt4_kernel
-    from .gemv4_tma import _gemv4_tma_kernel, descriptor
 except ImportError:  # the CPU-only install: Gemv4Linear is never built there
-    _gemv4_kernel = _prompt4_kernel = _gemv4_tma_kernel = None
+    _gemv4_kernel = _prompt4_kernel = None
 
 
 def pack_int4(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,11 +66,10 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
           epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
           residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None, sub: int = 1, tma: int = 0) -> torch.Tensor:
+          inv_freq: Optional[torch.Tensor] = None, sub: int = 1) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
     [N/B, K/8, B] and `scales` [N/B, K/group, B], with `epilogue` around it as `gemv.gemv` does. `sub`
-    (1 or 2): row blocks of `block_n` a program. `tma` (1): the kernel of `gemv4_tma.py`, its words copied
-    into `num_stages` shared-memory stages (block_n a whole strip of 8 rows, block_k at most 2,048)."""
+    (1 or 2): row blocks of `block_n` a program."""
     strips, words, b = packed.shape
     k, n = 8 * words, strips * b
     e = epilogue
@@ -86,20 +84,12 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
     x, norm_weight = (v if v is None or v.data_ptr() % 8 == 0 else v.clone() for v in (x, norm_weight))
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    args = (x if norm_weight is None else norm_weight, x if bias is None else bias,
-            x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
-            0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
-            bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual)
-    if tma:
-        if block_n != b or b != 8 or block_k > 2048:
-            raise ValueError(f"gemv4: the TMA kernel takes block_n 8 (one strip; this weight's strips are {b} "
-                             f"rows) and block_k at most 2048, not {block_n} and {block_k}")
-        _gemv4_tma_kernel[(programs // sub,)](x, descriptor(packed, group, block_k), scales, *args, BLOCK_K=block_k,
-                                              PDL=pdl, SUB=sub, B=b, STAGES=num_stages, num_warps=num_warps,
-                                              **launch)
-        return y
-    _gemv4_kernel[(programs // sub,)](x, packed, scales, *args, BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, SUB=sub,
-                                      B=b, num_warps=num_warps, num_stages=num_stages, **launch)
+    _gemv4_kernel[(programs // sub,)](
+        x, packed, scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
+        x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
+        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
+        bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
+        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
 
 
@@ -137,15 +127,15 @@ def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_w
              bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
              inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
              pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
-             has_residual: bool, sub: int, tma: int = 0) -> torch.Tensor:
+             has_residual: bool, sub: int) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq, sub, tma)
+                 inv_freq, sub)
 
 
 @gemv4_op.register_fake
 def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
-      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub, tma=0):
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub):
     n = packed.shape[0] * packed.shape[2]
     return x.new_empty(n // 2 if pair == SILU else n)
 
@@ -168,8 +158,7 @@ class Gemv4Linear(torch.nn.Module):
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1)),
-                    "tma": int(cfg.get("tma", 0))}
+        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1))}
         self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -130,8 +130,7 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
     x, extra = tuning_inputs(n, k, layer.scales, epilogue)
     g = layer.norm_weight if epilogue.norm_eps is not None else None
     args = (layer.packed, layer.scales, group, None)
-    tma = layer.packed.is_cuda and torch.cuda.get_device_capability(layer.packed.device)[0] >= 9
-    configs = list(tune4_candidates(n, k, group, epilogue, tma_table=TUNE4_TMA if tma else ()))
+    configs = list(tune4_candidates(n, k, group, epilogue))
     return fastest(lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
                    gemv4_reference(x, *args, epilogue, g, **extra), configs,
                    f"gemv4 on {n}x{k} (group {group}), {epilogue}")
@@ -146,23 +145,14 @@ TUNE4 = ((8, 256, 1, 4), (8, 256, 2, 4), (8, 512, 1, 4), (8, 1024, 1, 4), (8, 10
          (8, 2048, 1, 4), (8, 2048, 2, 4), (16, 256, 1, 4), (16, 512, 1, 4), (16, 1024, 1, 8), (16, 2048, 1, 4),
          (8, 4096, 1, 4), (8, 4096, 1, 8), (16, 4096, 1, 8))
 MAX_PER_THREAD = 256   # weights a thread holds a tile: past it the registers spill
-# (block_k, sub, num_warps, num_stages) of the TMA kernel (`gemv4_tma.py`, Hopper and newer; block_n 8).
-TUNE4_TMA = ((256, 1, 4, 4), (512, 1, 4, 3), (512, 1, 4, 4), (512, 2, 4, 4), (1024, 1, 4, 4), (1024, 2, 8, 4))
 
 
-def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue(), table=TUNE4, tma_table=()):
+def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue(), table=TUNE4):
     """The configurations `tune4` times: those of `table` the shape allows, at most MAX_PER_THREAD weights
-    a thread a tile, one stage (the register kernel reads a tile ahead itself); then those of `tma_table`
-    for the TMA kernel, where the weight's strips are eight rows."""
+    a thread a tile; one stage (the kernel reads a tile ahead itself)."""
     pair = 2 if epilogue.pair else 1
-
-    def fits(bn, bk, sub):
-        return not (bk % group or n % (pair * bn * sub) or (epilogue.pair and epilogue.period % (2 * bn))
-                    or bk > max(_pow2(k), group))
-
     for bn, bk, sub, nw in table:
-        if fits(bn, bk, sub) and pair * bn * bk * sub <= MAX_PER_THREAD * 32 * nw:
-            yield {"block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": 1, "sub": sub}
-    for bk, sub, nw, stages in tma_table:
-        if n % 8 == 0 and bk <= 2048 and fits(8, bk, sub):
-            yield {"block_n": 8, "block_k": bk, "num_warps": nw, "num_stages": stages, "sub": sub, "tma": 1}
+        if (bk % group or n % (pair * bn * sub) or (epilogue.pair and epilogue.period % (2 * bn))
+                or bk > max(_pow2(k), group) or pair * bn * bk * sub > MAX_PER_THREAD * 32 * nw):
+            continue
+        yield {"block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": 1, "sub": sub}
