@@ -7,10 +7,11 @@ shape when the engine is built.
 A kernel timed alone is not the kernel inside the captured step, where programmatic dependent launch
 overlaps it with its neighbours and the L2 holds clean weights, not the dirty lines of a flush: alone,
 the 4-bit products of a 7B layer take longer than they add to the step, and rank differently
-(docs/benchmarks.md, "The configurations chosen inside the captured step"). `fastest` therefore keeps its runners-up (for the 4-bit products every
-candidate that passed its check; for bf16 ones, which read at their floor, three), and
-`refine` lets the engine try each of them in its captured step (`Engine._refine`), keeping one only
-where the whole step gets faster, over the keys again (up to three passes) since their kernels overlap.
+(docs/benchmarks.md, "The configurations chosen inside the captured step"). `fastest` therefore keeps
+its runners-up (for the 4-bit products every candidate that passed its check, for bf16 ones three),
+and `refine` lets the engine try each of them in its captured step (`Engine._refine`), keeping one
+only where the whole step gets faster, over the keys again (up to three passes) since their kernels
+overlap.
 """
 from __future__ import annotations
 
@@ -118,7 +119,8 @@ def tune(w: torch.Tensor, pdl: bool = False, epilogue: Epilogue = Epilogue()) ->
     """The fastest configuration for this weight's shape and epilogue."""
     n, k = w.shape
     x, extra = tuning_inputs(n, k, w, epilogue)
-    # bf16 products read at their floor (the output layer at 3.2 TB/s on an H100): a few runners-up
+    # Three runners-up, as before: trying all in the step was measured for the 4-bit products only, and
+    # the one bf16 product of the 4-bit step (the output layer) reads near the memory's bandwidth.
     return fastest(lambda **cfg: gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg),
                    gemv_reference(x, w, None, epilogue, **extra), candidates(n, k, epilogue),
                    f"gemv on {tuple(w.shape)}, {epilogue}", runners_up=3, within=1.15)
