@@ -35,7 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PRODUCTS = ("q/k/v", "o", "gate/up", "down")
-NAMES = {(4608, 3584): "wqkv", (3584, 3584): "wo", (37888, 3584): "w13", (3584, 18944): "w2"}
 WIDE = tuple(itertools.product((8, 16), (256, 512, 1024, 2048), (1, 2), (4, 8)))
 
 
@@ -90,29 +89,6 @@ def read_only_kernel():
     return module._gemv4_kernel
 
 
-def _compile(job) -> str:
-    """In a worker process: the engine's launch of one configuration (PDL on), into Triton's cache."""
-    from gemv4_triton import shape
-
-    from ferrylm.engine.gemv4 import gemv4
-
-    global _cache
-    name, group, cfg = job
-    if name not in _cache:
-        _cache = {name: shape(name, group)}
-    sh = _cache[name]
-    try:
-        gemv4(sh["x"], sh["packed"], sh["scales"], group, None, epilogue=sh["e"], norm_weight=sh["g"], pdl=True,
-              **sh["extra"], **cfg)
-        torch.cuda.synchronize()
-        return "ok"
-    except Exception as exc:   # reported, then skipped
-        return f"{type(exc).__name__}: {str(exc)[:200]}"
-
-
-_cache: dict = {}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -121,19 +97,19 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--read-only", action="store_true")
     args = ap.parse_args()
+    from gemv4_triton import _compile, products
     from gpu_decode import model_7b
 
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import configure
-    from ferrylm.engine.gemv import ROPE, SILU, Epilogue
     from ferrylm.engine.tuning import TUNE4, tune4_candidates
 
-    shapes = {"wqkv": (4608, 3584, Epilogue(1e-6, ROPE, 128, 4096)), "wo": (3584, 3584, Epilogue(residual=True)),
-              "w13": (37888, 3584, Epilogue(1e-6, SILU, 37888)), "w2": (3584, 18944, Epilogue(residual=True))}
+    shapes = products()
     todo = {name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
             for name, (n_, k_, e) in shapes.items()}
     if args.workers > 1:   # before the model: each worker holds its own copy of one product's weights
-        jobs = [(name, 128, cfg) for name in todo for cfg in todo[name]]
+        # the engine's launches (PDL on), so the engine finds them in Triton's cache
+        jobs = [(name, 128, {**cfg, "pdl": True}) for name in todo for cfg in todo[name]]
         with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
             for job, status in zip(jobs, pool.map(_compile, jobs, chunksize=4)):
                 if status != "ok":
@@ -141,7 +117,8 @@ def main() -> None:
     model = model_7b()
     n = args.new_tokens
     engine = Engine(model, max_len=128 + n + 8, gemv=True, tune=False, int4_group=128)
-    keys = {NAMES[(key[1], key[2])]: key for key in engine.gemv_configs if key[0] == "int4"}
+    names = {(n_, k_): name for name, (n_, k_, _) in shapes.items()}
+    keys = {names[key[1], key[2]]: key for key in engine.gemv_configs if key[0] == "int4"}
     chosen = {name: {k: v for k, v in engine.gemv_configs[key].items() if k not in ("ms", "runners_up", "step_ms")}
               for name, key in keys.items()}
     engine._prefill(list(range(8)), 20)

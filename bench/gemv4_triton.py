@@ -31,14 +31,21 @@ PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
 SHAPES = ("wqkv", "wo", "w13", "w2")
 
 
+def products() -> dict:
+    """Each 7B product's (rows, inputs, decode-step epilogue), by name."""
+    from ferrylm.engine.gemv import ROPE, SILU, Epilogue
+
+    return {"wqkv": (4608, 3584, Epilogue(1e-6, ROPE, 128, 4096)), "wo": (3584, 3584, Epilogue(residual=True)),
+            "w13": (37888, 3584, Epilogue(1e-6, SILU, 37888)), "w2": (3584, 18944, Epilogue(residual=True))}
+
+
 def shape(name: str, group: int) -> dict:
     """One 7B product's weights, inputs and epilogue (seeded: every process builds the same)."""
-    from ferrylm.engine.gemv import ROPE, SILU, Epilogue
+    from ferrylm.engine.gemv import ROPE
     from ferrylm.engine.gemv4 import pack_int4
     from ferrylm.engine.int4 import round_to_nearest_int4
 
-    n, k, e = {"wqkv": (4608, 3584, Epilogue(1e-6, ROPE, 128, 4096)), "wo": (3584, 3584, Epilogue(residual=True)),
-               "w13": (37888, 3584, Epilogue(1e-6, SILU, 37888)), "w2": (3584, 18944, Epilogue(residual=True))}[name]
+    n, k, e = products()[name]
     torch.manual_seed(SHAPES.index(name))
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
     q, s = round_to_nearest_int4(w, group)

@@ -141,8 +141,8 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
 # (block_n, block_k, sub, num_warps): the fastest four of each 7B layer shape timed inside the captured
 # step, out of 32 (block_n 8/16, block_k 256-2048, one or two row blocks a program, 4 or 8 warps; H100,
 # 2026-11-26, bench/results/gemv4_in_step_h100.json): narrow row blocks, so a layer has many programs.
-# Then tiles of 4,096: where K is 3,584, a program reads all its weights before it waits for the kernel
-# before it (programmatic dependent launch), which is what made q/k/v and o faster at 2,048.
+# Then tiles of 4,096: where K is 3,584 a program reads all its weights before it waits for the kernel
+# before it (programmatic dependent launch). The step has not chosen them on an H100 since.
 TUNE4 = ((8, 256, 1, 4), (8, 256, 2, 4), (8, 512, 1, 4), (8, 1024, 1, 4), (8, 1024, 2, 4), (8, 1024, 2, 8),
          (8, 2048, 1, 4), (8, 2048, 2, 4), (16, 256, 1, 4), (16, 512, 1, 4), (16, 1024, 1, 8), (16, 2048, 1, 4),
          (8, 4096, 1, 4), (8, 4096, 1, 8), (16, 4096, 1, 8))
