@@ -1,7 +1,7 @@
 """The 4-bit engine's captured step, kernel by kernel and configuration by configuration (Qwen2.5-7B
 shapes, random weights, W4A16 group 128, one GPU).
 
-    python3 bench/gemv4_in_step.py --out gemv4_in_step.json [--workers 14] [--wide] [--splits 1,2,4]
+    python3 bench/gemv4_in_step.py --out gemv4_in_step.json [--workers 14] [--wide]
 
 1. Where the step's time goes: each kernel's end minus the previous kernel's end, summed per kind over
    31 captured steps (with programmatic dependent launch kernels overlap, so their own durations
@@ -9,8 +9,7 @@ shapes, random weights, W4A16 group 128, one GPU).
 2. Every candidate configuration of each 4-bit product timed inside the captured step (`Engine.step_ms`:
    16 steps from an 8-token prompt, best of 3), the other products as the engine chose them. `--wide`:
    block_n 8/16 x block_k 256-2048 x one or two row blocks x 4 or 8 warps instead of the tuner's table;
-   `--splits 1,2,4` crosses the table with programs a row block over parts of K (o and down: the
-   products without a pair or a norm); `--workers` processes compile them into Triton's cache first.
+   `--workers` processes compile them into Triton's cache first.
 3. The fastest in-step configuration of each product together, against the engine's own choice, in the
    same process: the step, and 512 tokens after a 128-token prompt (median of 3, alternated twice).
 
@@ -97,8 +96,6 @@ def main() -> None:
     ap.add_argument("--wide", action="store_true")
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--read-only", action="store_true")
-    ap.add_argument("--products", default="wqkv,wo,w13,w2", help="those searched in the step (the others as chosen)")
-    ap.add_argument("--splits", default="1", help="programs a row block (K split), crossed with the table: 1,2,4")
     args = ap.parse_args()
     from gemv4_triton import _compile, products
     from gpu_decode import model_7b
@@ -108,9 +105,8 @@ def main() -> None:
     from ferrylm.engine.tuning import TUNE4, tune4_candidates
 
     shapes = products()
-    table = [(*t[:4], int(split)) for t in (WIDE if args.wide else TUNE4) for split in args.splits.split(",")]
-    todo = {name: list(tune4_candidates(n_, k_, 128, e, table)) for name, (n_, k_, e) in shapes.items()
-            if name in args.products.split(",")}
+    todo = {name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
+            for name, (n_, k_, e) in shapes.items()}
     if args.workers > 1:   # before the model: each worker holds its own copy of one product's weights
         # the engine's launches (PDL on), so the engine finds them in Triton's cache
         jobs = [(name, 128, {**cfg, "pdl": True}) for name in todo for cfg in todo[name]]

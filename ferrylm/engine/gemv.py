@@ -53,11 +53,11 @@ if triton is not None:
     def _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
                   HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                   ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr):
-        """Everything after the dot products ya (and yb, the paired rows; sq: the sum of x's squares, for
-        NORM): shared by the bf16 kernel here and the 4-bit one of gemv4.py."""
+        """Everything after the dot products ya (and yb, the paired rows; sq: x's squares, for NORM):
+        shared by the bf16 kernel here and the 4-bit one of gemv4.py."""
         HALF: tl.constexpr = PERIOD // 2
         if NORM:   # RMS norm of x, its weight folded into w's columns: W (g * x / rms(x)) = (W g) x / rms(x)
-            inv_rms = tl.rsqrt(sq / K + eps)
+            inv_rms = tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
             ya = ya * inv_rms
             if PAIR != 0:
                 yb = yb * inv_rms
@@ -135,8 +135,8 @@ if triton is not None:
             yb = tl.sum(acc_b, axis=1)
         else:
             yb = ya
-        _epilogue(ya, yb, tl.sum(sq, axis=0), pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K,
-                  HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
+        _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM,
+                  PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
 def supports_pdl() -> bool:

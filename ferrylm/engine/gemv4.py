@@ -66,13 +66,10 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
           epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
           residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None, sub: int = 1, split: int = 1,
-          split_buffers: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+          inv_freq: Optional[torch.Tensor] = None, sub: int = 1) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
     [N/B, K/8, B] and `scales` [N/B, K/group, B], with `epilogue` around it as `gemv.gemv` does. `sub`
-    (1 or 2): row blocks of `block_n` a program. `split` > 1: that many programs a row block, each
-    over K/split inputs, the last to finish adding their sums and running the epilogue;
-    `split_buffers`: `gemv4_split_buffers`' (its counts are zero again after each launch), else new ones."""
+    (1 or 2): row blocks of `block_n` a program."""
     strips, words, b = packed.shape
     k, n = 8 * words, strips * b
     e = epilogue
@@ -83,28 +80,17 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
     programs, period = check_launch("gemv4", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
     if sub not in (1, 2) or programs % sub:
         raise ValueError(f"gemv4: {programs} row blocks do not split into programs of sub={sub} (1 or 2)")
-    if split < 1 or k % (split * group):
-        raise ValueError(f"gemv4: split={split} must be at least 1 and leave whole groups of {group} in each of its "
-                         f"parts of {k} inputs")
-    part, count = split_buffers or (gemv4_split_buffers(n, programs // sub, split, x.device) if split > 1 else (x, x))
     # The kernel reads bf16 x and norm weights eight bytes at a time: a view off that alignment is copied.
     x, norm_weight = (v if v is None or v.data_ptr() % 8 == 0 else v.clone() for v in (x, norm_weight))
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    _gemv4_kernel[(programs // sub, split)](
+    _gemv4_kernel[(programs // sub,)](
         x, packed, scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
-        part, count, 0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, n, k, group, norm_weight is not None,
+        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, SPLIT=split, num_warps=num_warps, num_stages=num_stages, **launch)
+        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
-
-
-def gemv4_split_buffers(n: int, programs: int, split: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The sums [split, n + programs] (fp32) and zeroed counts [programs] (int32) that a split `gemv4`
-    over n rows in `programs` programs uses."""
-    return (torch.empty(split, n + programs, device=device, dtype=torch.float32),
-            torch.zeros(programs, device=device, dtype=torch.int32))
 
 
 def prompt4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, block_m: int = 64,
@@ -136,21 +122,20 @@ def gemv4_reference(x, packed, scales, group, bias=None, epilogue: Epilogue = Ep
     return gemv_reference(x, w, bias, epilogue, residual, pos, inv_freq)
 
 
-@torch.library.custom_op("ferrylm::gemv4", mutates_args=("part", "count"))
+@torch.library.custom_op("ferrylm::gemv4", mutates_args=())
 def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_weight: Optional[torch.Tensor],
              bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
-             inv_freq: Optional[torch.Tensor], part: Optional[torch.Tensor], count: Optional[torch.Tensor], group: int,
-             block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool, norm_eps: Optional[float],
-             pair: int, period: int, rope_rows: int, rope_scale: float, has_residual: bool, sub: int,
-             split: int) -> torch.Tensor:
+             inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
+             pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
+             has_residual: bool, sub: int) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq, sub, split, None if part is None else (part, count))
+                 inv_freq, sub)
 
 
 @gemv4_op.register_fake
-def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, part, count, group, block_n, block_k, num_warps,
-      num_stages, pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub, split):
+def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub):
     n = packed.shape[0] * packed.shape[2]
     return x.new_empty(n // 2 if pair == SILU else n)
 
@@ -173,14 +158,8 @@ class Gemv4Linear(torch.nn.Module):
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1)),
-                    "split": int(cfg.get("split", 1))}
+        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1))}
         self.pdl, self.epilogue = pdl, epilogue
-        self.split_buffers = (None, None)
-        if self.cfg["split"] > 1:   # the layer's own: a captured step replays its launches with these pointers
-            # as many programs as an unpaired launch has (`forward`'s), twice a paired one's
-            programs = self.out_features // (self.cfg["block_n"] * self.cfg["sub"])
-            self.split_buffers = gemv4_split_buffers(self.out_features, programs, self.cfg["split"], self.packed.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[:-1].numel() == 1 and self.cfg is not None:
@@ -201,4 +180,4 @@ class Gemv4Linear(torch.nn.Module):
              inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
         return gemv4_op(x, self.packed, self.scales, self.norm_weight, self.bias, residual, pos, inv_freq,
-                        *self.split_buffers, self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg)
+                        self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg)

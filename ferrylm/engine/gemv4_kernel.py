@@ -158,120 +158,54 @@ def _sums(a, b, PAIR: tl.constexpr):
 
 
 @triton.jit
-def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, part_ptr, count_ptr, eps,
-                  rope_scale, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
+def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
+                  K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
                   HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                   ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr, SPLIT: tl.constexpr):
+                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr):
     # SUB row blocks a program (virtual programs SUB * pid + i): each x value a thread reads serves
-    # SUB times as many words. SPLIT programs share a row block, each over K/SPLIT of its inputs
-    # (`_last_of_split` adds their sums).
+    # SUB times as many words.
     pid = tl.program_id(0) * SUB
     HALF: tl.constexpr = PERIOD // 2
     GT: tl.constexpr = BLOCK_K // GROUP    # groups a tile
     GW: tl.constexpr = GROUP // 8          # word rows a group
-    KS: tl.constexpr = K // SPLIT          # this program's inputs, from k0
-    TILES: tl.constexpr = (KS + BLOCK_K - 1) // BLOCK_K
-    k0 = tl.program_id(1) * KS
+    TILES: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
     word_rows = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
     rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
     rows2 = _rows(pid + 1, PAIR, PERIOD, BLOCK_N)
-    # The strips' strides are K's; from here on the program sees its KS inputs as the whole row.
-    w_ptr += (k0 // 8) * B
-    s_ptr += (k0 // GROUP) * B
-    x_ptr += k0
-    g_ptr += k0
     wa, sa = _strips(w_ptr, s_ptr, rows, word_rows, K, GROUP, GT, B)
     wb, sb = _strips(w_ptr, s_ptr, rows + HALF, word_rows, K, GROUP, GT, B)
     wc, sc = _strips(w_ptr, s_ptr, rows2, word_rows, K, GROUP, GT, B)
     wd, sd = _strips(w_ptr, s_ptr, rows2 + HALF, word_rows, K, GROUP, GT, B)
     ptrs = wa, sa, wb, sb, wc, sc, wd, sd
     # The first tile's weights do not depend on the previous kernel: read them before waiting.
-    words = _words(ptrs, 0, KS, GROUP, BLOCK_K, B, KS % BLOCK_K == 0, PAIR, SUB)
+    words = _words(ptrs, 0, K, GROUP, BLOCK_K, B, K % BLOCK_K == 0, PAIR, SUB)
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     zero = tl.zeros([GT, GW, BLOCK_N], tl.float32)
     acc = zero, zero, zero, zero, tl.zeros([GT, GW], tl.float32)
-    t = words, _xs(x_ptr, g_ptr, word_rows, 0, KS, HAS_G)
+    t = words, _xs(x_ptr, g_ptr, word_rows, 0, K, HAS_G)
     # One tile always in flight: the next one is requested before this one's products. Two tiles a
     # pass, so the tile read ahead is never copied between the loop's variables (an odd one goes first).
     if TILES % 2 == 1:
-        u = _read(ptrs, x_ptr, g_ptr, word_rows, BLOCK_K, KS, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
+        u = _read(ptrs, x_ptr, g_ptr, word_rows, BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
         acc = _add(acc, t, PAIR, SUB, NORM)
         t = u
-    for k in range((TILES % 2) * BLOCK_K, KS, 2 * BLOCK_K):
-        u = _read(ptrs, x_ptr, g_ptr, word_rows, k + BLOCK_K, KS, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
+    for k in range((TILES % 2) * BLOCK_K, K, 2 * BLOCK_K):
+        u = _read(ptrs, x_ptr, g_ptr, word_rows, k + BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
         acc = _add(acc, t, PAIR, SUB, NORM)
-        t = _read(ptrs, x_ptr, g_ptr, word_rows, k + 2 * BLOCK_K, KS, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
+        t = _read(ptrs, x_ptr, g_ptr, word_rows, k + 2 * BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
         acc = _add(acc, u, PAIR, SUB, NORM)
     a, b, c, d, sq = acc
-    sq = tl.sum(tl.sum(sq, axis=1), axis=0)
+    sq = tl.sum(sq, axis=1)
     ya, yb = _sums(a, b, PAIR)
-    yc, yd = ya, yb
+    _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM, PAIR,
+              PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
     if SUB == 2:
-        yc, yd = _sums(c, d, PAIR)
-    if SPLIT > 1:
-        last, ya, yb, yc, yd, sq = _last_of_split(ya, yb, yc, yd, sq, rows, rows2, part_ptr, count_ptr, N, HALF, PAIR,
-                                                  SUB, SPLIT)
-    else:
-        last = True
-    if last:
-        _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM,
-                  PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
-        if SUB == 2:
-            _epilogue(yc, yd, sq, pid + 1, rows2, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS,
-                      NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
-
-
-@triton.jit
-def _part(ptr, y, rows, HALF: tl.constexpr, PAIR: tl.constexpr, STORE: tl.constexpr):
-    """Store (STORE) or read back a row block's sums y = (a, b) at its rows (and its pair's) in one
-    split's row of the sums."""
-    a, b = y
-    if STORE:
-        tl.store(ptr + rows, a)
-        if PAIR != 0:
-            tl.store(ptr + rows + HALF, b)
-    else:
-        a = tl.load(ptr + rows, volatile=True)
-        b = a
-        if PAIR != 0:
-            b = tl.load(ptr + rows + HALF, volatile=True)
-    return a, b
-
-
-@triton.jit
-def _last_of_split(ya, yb, yc, yd, sq, rows, rows2, part_ptr, count_ptr, N: tl.constexpr, HALF: tl.constexpr,
-                   PAIR: tl.constexpr, SUB: tl.constexpr, SPLIT: tl.constexpr):
-    """A split program's sums go to its split's row of part [SPLIT, N + programs] (fp32: the rows' sums,
-    then each program's sum of x's squares), and the row block's count of programs done goes up by
-    one. The last one to finish reads every split's sums back and adds them in split order (the same
-    result whichever finished last), then resets the count for the next launch: (last, ya, yb, yc, yd,
-    sq), the sums over all of K where last."""
-    pid, split = tl.program_id(0), tl.program_id(1)
-    STRIDE = N + tl.num_programs(0)
-    _part(part_ptr + split * STRIDE, (ya, yb), rows, HALF, PAIR, True)
-    if SUB == 2:
-        _part(part_ptr + split * STRIDE, (yc, yd), rows2, HALF, PAIR, True)
-    tl.store(part_ptr + split * STRIDE + N + pid, sq)
-    tl.debug_barrier()   # every thread's sums stored before the count says so (release, GPU scope)
-    last = tl.atomic_add(count_ptr + pid, 1, sem="acq_rel", scope="gpu") == SPLIT - 1
-    if last:
-        ya, yb = _part(part_ptr, (ya, yb), rows, HALF, PAIR, False)
-        yc, yd = ya, yb
-        if SUB == 2:
-            yc, yd = _part(part_ptr, (yc, yd), rows2, HALF, PAIR, False)
-        sq = tl.load(part_ptr + N + pid, volatile=True)
-        for s in tl.static_range(1, SPLIT):
-            a, b = _part(part_ptr + s * STRIDE, (ya, yb), rows, HALF, PAIR, False)
-            ya, yb = ya + a, yb + b
-            if SUB == 2:
-                c, d = _part(part_ptr + s * STRIDE, (yc, yd), rows2, HALF, PAIR, False)
-                yc, yd = yc + c, yd + d
-            sq += tl.load(part_ptr + s * STRIDE + N + pid, volatile=True)
-        tl.atomic_xchg(count_ptr + pid, 0, sem="relaxed", scope="gpu")
-    return last, ya, yb, yc, yd, sq
+        ya, yb = _sums(c, d, PAIR)
+        _epilogue(ya, yb, sq, pid + 1, rows2, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS,
+                  NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
 @triton.jit

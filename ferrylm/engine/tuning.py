@@ -149,17 +149,12 @@ TUNE4 = ((8, 256, 1, 4), (8, 256, 2, 4), (8, 512, 1, 4), (8, 1024, 1, 4), (8, 10
 MAX_PER_THREAD = 256   # weights a thread holds a tile: past it the registers spill
 
 
-def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue(), table=None):
-    """The configurations `tune4` times: those of `table` (block_n, block_k, sub, num_warps[, split]) the
-    shape allows, at most MAX_PER_THREAD weights a thread a tile; one stage (the kernel reads a tile
-    ahead itself); a split, whole groups in each of its parts of K."""
+def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue(), table=TUNE4):
+    """The configurations `tune4` times: those of `table` the shape allows, at most MAX_PER_THREAD weights
+    a thread a tile; one stage (the kernel reads a tile ahead itself)."""
     pair = 2 if epilogue.pair else 1
-    for bn, bk, sub, nw, *more in TUNE4 if table is None else table:
-        split = more[0] if more else 1
+    for bn, bk, sub, nw in table:
         if (bk % group or n % (pair * bn * sub) or (epilogue.pair and epilogue.period % (2 * bn))
-                or bk > max(_pow2(k // split), group) or pair * bn * bk * sub > MAX_PER_THREAD * 32 * nw):
+                or bk > max(_pow2(k), group) or pair * bn * bk * sub > MAX_PER_THREAD * 32 * nw):
             continue
-        if k % (split * group):
-            continue
-        yield {"block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": 1, "sub": sub,
-               **({"split": split} if split > 1 else {})}
+        yield {"block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": 1, "sub": sub}
