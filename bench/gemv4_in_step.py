@@ -116,7 +116,7 @@ def main() -> None:
                     print(job, "compile:", status, flush=True)
     model = model_7b()
     n = args.new_tokens
-    engine = Engine(model, max_len=128 + n + 8, gemv=True, tune=False, int4_group=128)
+    engine = Engine(model, max_len=128 + n + 8, gemv=True, tune=False, int4_group=128, tuned_dir=False)
     names = {(n_, k_): name for name, (n_, k_, _) in shapes.items()}
     keys = {names[key[1], key[2]]: key for key in engine.gemv_configs if key[0] == "int4"}
     chosen = {name: {k: v for k, v in engine.gemv_configs[key].items() if k not in ("ms", "runners_up", "step_ms")}

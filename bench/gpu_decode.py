@@ -157,6 +157,8 @@ def main() -> None:
                          + " (one FP8 kind per run: they replace the model's layers)")
     ap.add_argument("--int4-group", type=int, default=128)
     ap.add_argument("--skip-hf", action="store_true")
+    ap.add_argument("--tuned-dir", help="the kernel engine's saved configurations (read, and written where it tunes); "
+                                        "default: none, every run tunes")
     args = ap.parse_args()
     from ferrylm.engine import Engine
 
@@ -191,9 +193,13 @@ def main() -> None:
         if variant == "int4-gemv":
             kwargs["int4_group"] = args.int4_group
             extra["gemv4_kernel_rel_error"] = gemv4_kernel_error(args.int4_group)
+        if kwargs.get("gemv"):
+            kwargs["tuned_dir"] = args.tuned_dir or False
         t0 = time.perf_counter()
         engine = Engine(model, max_len=args.prompt + n + 8, **kwargs)
         extra[f"build_s_{variant}"] = time.perf_counter() - t0   # the kernel engine tunes here
+        if kwargs.get("gemv"):   # those not found among the saved configurations
+            extra[f"tuned_keys_{variant}"] = len(engine.tuned_keys)
         t0 = time.perf_counter()
         engine.generate_timed(ids[0].tolist(), n)
         engine.generate_timed(ids[0].tolist(), n)

@@ -29,11 +29,13 @@ class Engine:
     and attention inside Triton kernels); with `int4_group` or `w4a16_dir` too, the 4-bit layers run on
     the 4-bit kernel of `gemv4.py` instead of torch's int4 kernel (their prompts on `gemv4.prompt4`).
     The kernels are tuned per shape, then the tuner's runners-up are tried in the captured step
-    (`_refine`); `gemv_fixed` (block_n, block_k, num_warps, num_stages) skips both."""
+    (`_refine`); `gemv_fixed` (block_n, block_k, num_warps, num_stages) skips both. What the captured
+    engine chose is saved (`tuned.py`: in ferrylm's cache, or the folder `tuned_dir`; False: neither
+    read nor saved), and the next engine on the same GPU and code takes it instead of tuning again."""
 
     def __init__(self, model, max_len: int = 2048, compile: bool | None = None, tune: bool = True,
                  fused: bool = False, int4_group: int | None = None, w4a16_dir: str | None = None,
-                 gemv: bool = False, gemv_fixed: dict | None = None):
+                 gemv: bool = False, gemv_fixed: dict | None = None, tuned_dir: str | bool | None = None):
         from transformers import StaticCache
 
         layers = [name for name, on in (("int4_group", int4_group), ("w4a16_dir", w4a16_dir)) if on]
@@ -53,11 +55,13 @@ class Engine:
         if gemv and self.device.type != "cuda":
             raise ValueError("Engine(gemv=True): the Triton matrix-vector kernel runs on CUDA GPUs only")
         self.decoder = None
+        compile = self.device.type == "cuda" if compile is None else compile
         if fused or int4_group or w4a16_dir or gemv:
-            self.decoder = self._fused_decoder(max_len, int4_group, w4a16_dir, gemv, gemv_fixed)
+            # Only a captured kernel engine's choice is kept: it alone is refined in its step.
+            self.decoder = self._fused_decoder(max_len, int4_group, w4a16_dir, gemv, gemv_fixed,
+                                               tuned_dir if compile else False)
         else:
             self.cache = StaticCache(config=model.config, max_cache_len=max_len)
-        compile = self.device.type == "cuda" if compile is None else compile
         if self.decoder is not None:
             self.decoder.static_shapes = compile and not gemv   # only a compiled forward needs them
         # The decode loop's state lives in fixed buffers that the captured step reads and advances
@@ -72,12 +76,16 @@ class Engine:
             # The step is already its own Triton kernels: captured by hand (`_replay`), not compiled.
             self._step = self._replay
             self._refine()
+            if self._tuned is not None and self.tuned_keys:
+                from .tuned import save
+
+                save(self._tuned, self.gemv_configs)
         elif compile:
             self._step = torch.compile(self._advance, mode="reduce-overhead", fullgraph=True)
         else:
             self._step = self._advance
 
-    def _fused_decoder(self, max_len, int4_group, w4a16_dir, gemv, gemv_fixed):
+    def _fused_decoder(self, max_len, int4_group, w4a16_dir, gemv, gemv_fixed, tuned_dir):
         from .fused import FusedDecoder
         from .int4 import int4_from_w4a16, int4_weights
 
@@ -91,8 +99,14 @@ class Engine:
             int4_weights(decoder, int4_group, make)
         if gemv:
             from .decode_step import gemv_weights
+            from .gemv import supports_pdl
+            from .tuned import load, tuned_path
 
-            self.gemv_configs = gemv_weights(decoder, fixed=gemv_fixed)
+            self._tuned = None if gemv_fixed or tuned_dir is False else tuned_path(supports_pdl(), tuned_dir or None)
+            saved = load(self._tuned) if self._tuned is not None else {}
+            configs = gemv_weights(decoder, configs=saved, fixed=gemv_fixed)
+            self.gemv_configs = {key: cfg for key, cfg in configs.items() if key in decoder.gemv_layers}
+            self.tuned_keys = [key for key in self.gemv_configs if key not in saved]   # the others were saved
         return decoder
 
     @classmethod
@@ -148,6 +162,7 @@ class Engine:
         from .tuning import refine
 
         prompt = list(range(8))
+        self.refine_log = []
         if self.max_len < len(prompt) + steps + 2 or not any(c.get("runners_up") for c in self.gemv_configs.values()):
             return
         self._prefill(prompt, steps + 1)
@@ -163,7 +178,6 @@ class Engine:
                 self._replay()   # the eager step, then the capture
             return self.step_ms(start, steps, repeats)
 
-        self.refine_log = []
         self.gemv_configs = refine(self.gemv_configs, apply, time_step, log=self.refine_log)
         self._graph = None
 

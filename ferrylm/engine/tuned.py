@@ -1,0 +1,73 @@
+"""The kernel engine's chosen configurations kept on disk, so that the next engine on the same GPU, with
+the same kernels and libraries (a server restarted, the next eval), starts without tuning again.
+
+Tuning times every candidate alone and then its runners-up inside the captured step (`tuning.refine`):
+most of the 4-bit engine's start-up on a 7B model (docs/benchmarks.md). What it chose is a function of
+the weight shapes, the epilogues, the kernels' code, the GPU and the compiler, so the file is named by a
+digest of all but the shapes (`tuned_path`) and holds one entry a shape (`load`, `save`); a shape not
+found there is tuned and added. A file that cannot be read is ignored with a warning and written again:
+at worst the engine tunes as if it had none.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from ferrylm.log import get_logger
+from ferrylm.models import cache_root
+
+from .gemv import Epilogue
+
+log = get_logger(__name__)
+KERNELS = ("gemv.py", "gemv4.py", "gemv4_kernel.py", "decode_step.py", "tuning.py")   # what a choice depends on
+KEPT = ("block_n", "block_k", "num_warps", "num_stages", "sub", "ms", "step_ms")      # no runners-up: nothing to refine
+
+
+def tuned_path(pdl: bool, root: str | Path | None = None, sources: Path = Path(__file__).parent) -> Path:
+    """This GPU's, kernels' (their files in `sources`) and libraries' file under `root` (default:
+    ferrylm's cache, engine/)."""
+    import triton
+
+    digest = hashlib.sha256()
+    for part in (torch.cuda.get_device_name(), str(torch.cuda.get_device_capability()), torch.__version__,
+                 triton.__version__, str(pdl)):
+        digest.update(part.encode() + b"\0")
+    for name in KERNELS:
+        digest.update((sources / name).read_bytes())
+    return (Path(root) if root else cache_root() / "engine") / f"configs-{digest.hexdigest()[:16]}.json"
+
+
+def _encode(key: tuple) -> list:
+    return [{"epilogue": list(part)} if isinstance(part, Epilogue) else part for part in key]
+
+
+def _decode(key: list) -> tuple:
+    return tuple(Epilogue(*part["epilogue"]) if isinstance(part, dict) else part for part in key)
+
+
+def load(path: Path) -> dict:
+    """{key: configuration} saved at `path`; empty where there is none or it cannot be read."""
+    if not path.exists():
+        return {}
+    try:
+        return {_decode(entry["key"]): entry["config"] for entry in json.loads(path.read_text())}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        log.warning("engine: ignoring the saved kernel configurations %s (%s: %s); tuning again", path,
+                    type(e).__name__, e)
+        return {}
+
+
+def save(path: Path, configs: dict) -> None:
+    """Add `configs` {key: configuration} to the file at `path` (those already there for other shapes
+    stay), written whole to a temporary file first and renamed, so a reader never sees half a file."""
+    merged = {**load(path), **{key: {k: v for k, v in cfg.items() if k in KEPT} for key, cfg in configs.items()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump([{"key": _encode(key), "config": cfg} for key, cfg in merged.items()], f, indent=1)
+    os.replace(tmp, path)
