@@ -62,12 +62,23 @@ def load(path: Path) -> dict:
         return {}
 
 
-def save(path: Path, configs: dict) -> None:
+def save(path: Path, configs: dict) -> bool:
     """Add `configs` {key: configuration} to the file at `path` (those already there for other shapes
-    stay), written whole to a temporary file first and renamed, so a reader never sees half a file."""
+    stay), written whole to a temporary file first and renamed, so a reader never sees half a file.
+    Where it cannot be written (read-only, full), a warning: the engine tuned runs as well without
+    it, and the next one tunes again. Whether it was saved."""
     merged = {**load(path), **{key: {k: v for k, v in cfg.items() if k in KEPT} for key, cfg in configs.items()}}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump([{"key": _encode(key), "config": cfg} for key, cfg in merged.items()], f, indent=1)
-    os.replace(tmp, path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump([{"key": _encode(key), "config": cfg} for key, cfg in merged.items()], f, indent=1)
+        os.replace(tmp, path)
+        return True
+    except OSError as e:
+        log.warning("engine: could not save the kernel configurations to %s (%s); the next engine tunes again",
+                    path, e)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        return False

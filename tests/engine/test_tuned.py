@@ -43,6 +43,21 @@ def test_an_unreadable_file_is_ignored_with_a_warning_and_written_again(tmp_path
     assert tuned.load(tmp_path / "none.json") == {}
 
 
+def test_a_file_that_cannot_be_written_is_a_warning_not_an_error(tmp_path, caplog, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("")   # a file where the folder should be
+    with caplog.at_level(logging.WARNING):
+        assert tuned.save(blocked / "engine" / "configs.json", KEYS) is False
+    assert "could not save the kernel configurations" in caplog.text
+
+    def full(*args, **kwargs):   # the disk fills while the file is written
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tuned.json, "dump", full)
+    assert tuned.save(tmp_path / "configs.json", KEYS) is False
+    assert list(tmp_path.iterdir()) == [blocked]   # no temporary file left behind
+
+
 def test_the_file_is_named_by_the_gpu_the_kernels_code_and_launch(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
