@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import torch
 
 from ferrylm.log import get_logger
+from ferrylm.manifest import write_json_atomic
 from ferrylm.models import cache_root
 
 from .gemv import Epilogue
 
 log = get_logger(__name__)
 KERNELS = ("gemv.py", "gemv4.py", "gemv4_kernel.py", "decode_step.py", "tuning.py")   # what a choice depends on
-KEPT = ("block_n", "block_k", "num_warps", "num_stages", "sub", "ms", "step_ms")      # no runners-up: nothing to refine
 
 
 def tuned_path(pdl: bool, root: str | Path | None = None, sources: Path = Path(__file__).parent) -> Path:
@@ -64,21 +62,14 @@ def load(path: Path) -> dict:
 
 def save(path: Path, configs: dict) -> bool:
     """Add `configs` {key: configuration} to the file at `path` (those already there for other shapes
-    stay), written whole to a temporary file first and renamed, so a reader never sees half a file.
+    stay), without their runners-up (a saved choice is not refined again), written atomically.
     Where it cannot be written (read-only, full), a warning: the engine tuned runs as well without
     it, and the next one tunes again. Whether it was saved."""
-    merged = {**load(path), **{key: {k: v for k, v in cfg.items() if k in KEPT} for key, cfg in configs.items()}}
-    tmp = None
+    ours = {key: {k: v for k, v in cfg.items() if k != "runners_up"} for key, cfg in configs.items()}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump([{"key": _encode(key), "config": cfg} for key, cfg in merged.items()], f, indent=1)
-        os.replace(tmp, path)
+        write_json_atomic(path, [{"key": _encode(key), "config": cfg} for key, cfg in {**load(path), **ours}.items()])
         return True
     except OSError as e:
         log.warning("engine: could not save the kernel configurations to %s (%s); the next engine tunes again",
                     path, e)
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         return False

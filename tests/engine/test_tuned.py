@@ -53,7 +53,7 @@ def test_a_file_that_cannot_be_written_is_a_warning_not_an_error(tmp_path, caplo
     def full(*args, **kwargs):   # the disk fills while the file is written
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tuned.json, "dump", full)
+    monkeypatch.setattr(Path, "write_text", full)
     assert tuned.save(tmp_path / "configs.json", KEYS) is False
     assert list(tmp_path.iterdir()) == [blocked]   # no temporary file left behind
 
