@@ -13,10 +13,6 @@ shapes, random weights, W4A16 group 128, one GPU).
 3. The fastest in-step configuration of each product together, against the engine's own choice, in the
    same process: the step, and 512 tokens after a 128-token prompt (median of 3, alternated twice).
 
-`--prefetch 0,2,4` crosses the candidates with depths of gemv4's own L2 prefetch (`prefetch`: tiles
-each program asks into the L2 ahead of the one it reads into registers), and first times the step
-with every product's chosen configuration at each depth.
-
 `--read-only` instead splits the step with the engine's choice, then again with every 4-bit product's
 arithmetic taken out (`_dot8` replaced by one xor a word: the same reads, grid and epilogue; the
 numbers it writes are wrong), so each product's reads alone in the step are measured.
@@ -100,7 +96,6 @@ def main() -> None:
     ap.add_argument("--wide", action="store_true")
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--read-only", action="store_true")
-    ap.add_argument("--prefetch", help="depths of gemv4's L2 prefetch to cross the candidates with (e.g. 0,2,4)")
     args = ap.parse_args()
     from gemv4_triton import _compile, products
     from gpu_decode import model_7b
@@ -112,9 +107,6 @@ def main() -> None:
     shapes = products()
     todo = {name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
             for name, (n_, k_, e) in shapes.items()}
-    depths = [int(v) for v in args.prefetch.split(",")] if args.prefetch else []
-    if depths:
-        todo = {name: [{**cfg, "prefetch": d} for cfg in cfgs for d in depths] for name, cfgs in todo.items()}
     if args.workers > 1:   # before the model: each worker holds its own copy of one product's weights
         # the engine's launches (PDL on), so the engine finds them in Triton's cache
         jobs = [(name, 128, {**cfg, "pdl": True}) for name in todo for cfg in todo[name]]
@@ -154,10 +146,6 @@ def main() -> None:
         return
     engine._prefill(list(range(8)), 20)
     result["step_ms_chosen"] = step_with(chosen)
-    if depths:   # every product at one depth, its configuration as chosen
-        result["step_ms_all_at_depth"] = {d: step_with({name: {**cfg, "prefetch": d} for name, cfg in chosen.items()})
-                                          for d in depths}
-        print("all products at each depth:", result["step_ms_all_at_depth"], flush=True)
     best = dict(chosen)
     for name, cfgs in todo.items():
         rows = []

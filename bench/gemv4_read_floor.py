@@ -1,7 +1,8 @@
 """How fast the 4-bit kernel's weight reads alone can go on this GPU: the gate/up and down words read
 tile by tile as `gemv4` reads them (one tile ahead, the same grid) but only xor-ed together, in
 `pack_int4`'s strips and in other layouts, against the whole kernel on the same words. What the
-kernel's arithmetic costs on top of its reads, and what the layout costs the reads.
+kernel's arithmetic costs on top of its reads, and what the layout costs the reads; and the same bytes
+read by the plainest kernel and by torch's sum (`stream`), for what a read of that size reaches.
 
     python3 bench/gemv4_read_floor.py --out gemv4_read_floor_h100.json
 """
@@ -51,6 +52,28 @@ def _read_only(w_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, BLOCK_N: tl.const
     tl.store(y_ptr + rows, tl.xor_sum(acc, axis=0))
 
 
+@triton.jit
+def _stream(w_ptr, y_ptr, BLOCK: tl.constexpr):
+    """The plainest read: each program xors BLOCK contiguous words (the calibration of `stream`)."""
+    at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + tl.program_id(0), tl.xor_sum(tl.load(at + w_ptr), axis=0))
+
+
+def stream(words: torch.Tensor, block: int = 4096) -> dict:
+    """The same number of bytes read by the plainest kernel, and by torch's sum, timed the same way:
+    what a read of this size reaches on this GPU with do_bench's flushed L2 and the launch inside."""
+    from triton.testing import do_bench
+
+    flat = words.reshape(-1)[: words.numel() // block * block]
+    y = torch.empty(flat.numel() // block, device=flat.device, dtype=torch.int32)
+    out = {}
+    for label, fn in (("stream_1d", lambda: _stream[(y.numel(),)](flat, y, block, num_warps=8)),
+                      ("torch_sum", lambda: flat.view(torch.float32).sum())):
+        ms = do_bench(fn)
+        out[label] = {"us": ms * 1e3, "tb_s": flat.numel() * 4 / ms / 1e9}
+    return out
+
+
 def main() -> None:
     from triton.testing import do_bench
 
@@ -89,8 +112,12 @@ def main() -> None:
         ms = do_bench(lambda: gemv4(x, packed, scales, 128, None, bn, bk, warps, 1, epilogue=e, norm_weight=g,
                                     sub=sub, **extra))
         row["gemv4"] = {"us": ms * 1e3, "tb_s": row["bytes"] / ms / 1e9}
+        row.update(stream(packed))
         rows[name] = row
         print(name, json.dumps(row), flush=True)
+    # The bf16 output layer's size (1.09 GB): the same reads long enough for the launch and ramp not to count.
+    rows["lm_head_bytes"] = stream(torch.empty(152064 * 3584 // 2, device="cuda", dtype=torch.int32))
+    print("lm_head_bytes", json.dumps(rows["lm_head_bytes"]), flush=True)
     Path(args.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "shapes": rows}, indent=2))
 
 

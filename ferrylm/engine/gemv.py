@@ -41,18 +41,13 @@ if triton is not None:
         return v.to(like_ptr.dtype.element_ty).to(tl.float32)
 
     @triton.jit
-    def _first_row(pid, PAIR: tl.constexpr, PERIOD: tl.constexpr, BLOCK_N: tl.constexpr):
-        """The first of this program's first-half rows: rows r and r + PERIOD/2 of each PERIOD-row
-        group when paired (SiLU's gate and up, RoPE's two halves)."""
-        if PAIR == 0:
-            return pid * BLOCK_N
-        per_group: tl.constexpr = (PERIOD // 2) // BLOCK_N
-        return (pid // per_group) * PERIOD + (pid % per_group) * BLOCK_N
-
-    @triton.jit
     def _rows(pid, PAIR: tl.constexpr, PERIOD: tl.constexpr, BLOCK_N: tl.constexpr):
-        """This program's first-half rows (`_first_row`)."""
-        return _first_row(pid, PAIR, PERIOD, BLOCK_N) + tl.arange(0, BLOCK_N)
+        """This program's first-half rows: rows r and r + PERIOD/2 of each PERIOD-row group when paired
+        (SiLU's gate and up, RoPE's two halves)."""
+        if PAIR == 0:
+            return pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        per_group: tl.constexpr = (PERIOD // 2) // BLOCK_N
+        return (pid // per_group) * PERIOD + (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
 
     @triton.jit
     def _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,

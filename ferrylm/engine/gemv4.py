@@ -26,7 +26,6 @@ F.linear in fp32 on it).
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import torch
@@ -67,12 +66,10 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
           epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
           residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None, sub: int = 1, prefetch: int = 0) -> torch.Tensor:
+          inv_freq: Optional[torch.Tensor] = None, sub: int = 1) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
     [N/B, K/8, B] and `scales` [N/B, K/group, B], with `epilogue` around it as `gemv.gemv` does. `sub`
-    (1 or 2): row blocks of `block_n` a program; `prefetch`: tiles each program asks into the L2 ahead
-    of the one it reads into registers (Hopper's bulk prefetch: compiled for sm_90 and newer, inputs a
-    multiple of 256; elsewhere none)."""
+    (1 or 2): row blocks of `block_n` a program."""
     strips, words, b = packed.shape
     k, n = 8 * words, strips * b
     e = epilogue
@@ -92,16 +89,8 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
         0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, PF=prefetch if prefetch and bulk_prefetch(x.device, k) else 0,
-        num_warps=num_warps, num_stages=num_stages, **launch)
+        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
-
-
-def bulk_prefetch(device: torch.device, k: int) -> bool:
-    """Whether `gemv4`'s programs can ask the L2 for their own tiles ahead: Hopper's bulk prefetch
-    (sm_90 and newer, compiled: the interpreter runs no PTX), in chunks of 256 inputs of a strip."""
-    return (device.type == "cuda" and os.environ.get("TRITON_INTERPRET") != "1" and k % 256 == 0
-            and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
 def prompt4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, block_m: int = 64,
@@ -138,15 +127,15 @@ def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_w
              bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
              inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
              pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
-             has_residual: bool, sub: int, prefetch: int = 0) -> torch.Tensor:
+             has_residual: bool, sub: int) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq, sub, prefetch)
+                 inv_freq, sub)
 
 
 @gemv4_op.register_fake
 def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
-      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub, prefetch=0):
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub):
     n = packed.shape[0] * packed.shape[2]
     return x.new_empty(n // 2 if pair == SILU else n)
 
@@ -169,8 +158,7 @@ class Gemv4Linear(torch.nn.Module):
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1)),
-                    "prefetch": int(cfg.get("prefetch", 0))}
+        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1))}
         self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

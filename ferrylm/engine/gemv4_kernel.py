@@ -4,7 +4,7 @@ why it is written this way are in gemv4.py's docstring.
 import triton
 import triton.language as tl
 
-from .gemv import _epilogue, _first_row, _rows
+from .gemv import _epilogue, _rows
 
 # A nibble masked in place is the bit pattern of a subnormal float, u * 2^(pos - 149) for its lowest bit
 # at pos, and the multiply-add takes it exactly (nothing here flushes subnormals to zero): a weight
@@ -70,41 +70,6 @@ def _dot8(p, s, x):
             word = high
         d += (word & (15 << (4 * j - 12 * (j // 5)))).to(tl.float32, bitcast=True) * x[2][j][:, :, None]
     return d * s.to(tl.float32)[:, None, :]
-
-
-@triton.jit
-def _prefetch_l2(ptr):
-    """Ask the L2 for the 1,024 bytes at ptr (16-byte aligned) with Hopper's bulk prefetch, from the
-    program's first thread: no registers held, nothing waited for."""
-    tl.inline_asm_elementwise(
-        "{ .reg .pred first; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 first, t, 0;\n\t"
-        "@first cp.async.bulk.prefetch.L2.global [$1], 1024; mov.u32 $0, 0; }",
-        "=r,l", [ptr], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _prefetch_block(w_ptr, r, k, K: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, B: tl.constexpr):
-    """The words of the tile at column k of the row block from row r, asked into the L2 in chunks of
-    256 inputs of one strip (1,024 bytes); none past K (a multiple of 256 when this runs: `gemv4`)."""
-    for s in tl.static_range(BLOCK_N // B):
-        at = w_ptr + ((r // B + s) * (K // 8 * B) + (k // 8) * B)
-        for c in tl.static_range(BLOCK_K // 256):
-            if k + 256 * c < K:
-                _prefetch_l2(at + 256 * c)
-
-
-@triton.jit
-def _prefetch_tile(w_ptr, firsts, k, K: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, B: tl.constexpr,
-                   PAIR: tl.constexpr, SUB: tl.constexpr):
-    """`_prefetch_block` for each row block this program owns (first rows `firsts`: a, b, c, d of `_words`)."""
-    ra, rb, rc, rd = firsts
-    _prefetch_block(w_ptr, ra, k, K, BLOCK_K, BLOCK_N, B)
-    if PAIR != 0:
-        _prefetch_block(w_ptr, rb, k, K, BLOCK_K, BLOCK_N, B)
-    if SUB == 2:
-        _prefetch_block(w_ptr, rc, k, K, BLOCK_K, BLOCK_N, B)
-        if PAIR != 0:
-            _prefetch_block(w_ptr, rd, k, K, BLOCK_K, BLOCK_N, B)
 
 
 @triton.jit
@@ -197,9 +162,7 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
                   K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
                   HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                   ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr, PF: tl.constexpr = 0):
-    # PF: tiles past the one read ahead that the program asks into the L2 itself (`_prefetch_tile`), so
-    # the memory has more of its reads in flight than the registers hold.
+                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr):
     # SUB row blocks a program (virtual programs SUB * pid + i): each x value a thread reads serves
     # SUB times as many words.
     pid = tl.program_id(0) * SUB
@@ -215,11 +178,6 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
     wc, sc = _strips(w_ptr, s_ptr, rows2, word_rows, K, GROUP, GT, B)
     wd, sd = _strips(w_ptr, s_ptr, rows2 + HALF, word_rows, K, GROUP, GT, B)
     ptrs = wa, sa, wb, sb, wc, sc, wd, sd
-    first, first2 = _first_row(pid, PAIR, PERIOD, BLOCK_N), _first_row(pid + 1, PAIR, PERIOD, BLOCK_N)
-    firsts = first, first + HALF, first2, first2 + HALF
-    for t in tl.static_range(1, PF + 1):
-        if t * BLOCK_K < K:
-            _prefetch_tile(w_ptr, firsts, t * BLOCK_K, K, BLOCK_K, BLOCK_N, B, PAIR, SUB)
     # The first tile's weights do not depend on the previous kernel: read them before waiting.
     words = _words(ptrs, 0, K, GROUP, BLOCK_K, B, K % BLOCK_K == 0, PAIR, SUB)
     if PDL:
@@ -231,15 +189,10 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
     # One tile always in flight: the next one is requested before this one's products. Two tiles a
     # pass, so the tile read ahead is never copied between the loop's variables (an odd one goes first).
     if TILES % 2 == 1:
-        if PF > 0:
-            _prefetch_tile(w_ptr, firsts, (PF + 1) * BLOCK_K, K, BLOCK_K, BLOCK_N, B, PAIR, SUB)
         u = _read(ptrs, x_ptr, g_ptr, word_rows, BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
         acc = _add(acc, t, PAIR, SUB, NORM)
         t = u
     for k in range((TILES % 2) * BLOCK_K, K, 2 * BLOCK_K):
-        if PF > 0:
-            _prefetch_tile(w_ptr, firsts, k + (PF + 1) * BLOCK_K, K, BLOCK_K, BLOCK_N, B, PAIR, SUB)
-            _prefetch_tile(w_ptr, firsts, k + (PF + 2) * BLOCK_K, K, BLOCK_K, BLOCK_N, B, PAIR, SUB)
         u = _read(ptrs, x_ptr, g_ptr, word_rows, k + BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
         acc = _add(acc, t, PAIR, SUB, NORM)
         t = _read(ptrs, x_ptr, g_ptr, word_rows, k + 2 * BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
