@@ -15,7 +15,9 @@ shapes, random weights, W4A16 group 128, one GPU).
 
 `--read-only` instead splits the step with the engine's choice, then again with every 4-bit product's
 arithmetic taken out (`_dot8` replaced by one xor a word: the same reads, grid and epilogue; the
-numbers it writes are wrong), so each product's reads alone in the step are measured.
+numbers it writes are wrong), so each product's reads alone in the step are measured. `--empty` does
+the same with kernels that do none of the work (`_gemv4_kernel_empty`): what the step's chain of
+launches costs by itself.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -89,6 +93,23 @@ def read_only_kernel():
     return module._gemv4_kernel
 
 
+@triton.jit
+def _gemv4_kernel_empty(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
+                        K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr, HAS_BIAS: tl.constexpr,
+                        NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr,
+                        RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
+                        SUB: tl.constexpr, B: tl.constexpr):
+    """The 4-bit kernel's launch, grid and dependencies with none of its work: it waits for the kernel
+    before it (as the real one does before reading x), lets the next one start, and writes zeros to
+    as many outputs (its own rows or not: only the count matters here)."""
+    W: tl.constexpr = BLOCK_N * SUB * (1 + PAIR // 2)   # outputs a program: rotary pairs write both halves
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    at = tl.program_id(0) * W + tl.arange(0, W)
+    tl.store(y_ptr + at, tl.zeros([W], tl.float32).to(y_ptr.dtype.element_ty))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -96,6 +117,7 @@ def main() -> None:
     ap.add_argument("--wide", action="store_true")
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--read-only", action="store_true")
+    ap.add_argument("--empty", action="store_true")
     args = ap.parse_args()
     from gemv4_triton import _compile, products
     from gpu_decode import model_7b
@@ -134,13 +156,14 @@ def main() -> None:
 
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "chosen": chosen,
               "split_ms_chosen": split_step(engine), "in_step": {}}
-    if args.read_only:
+    if args.read_only or args.empty:
         from ferrylm.engine import gemv4
 
+        label = "read_only" if args.read_only else "empty"
         result["step_ms_chosen"] = step_with(chosen)
-        gemv4._gemv4_kernel = read_only_kernel()
-        result["step_ms_read_only"] = step_with(chosen)
-        result["split_ms_read_only"] = split_step(engine)
+        gemv4._gemv4_kernel = read_only_kernel() if args.read_only else _gemv4_kernel_empty
+        result[f"step_ms_{label}"] = step_with(chosen)
+        result[f"split_ms_{label}"] = split_step(engine)
         Path(args.out).write_text(json.dumps(result, indent=2))
         print(json.dumps(result, indent=2))
         return

@@ -2,7 +2,9 @@
 tile by tile as `gemv4` reads them (one tile ahead, the same grid) but only xor-ed together, in
 `pack_int4`'s strips and in other layouts, against the whole kernel on the same words. What the
 kernel's arithmetic costs on top of its reads, and what the layout costs the reads; and the same bytes
-read by the plainest kernel and by torch's sum (`stream`), for what a read of that size reaches.
+read by the plainest kernel and by torch's sum (`stream`), for what a read of that size reaches; and
+the plain read, the strips' read and the kernel back to back on copies of the words (`back_to_back`),
+without do_bench's flush.
 
     python3 bench/gemv4_read_floor.py --out gemv4_read_floor_h100.json
 """
@@ -74,6 +76,27 @@ def stream(words: torch.Tensor, block: int = 4096) -> dict:
     return out
 
 
+def back_to_back(run, copies: int, nbytes: int, rounds: int = 20) -> dict:
+    """run(i) launched on copy i of the words, copy after copy, captured in a CUDA graph as the decode
+    step is: no flush (whose dirty lines do_bench's reads would write back), no Python between the
+    launches, and each launch's data not in the L2 (the copies together are several times its size)."""
+    for i in range(copies):   # compiled before the capture
+        run(i)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(copies):
+            run(i)
+    graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(rounds):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    us = start.elapsed_time(end) * 1e3 / (rounds * copies)
+    return {"us": us, "tb_s": nbytes / us / 1e6}
+
+
 def main() -> None:
     from triton.testing import do_bench
 
@@ -113,10 +136,28 @@ def main() -> None:
                                     sub=sub, **extra))
         row["gemv4"] = {"us": ms * 1e3, "tb_s": row["bytes"] / ms / 1e9}
         row.update(stream(packed))
+        # The same back to back on copies of the words (the scales shared: 3 % of the bytes).
+        copies = [packed] + [packed.clone() for _ in range(-(-(256 << 20) // row["bytes"]))]
+        flat = [c.reshape(-1)[: c.numel() // 4096 * 4096] for c in copies]
+        ys = torch.empty(flat[0].numel() // 4096, device="cuda", dtype=torch.int32)
+        for label, run in (
+                ("b2b_stream_1d", lambda i: _stream[(ys.numel(),)](flat[i], ys, 4096, num_warps=8)),
+                ("b2b_read_only_strips", lambda i: _read_only[(n // bn,)](copies[i], y, n, k, bn, bk, 8, False, 1,
+                                                                          num_warps=warps)),
+                ("b2b_gemv4", lambda i: gemv4(x, copies[i], scales, 128, None, bn, bk, warps, 1, epilogue=e,
+                                              norm_weight=g, sub=sub, **extra)),
+                ("b2b_gemv4_pdl", lambda i: gemv4(x, copies[i], scales, 128, None, bn, bk, warps, 1, pdl=True,
+                                                  epilogue=e, norm_weight=g, sub=sub, **extra))):
+            row[label] = back_to_back(run, len(copies), row["bytes"])
+        del copies, flat
         rows[name] = row
         print(name, json.dumps(row), flush=True)
     # The bf16 output layer's size (1.09 GB): the same reads long enough for the launch and ramp not to count.
-    rows["lm_head_bytes"] = stream(torch.empty(152064 * 3584 // 2, device="cuda", dtype=torch.int32))
+    big = [torch.empty(152064 * 3584 // 2, device="cuda", dtype=torch.int32) for _ in range(2)]
+    rows["lm_head_bytes"] = stream(big[0])
+    ys = torch.empty(big[0].numel() // 4096, device="cuda", dtype=torch.int32)
+    rows["lm_head_bytes"]["b2b_stream_1d"] = back_to_back(
+        lambda i: _stream[(ys.numel(),)](big[i], ys, 4096, num_warps=8), 2, big[0].numel() * 4, rounds=5)
     print("lm_head_bytes", json.dumps(rows["lm_head_bytes"]), flush=True)
     Path(args.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "shapes": rows}, indent=2))
 
