@@ -13,6 +13,9 @@ shapes, random weights, W4A16 group 128, one GPU).
 3. The fastest in-step configuration of each product together, against the engine's own choice, in the
    same process: the step, and 512 tokens after a 128-token prompt (median of 3, alternated twice).
 
+`--cross key=v1,v2` (e.g. `ahead=1,2`) crosses the candidates with those values of a `gemv4` argument,
+and first times the step with every product's chosen configuration at each value.
+
 `--read-only` instead splits the step with the engine's choice, then again with every 4-bit product's
 arithmetic taken out (`_dot8` replaced by one xor a word: the same reads, grid and epilogue; the
 numbers it writes are wrong), so each product's reads alone in the step are measured. `--empty` does
@@ -117,6 +120,7 @@ def main() -> None:
     ap.add_argument("--wide", action="store_true")
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--read-only", action="store_true")
+    ap.add_argument("--cross", help="key=v1,v2: a gemv4 argument to cross the candidates with (e.g. ahead=1,2)")
     ap.add_argument("--empty", action="store_true")
     args = ap.parse_args()
     from gemv4_triton import _compile, products
@@ -129,6 +133,10 @@ def main() -> None:
     shapes = products()
     todo = {name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
             for name, (n_, k_, e) in shapes.items()}
+    cross_key, values = args.cross.split("=") if args.cross else (None, "")
+    values = [int(v) for v in values.split(",") if v]
+    if cross_key:
+        todo = {name: [{**cfg, cross_key: v} for cfg in cfgs for v in values] for name, cfgs in todo.items()}
     if args.workers > 1:   # before the model: each worker holds its own copy of one product's weights
         # the engine's launches (PDL on), so the engine finds them in Triton's cache
         jobs = [(name, 128, {**cfg, "pdl": True}) for name in todo for cfg in todo[name]]
@@ -169,6 +177,10 @@ def main() -> None:
         return
     engine._prefill(list(range(8)), 20)
     result["step_ms_chosen"] = step_with(chosen)
+    if cross_key:   # every product at one value, its configuration as chosen
+        result["step_ms_all_at"] = {v: step_with({name: {**cfg, cross_key: v} for name, cfg in chosen.items()})
+                                    for v in values}
+        print(f"all products at each {cross_key}:", result["step_ms_all_at"], flush=True)
     best = dict(chosen)
     for name, cfgs in todo.items():
         rows = []

@@ -147,7 +147,9 @@ def main() -> None:
                 ("b2b_gemv4", lambda i: gemv4(x, copies[i], scales, 128, None, bn, bk, warps, 1, epilogue=e,
                                               norm_weight=g, sub=sub, **extra)),
                 ("b2b_gemv4_pdl", lambda i: gemv4(x, copies[i], scales, 128, None, bn, bk, warps, 1, pdl=True,
-                                                  epilogue=e, norm_weight=g, sub=sub, **extra))):
+                                                  epilogue=e, norm_weight=g, sub=sub, **extra)),
+                ("b2b_gemv4_ahead_2", lambda i: gemv4(x, copies[i], scales, 128, None, bn, bk, warps, 1, epilogue=e,
+                                                      norm_weight=g, sub=sub, ahead=2, **extra))):
             row[label] = back_to_back(run, len(copies), row["bytes"])
         del copies, flat
         rows[name] = row

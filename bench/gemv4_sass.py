@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def compile_sm90(block_n, block_k, warps, pair, sub, n, k, group=128):
+def compile_sm90(block_n, block_k, warps, pair, sub, n, k, group=128, ahead=1):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -32,7 +32,7 @@ def compile_sm90(block_n, block_k, warps, pair, sub, n, k, group=128):
            "y_ptr": "*bf16", "pos_ptr": "*i64", "freq_ptr": "*fp32", "eps": "fp32", "rope_scale": "fp32"}
     const = dict(K=k, GROUP=group, HAS_G=bool(pair), HAS_BIAS=False, NORM=bool(pair), PAIR=pair,
                  PERIOD=n if pair else 0, ROPE_ROWS=0, RESIDUAL=not pair, BLOCK_N=block_n, BLOCK_K=block_k,
-                 PDL=False, SUB=sub, B=8)
+                 PDL=False, SUB=sub, B=8, AHEAD=ahead)
     sig.update({name: "constexpr" for name in const})
     src = ASTSource(fn=gemv4_kernel._gemv4_kernel, signature=sig,
                     constexprs={(list(sig).index(name),): v for name, v in const.items()},
@@ -52,8 +52,9 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=3584)
     ap.add_argument("--sass", help="write the whole disassembly here")
     ap.add_argument("--tiles", type=int, default=2, help="tiles a loop pass")
+    ap.add_argument("--ahead", type=int, default=1, help="tiles of words read ahead (gemv4's ahead)")
     a = ap.parse_args()
-    kernel = compile_sm90(a.block_n, a.block_k, a.num_warps, a.pair, a.sub, a.n, a.k)
+    kernel = compile_sm90(a.block_n, a.block_k, a.num_warps, a.pair, a.sub, a.n, a.k, ahead=a.ahead)
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])

@@ -14,7 +14,7 @@ weight costs one and and one multiply-add there (the 4-bit value masked in place
 float's bits, taken exactly by the multiply-add against x scaled to match); the scale and the
 integers' offset apply once per word, and x is read eight bytes at a time. A program may own two row
 blocks (`sub`), so each x value it reads serves twice the words; the next tile's words and x are read
-before this tile's products. What each of these gained, and where the kernel stands against torch's
+before this tile's products, or the words two tiles ahead (`ahead`: more of the reads in flight). What each of these gained, and where the kernel stands against torch's
 int4 kernel, is in docs/benchmarks.md ("The 4-bit matrix-vector kernel").
 
 The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
@@ -66,10 +66,10 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
           epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
           residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None, sub: int = 1) -> torch.Tensor:
+          inv_freq: Optional[torch.Tensor] = None, sub: int = 1, ahead: int = 1) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
     [N/B, K/8, B] and `scales` [N/B, K/group, B], with `epilogue` around it as `gemv.gemv` does. `sub`
-    (1 or 2): row blocks of `block_n` a program."""
+    (1 or 2): row blocks of `block_n` a program; `ahead` (1 or 2): tiles of words read ahead."""
     strips, words, b = packed.shape
     k, n = 8 * words, strips * b
     e = epilogue
@@ -78,6 +78,8 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
                          f"inputs, at least 8 (one 32-bit word), with scales [{strips}, {k // max(group, 1)}, {b}] "
                          f"(got {tuple(scales.shape)})")
     programs, period = check_launch("gemv4", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
+    if ahead not in (1, 2):
+        raise ValueError(f"gemv4: ahead={ahead} tiles of words read ahead; 1 or 2")
     if sub not in (1, 2) or programs % sub:
         raise ValueError(f"gemv4: {programs} row blocks do not split into programs of sub={sub} (1 or 2)")
     # The kernel reads bf16 x and norm weights eight bytes at a time: a view off that alignment is copied.
@@ -89,7 +91,7 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
         0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, num_warps=num_warps, num_stages=num_stages, **launch)
+        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, AHEAD=ahead, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
 
 
@@ -127,15 +129,15 @@ def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_w
              bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
              inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
              pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
-             has_residual: bool, sub: int) -> torch.Tensor:
+             has_residual: bool, sub: int, ahead: int = 1) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq, sub)
+                 inv_freq, sub, ahead)
 
 
 @gemv4_op.register_fake
 def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
-      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub):
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub, ahead=1):
     n = packed.shape[0] * packed.shape[2]
     return x.new_empty(n // 2 if pair == SILU else n)
 
@@ -158,7 +160,8 @@ class Gemv4Linear(torch.nn.Module):
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1))}
+        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1)),
+                    "ahead": int(cfg.get("ahead", 1))}
         self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

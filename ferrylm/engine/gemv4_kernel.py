@@ -148,6 +148,48 @@ def _read(ptrs, x_ptr, g_ptr, word_rows, k, K: tl.constexpr, GROUP: tl.constexpr
 
 
 @triton.jit
+def _loop1(acc, t, ptrs, x_ptr, g_ptr, word_rows, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
+           B: tl.constexpr, PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr, NORM: tl.constexpr):
+    """The products over K from tile t (the first one's words and x) on, one tile always in flight: the
+    next one is requested before this one's products. Two tiles a pass, so the tile read ahead is
+    never copied between the loop's variables (an odd one goes first)."""
+    TILES: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
+    if TILES % 2 == 1:
+        u = _read(ptrs, x_ptr, g_ptr, word_rows, BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
+        acc = _add(acc, t, PAIR, SUB, NORM)
+        t = u
+    for k in range((TILES % 2) * BLOCK_K, K, 2 * BLOCK_K):
+        u = _read(ptrs, x_ptr, g_ptr, word_rows, k + BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
+        acc = _add(acc, t, PAIR, SUB, NORM)
+        t = _read(ptrs, x_ptr, g_ptr, word_rows, k + 2 * BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
+        acc = _add(acc, u, PAIR, SUB, NORM)
+    return acc
+
+
+@triton.jit
+def _loop2(acc, w0, w1, x0, ptrs, x_ptr, g_ptr, word_rows, K: tl.constexpr, GROUP: tl.constexpr,
+           BLOCK_K: tl.constexpr, B: tl.constexpr, PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr,
+           NORM: tl.constexpr):
+    """`_loop1` with the words two tiles ahead (w0, w1: the first two tiles' words; x0: the first's x):
+    a tile's words cost fewer registers than its x, so more of the reads are in flight for little."""
+    TILES: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
+    if TILES % 2 == 1:
+        w2 = _words(ptrs, 2 * BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
+        x1 = _xs(x_ptr, g_ptr, word_rows, BLOCK_K, K, HAS_G)
+        acc = _add(acc, (w0, x0), PAIR, SUB, NORM)
+        w0, w1, x0 = w1, w2, x1
+    for k in range((TILES % 2) * BLOCK_K, K, 2 * BLOCK_K):
+        wa = _words(ptrs, k + 2 * BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
+        x1 = _xs(x_ptr, g_ptr, word_rows, k + BLOCK_K, K, HAS_G)
+        acc = _add(acc, (w0, x0), PAIR, SUB, NORM)
+        wb = _words(ptrs, k + 3 * BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
+        x0 = _xs(x_ptr, g_ptr, word_rows, k + 2 * BLOCK_K, K, HAS_G)
+        acc = _add(acc, (w1, x1), PAIR, SUB, NORM)
+        w0, w1 = wa, wb
+    return acc
+
+
+@triton.jit
 def _sums(a, b, PAIR: tl.constexpr):
     """A row block's sums over its words (and its pair's), scaled back by 2^SHIFT."""
     ya = tl.sum(tl.sum(a, axis=1), axis=0) * 2.0 ** SHIFT
@@ -162,14 +204,14 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
                   K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
                   HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                   ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr):
+                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr, AHEAD: tl.constexpr = 1):
+    # AHEAD: tiles of words read ahead of the one multiplied (1 or 2; x is read one tile ahead).
     # SUB row blocks a program (virtual programs SUB * pid + i): each x value a thread reads serves
     # SUB times as many words.
     pid = tl.program_id(0) * SUB
     HALF: tl.constexpr = PERIOD // 2
     GT: tl.constexpr = BLOCK_K // GROUP    # groups a tile
     GW: tl.constexpr = GROUP // 8          # word rows a group
-    TILES: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
     word_rows = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
     rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
     rows2 = _rows(pid + 1, PAIR, PERIOD, BLOCK_N)
@@ -180,23 +222,20 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
     ptrs = wa, sa, wb, sb, wc, sc, wd, sd
     # The first tile's weights do not depend on the previous kernel: read them before waiting.
     words = _words(ptrs, 0, K, GROUP, BLOCK_K, B, K % BLOCK_K == 0, PAIR, SUB)
+    words1 = words
+    if AHEAD == 2:
+        words1 = _words(ptrs, BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     zero = tl.zeros([GT, GW, BLOCK_N], tl.float32)
     acc = zero, zero, zero, zero, tl.zeros([GT, GW], tl.float32)
-    t = words, _xs(x_ptr, g_ptr, word_rows, 0, K, HAS_G)
-    # One tile always in flight: the next one is requested before this one's products. Two tiles a
-    # pass, so the tile read ahead is never copied between the loop's variables (an odd one goes first).
-    if TILES % 2 == 1:
-        u = _read(ptrs, x_ptr, g_ptr, word_rows, BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
-        acc = _add(acc, t, PAIR, SUB, NORM)
-        t = u
-    for k in range((TILES % 2) * BLOCK_K, K, 2 * BLOCK_K):
-        u = _read(ptrs, x_ptr, g_ptr, word_rows, k + BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
-        acc = _add(acc, t, PAIR, SUB, NORM)
-        t = _read(ptrs, x_ptr, g_ptr, word_rows, k + 2 * BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
-        acc = _add(acc, u, PAIR, SUB, NORM)
+    x0 = _xs(x_ptr, g_ptr, word_rows, 0, K, HAS_G)
+    if AHEAD == 1:
+        acc = _loop1(acc, (words, x0), ptrs, x_ptr, g_ptr, word_rows, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G, NORM)
+    else:
+        acc = _loop2(acc, words, words1, x0, ptrs, x_ptr, g_ptr, word_rows, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G,
+                     NORM)
     a, b, c, d, sq = acc
     sq = tl.sum(sq, axis=1)
     ya, yb = _sums(a, b, PAIR)

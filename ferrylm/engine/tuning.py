@@ -138,14 +138,18 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
                    f"gemv4 on {n}x{k} (group {group}), {epilogue}")
 
 
-# (block_n, block_k, sub, num_warps): the fastest four of each 7B layer shape timed inside the captured
-# step, out of 32 (block_n 8/16, block_k 256-2048, one or two row blocks a program, 4 or 8 warps; H100,
-# 2026-11-26, bench/results/gemv4_in_step_h100.json): narrow row blocks, so a layer has many programs.
-# Then tiles of 4,096: where K is 3,584 a program reads all its weights before it waits for the kernel
-# before it (programmatic dependent launch). The step has not chosen them on an H100 since.
+# (block_n, block_k, sub, num_warps[, ahead]): the fastest four of each 7B layer shape timed inside the
+# captured step, out of 32 (block_n 8/16, block_k 256-2048, one or two row blocks a program, 4 or 8
+# warps; H100, 2026-11-26, bench/results/gemv4_in_step_h100.json): narrow row blocks, so a layer has many
+# programs. Then tiles of 4,096: where K is 3,584 a program reads all its weights before it waits for
+# the kernel before it (programmatic dependent launch); the step has not chosen them on an H100 since.
+# Last, the words read two tiles ahead (`ahead`) for the two fastest of down and of gate/up in the step
+# crossed with it (bench/results/gemv4_in_step_ahead_h100.json): down's long rows run two programs a
+# multiprocessor, and a second tile in flight made its step 2.9 % faster.
 TUNE4 = ((8, 256, 1, 4), (8, 256, 2, 4), (8, 512, 1, 4), (8, 1024, 1, 4), (8, 1024, 2, 4), (8, 1024, 2, 8),
          (8, 2048, 1, 4), (8, 2048, 2, 4), (16, 256, 1, 4), (16, 512, 1, 4), (16, 1024, 1, 8), (16, 2048, 1, 4),
-         (8, 4096, 1, 4), (8, 4096, 1, 8), (16, 4096, 1, 8))
+         (8, 4096, 1, 4), (8, 4096, 1, 8), (16, 4096, 1, 8),
+         (8, 1024, 2, 8, 2), (8, 1024, 2, 4, 2), (16, 256, 1, 4, 2), (8, 512, 1, 4, 2))
 MAX_PER_THREAD = 256   # weights a thread holds a tile: past it the registers spill
 
 
@@ -153,8 +157,10 @@ def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue()
     """The configurations `tune4` times: those of `table` the shape allows, at most MAX_PER_THREAD weights
     a thread a tile; one stage (the kernel reads a tile ahead itself)."""
     pair = 2 if epilogue.pair else 1
-    for bn, bk, sub, nw in table:
+    for bn, bk, sub, nw, *ahead in table:
         if (bk % group or n % (pair * bn * sub) or (epilogue.pair and epilogue.period % (2 * bn))
                 or bk > max(_pow2(k), group) or pair * bn * bk * sub > MAX_PER_THREAD * 32 * nw):
             continue
-        yield {"block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": 1, "sub": sub}
+        # `ahead` only where it is not gemv4's default, so a configuration has one spelling
+        yield {"block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": 1, "sub": sub,
+               **({"ahead": ahead[0]} if ahead and ahead[0] != 1 else {})}

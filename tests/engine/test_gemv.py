@@ -118,7 +118,8 @@ from ferrylm.engine.int4 import int4_weights, round_to_nearest_int4
 
 print("CHECK packing in strips, whole and masked tiles, groups, the norm's weight", flush=True)
 torch.manual_seed(0)
-for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 192, 32, 64), (8, 256, 64, 128), (8, 256, 32, 512)):
+for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 192, 32, 64), (8, 256, 64, 128), (8, 256, 32, 512),
+                             (8, 320, 32, 64)):   # tiles: 2, 2 (the last masked), 3, 2, 1 (masked), 5
     q, s = round_to_nearest_int4(torch.randn(n, k), group)
     q[0, :8] = torch.tensor([-8, 7, 0, -1, 1, 5, -6, 3])    # every nibble position, both ends of the range
     p, st = pack_int4(q, s)
@@ -128,8 +129,8 @@ for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 192, 32, 6
     assert p[0, 1, 1].item() & 15 == q[1, 8].item() + 8 and st[0, 1, 1] == s[1, 1]   # row 1, input 8, group 1
     assert torch.equal(dequantize(p, st, group), (q.float().view(n, -1, group) * s[..., None]).reshape(n, k))
     x, b, g = torch.randn(k), torch.randn(n), torch.rand(k) + 0.5
-    for block_n, sub in ((1, 1), (2, 2), (4, 1)):   # sub: two row blocks a program
-        got = gemv4(x, p, st, group, b, block_n, block_k, 4, 1, norm_weight=g, sub=sub)
+    for block_n, sub, ahead in ((1, 1, 1), (2, 2, 1), (4, 1, 1), (2, 2, 2)):   # sub: two row blocks a program
+        got = gemv4(x, p, st, group, b, block_n, block_k, 4, 1, norm_weight=g, sub=sub, ahead=ahead)
         torch.testing.assert_close(got, gemv4_reference(x, p, st, group, b, norm_weight=g), atol=1e-4, rtol=1e-4)
     # The products are scaled by 2^-50 inside (subnormal weights): large and small x come back exact too.
     for size in (3e4, 1e-6):
@@ -153,8 +154,9 @@ pos, freq = torch.tensor([7]), torch.rand(4)
 for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}), (Epilogue(1e-6, SILU, 32), {}),
                  (Epilogue(1e-6, ROPE, 8, 24, 1.5), {"pos": pos, "inv_freq": freq})):
     norm = g if e.norm_eps is not None else None
-    for block_n, sub in ((1, 1), (2, 2)) + (((8, 2),) if e.pair != ROPE else ()):   # 8: whole strips a block
-        got = gemv4(x, p, st, 32, b, block_n, 64, 4, 1, epilogue=e, norm_weight=norm, sub=sub, **extra)
+    for block_n, sub, ahead in ((1, 1, 1), (2, 2, 1), (2, 1, 2)) + (((8, 2, 1),) if e.pair != ROPE else ()):
+        # 8: whole strips a block; ahead 2: the words two tiles ahead
+        got = gemv4(x, p, st, 32, b, block_n, 64, 4, 1, epilogue=e, norm_weight=norm, sub=sub, ahead=ahead, **extra)
         torch.testing.assert_close(got, gemv4_reference(x, p, st, 32, b, e, norm, **extra), atol=1e-4, rtol=1e-4)
 print("CHECK the prompt's product: integers through dot, scales after each group", flush=True)
 for n, k, m, group in ((32, 128, 5, 32), (12, 64, 3, 16), (40, 256, 17, 64)):   # rows and strips past the blocks

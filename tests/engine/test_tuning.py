@@ -47,6 +47,7 @@ def test_the_4bit_candidates_fit_the_shape_and_a_thread_s_registers():
     down = list(tune4_candidates(3584, 18944, 128, Epilogue(residual=True)))
     assert {"block_n": 8, "block_k": 512, "num_warps": 4, "num_stages": 1, "sub": 1} in gate_up
     assert {"block_n": 8, "block_k": 1024, "num_warps": 8, "num_stages": 1, "sub": 2} in down
+    assert {"block_n": 8, "block_k": 1024, "num_warps": 8, "num_stages": 1, "sub": 2, "ahead": 2} in down
     for cfgs, pair in ((gate_up, 2), (down, 1)):
         assert cfgs and all(pair * c["block_n"] * c["block_k"] * c["sub"] <= MAX_PER_THREAD * 32 * c["num_warps"]
                             for c in cfgs)
