@@ -120,6 +120,7 @@ def main() -> None:
     ap.add_argument("--wide", action="store_true")
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--read-only", action="store_true")
+    ap.add_argument("--products", help="which products to search (e.g. w13,w2; default: all four)")
     ap.add_argument("--cross", help="key=v1,v2: a gemv4 argument to cross the candidates with (e.g. ahead=1,2)")
     ap.add_argument("--empty", action="store_true")
     args = ap.parse_args()
@@ -133,6 +134,8 @@ def main() -> None:
     shapes = products()
     todo = {name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
             for name, (n_, k_, e) in shapes.items()}
+    if args.products:
+        todo = {name: cfgs for name, cfgs in todo.items() if name in args.products.split(",")}
     cross_key, values = args.cross.split("=") if args.cross else (None, "")
     values = [int(v) for v in values.split(",") if v]
     if cross_key:

@@ -210,6 +210,10 @@ def main() -> None:
         print(variant, f"warm-up {extra[f'warmup_s_{variant}']:.0f} s", "runs", runs[f"Engine {variant}"], flush=True)
         tokens[variant] = timings[-1]["tokens"]
         if engine._graph is not None:   # the hand-captured step replays what the eager one runs
+            extra[f"ttft_s_runs_{variant}"] = [t["ttft_s"] for t in timings]
+            extra[f"prefill_captured_{variant}"] = bool(engine._prefills)
+            engine._prefills.clear()   # and its captured prefill what the same prefill runs eagerly,
+            engine._greedy = None      # its greedy kernel what torch's argmax chooses
             engine._step = engine._advance
             eager = engine.generate_timed(ids[0].tolist(), 64)["tokens"]
             extra[f"graph_tokens_equal_eager_{variant}"] = eager == tokens[variant][:64]

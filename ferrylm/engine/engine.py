@@ -31,11 +31,15 @@ class Engine:
     The kernels are tuned per shape, then the tuner's runners-up are tried in the captured step
     (`_refine`); `gemv_fixed` (block_n, block_k, num_warps, num_stages) skips both. What the captured
     engine chose is saved (`tuned.py`: in ferrylm's cache, or the folder `tuned_dir`; False: neither
-    read nor saved), and the next engine on the same GPU and code takes it instead of tuning again."""
+    read nor saved), and the next engine on the same GPU and code takes it instead of tuning again.
+    `prefill_bucket` (the captured kernel engine's default: 64) pads a prompt to a multiple of it, so
+    prompts of one bucket share a prefill captured in a CUDA graph (padding after the prompt is never
+    attended to: each later step overwrites its own position first); elsewhere, given, it pads only."""
 
     def __init__(self, model, max_len: int = 2048, compile: bool | None = None, tune: bool = True,
                  fused: bool = False, int4_group: int | None = None, w4a16_dir: str | None = None,
-                 gemv: bool = False, gemv_fixed: dict | None = None, tuned_dir: str | bool | None = None):
+                 gemv: bool = False, gemv_fixed: dict | None = None, tuned_dir: str | bool | None = None,
+                 prefill_bucket: int | None = None):
         from transformers import StaticCache
 
         layers = [name for name, on in (("int4_group", int4_group), ("w4a16_dir", w4a16_dir)) if on]
@@ -72,6 +76,14 @@ class Engine:
         for buf in (self._token, self._pos, self._tokens):
             torch._dynamo.mark_static_address(buf)
         self._graph = None
+        self._prefills: dict = {}   # bucket -> (graph, its ids, its last position): `_prefill_padded`
+        self._greedy = None
+        if compile and gemv:   # the greedy choice and the state's update in one kernel (`greedy.py`)
+            from .greedy import Greedy
+
+            head = self.decoder.lm_head
+            self._greedy = Greedy(head.weight.shape[0], self.device, head.pdl)
+        self.prefill_bucket = prefill_bucket or (64 if compile and gemv and self.decoder is not None else None)
         if compile and gemv:
             # The step is already its own Triton kernels: captured by hand (`_replay`), not compiled.
             self._step = self._replay
@@ -133,6 +145,9 @@ class Engine:
     def _advance(self) -> None:
         """One decode step on the engine's state: the next token after _token (at _pos) goes into _token
         and _tokens[_pos + 1], and _pos moves on."""
+        if self._greedy is not None:
+            self._greedy.advance(self.decoder(self._token, self._pos).view(-1), self._token, self._tokens, self._pos)
+            return
         nxt = self._decode(self._token, self._pos)
         self._token.copy_(nxt)
         self._tokens.index_copy_(0, self._pos + 1, nxt.view(1))
@@ -201,11 +216,48 @@ class Engine:
         n = len(prompt_ids)
         if n + new_tokens > self.max_len:
             raise ValueError(f"prompt {n} + {new_tokens} new tokens exceed the engine's max_len {self.max_len}")
+        bucket = -(-n // self.prefill_bucket) * self.prefill_bucket if self.prefill_bucket else None
+        if bucket is not None and self.decoder is not None and bucket <= self.max_len:
+            return self._prefill_padded(prompt_ids, bucket)
         self.decoder.reset() if self.decoder is not None else self.cache.reset()
         token = self._decode(torch.tensor([prompt_ids], device=self.device), torch.arange(n, device=self.device))
         self._token.copy_(token)
         self._pos.fill_(n)
         return token
+
+    # Prompt buckets whose prefill graphs are kept (each holds its activations' memory).
+    PREFILL_GRAPHS = 8
+
+    def _prefill_padded(self, prompt_ids: list[int], bucket: int) -> torch.Tensor:
+        """`_prefill` of the prompt padded to `bucket` tokens, the first token from its last real
+        position. The kernel engine captures it per bucket the first time (run eagerly, then recorded)
+        and replays it after, so the prompt's few hundred kernels cost no Python launches."""
+        n = len(prompt_ids)
+        ids = torch.tensor([prompt_ids + [0] * (bucket - n)], device=self.device)
+        last = torch.tensor([n - 1], device=self.device)
+        captured = self._prefills.get(bucket)
+        if captured is not None:
+            graph, static_ids, static_last = captured
+            static_ids.copy_(ids)
+            static_last.copy_(last)
+            graph.replay()
+            return self._token.clone()   # the steps overwrite _token
+        self._prefill_into(ids, last, bucket)
+        if self._step == self._replay:
+            if len(self._prefills) >= self.PREFILL_GRAPHS:
+                self._prefills.pop(next(iter(self._prefills)))   # the oldest bucket
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):   # recorded, not run: the state is the eager prefill's
+                self._prefill_into(ids, last, bucket)
+            self._prefills[bucket] = (graph, ids, last)
+        return self._token.clone()
+
+    def _prefill_into(self, ids: torch.Tensor, last: torch.Tensor, bucket: int) -> None:
+        """The padded prefill on the engine's state, with nothing read back to the host (capturable)."""
+        self.decoder.reset()
+        logits = self.decoder(ids, torch.arange(bucket, device=self.device), span=bucket, last=last)
+        self._token.copy_(logits[:, -1].argmax(-1, keepdim=True))
+        self._pos.copy_(last + 1)
 
     @torch.no_grad()
     def stream(self, prompt_ids: list[int], max_new_tokens: int, eos_ids: tuple[int, ...] = ()) -> Iterator[int]:

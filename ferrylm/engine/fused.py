@@ -112,8 +112,11 @@ class FusedDecoder(torch.nn.Module):
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return rms_norm(x, None if self.norm_weights_folded else weight, self.eps)
 
-    def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """ids [1, T] at positions pos [T] (the cache holds every earlier position): logits [1, T, vocab]."""
+    def forward(self, ids: torch.Tensor, pos: torch.Tensor, span: int | None = None,
+                last: torch.Tensor | None = None) -> torch.Tensor:
+        """ids [1, T] at positions pos [T] (the cache holds every earlier position): logits [1, T, vocab];
+        only at the positions `last` indexes where given (the prompt's last). `span`: the cache
+        positions attention reads (the default reads pos[-1] from the GPU, which a CUDA graph cannot)."""
         if ids.shape[1] == 1 and self.one_token_step is not None:
             return self.one_token_step(self, ids, pos)
         T, H, KV, D = ids.shape[1], self.n_heads, self.n_kv, self.head_dim
@@ -123,7 +126,8 @@ class FusedDecoder(torch.nn.Module):
         cos, sin = (emb.cos() * self.rope_scale).to(x.dtype), (emb.sin() * self.rope_scale).to(x.dtype)
         # Compiled into a CUDA graph, attention spans the whole static cache (masked); run eagerly
         # (on CPU), it spans only the positions filled so far, which is most of a CPU step's saving.
-        span = self.max_len if self.static_shapes else int(pos[-1]) + 1
+        if span is None:
+            span = self.max_len if self.static_shapes else int(pos[-1]) + 1
         mask = torch.arange(span, device=ids.device)[None, :] <= pos[:, None]   # [T, span]
         for i, layer in enumerate(self.layers):
             h = self._norm(x, layer.norm_in)
@@ -141,6 +145,8 @@ class FusedDecoder(torch.nn.Module):
             h = self._norm(x, layer.norm_post)
             gate, up = layer.w13(h).chunk(2, dim=-1)
             x = x + layer.w2(F.silu(gate) * up)
+        if last is not None:
+            x = x.index_select(1, last)
         return self.lm_head(self._norm(x, self.norm))
 
     def reset(self) -> None:

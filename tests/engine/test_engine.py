@@ -42,6 +42,13 @@ def test_fused_decoder_gives_generates_tokens_and_logits(smollm2_dir, tiny_qwen2
         engine = Engine(model, max_len=64, compile=False, tune=False, fused=True)
         assert list(engine.stream(ids, 20)) == want
         assert engine.generate_timed(ids, 20)["tokens"] == want       # the cache is reset between requests
+        # The prompt padded to a bucket (as the GPU's captured prefill runs it): the same tokens, and a
+        # shorter prompt after a longer one in the same bucket is not disturbed by the longer one's rest.
+        padded = Engine(model, max_len=64, compile=False, tune=False, fused=True, prefill_bucket=16)
+        longer = model.generate(torch.tensor([ids + [7, 8, 9]]), max_new_tokens=4, do_sample=False)[0, len(ids) + 3:]
+        assert padded.generate_timed(ids + [7, 8, 9], 4)["tokens"][:len(longer)] == longer.tolist()   # (to its EOS)
+        assert list(padded.stream(ids, 20)) == want
+        assert padded.generate_timed(ids, 20)["tokens"] == want
 
 
 def test_fused_decoder_refuses_other_architectures(tiny_qwen2_dir):
