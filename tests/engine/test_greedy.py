@@ -1,0 +1,35 @@
+"""The kernel engine's greedy step (`greedy.py`) chooses torch.argmax's token and moves the loop's
+state, through Triton's interpreter (the GPU's run is checked against torch's argmax in bench/gpu_decode.py)."""
+import os
+import subprocess
+import sys
+
+CHECK = r"""
+import torch
+from ferrylm.engine.greedy import BLOCK, Greedy
+torch.manual_seed(0)
+for vocab in (100, BLOCK, 3 * BLOCK + 5):
+    for dtype in (torch.float32, torch.bfloat16):
+        greedy = Greedy(vocab, torch.device("cpu"), pdl=False)
+        tokens, pos, token = torch.zeros(20, dtype=torch.long), torch.tensor([4]), torch.zeros(1, 1, dtype=torch.long)
+        for step in range(3):
+            logits = torch.randn(vocab).to(dtype)
+            if step == 1:   # ties within a block and across blocks: the first index, as torch.argmax
+                logits[vocab - 1] = logits[vocab // 2] = logits[3] = logits.max() + 1
+            greedy.advance(logits, token, tokens, pos)
+            want = int(torch.argmax(logits.float()))
+            assert int(token) == want and int(tokens[5 + step]) == want, (vocab, dtype, step, int(token), want)
+            assert int(pos) == 5 + step and int(greedy.count) == 0   # the count is reset for the next step
+try:
+    greedy.advance(torch.zeros(7), token, tokens, pos)
+    raise AssertionError("no error")
+except ValueError as e:
+    assert "7 logits for a vocabulary of" in str(e), e
+print("ok")
+"""
+
+
+def test_the_greedy_step_chooses_torchs_argmax_and_moves_the_state():
+    out = subprocess.run([sys.executable, "-c", CHECK], env={**os.environ, "TRITON_INTERPRET": "1"},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
