@@ -78,14 +78,14 @@ class Engine:
         self._graph = None
         self._prefills: dict = {}   # bucket -> (graph, its ids, its last position): `_prefill_padded`
         self._greedy = None
-        if compile and gemv:   # the greedy choice and the state's update in one kernel (`greedy.py`)
+        self.prefill_bucket = prefill_bucket or (64 if compile and gemv else None)
+        if compile and gemv:
+            # The step is already its own Triton kernels: captured by hand (`_replay`), not compiled;
+            # its greedy choice and the loop's state move in one more kernel (`greedy.py`).
             from .greedy import Greedy
 
             head = self.decoder.lm_head
             self._greedy = Greedy(head.weight.shape[0], self.device, head.pdl)
-        self.prefill_bucket = prefill_bucket or (64 if compile and gemv and self.decoder is not None else None)
-        if compile and gemv:
-            # The step is already its own Triton kernels: captured by hand (`_replay`), not compiled.
             self._step = self._replay
             self._refine()
             if self._tuned is not None and self.tuned_keys:
