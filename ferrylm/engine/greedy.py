@@ -39,6 +39,7 @@ if triton is not None:
             best = tl.load(best_ptr + parts, mask=inside, other=float("-inf"), volatile=True)
             at = tl.load(at_ptr + parts, mask=inside, other=V, volatile=True)
             token = tl.min(tl.where(best == tl.max(best, axis=0), at, V), axis=0).to(tl.int64)
+            token = tl.minimum(token, V - 1)   # all NaN (a broken model): a token, not a read past the embedding
             pos = tl.load(pos_ptr)
             tl.store(token_ptr, token)
             tl.store(tokens_ptr + pos + 1, token)
