@@ -14,8 +14,9 @@ weight costs one and and one multiply-add there (the 4-bit value masked in place
 float's bits, taken exactly by the multiply-add against x scaled to match); the scale and the
 integers' offset apply once per word, and x is read eight bytes at a time. A program may own two row
 blocks (`sub`), so each x value it reads serves twice the words; the next tile's words and x are read
-before this tile's products, or the words two tiles ahead (`ahead`: more of the reads in flight). What each of these gained, and where the kernel stands against torch's
-int4 kernel, is in docs/benchmarks.md ("The 4-bit matrix-vector kernel").
+before this tile's products, or the words two tiles ahead (`ahead`: more of the reads in flight). What
+each of these gained, and where the kernel stands against torch's int4 kernel, is in docs/benchmarks.md
+("The 4-bit matrix-vector kernel").
 
 The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
 multiplies x by the norm's weight as it reads it instead (`norm_weight`), and scales by 1/rms(x) at
