@@ -140,52 +140,36 @@ def _add(acc, t, PAIR: tl.constexpr, SUB: tl.constexpr, NORM: tl.constexpr):
 
 
 @triton.jit
-def _read(ptrs, x_ptr, g_ptr, word_rows, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
-          B: tl.constexpr, PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr):
-    """The tile at column k (masked: it may lie past K): its words (`_words`) and x (`_xs`)."""
-    return (_words(ptrs, k, K, GROUP, BLOCK_K, B, False, PAIR, SUB),
-            _xs(x_ptr, g_ptr, word_rows, k, K, HAS_G))
-
-
-@triton.jit
-def _loop1(acc, t, ptrs, x_ptr, g_ptr, word_rows, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr,
-           B: tl.constexpr, PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr, NORM: tl.constexpr):
-    """The products over K from tile t (the first one's words and x) on, one tile always in flight: the
-    next one is requested before this one's products. Two tiles a pass, so the tile read ahead is
-    never copied between the loop's variables (an odd one goes first)."""
+def _loop(acc, w0, w1, x0, ptrs, x_ptr, g_ptr, word_rows, K: tl.constexpr, GROUP: tl.constexpr,
+          BLOCK_K: tl.constexpr, B: tl.constexpr, PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr,
+          NORM: tl.constexpr, AHEAD: tl.constexpr):
+    """The products over K from the first tile on (w0: its words, x0: its x; w1: the second tile's words
+    when AHEAD is 2), x one tile ahead and the words AHEAD tiles ahead: the next reads are requested
+    before this tile's products. A tile's words cost fewer registers than its x, so reading them two
+    ahead keeps more in flight for little. Two tiles a pass, so nothing read ahead is copied between
+    the loop's variables (an odd tile goes first)."""
     TILES: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
     if TILES % 2 == 1:
-        u = _read(ptrs, x_ptr, g_ptr, word_rows, BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
-        acc = _add(acc, t, PAIR, SUB, NORM)
-        t = u
-    for k in range((TILES % 2) * BLOCK_K, K, 2 * BLOCK_K):
-        u = _read(ptrs, x_ptr, g_ptr, word_rows, k + BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
-        acc = _add(acc, t, PAIR, SUB, NORM)
-        t = _read(ptrs, x_ptr, g_ptr, word_rows, k + 2 * BLOCK_K, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G)
-        acc = _add(acc, u, PAIR, SUB, NORM)
-    return acc
-
-
-@triton.jit
-def _loop2(acc, w0, w1, x0, ptrs, x_ptr, g_ptr, word_rows, K: tl.constexpr, GROUP: tl.constexpr,
-           BLOCK_K: tl.constexpr, B: tl.constexpr, PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr,
-           NORM: tl.constexpr):
-    """`_loop1` with the words two tiles ahead (w0, w1: the first two tiles' words; x0: the first's x):
-    a tile's words cost fewer registers than its x, so more of the reads are in flight for little."""
-    TILES: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
-    if TILES % 2 == 1:
-        w2 = _words(ptrs, 2 * BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
+        w2 = _words(ptrs, AHEAD * BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
         x1 = _xs(x_ptr, g_ptr, word_rows, BLOCK_K, K, HAS_G)
         acc = _add(acc, (w0, x0), PAIR, SUB, NORM)
-        w0, w1, x0 = w1, w2, x1
+        if AHEAD == 1:
+            w0 = w2
+        else:
+            w0, w1 = w1, w2
+        x0 = x1
     for k in range((TILES % 2) * BLOCK_K, K, 2 * BLOCK_K):
-        wa = _words(ptrs, k + 2 * BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
+        wa = _words(ptrs, k + AHEAD * BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
         x1 = _xs(x_ptr, g_ptr, word_rows, k + BLOCK_K, K, HAS_G)
         acc = _add(acc, (w0, x0), PAIR, SUB, NORM)
-        wb = _words(ptrs, k + 3 * BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
+        wb = _words(ptrs, k + (AHEAD + 1) * BLOCK_K, K, GROUP, BLOCK_K, B, False, PAIR, SUB)
         x0 = _xs(x_ptr, g_ptr, word_rows, k + 2 * BLOCK_K, K, HAS_G)
-        acc = _add(acc, (w1, x1), PAIR, SUB, NORM)
-        w0, w1 = wa, wb
+        if AHEAD == 1:
+            acc = _add(acc, (wa, x1), PAIR, SUB, NORM)
+            w0 = wb
+        else:
+            acc = _add(acc, (w1, x1), PAIR, SUB, NORM)
+            w0, w1 = wa, wb
     return acc
 
 
@@ -231,11 +215,8 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
     zero = tl.zeros([GT, GW, BLOCK_N], tl.float32)
     acc = zero, zero, zero, zero, tl.zeros([GT, GW], tl.float32)
     x0 = _xs(x_ptr, g_ptr, word_rows, 0, K, HAS_G)
-    if AHEAD == 1:
-        acc = _loop1(acc, (words, x0), ptrs, x_ptr, g_ptr, word_rows, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G, NORM)
-    else:
-        acc = _loop2(acc, words, words1, x0, ptrs, x_ptr, g_ptr, word_rows, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G,
-                     NORM)
+    acc = _loop(acc, words, words1, x0, ptrs, x_ptr, g_ptr, word_rows, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G, NORM,
+                AHEAD)
     a, b, c, d, sq = acc
     sq = tl.sum(sq, axis=1)
     ya, yb = _sums(a, b, PAIR)
