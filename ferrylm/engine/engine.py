@@ -233,15 +233,15 @@ class Engine:
         position. The kernel engine captures it per bucket the first time (run eagerly, then recorded)
         and replays it after, so the prompt's few hundred kernels cost no Python launches."""
         n = len(prompt_ids)
-        ids = torch.tensor([prompt_ids + [0] * (bucket - n)], device=self.device)
-        last = torch.tensor([n - 1], device=self.device)
+        ids, last = torch.tensor([prompt_ids + [0] * (bucket - n)]), torch.tensor([n - 1])   # on the host
         captured = self._prefills.get(bucket)
-        if captured is not None:
+        if captured is not None:   # one upload each, into the graph's own inputs
             graph, static_ids, static_last = captured
             static_ids.copy_(ids)
             static_last.copy_(last)
             graph.replay()
             return self._token.clone()   # the steps overwrite _token
+        ids, last = ids.to(self.device), last.to(self.device)
         self._prefill_into(ids, last, bucket)
         if self._step == self._replay:
             if len(self._prefills) >= self.PREFILL_GRAPHS:

@@ -1,0 +1,91 @@
+"""What the bf16 decode step's weight reads alone cost on this GPU: the 113 products of a Qwen2.5-7B
+step (per layer q/k/v, o, gate/up, down; then the output layer) replaced by the plainest read of the
+same bytes, launched in the same order back to back in a CUDA graph, each on its own buffer (14.1 GB
+in all, so nothing is in the L2). Two ways: each read after the last (`serial`), and each launching
+its successor at once through programmatic dependent launch (`overlapped`: no kernel boundary drains
+the memory, the best any sequence of kernels reading these bytes could do). Beside them, in the same
+run, the engine's own bf16 step (`Engine(gemv=True)`): 512 tokens, the time per step after the first.
+
+    python3 bench/gemv_step_floor.py --out gemv_step_floor_h100.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+BLOCK = 4096   # int32 words a program (16 KB)
+# [n, k] of each product a layer reads, in the step's order, then the output layer's
+LAYER = ((4608, 3584), (3584, 3584), (37888, 3584), (3584, 18944))
+HEAD = (152064, 3584)
+
+
+@triton.jit
+def _stream_pdl(w_ptr, y_ptr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """gemv4_read_floor's plainest read (each program xors BLOCK contiguous words); with PDL it lets the
+    next kernel launch before reading."""
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + tl.program_id(0), tl.xor_sum(tl.load(at + w_ptr), axis=0))
+
+
+def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
+    from gemv4_read_floor import back_to_back
+
+    shapes = [s for _ in range(layers) for s in LAYER] + [HEAD]
+    bufs = [torch.empty(n * k // 2 // BLOCK * BLOCK, device="cuda", dtype=torch.int32) for n, k in shapes]
+    y = torch.empty(max(b.numel() for b in bufs) // BLOCK, device="cuda", dtype=torch.int32)
+    launch = {"launch_pdl": True} if pdl else {}
+    nbytes = sum(b.numel() * 4 for b in bufs)
+    timed = back_to_back(lambda i: _stream_pdl[(bufs[i].numel() // BLOCK,)](bufs[i], y, BLOCK, pdl, num_warps=8,
+                                                                            **launch), len(bufs), nbytes, rounds)
+    step_us = timed["us"] * len(bufs)   # back_to_back gives the time per launch
+    del bufs
+    torch.cuda.empty_cache()
+    return {"launches": len(shapes), "gb": nbytes / 1e9, "step_ms": step_us / 1e3, "tb_s": nbytes / step_us / 1e6}
+
+
+def engine_step(new_tokens: int = 512, runs: int = 3) -> dict:
+    from gpu_decode import model_7b
+
+    from ferrylm.engine import Engine
+
+    model = model_7b()
+    prompt = list(range(1000, 1128))
+    engine = Engine(model, max_len=len(prompt) + new_tokens + 8, gemv=True)
+    engine.generate_timed(prompt, new_tokens)
+    timings = [engine.generate_timed(prompt, new_tokens) for _ in range(runs)]
+    steps = sorted((t["total_s"] - t["ttft_s"]) / (new_tokens - 1) for t in timings)
+    del engine, model
+    torch.cuda.empty_cache()
+    return {"total_s": sorted(t["total_s"] for t in timings), "step_ms": [s * 1e3 for s in steps]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--layers", type=int, default=28)
+    ap.add_argument("--skip-engine", action="store_true")
+    args = ap.parse_args()
+    result = {"gpu": torch.cuda.get_device_name(), "serial": reads_alone(args.layers, False),
+              "overlapped": reads_alone(args.layers, True)}
+    print(json.dumps(result), flush=True)
+    if not args.skip_engine:
+        result["engine"] = engine_step()
+        median = result["engine"]["step_ms"][1]
+        result["engine"]["of_overlapped_reads"] = result["overlapped"]["step_ms"] / median
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
