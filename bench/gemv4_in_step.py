@@ -46,30 +46,42 @@ WIDE = tuple(itertools.product((8, 16), (256, 512, 1024, 2048), (1, 2), (4, 8)))
 
 
 def split_step(engine, steps: int = 32) -> dict:
-    """ms per step of each kernel kind: end-to-end increments, in launch order."""
+    """ms per step of each kernel kind: end-to-end increments, in launch order (the bf16 engine's
+    products too: the step's product kernels counted from its first kernel, the embedding)."""
     prompt = list(range(1000, 1128))
     engine.generate_timed(prompt, steps)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         engine.generate_timed(prompt, steps)
-    kernels = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+    products = 4 * len(engine.decoder.layers)
+    state = {"product": 0}
+
+    def kind_of(name: str) -> str:
+        if name.startswith(("_gemv4_kernel", "_gemv_kernel")):
+            i = state["product"]
+            state["product"] += 1
+            return PRODUCTS[i % 4] if i < products else "output layer"
+        if name.startswith(("_attend_chunk", "_combine_chunks")):
+            return name.split("(")[0].strip()
+        state["product"] = 0
+        return "other (the prompt's kernels, the embedding, the argmax)"
+    return split_events(prof.events(), kind_of, steps - 1)
+
+
+def split_events(events, kind_of, steps: int) -> dict:
+    """ms per step of each kind (`kind_of(name)`, called in launch order) of the CUDA kernels among
+    profiler events: each kernel's end minus the previous end (kernels overlap under PDL), the gaps
+    between them as "idle"."""
+    kernels = sorted((e for e in events if e.device_type == torch.autograd.DeviceType.CUDA),
                      key=lambda e: e.time_range.start)
-    per_kind, last_end, product = defaultdict(float), None, 0
+    per_kind, last_end = defaultdict(float), None
     for e in kernels:
-        if e.name.startswith("_gemv4_kernel"):
-            kind = PRODUCTS[product % 4]
-            product += 1
-        elif e.name.startswith("_gemv_kernel"):
-            kind, product = "output layer", 0
-        elif e.name.startswith(("_attend_chunk", "_combine_chunks")):
-            kind = e.name.split("(")[0].strip()
-        else:
-            kind = "other (the prompt's kernels, the embedding, the argmax)"
+        kind = kind_of(e.name)
         start, end = e.time_range.start, e.time_range.end
         if last_end is not None:
             per_kind[kind] += max(end - max(start, last_end), 0) / 1e3
             per_kind["idle"] += max(start - last_end, 0) / 1e3
         last_end = max(end, last_end or end)
-    return {k: v / (steps - 1) for k, v in per_kind.items()}   # ms per one-token step
+    return {k: v / steps for k, v in per_kind.items()}   # ms per one-token step
 
 
 def read_only_kernel():

@@ -5,8 +5,14 @@ in all, so nothing is in the L2). Two ways: each read after the last (`serial`),
 its successor at once through programmatic dependent launch (`overlapped`: no kernel boundary drains
 the memory, the best any sequence of kernels reading these bytes could do). Beside them, in the same
 run, the engine's own bf16 step (`Engine(gemv=True)`): 512 tokens, the time per step after the first.
+Each is also split by kind (q/k/v, o, gate/up, down, output layer; the engine's attention and the
+rest) as gemv4_in_step.py splits the 4-bit step: each kernel's end minus the previous one's, profiled
+(the reads alone launched once each, not in the graph: the profiler's split, not the graph's total).
 
-    python3 bench/gemv_step_floor.py --out gemv_step_floor_h100.json
+    python3 bench/gemv_step_floor.py --out gemv_step_floor_h100.json [--try 3584,3584:2,4096,4,1 ...]
+
+`--try N,K:block_n,block_k,num_warps,num_stages` puts that configuration on the [N, K] products of the
+engine's step and times its 512 tokens again (then the engine's own choice once more, for the drift).
 """
 from __future__ import annotations
 
@@ -39,6 +45,7 @@ def _stream_pdl(w_ptr, y_ptr, BLOCK: tl.constexpr, PDL: tl.constexpr):
 
 
 def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
+    from gemv4_in_step import PRODUCTS, split_events
     from gemv4_read_floor import back_to_back
 
     shapes = [s for _ in range(layers) for s in LAYER] + [HEAD]
@@ -49,25 +56,54 @@ def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
     timed = back_to_back(lambda i: _stream_pdl[(bufs[i].numel() // BLOCK,)](bufs[i], y, BLOCK, pdl, num_warps=8,
                                                                             **launch), len(bufs), nbytes, rounds)
     step_us = timed["us"] * len(bufs)   # back_to_back gives the time per launch
+    launched = iter(range(len(bufs)))
+
+    def kind_of(name: str) -> str:
+        i = next(launched)
+        return PRODUCTS[i % 4] if i < 4 * layers else "output layer"
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for i in range(len(bufs)):
+            _stream_pdl[(bufs[i].numel() // BLOCK,)](bufs[i], y, BLOCK, pdl, num_warps=8, **launch)
+        torch.cuda.synchronize()
+    split = split_events(prof.events(), kind_of, 1)
     del bufs
     torch.cuda.empty_cache()
-    return {"launches": len(shapes), "gb": nbytes / 1e9, "step_ms": step_us / 1e3, "tb_s": nbytes / step_us / 1e6}
+    return {"launches": len(shapes), "gb": nbytes / 1e9, "step_ms": step_us / 1e3, "tb_s": nbytes / step_us / 1e6,
+            "split_ms_one_launch_each": split}
 
 
-def engine_step(new_tokens: int = 512, runs: int = 3) -> dict:
+def engine_step(tries: list[tuple[str, dict]], new_tokens: int = 512, runs: int = 3) -> dict:
+    """The engine's 512 tokens and its step split by kind; then with each of `tries` (a product's
+    shape and a configuration for it) in place of the engine's choice, and the choice again."""
+    from gemv4_in_step import split_step
     from gpu_decode import model_7b
 
     from ferrylm.engine import Engine
+    from ferrylm.engine.decode_step import configure
 
     model = model_7b()
     prompt = list(range(1000, 1128))
     engine = Engine(model, max_len=len(prompt) + new_tokens + 8, gemv=True)
-    engine.generate_timed(prompt, new_tokens)
-    timings = [engine.generate_timed(prompt, new_tokens) for _ in range(runs)]
-    steps = sorted((t["total_s"] - t["ttft_s"]) / (new_tokens - 1) for t in timings)
+
+    def timed() -> dict:
+        engine.generate_timed(prompt, new_tokens)
+        timings = [engine.generate_timed(prompt, new_tokens) for _ in range(runs)]
+        steps = sorted((t["total_s"] - t["ttft_s"]) / (new_tokens - 1) for t in timings)
+        return {"total_s": sorted(t["total_s"] for t in timings), "step_ms": [s * 1e3 for s in steps]}
+    result = {**timed(), "split_ms": split_step(engine), "tries": []}
+    for shape, cfg in tries:
+        key = next(k for k in engine.gemv_configs if tuple(k[:2]) == shape)
+        configure(engine.decoder, key, cfg)
+        engine._graph = None   # captured again with this configuration
+        result["tries"].append({"shape": shape, "config": cfg, **timed()})
+        print(json.dumps(result["tries"][-1]), flush=True)
+        configure(engine.decoder, key, engine.gemv_configs[key])
+        engine._graph = None
+    if tries:   # the engine's own choice once more: the drift over the tries
+        result["again"] = timed()
     del engine, model
     torch.cuda.empty_cache()
-    return {"total_s": sorted(t["total_s"] for t in timings), "step_ms": [s * 1e3 for s in steps]}
+    return result
 
 
 def main() -> None:
@@ -75,12 +111,17 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--skip-engine", action="store_true")
+    ap.add_argument("--try", dest="tries", action="append", default=[],
+                    help="N,K:block_n,block_k,num_warps,num_stages: that product's configuration in the engine's step")
     args = ap.parse_args()
+    tries = [(tuple(map(int, shape.split(","))), dict(zip(("block_n", "block_k", "num_warps", "num_stages"),
+                                                         map(int, cfg.split(",")))))
+             for shape, cfg in (t.split(":") for t in args.tries)]
     result = {"gpu": torch.cuda.get_device_name(), "serial": reads_alone(args.layers, False),
               "overlapped": reads_alone(args.layers, True)}
     print(json.dumps(result), flush=True)
     if not args.skip_engine:
-        result["engine"] = engine_step()
+        result["engine"] = engine_step(tries)
         median = result["engine"]["step_ms"][1]
         result["engine"]["of_overlapped_reads"] = result["overlapped"]["step_ms"] / median
     Path(args.out).write_text(json.dumps(result, indent=2))

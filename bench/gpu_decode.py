@@ -56,6 +56,21 @@ def fp8_weights(model, replacement=None) -> int:
     return count
 
 
+def step_vs_prompt(decoder, ids: torch.Tensor, logits: torch.Tensor, variant: str, steps: int = 40) -> dict:
+    """The prompt's last `steps` positions again, one token at a time through the decode step after a
+    prefill of the rest (positions that span two of attention's 64-position chunks), against the
+    prompt path's logits there: the largest difference and how often the argmax agrees."""
+    n = ids.shape[1]
+    with torch.no_grad():
+        decoder.reset()
+        decoder(ids[:, :n - steps], torch.arange(n - steps, device=ids.device))
+        got = torch.stack([decoder(ids[:, i:i + 1], torch.tensor([i], device=ids.device))[0, -1].float()
+                           for i in range(n - steps, n)])
+    want = logits[n - steps:]
+    return {f"step_vs_prompt_max_abs_{variant}": (got - want).abs().max().item(),
+            f"step_vs_prompt_argmax_agreement_{variant}": (got.argmax(-1) == want.argmax(-1)).float().mean().item()}
+
+
 def model_7b():
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -226,6 +241,8 @@ def main() -> None:
             logits = (engine.decoder(ids, torch.arange(ids.shape[1], device=ids.device)) if engine.decoder is not None
                       else model(ids, use_cache=False).logits)[0].float()
         all_logits[variant] = logits
+        if kwargs.get("gemv"):   # the one-token step (its kernels, attention's chunks) against the prompt path
+            extra.update(step_vs_prompt(engine.decoder, ids, logits, variant))
         if variant == "int4-gemv" and "int4" in all_logits:   # the same 4-bit weights on two kernels
             extra["kl_int4_gemv_vs_int4"] = torch.nn.functional.kl_div(
                 logits.log_softmax(-1), all_logits["int4"].log_softmax(-1), log_target=True, reduction="batchmean").item()
