@@ -72,7 +72,8 @@ def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
             "split_ms_one_launch_each": split}
 
 
-def engine_step(tries: list[tuple[str, dict]], new_tokens: int = 512, runs: int = 3) -> dict:
+def engine_step(tries: list[tuple[str, dict]], prefetch: list[int], int4: bool = False, new_tokens: int = 512,
+                runs: int = 3) -> dict:
     """The engine's 512 tokens and its step split by kind; then with each of `tries` (a product's
     shape and a configuration for it) in place of the engine's choice, and the choice again."""
     from gemv4_in_step import split_step
@@ -83,7 +84,7 @@ def engine_step(tries: list[tuple[str, dict]], new_tokens: int = 512, runs: int 
 
     model = model_7b()
     prompt = list(range(1000, 1128))
-    engine = Engine(model, max_len=len(prompt) + new_tokens + 8, gemv=True)
+    engine = Engine(model, max_len=len(prompt) + new_tokens + 8, gemv=True, int4_group=128 if int4 else None)
 
     def timed() -> dict:
         engine.generate_timed(prompt, new_tokens)
@@ -99,7 +100,15 @@ def engine_step(tries: list[tuple[str, dict]], new_tokens: int = 512, runs: int 
         print(json.dumps(result["tries"][-1]), flush=True)
         configure(engine.decoder, key, engine.gemv_configs[key])
         engine._graph = None
-    if tries:   # the engine's own choice once more: the drift over the tries
+    chosen = engine.decoder.attention_prefetch
+    for block in prefetch:   # words a program of attention's reads of o's weights into the L2 (0: none)
+        engine.decoder.attention_prefetch = block
+        engine._graph = None
+        result["tries"].append({"attention_prefetch": block, **timed()})
+        print(json.dumps(result["tries"][-1]), flush=True)
+    engine.decoder.attention_prefetch = chosen
+    engine._graph = None
+    if tries or prefetch:   # the engine's own choice once more: the drift over the tries
         result["again"] = timed()
     del engine, model
     torch.cuda.empty_cache()
@@ -113,6 +122,8 @@ def main() -> None:
     ap.add_argument("--skip-engine", action="store_true")
     ap.add_argument("--try", dest="tries", action="append", default=[],
                     help="N,K:block_n,block_k,num_warps,num_stages: that product's configuration in the engine's step")
+    ap.add_argument("--prefetch", default="", help="e.g. 0,4096,16384: words a program of attention's prefetching of o's weights reads")
+    ap.add_argument("--int4", action="store_true", help="the 4-bit engine (group 128) instead of bf16")
     args = ap.parse_args()
     tries = [(tuple(map(int, shape.split(","))), dict(zip(("block_n", "block_k", "num_warps", "num_stages"),
                                                          map(int, cfg.split(",")))))
@@ -121,9 +132,9 @@ def main() -> None:
               "overlapped": reads_alone(args.layers, True)}
     print(json.dumps(result), flush=True)
     if not args.skip_engine:
-        result["engine"] = engine_step(tries)
-        median = result["engine"]["step_ms"][1]
-        result["engine"]["of_overlapped_reads"] = result["overlapped"]["step_ms"] / median
+        result["engine"] = engine_step(tries, [int(p) for p in args.prefetch.split(",") if p], args.int4)
+        if not args.int4:   # the reads alone are the bf16 weights'
+            result["engine"]["of_overlapped_reads"] = result["overlapped"]["step_ms"] / result["engine"]["step_ms"][1]
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

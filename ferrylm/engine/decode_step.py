@@ -20,7 +20,10 @@ docs/benchmarks.md). Here that work moves into the products' own prologues and e
 All kernels use programmatic dependent launch (PDL) on Hopper like the products. The attention
 kernels let their dependents launch at once, before waiting themselves, and read the cached keys and
 values before waiting for the q/k/v product: the o product's programs are then already resident and
-reading their first weights while attention runs, when the memory would otherwise be idle.
+reading their first weights while attention runs, when the memory would otherwise be idle. On the
+4-bit engine the attention kernel also has programs that read the whole o product's words (6.4 MB on
+a 7B layer) into the L2 meanwhile, so the o product finds them there; the bf16 o product (four times
+the bytes) measured slower with it, and its first tiles already fill the window.
 
 What each part gained is measured in docs/benchmarks.md. The prompt still runs through
 `FusedDecoder.forward` (F.linear on the folded weights).
@@ -42,18 +45,41 @@ except ImportError:  # the CPU-only install: never called there
     triton = None
 
 BLOCK_L = 64   # cache positions per attention program
+# Words each of attention's prefetching programs reads in one load (the 4-bit engine's: the module's
+# docstring). Half this was as fast in some runs and slower than none in others (docs/benchmarks.md).
+PREFETCH_BLOCK = 16384
+
+
+def _words(linear) -> torch.Tensor:
+    """A product's weight as int32 words (the 4-bit one's packed words as they are)."""
+    return linear.packed.view(-1) if hasattr(linear, "packed") else linear.weight.view(torch.int32).view(-1)
 
 if triton is not None:
     @triton.jit
-    def _attend_chunk(qkv_ptr, k_ptr, v_ptr, pos_ptr, acc_ptr, m_ptr, l_ptr, layer_offset, scale,
-                      H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, MAX_LEN: tl.constexpr,
-                      GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_L: tl.constexpr, PDL: tl.constexpr):
+    def _prefetch(ptr, n, sink_ptr, p, programs, BLOCK: tl.constexpr):
+        """Program p of `programs` reads its share of the n words at ptr, kept in the L2 (evict_last) for
+        the kernel after: an xor of them goes to sink_ptr[p] so the reads stay."""
+        per = tl.cdiv(n, programs * BLOCK) * BLOCK
+        acc = tl.zeros([BLOCK], tl.int32)
+        for i in range(p * per, (p + 1) * per, BLOCK):
+            at = i + tl.arange(0, BLOCK)
+            acc ^= tl.load(ptr + at, mask=at < n, other=0, eviction_policy="evict_last")
+        tl.store(sink_ptr + p, tl.xor_sum(acc, axis=0))
+
+    @triton.jit
+    def _attend_chunk(qkv_ptr, k_ptr, v_ptr, pos_ptr, acc_ptr, m_ptr, l_ptr, pf_ptr, pf_n, sink_ptr, layer_offset,
+                      scale, H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, MAX_LEN: tl.constexpr,
+                      GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_L: tl.constexpr, CHUNKS: tl.constexpr,
+                      PF: tl.constexpr, PF_BLOCK: tl.constexpr, PDL: tl.constexpr):
         kv_head, chunk = tl.program_id(0), tl.program_id(1)
-        chunks = tl.num_programs(1)
+        chunks = CHUNKS
         if PDL:   # the combining kernel, then the o product, may launch now and start reading their weights
             tl.extra.cuda.gdc_launch_dependents()
+        if PF > 0:
+            if chunk >= CHUNKS:   # PF programs a KV head past the chunks: the next weights into the L2
+                _prefetch(pf_ptr, pf_n, sink_ptr, kv_head * PF + chunk - CHUNKS, KV * PF, PF_BLOCK)
         pos = tl.load(pos_ptr)   # written before this step (by the previous one), not by the q/k/v kernel
-        if chunk * BLOCK_L <= pos:
+        if chunk * BLOCK_L <= pos and chunk < CHUNKS:
             d = tl.arange(0, D)
             g = tl.arange(0, BLOCK_G)
             at = chunk * BLOCK_L + tl.arange(0, BLOCK_L)
@@ -100,9 +126,12 @@ if triton is not None:
 
 
 def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
-              n_heads: int, pdl: bool = False) -> torch.Tensor:
+              n_heads: int, pdl: bool = False, prefetch: Optional[torch.Tensor] = None,
+              prefetch_block: int = PREFETCH_BLOCK) -> torch.Tensor:
     """One token's attention in `layer` for its q/k/v vector (rotary positions applied) at position
-    pos [1]: writes the new key and value into the caches [layers, 1, KV, max_len, D]; [H * D]."""
+    pos [1]: writes the new key and value into the caches [layers, 1, KV, max_len, D]; [H * D].
+    With `prefetch` (int32 words: the next product's weights), more programs, one for each
+    `prefetch_block` words, read them into the L2 meanwhile, when the memory would otherwise be idle."""
     _, _, kv, max_len, d = k_cache.shape
     group = n_heads // kv
     chunks = triton.cdiv(max_len, BLOCK_L)
@@ -110,9 +139,12 @@ def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, p
     m, l_ = (torch.empty(n_heads, chunks, device=qkv.device, dtype=torch.float32) for _ in range(2))
     out = torch.empty(n_heads * d, device=qkv.device, dtype=qkv.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    _attend_chunk[(kv, chunks)](qkv, k_cache, v_cache, pos, acc, m, l_, layer * kv * max_len * d, d ** -0.5,
-                                n_heads, kv, d, max_len, group, max(16, triton.next_power_of_2(group)), BLOCK_L,
-                                pdl, **launch)
+    pf = triton.cdiv(triton.cdiv(prefetch.numel(), prefetch_block), kv) if prefetch is not None else 0   # a KV head
+    sink = torch.empty(max(kv * pf, 1), device=qkv.device, dtype=torch.int32)
+    _attend_chunk[(kv, chunks + pf)](qkv, k_cache, v_cache, pos, acc, m, l_, sink if prefetch is None else prefetch,
+                                     0 if prefetch is None else prefetch.numel(), sink, layer * kv * max_len * d,
+                                     d ** -0.5, n_heads, kv, d, max_len, group, max(16, triton.next_power_of_2(group)),
+                                     BLOCK_L, chunks, pf, prefetch_block, pdl, **launch)
     _combine_chunks[(n_heads,)](acc, m, l_, pos, out, chunks, triton.next_power_of_2(chunks), d, BLOCK_L, pdl,
                                 **launch)
     return out
@@ -120,12 +152,12 @@ def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, p
 
 @torch.library.custom_op("ferrylm::decode_attention", mutates_args=("k_cache", "v_cache"))
 def attention_op(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
-                 n_heads: int, pdl: bool) -> torch.Tensor:
-    return attention(qkv, k_cache, v_cache, pos, layer, n_heads, pdl)
+                 n_heads: int, pdl: bool, prefetch: Optional[torch.Tensor], prefetch_block: int) -> torch.Tensor:
+    return attention(qkv, k_cache, v_cache, pos, layer, n_heads, pdl, prefetch, prefetch_block)
 
 
 @attention_op.register_fake
-def _(qkv, k_cache, v_cache, pos, layer, n_heads, pdl):
+def _(qkv, k_cache, v_cache, pos, layer, n_heads, pdl, prefetch, prefetch_block):
     return qkv.new_empty(n_heads * k_cache.shape[-1])
 
 
@@ -156,11 +188,12 @@ def epilogues(decoder) -> dict:
 
 def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """One token through a decoder prepared by `gemv.gemv_weights(fused_step=True)`: logits [1, 1, vocab]."""
-    pdl = dec.lm_head.pdl
+    pdl, block = dec.lm_head.pdl, dec.attention_prefetch
     x = F.embedding(ids, dec.embed).reshape(-1)
     for i, layer in enumerate(dec.layers):
         qkv = layer.wqkv.step(x, pos=pos, inv_freq=dec.inv_freq)
-        att = attention_op(qkv, dec.k_cache, dec.v_cache, pos, i, dec.n_heads, pdl)
+        att = attention_op(qkv, dec.k_cache, dec.v_cache, pos, i, dec.n_heads, pdl,
+                           _words(layer.wo) if block else None, block or PREFETCH_BLOCK)
         x = layer.wo.step(att, residual=x)
         x = layer.w2.step(layer.w13.step(x), residual=x)
     return dec.lm_head.step(x).view(1, 1, -1)
@@ -200,6 +233,8 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
                 child.configure(configs[key], pdl, epilogue)
                 decoder.gemv_layers.setdefault(key, []).append(child)
     if fused_step:
+        # words a program of attention's reading the o product's weights into the L2 (0: none)
+        decoder.attention_prefetch = PREFETCH_BLOCK if hasattr(decoder.layers[0].wo, "packed") else 0
         decoder.one_token_step = decode_step
     return configs
 

@@ -89,6 +89,10 @@ for p in (0, 5, 63, 64, 130):
     qkv = torch.randn((H + 2 * KV) * D)
     k_got, v_got = k_cache.clone(), v_cache.clone()
     got = attention(qkv, k_got, v_got, torch.tensor([p]), 1, H)
+    # with programs reading other words into the L2 meanwhile (the o product's): the same
+    k_pf, v_pf = k_cache.clone(), v_cache.clone()
+    words = torch.randint(-2 ** 31, 2 ** 31 - 1, (20000,), dtype=torch.int32)
+    assert torch.equal(attention(qkv, k_pf, v_pf, torch.tensor([p]), 1, H, prefetch=words, prefetch_block=4096), got)
     q, k, v = qkv.split([H * D, KV * D, KV * D])
     k_want, v_want = k_cache.clone(), v_cache.clone()
     k_want[1, 0, :, p], v_want[1, 0, :, p] = k.view(KV, D), v.view(KV, D)
