@@ -55,8 +55,11 @@ def _read_only(w_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, BLOCK_N: tl.const
 
 
 @triton.jit
-def _stream(w_ptr, y_ptr, BLOCK: tl.constexpr):
-    """The plainest read: each program xors BLOCK contiguous words (the calibration of `stream`)."""
+def _stream(w_ptr, y_ptr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+    """The plainest read: each program xors BLOCK contiguous words (the calibration of `stream`); with
+    PDL it lets the next kernel launch before reading (gemv_step_floor.py)."""
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
     at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(y_ptr + tl.program_id(0), tl.xor_sum(tl.load(at + w_ptr), axis=0))
 

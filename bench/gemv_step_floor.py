@@ -1,7 +1,7 @@
 """What the bf16 decode step's weight reads alone cost on this GPU: the 113 products of a Qwen2.5-7B
 step (per layer q/k/v, o, gate/up, down; then the output layer) replaced by the plainest read of the
-same bytes, launched in the same order back to back in a CUDA graph, each on its own buffer (14.1 GB
-in all, so nothing is in the L2). Two ways: each read after the last (`serial`), and each launching
+same bytes (gemv4_read_floor's `_stream`), launched in the same order back to back in a CUDA graph,
+each on its own buffer (14.1 GB in all, so nothing is in the L2). Two ways: each read after the last (`serial`), and each launching
 its successor at once through programmatic dependent launch (`overlapped`: no kernel boundary drains
 the memory, the best any sequence of kernels reading these bytes could do). Beside them, in the same
 run, the engine's own bf16 step (`Engine(gemv=True)`): 512 tokens, the time per step after the first.
@@ -22,8 +22,6 @@ import sys
 from pathlib import Path
 
 import torch
-import triton
-import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,27 +32,19 @@ LAYER = ((4608, 3584), (3584, 3584), (37888, 3584), (3584, 18944))
 HEAD = (152064, 3584)
 
 
-@triton.jit
-def _stream_pdl(w_ptr, y_ptr, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    """gemv4_read_floor's plainest read (each program xors BLOCK contiguous words); with PDL it lets the
-    next kernel launch before reading."""
-    if PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-    at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y_ptr + tl.program_id(0), tl.xor_sum(tl.load(at + w_ptr), axis=0))
-
-
 def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
     from gemv4_in_step import PRODUCTS, split_events
-    from gemv4_read_floor import back_to_back
+    from gemv4_read_floor import _stream, back_to_back
 
     shapes = [s for _ in range(layers) for s in LAYER] + [HEAD]
     bufs = [torch.empty(n * k // 2 // BLOCK * BLOCK, device="cuda", dtype=torch.int32) for n, k in shapes]
     y = torch.empty(max(b.numel() for b in bufs) // BLOCK, device="cuda", dtype=torch.int32)
     launch = {"launch_pdl": True} if pdl else {}
     nbytes = sum(b.numel() * 4 for b in bufs)
-    timed = back_to_back(lambda i: _stream_pdl[(bufs[i].numel() // BLOCK,)](bufs[i], y, BLOCK, pdl, num_warps=8,
-                                                                            **launch), len(bufs), nbytes, rounds)
+
+    def read(i: int) -> None:
+        _stream[(bufs[i].numel() // BLOCK,)](bufs[i], y, BLOCK, pdl, num_warps=8, **launch)
+    timed = back_to_back(read, len(bufs), nbytes, rounds)
     step_us = timed["us"] * len(bufs)   # back_to_back gives the time per launch
     launched = iter(range(len(bufs)))
 
@@ -63,7 +53,7 @@ def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
         return PRODUCTS[i % 4] if i < 4 * layers else "output layer"
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for i in range(len(bufs)):
-            _stream_pdl[(bufs[i].numel() // BLOCK,)](bufs[i], y, BLOCK, pdl, num_warps=8, **launch)
+            read(i)
         torch.cuda.synchronize()
     split = split_events(prof.events(), kind_of, 1)
     del bufs
