@@ -72,7 +72,6 @@ if triton is not None:
                       GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_L: tl.constexpr, CHUNKS: tl.constexpr,
                       PF: tl.constexpr, PF_BLOCK: tl.constexpr, PDL: tl.constexpr):
         kv_head, chunk = tl.program_id(0), tl.program_id(1)
-        chunks = CHUNKS
         if PDL:   # the combining kernel, then the o product, may launch now and start reading their weights
             tl.extra.cuda.gdc_launch_dependents()
         if PF > 0:
@@ -104,9 +103,9 @@ if triton is not None:
             acc = tl.dot(p.to(v.dtype), v)                                        # [BLOCK_G, D]
             heads = kv_head * GROUP + g
             real = g < GROUP
-            tl.store(acc_ptr + (heads[:, None] * chunks + chunk) * D + d[None, :], acc, mask=real[:, None])
-            tl.store(m_ptr + heads * chunks + chunk, m, mask=real)
-            tl.store(l_ptr + heads * chunks + chunk, tl.sum(p, axis=1), mask=real)
+            tl.store(acc_ptr + (heads[:, None] * CHUNKS + chunk) * D + d[None, :], acc, mask=real[:, None])
+            tl.store(m_ptr + heads * CHUNKS + chunk, m, mask=real)
+            tl.store(l_ptr + heads * CHUNKS + chunk, tl.sum(p, axis=1), mask=real)
 
     @triton.jit
     def _combine_chunks(acc_ptr, m_ptr, l_ptr, pos_ptr, out_ptr, CHUNKS: tl.constexpr, BLOCK_C: tl.constexpr,
