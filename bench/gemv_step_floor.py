@@ -62,14 +62,14 @@ def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
             "split_ms_one_launch_each": split}
 
 
-def engine_step(tries: list[tuple[str, dict]], prefetch: list[int], int4: bool = False, new_tokens: int = 512,
-                runs: int = 3) -> dict:
+def engine_step(tries: list[tuple[str, dict]], prefetch: list[tuple[int, float, float]], int4: bool = False,
+                new_tokens: int = 512, runs: int = 3) -> dict:
     """The engine's 512 tokens and its step split by kind; then with each of `tries` (a product's
     shape and a configuration for it) in place of the engine's choice, and the choice again."""
     from gemv4_in_step import split_step
     from gpu_decode import model_7b
 
-    from ferrylm.engine import Engine
+    from ferrylm.engine import Engine, decode_step
     from ferrylm.engine.decode_step import configure
 
     model = model_7b()
@@ -90,13 +90,16 @@ def engine_step(tries: list[tuple[str, dict]], prefetch: list[int], int4: bool =
         print(json.dumps(result["tries"][-1]), flush=True)
         configure(engine.decoder, key, engine.gemv_configs[key])
         engine._graph = None
-    chosen = engine.decoder.attention_prefetch
-    for block in prefetch:   # words a program of attention's reads of o's weights into the L2 (0: none)
-        engine.decoder.attention_prefetch = block
+    chosen, words = engine.decoder.attention_prefetch, decode_step._words
+    for block, lo, hi in prefetch:   # words a program of attention's reads of o's weights into the L2 (0: none)
+        # the step reads a share from the start of o's words; a part further on: the share of the words
+        # from lo on that is [lo, hi) of them all
+        engine.decoder.attention_prefetch = (block, (hi - lo) / (1 - lo))
+        decode_step._words = lambda linear, lo=lo: (w := words(linear))[int(lo * w.numel()):]
         engine._graph = None
-        result["tries"].append({"attention_prefetch": block, **timed()})
+        result["tries"].append({"attention_prefetch": block, "part": [lo, hi], **timed()})
         print(json.dumps(result["tries"][-1]), flush=True)
-    engine.decoder.attention_prefetch = chosen
+    engine.decoder.attention_prefetch, decode_step._words = chosen, words
     engine._graph = None
     if tries or prefetch:   # the engine's own choice once more: the drift over the tries
         result["again"] = timed()
@@ -112,7 +115,8 @@ def main() -> None:
     ap.add_argument("--skip-engine", action="store_true")
     ap.add_argument("--try", dest="tries", action="append", default=[],
                     help="N,K:block_n,block_k,num_warps,num_stages: that product's configuration in the engine's step")
-    ap.add_argument("--prefetch", default="", help="e.g. 0,4096,16384: words a program of attention's prefetching of o's weights reads")
+    ap.add_argument("--prefetch", default="", help="e.g. 0,4096,16384,16384@0.5-1: words a program of attention's "
+                    "prefetching of o's weights reads (@lo-hi: only that part of them, as fractions)")
     ap.add_argument("--int4", action="store_true", help="the 4-bit engine (group 128) instead of bf16")
     args = ap.parse_args()
     tries = [(tuple(map(int, shape.split(","))), dict(zip(("block_n", "block_k", "num_warps", "num_stages"),
@@ -122,7 +126,9 @@ def main() -> None:
               "overlapped": reads_alone(args.layers, True)}
     print(json.dumps(result), flush=True)
     if not args.skip_engine:
-        result["engine"] = engine_step(tries, [int(p) for p in args.prefetch.split(",") if p], args.int4)
+        prefetch = [(int(b), *map(float, (part or "0-1").split("-"))) for b, _, part in
+                    (p.partition("@") for p in args.prefetch.split(",") if p)]
+        result["engine"] = engine_step(tries, prefetch, args.int4)
         if not args.int4:   # the reads alone are the bf16 weights'
             result["engine"]["of_overlapped_reads"] = result["overlapped"]["step_ms"] / result["engine"]["step_ms"][1]
     Path(args.out).write_text(json.dumps(result, indent=2))

@@ -20,10 +20,11 @@ docs/benchmarks.md). Here that work moves into the products' own prologues and e
 All kernels use programmatic dependent launch (PDL) on Hopper like the products. The attention
 kernels let their dependents launch at once, before waiting themselves, and read the cached keys and
 values before waiting for the q/k/v product: the o product's programs are then already resident and
-reading their first weights while attention runs, when the memory would otherwise be idle. On the
-4-bit engine the attention kernel also has programs that read the whole o product's words (6.4 MB on
-a 7B layer) into the L2 meanwhile, so the o product finds them there; the bf16 o product (four times
-the bytes) measured slower with it, and its first tiles already fill the window.
+reading their first weights while attention runs, when the memory would otherwise be idle. The
+attention kernel also has programs that read the start of the o product's words into the L2
+meanwhile, so the o product finds them there: all of the 4-bit one (6.4 MB on a 7B layer), the first
+eighth of the bf16 one (3.2 MB; all of its four times the bytes measured slower: its first tiles
+already fill the window).
 
 What each part gained is measured in docs/benchmarks.md. The prompt still runs through
 `FusedDecoder.forward` (F.linear on the folded weights).
@@ -45,9 +46,12 @@ except ImportError:  # the CPU-only install: never called there
     triton = None
 
 BLOCK_L = 64   # cache positions per attention program
-# Words each of attention's prefetching programs reads in one load (the 4-bit engine's: the module's
-# docstring). Half this was as fast in some runs and slower than none in others (docs/benchmarks.md).
-PREFETCH_BLOCK = 16384
+# What attention's prefetching programs read for the o product after it (the module's docstring):
+# (words a program reads in one load, the share of o's words from their start). Each engine's best
+# measured on an H100 (docs/benchmarks.md): for 4-bit, half the block was as fast in some runs and
+# slower than none in others; for bf16, larger blocks and larger shares gained less or lost.
+PREFETCH_INT4 = (16384, 1.0)
+PREFETCH_BF16 = (1024, 0.125)
 
 
 def _words(linear) -> torch.Tensor:
@@ -126,7 +130,7 @@ if triton is not None:
 
 def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
               n_heads: int, pdl: bool = False, prefetch: Optional[torch.Tensor] = None,
-              prefetch_block: int = PREFETCH_BLOCK) -> torch.Tensor:
+              prefetch_block: int = PREFETCH_INT4[0]) -> torch.Tensor:
     """One token's attention in `layer` for its q/k/v vector (rotary positions applied) at position
     pos [1]: writes the new key and value into the caches [layers, 1, KV, max_len, D]; [H * D].
     With `prefetch` (int32 words: the next product's weights), more programs, one for each
@@ -187,12 +191,13 @@ def epilogues(decoder) -> dict:
 
 def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """One token through a decoder prepared by `gemv.gemv_weights(fused_step=True)`: logits [1, 1, vocab]."""
-    pdl, block = dec.lm_head.pdl, dec.attention_prefetch
+    pdl, (block, share) = dec.lm_head.pdl, dec.attention_prefetch
+    n = int(share * _words(dec.layers[0].wo).numel()) if block else 0   # words of o read ahead
     x = F.embedding(ids, dec.embed).reshape(-1)
     for i, layer in enumerate(dec.layers):
         qkv = layer.wqkv.step(x, pos=pos, inv_freq=dec.inv_freq)
         att = attention_op(qkv, dec.k_cache, dec.v_cache, pos, i, dec.n_heads, pdl,
-                           _words(layer.wo) if block else None, block or PREFETCH_BLOCK)
+                           _words(layer.wo)[:n] if n else None, block or PREFETCH_INT4[0])
         x = layer.wo.step(att, residual=x)
         x = layer.w2.step(layer.w13.step(x), residual=x)
     return dec.lm_head.step(x).view(1, 1, -1)
@@ -232,8 +237,8 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
                 child.configure(configs[key], pdl, epilogue)
                 decoder.gemv_layers.setdefault(key, []).append(child)
     if fused_step:
-        # words a program of attention's reading the o product's weights into the L2 (0: none)
-        decoder.attention_prefetch = PREFETCH_BLOCK if hasattr(decoder.layers[0].wo, "packed") else 0
+        # attention's reading the start of the o product's weights into the L2 ((0, 0): none)
+        decoder.attention_prefetch = PREFETCH_INT4 if hasattr(decoder.layers[0].wo, "packed") else PREFETCH_BF16
         decoder.one_token_step = decode_step
     return configs
 
