@@ -68,7 +68,13 @@ def step_vs_prompt(decoder, ids: torch.Tensor, logits: torch.Tensor, variant: st
                            for i in range(n - steps, n)])
     want = logits[n - steps:]
     return {f"step_vs_prompt_max_abs_{variant}": (got - want).abs().max().item(),
-            f"step_vs_prompt_argmax_agreement_{variant}": (got.argmax(-1) == want.argmax(-1)).float().mean().item()}
+            f"step_vs_prompt_argmax_agreement_{variant}": agreement(got, want)[1]}
+
+
+def agreement(logits: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    """KL(ref ‖ logits) averaged over the positions, and how often their argmax agrees."""
+    kl = torch.nn.functional.kl_div(logits.log_softmax(-1), ref.log_softmax(-1), log_target=True, reduction="batchmean")
+    return kl.item(), (logits.argmax(-1) == ref.argmax(-1)).float().mean().item()
 
 
 def model_7b():
@@ -244,17 +250,14 @@ def main() -> None:
         if kwargs.get("gemv"):   # the one-token step (its kernels, attention's chunks) against the prompt path
             extra.update(step_vs_prompt(engine.decoder, ids, logits, variant))
         if variant == "int4-gemv" and "int4" in all_logits:   # the same 4-bit weights on two kernels
-            extra["kl_int4_gemv_vs_int4"] = torch.nn.functional.kl_div(
-                logits.log_softmax(-1), all_logits["int4"].log_softmax(-1), log_target=True, reduction="batchmean").item()
-            extra["prompt_argmax_agreement_int4_gemv_vs_int4"] = (
-                logits.argmax(-1) == all_logits["int4"].argmax(-1)).float().mean().item()
+            extra["kl_int4_gemv_vs_int4"], extra["prompt_argmax_agreement_int4_gemv_vs_int4"] = agreement(
+                logits, all_logits["int4"])
             extra["decoded_tokens_equal_int4_gemv_vs_int4"] = sum(a == b for a, b in zip(tokens["int4"], tokens[variant]))
         if ref is None:
             ref = logits
         else:
-            extra[f"kl_vs_first_variant_{variant}"] = torch.nn.functional.kl_div(
-                logits.log_softmax(-1), ref.log_softmax(-1), log_target=True, reduction="batchmean").item()
-            extra[f"argmax_agreement_vs_first_variant_{variant}"] = (logits.argmax(-1) == ref.argmax(-1)).float().mean().item()
+            extra[f"kl_vs_first_variant_{variant}"], extra[f"argmax_agreement_vs_first_variant_{variant}"] = agreement(
+                logits, ref)
         read = engine.decoder if engine.decoder is not None else model
         extra[f"weight_gb_read_per_token_{variant}"] = sum(
             p.numel() * p.element_size() for n_, p in [*read.named_parameters(), *read.named_buffers()]

@@ -60,15 +60,12 @@ def _words(linear) -> torch.Tensor:
 
 if triton is not None:
     @triton.jit
-    def _prefetch(ptr, n, sink_ptr, p, programs, BLOCK: tl.constexpr):
-        """Program p of `programs` reads its share of the n words at ptr, kept in the L2 (evict_last) for
-        the kernel after: an xor of them goes to sink_ptr[p] so the reads stay."""
-        per = tl.cdiv(n, programs * BLOCK) * BLOCK
-        acc = tl.zeros([BLOCK], tl.int32)
-        for i in range(p * per, (p + 1) * per, BLOCK):
-            at = i + tl.arange(0, BLOCK)
-            acc ^= tl.load(ptr + at, mask=at < n, other=0, eviction_policy="evict_last")
-        tl.store(sink_ptr + p, tl.xor_sum(acc, axis=0))
+    def _prefetch(ptr, n, sink_ptr, p, BLOCK: tl.constexpr):
+        """Program p reads block p of the n words at ptr (nothing past them), kept in the L2 (evict_last)
+        for the kernel after: an xor of them goes to sink_ptr[p] so the reads stay."""
+        at = p * BLOCK + tl.arange(0, BLOCK)
+        words = tl.load(ptr + at, mask=at < n, other=0, eviction_policy="evict_last")
+        tl.store(sink_ptr + p, tl.xor_sum(words, axis=0))
 
     @triton.jit
     def _attend_chunk(qkv_ptr, k_ptr, v_ptr, pos_ptr, acc_ptr, m_ptr, l_ptr, pf_ptr, pf_n, sink_ptr, layer_offset,
@@ -80,7 +77,7 @@ if triton is not None:
             tl.extra.cuda.gdc_launch_dependents()
         if PF > 0:
             if chunk >= CHUNKS:   # PF programs a KV head past the chunks: the next weights into the L2
-                _prefetch(pf_ptr, pf_n, sink_ptr, kv_head * PF + chunk - CHUNKS, KV * PF, PF_BLOCK)
+                _prefetch(pf_ptr, pf_n, sink_ptr, kv_head * PF + chunk - CHUNKS, PF_BLOCK)
         pos = tl.load(pos_ptr)   # written before this step (by the previous one), not by the q/k/v kernel
         if chunk * BLOCK_L <= pos and chunk < CHUNKS:
             d = tl.arange(0, D)
