@@ -23,8 +23,7 @@ values before waiting for the q/k/v product: the o product's programs are then a
 reading their first weights while attention runs, when the memory would otherwise be idle. The
 attention kernel also has programs that read the start of the o product's words into the L2
 meanwhile, so the o product finds them there: all of the 4-bit one (6.4 MB on a 7B layer), the first
-eighth of the bf16 one (3.2 MB; all of its four times the bytes measured slower: its first tiles
-already fill the window).
+eighth of the bf16 one (3.2 MB; more of its four times the bytes, or larger reads, measured slower).
 
 What each part gained is measured in docs/benchmarks.md. The prompt still runs through
 `FusedDecoder.forward` (F.linear on the folded weights).
