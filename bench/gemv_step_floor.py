@@ -92,10 +92,9 @@ def engine_step(tries: list[tuple[str, dict]], prefetch: list[tuple[int, float, 
         engine._graph = None
     chosen, words = engine.decoder.attention_prefetch, decode_step._words
     for block, lo, hi in prefetch:   # words a program of attention's reads of o's weights into the L2 (0: none)
-        # the step reads a share from the start of o's words; a part further on: the share of the words
-        # from lo on that is [lo, hi) of them all
-        engine.decoder.attention_prefetch = (block, (hi - lo) / (1 - lo))
-        decode_step._words = lambda linear, lo=lo: (w := words(linear))[int(lo * w.numel()):]
+        # o's words as the step sees them: only the part [lo, hi) of them, all of which it reads ahead
+        engine.decoder.attention_prefetch = (block, 1.0)
+        decode_step._words = lambda linear, lo=lo, hi=hi: (w := words(linear))[int(lo * w.numel()):int(hi * w.numel())]
         engine._graph = None
         result["tries"].append({"attention_prefetch": block, "part": [lo, hi], **timed()})
         print(json.dumps(result["tries"][-1]), flush=True)
