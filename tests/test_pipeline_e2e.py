@@ -35,8 +35,8 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
     """data → train → export → bench → serve (with load, the CLI, SIGTERM drain) → eval → report; then the
     same run served as base + adapter and as its W4A16 artifact. Each step is a function below."""
     port = free_port()
-    # W4A16 by rounding: GPTQ's calibration took 150 of this test's 520 s, and its path through the
-    # export stage and its quality are tested on their own (tests/export/test_export.py, test_gptq.py).
+    # W4A16 by rounding: GPTQ's calibration was the largest part of this test's time (docs/benchmarks.md),
+    # and its path through the export stage and its quality are tested on their own (tests/export/).
     overrides = [f"run_dir={tmp_path / 'run'}", f"model.path={smollm2_dir}", f"data.sources=[{tiny_corpus}]",
                  "data.max_pairs=120", "data.eval_fraction=0.3", "data.max_seq_len=384",
                  "train.max_steps=6", "train.per_device_batch_size=2", "train.save_steps=3", "train.logging_steps=1",
