@@ -113,8 +113,7 @@ def _gemv4_kernel_empty(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr
                         K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr, HAS_BIAS: tl.constexpr,
                         NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr,
                         RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
-                        SUB: tl.constexpr, B: tl.constexpr, AHEAD: tl.constexpr = 1, pf_ptr=None, pf_n=0, pf_lines=0,
-                        PF: tl.constexpr = False):
+                        SUB: tl.constexpr, B: tl.constexpr, AHEAD: tl.constexpr = 1):
     """The 4-bit kernel's launch, grid and dependencies with none of its work: it waits for the kernel
     before it (as the real one does before reading x), lets the next one start, and writes zeros to
     as many outputs (its own rows or not: only the count matters here)."""

@@ -12,8 +12,7 @@ rest) as gemv4_in_step.py splits the 4-bit step: each kernel's end minus the pre
     python3 bench/gemv_step_floor.py --out gemv_step_floor_h100.json [--try 3584,3584:2,4096,4,1 ...]
 
 `--try N,K:block_n,block_k,num_warps,num_stages` puts that configuration on the [N, K] products of the
-engine's step and times its 512 tokens again (then the engine's own choice once more, for the drift);
-`--prefetch` and `--next` do the same for attention's and the products' reading ahead of the next weights.
+engine's step and times its 512 tokens again (then the engine's own choice once more, for the drift).
 """
 from __future__ import annotations
 
@@ -64,7 +63,7 @@ def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
 
 
 def engine_step(tries: list[tuple[str, dict]], prefetch: list[tuple[int, float, float]], int4: bool = False,
-                new_tokens: int = 512, runs: int = 3, nexts: tuple = ()) -> dict:
+                new_tokens: int = 512, runs: int = 3) -> dict:
     """The engine's 512 tokens and its step split by kind; then with each of `tries` (a product's
     shape and a configuration for it) in place of the engine's choice, and the choice again."""
     from gemv4_in_step import split_step
@@ -100,15 +99,8 @@ def engine_step(tries: list[tuple[str, dict]], prefetch: list[tuple[int, float, 
         result["tries"].append({"attention_prefetch": block, "part": [lo, hi], **timed()})
         print(json.dumps(result["tries"][-1]), flush=True)
     engine.decoder.attention_prefetch, decode_step._words = chosen, words
-    chosen = engine.decoder.next_prefetch
-    for parts in nexts:   # each product's asking the L2 for that share of the next product's words
-        engine.decoder.next_prefetch = parts
-        engine._graph = None
-        result["tries"].append({"next_prefetch": parts, **timed()})
-        print(json.dumps(result["tries"][-1]), flush=True)
-    engine.decoder.next_prefetch = chosen
     engine._graph = None
-    if tries or prefetch or nexts:   # the engine's own choice once more: the drift over the tries
+    if tries or prefetch:   # the engine's own choice once more: the drift over the tries
         result["again"] = timed()
     del engine, model
     torch.cuda.empty_cache()
@@ -125,9 +117,6 @@ def main() -> None:
     ap.add_argument("--prefetch", default="", help="e.g. 0,4096,16384,16384@0.5-1: words a program of attention's "
                     "prefetching of o's weights reads (@lo-hi: only that part of them, as fractions)")
     ap.add_argument("--int4", action="store_true", help="the 4-bit engine (group 128) instead of bf16")
-    ap.add_argument("--next", dest="nexts", action="append", default=[],
-                    help="e.g. w2=0.5,w13=0.1: those products ask the L2 for that share of the next product's words "
-                    "(decode_step's next_prefetch; an empty string: none)")
     args = ap.parse_args()
     tries = [(tuple(map(int, shape.split(","))), dict(zip(("block_n", "block_k", "num_warps", "num_stages"),
                                                          map(int, cfg.split(",")))))
@@ -138,9 +127,7 @@ def main() -> None:
     if not args.skip_engine:
         prefetch = [(int(b), *map(float, (part or "0-1").split("-"))) for b, _, part in
                     (p.partition("@") for p in args.prefetch.split(",") if p)]
-        nexts = [{name: float(v) for name, _, v in (p.partition("=") for p in spec.split(",") if p)}
-                 for spec in args.nexts]
-        result["engine"] = engine_step(tries, prefetch, args.int4, nexts=nexts)
+        result["engine"] = engine_step(tries, prefetch, args.int4)
         if not args.int4:   # the reads alone are the bf16 weights'
             result["engine"]["of_overlapped_reads"] = result["overlapped"]["step_ms"] / result["engine"]["step_ms"][1]
     Path(args.out).write_text(json.dumps(result, indent=2))

@@ -51,10 +51,6 @@ BLOCK_L = 64   # cache positions per attention program
 # slower than none in others; for bf16, larger blocks and larger shares gained less or lost.
 PREFETCH_INT4 = (16384, 1.0)
 PREFETCH_BF16 = (1024, 0.125)
-# The products' own asking the L2 for the next product's weights as each program ends (gemv.prefetch_args):
-# {product: share of the next product's words from their start}, on Hopper; empty: none.
-NEXT_INT4: dict = {}
-NEXT_BF16: dict = {}
 
 
 def _words(linear) -> torch.Tensor:
@@ -193,19 +189,13 @@ def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """One token through a decoder prepared by `gemv.gemv_weights(fused_step=True)`: logits [1, 1, vocab]."""
     pdl, (block, share) = dec.lm_head.pdl, dec.attention_prefetch
     n = int(share * _words(dec.layers[0].wo).numel()) if block else 0   # words of o read ahead
-
-    def ahead(name: str, following) -> Optional[torch.Tensor]:   # the part of the next product's words asked for
-        part = dec.next_prefetch.get(name, 0.0)
-        return _words(following)[:int(part * _words(following).numel())] if part else None
     x = F.embedding(ids, dec.embed).reshape(-1)
     for i, layer in enumerate(dec.layers):
         qkv = layer.wqkv.step(x, pos=pos, inv_freq=dec.inv_freq)
         att = attention_op(qkv, dec.k_cache, dec.v_cache, pos, i, dec.n_heads, pdl,
                            _words(layer.wo)[:n] if n else None, block or PREFETCH_INT4[0])
-        x = layer.wo.step(att, residual=x, prefetch=ahead("wo", layer.w13))
-        up = layer.w13.step(x, prefetch=ahead("w13", layer.w2))
-        following = dec.layers[i + 1].wqkv if i + 1 < len(dec.layers) else dec.lm_head
-        x = layer.w2.step(up, residual=x, prefetch=ahead("w2", following))
+        x = layer.wo.step(att, residual=x)
+        x = layer.w2.step(layer.w13.step(x), residual=x)
     return dec.lm_head.step(x).view(1, 1, -1)
 
 
@@ -244,9 +234,7 @@ def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: 
                 decoder.gemv_layers.setdefault(key, []).append(child)
     if fused_step:
         # attention's reading the start of the o product's weights into the L2 ((0, 0): none)
-        int4 = hasattr(decoder.layers[0].wo, "packed")
-        decoder.attention_prefetch = PREFETCH_INT4 if int4 else PREFETCH_BF16
-        decoder.next_prefetch = dict(NEXT_INT4 if int4 else NEXT_BF16) if pdl else {}   # PTX: not in the interpreter
+        decoder.attention_prefetch = PREFETCH_INT4 if hasattr(decoder.layers[0].wo, "packed") else PREFETCH_BF16
         decoder.one_token_step = decode_step
     return configs
 

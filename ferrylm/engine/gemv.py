@@ -41,18 +41,6 @@ if triton is not None:
         return v.to(like_ptr.dtype.element_ty).to(tl.float32)
 
     @triton.jit
-    def _prefetch_next(ptr, n, lines):
-        """Asks the L2 for this program's `lines` 128-byte lines of the n int32 words at ptr (the next
-        kernel's weights) and goes on: nothing waits for them. sm_90's prefetch instruction, kept
-        evict_last so the weights streaming past meanwhile do not push them out first."""
-        first = tl.program_id(0) * lines
-        for c in range(0, lines, 128):
-            line = first + tl.minimum(c + tl.arange(0, 128), lines - 1)
-            at = tl.minimum(line * 32, n - 1)
-            tl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptr + at],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-
-    @triton.jit
     def _rows(pid, PAIR: tl.constexpr, PERIOD: tl.constexpr, BLOCK_N: tl.constexpr):
         """This program's first-half rows: rows r and r + PERIOD/2 of each PERIOD-row group when paired
         (SiLU's gate and up, RoPE's two halves)."""
@@ -98,7 +86,7 @@ if triton is not None:
     def _gemv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
                      HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                      ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     EVEN_K: tl.constexpr, PDL: tl.constexpr, pf_ptr, pf_n, pf_lines, PF: tl.constexpr):
+                     EVEN_K: tl.constexpr, PDL: tl.constexpr):
         pid = tl.program_id(0)
         HALF: tl.constexpr = PERIOD // 2
         rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
@@ -149,8 +137,6 @@ if triton is not None:
             yb = ya
         _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM,
                   PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
-        if PF:
-            _prefetch_next(pf_ptr, pf_n, pf_lines)
 
 
 def supports_pdl() -> bool:
@@ -193,25 +179,12 @@ def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, in
     return n // rows_per_program, period
 
 
-def prefetch_args(prefetch: Optional[torch.Tensor], programs: int, like: torch.Tensor) -> dict:
-    """The kernels' pf_ptr, pf_n, pf_lines and PF for `prefetch` (int32 words the next kernel reads, or
-    None): each of `programs` asks the L2 for its share of their 128-byte lines. On a GPU only: the
-    prefetch instruction is PTX, which Triton's interpreter does not run."""
-    if prefetch is None or prefetch.numel() == 0:
-        return dict(pf_ptr=like, pf_n=0, pf_lines=0, PF=False)
-    if prefetch.dtype != torch.int32 or not prefetch.is_cuda:
-        raise ValueError("prefetch: the next kernel's weights as int32 words on the GPU")
-    lines = -(-prefetch.numel() // 32)
-    return dict(pf_ptr=prefetch, pf_n=prefetch.numel(), pf_lines=-(-lines // programs), PF=True)
-
-
 def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n: int, block_k: int,
          num_warps: int, num_stages: int, pdl: bool = False, epilogue: Epilogue = Epilogue(),
          residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-         inv_freq: Optional[torch.Tensor] = None, prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
+         inv_freq: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = w @ x (+ bias) for a vector x [K] and w [N, K], with `epilogue` around it (ROPE reads the
-    position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so). `prefetch`:
-    int32 words (the next kernel's weights) the programs ask the L2 for when done (`prefetch_args`)."""
+    position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so)."""
     n, k = w.shape
     e = epilogue
     programs, period = check_launch("gemv", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
@@ -221,8 +194,7 @@ def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n
         x, w, w if bias is None else bias, w if residual is None else residual, y, w if pos is None else pos,
         w if inv_freq is None else inv_freq, 0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, **prefetch_args(prefetch, programs, w),
-        num_warps=num_warps, num_stages=num_stages, **launch)
+        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
 
 
@@ -252,15 +224,14 @@ def gemv_reference(x, w, bias=None, epilogue: Epilogue = Epilogue(), residual=No
 def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],
             pos: Optional[torch.Tensor], inv_freq: Optional[torch.Tensor], block_n: int, block_k: int, num_warps: int,
             num_stages: int, pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int,
-            rope_scale: float, has_residual: bool, prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
+            rope_scale: float, has_residual: bool) -> torch.Tensor:
     return gemv(x, w, bias, block_n, block_k, num_warps, num_stages, pdl,
-                Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), residual, pos, inv_freq,
-                prefetch)
+                Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), residual, pos, inv_freq)
 
 
 @gemv_op.register_fake
 def _(x, w, bias, residual, pos, inv_freq, block_n, block_k, num_warps, num_stages, pdl, norm_eps, pair, period,
-      rope_rows, rope_scale, has_residual, prefetch=None):
+      rope_rows, rope_scale, has_residual):
     return x.new_empty(w.shape[0] // 2 if pair == SILU else w.shape[0])
 
 
@@ -287,8 +258,6 @@ class GemvLinear(torch.nn.Module):
         return self.step(x.reshape(-1), plain=True).reshape(*x.shape[:-1], -1)
 
     def step(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-             inv_freq: Optional[torch.Tensor] = None, plain: bool = False,
-             prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
+             inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
-        return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, **e.op_args(), **self.cfg,
-                       prefetch=prefetch)
+        return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, **e.op_args(), **self.cfg)

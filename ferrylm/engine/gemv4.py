@@ -31,7 +31,7 @@ from typing import Optional
 
 import torch
 
-from .gemv import CONFIG_KEYS, Epilogue, SILU, check_launch, gemv_reference, prefetch_args
+from .gemv import CONFIG_KEYS, Epilogue, SILU, check_launch, gemv_reference
 
 try:
     from .gemv4_kernel import _gemv4_kernel, _prompt4_kernel
@@ -67,12 +67,10 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
           epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
           residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None, sub: int = 1, ahead: int = 1,
-          prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
+          inv_freq: Optional[torch.Tensor] = None, sub: int = 1, ahead: int = 1) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
     [N/B, K/8, B] and `scales` [N/B, K/group, B], with `epilogue` around it as `gemv.gemv` does. `sub`
-    (1 or 2): row blocks of `block_n` a program; `ahead` (1 or 2): tiles of words read ahead; `prefetch`: as
-    `gemv.gemv`'s."""
+    (1 or 2): row blocks of `block_n` a program; `ahead` (1 or 2): tiles of words read ahead."""
     strips, words, b = packed.shape
     k, n = 8 * words, strips * b
     e = epilogue
@@ -94,8 +92,7 @@ def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: in
         x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
         0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, AHEAD=ahead, **prefetch_args(prefetch, programs // sub, packed),
-        num_warps=num_warps, num_stages=num_stages, **launch)
+        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, AHEAD=ahead, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
 
 
@@ -133,15 +130,15 @@ def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_w
              bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
              inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
              pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
-             has_residual: bool, sub: int, ahead: int = 1, prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
+             has_residual: bool, sub: int, ahead: int = 1) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq, sub, ahead, prefetch)
+                 inv_freq, sub, ahead)
 
 
 @gemv4_op.register_fake
 def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
-      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub, ahead=1, prefetch=None):
+      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub, ahead=1):
     n = packed.shape[0] * packed.shape[2]
     return x.new_empty(n // 2 if pair == SILU else n)
 
@@ -184,8 +181,7 @@ class Gemv4Linear(torch.nn.Module):
         return torch.nn.functional.linear(x.float(), w, bias).to(x.dtype)
 
     def step(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-             inv_freq: Optional[torch.Tensor] = None, plain: bool = False,
-             prefetch: Optional[torch.Tensor] = None) -> torch.Tensor:
+             inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
         return gemv4_op(x, self.packed, self.scales, self.norm_weight, self.bias, residual, pos, inv_freq,
-                        self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg, prefetch=prefetch)
+                        self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg)

@@ -4,7 +4,7 @@ why it is written this way are in gemv4.py's docstring.
 import triton
 import triton.language as tl
 
-from .gemv import _epilogue, _prefetch_next, _rows
+from .gemv import _epilogue, _rows
 
 # A nibble masked in place is the bit pattern of a subnormal float, u * 2^(pos - 149) for its lowest bit
 # at pos, and the multiply-add takes it exactly (nothing here flushes subnormals to zero): a weight
@@ -188,10 +188,8 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
                   K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
                   HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                   ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr, AHEAD: tl.constexpr = 1, pf_ptr=None,
-                  pf_n=0, pf_lines=0, PF: tl.constexpr = False):
+                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr, AHEAD: tl.constexpr = 1):
     # AHEAD: tiles of words read ahead of the one multiplied (1 or 2; x is read one tile ahead).
-    # PF: the programs ask the L2 for the next kernel's words when done (gemv.prefetch_args).
     # SUB row blocks a program (virtual programs SUB * pid + i): each x value a thread reads serves
     # SUB times as many words.
     pid = tl.program_id(0) * SUB
@@ -228,8 +226,6 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
         ya, yb = _sums(c, d, PAIR)
         _epilogue(ya, yb, sq, pid + 1, rows2, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS,
                   NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
-    if PF:
-        _prefetch_next(pf_ptr, pf_n, pf_lines)
 
 
 @triton.jit
