@@ -221,7 +221,10 @@ def serve_with_lora(overrides: list[str]) -> None:
 def serve_w4a16(overrides: list[str], run) -> None:
     """vLLM loads the export's W4A16 artifact as 4-bit weights (its CPU kernel for compressed-tensors
     WNA16), and what it computes is that artifact: its prompt log-probabilities are closer to
-    transformers' reading of the same file than to the merged bf16 model's."""
+    transformers' reading of the same file than to the merged bf16 model's, and within serving noise of
+    it. vLLM serving bf16 SmolLM2 differs from transformers by 0.04 a token on this prompt; with int8
+    activations (the CPU build's W4A8, its default on AMX CPUs) the artifact was 0.17-0.71 away
+    (bench/vllm_cpu_w4a8.py, docs/benchmarks.md)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -254,6 +257,7 @@ def serve_w4a16(overrides: list[str], run) -> None:
     merged = AutoModelForCausalLM.from_pretrained(run / "export" / "merged", dtype=torch.bfloat16)
     to_merged = [abs(a - b) for a, b in zip(served, transformers_logprobs(merged))]
     assert len(to_artifact) == len(ids) - 1 and sum(to_artifact) < sum(to_merged), (sum(to_artifact), sum(to_merged))
+    assert sum(to_artifact) / len(to_artifact) < 0.12, (sum(to_artifact), len(to_artifact))
 
 
 def _avx512() -> bool:

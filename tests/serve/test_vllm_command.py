@@ -32,14 +32,20 @@ def test_the_cuda_build_gets_the_parallel_layout_and_passthrough_flags(model_dir
     assert cmd[cmd.index("--served-model-name") + 2:] == [
         "--tensor-parallel-size", "4", "--gpu-memory-utilization", "0.85", "--data-parallel-size", "2",
         "--enable-prefix-caching", "--max-num-seqs", "64"]
-    assert "VLLM_CPU_KVCACHE_SPACE" not in server.env()
+    assert "VLLM_CPU_KVCACHE_SPACE" not in server.env() and "VLLM_CPU_INT4_W4A8" not in server.env()
 
 
-def test_the_cpu_build_gets_its_kv_cache_and_no_gpu_flags(model_dir, tmp_path):
+def test_the_cpu_build_gets_its_kv_cache_and_no_gpu_flags(model_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_server, "_cpu_build", lambda: True)
+    monkeypatch.delenv("VLLM_CPU_INT4_W4A8", raising=False)
     server = _server(model_dir, tmp_path, "serve.kv_cache_gib=3")
     cmd = server.command()
     assert "--tensor-parallel-size" not in cmd and "--gpu-memory-utilization" not in cmd
     assert server.env()["VLLM_CPU_KVCACHE_SPACE"] == "3"
+    # 4-bit weights with bf16 activations, as exported (its default on AMX CPUs is int8 activations)
+    assert server.env()["VLLM_CPU_INT4_W4A8"] == "0"
+    monkeypatch.setenv("VLLM_CPU_INT4_W4A8", "1")     # a user's choice stands
+    assert server.env()["VLLM_CPU_INT4_W4A8"] == "1"
     with pytest.raises(ServeError, match="CPU build serves one process"):
         _server(model_dir, tmp_path, "serve.tensor_parallel=2").check()
 
