@@ -1,12 +1,43 @@
-"""Print each stage's wall time and headline numbers from a finished run's records.
+"""Print each stage's wall time and headline numbers from a finished run's records, then the eval
+stage's time split by phase (read off the run's ferrylm.log: each model's server start, benchmarks,
+held-out examples and latency; the held-out losses computed before any server).
 
     .venv/bin/python bench/stage_times.py runs/default
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
+
+# (the log line that starts a phase, its name); a phase ends where the next begins
+PHASES = ((r"INFO ferrylm\.export: parity", "held-out losses, in-process, before any server"),
+          (r"starting vLLM", "server start"),
+          (r"vLLM ready", "benchmarks: generation and execution"),
+          (r"\] \d+ held-out examples", "held-out examples"),
+          (r"\] latency of", "latency"),
+          (r"vLLM stopped", "between servers"),
+          (r"report: ", None))
+
+
+def eval_phases(log: Path) -> dict[str, float]:
+    """Seconds per eval phase of the log's last run, summed over the models."""
+    marks = []
+    for line in log.read_text(errors="replace").splitlines():
+        for pattern, name in PHASES:
+            if re.search(pattern, line):
+                if pattern == PHASES[0][0]:   # the log goes on over runs: the last run's eval only
+                    marks = []
+                marks.append((datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f"), name))
+                break
+    out: dict[str, float] = defaultdict(float)
+    for (t0, name), (t1, _) in zip(marks, marks[1:]):
+        if name:
+            out[name] += (t1 - t0).total_seconds()
+    return dict(out)
 
 
 def main(run_dir: str) -> None:
@@ -34,6 +65,11 @@ def main(run_dir: str) -> None:
                              for k, vals in m["models"].items())
         print(f"| {stage} | {rec['seconds']:.0f} | {note} |")
     print(f"| total (stages) | {total:.0f} | |")
+    log = Path(run_dir) / "ferrylm.log"
+    if log.is_file():
+        print("\n| eval phase | seconds |\n|---|---|")
+        for name, secs in eval_phases(log).items():
+            print(f"| {name} | {secs:.0f} |")
 
 
 if __name__ == "__main__":

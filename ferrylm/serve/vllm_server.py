@@ -155,8 +155,8 @@ class VllmServer(ManagedServer):
         if _cpu_build():
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.kv_cache_gib))
             # On CPUs with AMX the CPU build runs 4-bit weights with int8 activations (W4A8) unless told not
-            # to: it served a W4A16 artifact as far from that artifact as the 4 bits are from bf16
-            # (docs/benchmarks.md). Serve what the export wrote and gated; setting it in the
+            # to: a W4A16 artifact served that way was 60-70 % as far from the artifact as its 4 bits are
+            # from bf16 (docs/benchmarks.md). Serve what the export wrote and gated; setting it in the
             # environment opts back in.
             env.setdefault("VLLM_CPU_INT4_W4A8", "0")
         elif importlib.util.find_spec("flashinfer") is None:
