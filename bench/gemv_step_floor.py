@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,6 +32,16 @@ BLOCK = 4096   # int32 words a program (16 KB)
 # [n, k] of each product a layer reads, in the step's order, then the output layer's
 LAYER = ((4608, 3584), (3584, 3584), (37888, 3584), (3584, 18944))
 HEAD = (152064, 3584)
+
+
+@triton.jit
+def _prefetch_asm(ptr, n, sink_ptr, p, BLOCK: tl.constexpr):
+    """decode_step._prefetch's block p, asked of the L2 one 128-byte line a thread (evict_last) instead of
+    loaded: the program ends without waiting for the words."""
+    LINES: tl.constexpr = BLOCK // 32
+    at = tl.minimum(p * BLOCK + tl.arange(0, LINES) * 32, n - 1)
+    tl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptr + at],
+                              dtype=tl.int32, is_pure=False, pack=1)
 
 
 def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
@@ -117,7 +129,12 @@ def main() -> None:
     ap.add_argument("--prefetch", default="", help="e.g. 0,4096,16384,16384@0.5-1: words a program of attention's "
                     "prefetching of o's weights reads (@lo-hi: only that part of them, as fractions)")
     ap.add_argument("--int4", action="store_true", help="the 4-bit engine (group 128) instead of bf16")
+    ap.add_argument("--prefetch-asm", action="store_true", help="attention's prefetching programs ask the L2 for "
+                    "their words with PTX's prefetch instruction instead of loading them (nothing waits for them)")
     args = ap.parse_args()
+    if args.prefetch_asm:   # before anything compiles: Triton reads the module's globals at compile time
+        from ferrylm.engine import decode_step
+        decode_step._prefetch = _prefetch_asm
     tries = [(tuple(map(int, shape.split(","))), dict(zip(("block_n", "block_k", "num_warps", "num_stages"),
                                                          map(int, cfg.split(",")))))
              for shape, cfg in (t.split(":") for t in args.tries)]
