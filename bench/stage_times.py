@@ -27,9 +27,9 @@ def eval_phases(log: Path) -> dict[str, float]:
     """Seconds per eval phase of the log's last run, summed over the models."""
     marks = []
     for line in log.read_text(errors="replace").splitlines():
-        for pattern, name in PHASES:
+        for i, (pattern, name) in enumerate(PHASES):
             if re.search(pattern, line):
-                if pattern == PHASES[0][0]:   # the log goes on over runs: the last run's eval only
+                if i == 0:   # the log goes on over runs: the last run's eval only
                     marks = []
                 marks.append((datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f"), name))
                 break

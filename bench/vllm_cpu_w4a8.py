@@ -21,7 +21,6 @@ import sys
 import sysconfig
 from pathlib import Path
 
-import requests
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,21 +34,23 @@ PROMPTS = ["def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return",  
 
 
 def transformers_logprobs(model, prompts: list[list[int]]) -> list[list[float]]:
+    out = []
     with torch.no_grad():
-        return [[lp[j, ids[j + 1]].item() for j in range(len(ids) - 1)]
-                for ids in prompts for lp in [model(torch.tensor([ids])).logits[0].float().log_softmax(-1)]]
+        for ids in prompts:
+            logp = model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
+            out.append([logp[j, ids[j + 1]].item() for j in range(len(ids) - 1)])
+    return out
 
 
 def served_logprobs(model_dir: Path, prompts: list[list[int]], base: Path, work: Path) -> list[list[float]]:
     from ferrylm.config import load_config
     from ferrylm.serve import server_for
+    from ferrylm.serve.client import prompt_logprobs
     from ferrylm.serve.process import free_port
 
     cfg = load_config("default", [f"run_dir={work / 'run'}", f"model.path={base}"])
     with server_for(cfg, model_dir, port=free_port()) as server:
-        return [requests.post(f"{server.url}/v1/completions", timeout=300, json={
-            "model": "ferrylm", "prompt": ids, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1,
-        }).json()["choices"][0]["logprobs"]["token_logprobs"][1:] for ids in prompts]
+        return [prompt_logprobs(server.url, "ferrylm", ids) for ids in prompts]
 
 
 def distance(a, b) -> list[float]:

@@ -205,12 +205,10 @@ def serve_with_lora(overrides: list[str]) -> None:
     answers as "ferrylm" (child of "ferrylm-base"); the prompt's log-probabilities differ from the
     base's, so the adapter is really applied."""
     from ferrylm.serve import lora_server_for
+    from ferrylm.serve.client import prompt_logprobs as served
 
     def prompt_logprobs(base_url, model):
-        payload = {"model": model, "prompt": "def add(a, b):\n    return", "max_tokens": 1, "temperature": 0,
-                   "echo": True, "logprobs": 1}
-        body = requests.post(f"{base_url}/v1/completions", json=payload, timeout=120).json()
-        return body["choices"][0]["logprobs"]["token_logprobs"][1:]
+        return served(base_url, model, "def add(a, b):\n    return", timeout=120)
 
     with lora_server_for(load_config("default", [*overrides, "serve.lora=true"]), port=free_port()) as lora:
         models = {m["id"]: m.get("parent") for m in requests.get(f"{lora.url}/v1/models", timeout=30).json()["data"]}
@@ -231,6 +229,7 @@ def serve_w4a16(overrides: list[str], run) -> None:
     from ferrylm.export.vllm_quant import load_compressed
     from ferrylm.models import load_tokenizer
     from ferrylm.serve import server_for
+    from ferrylm.serve.client import prompt_logprobs
 
     art = run / "export" / "vllm-w4a16"
     assert json.loads((art / "manifest.json").read_text())["group_size"] == 64
@@ -249,9 +248,7 @@ def serve_w4a16(overrides: list[str], run) -> None:
             server_for(cfg, art, port=free_port()).start()
         pytest.skip("vLLM's CPU build runs W4A16 only with AVX-512, which this CPU lacks; every earlier step passed")
     with server_for(cfg, art, port=free_port()) as quantized:
-        payload = {"model": "ferrylm", "prompt": ids, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
-        served = requests.post(f"{quantized.url}/v1/completions", json=payload, timeout=300).json()
-    served = served["choices"][0]["logprobs"]["token_logprobs"][1:]
+        served = prompt_logprobs(quantized.url, "ferrylm", ids)
     assert "CPUWNA16LinearKernel" in (run / "serve" / "vllm.log").read_text()
     to_artifact = [abs(a - b) for a, b in zip(served, transformers_logprobs(load_compressed(art)))]
     merged = AutoModelForCausalLM.from_pretrained(run / "export" / "merged", dtype=torch.bfloat16)

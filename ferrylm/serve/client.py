@@ -62,6 +62,13 @@ def complete(base_url: str, model: str, prompt: str, max_tokens: int, temperatur
     return [c["text"] for c in sorted(body["choices"], key=lambda c: c["index"])]
 
 
+def prompt_logprobs(base_url: str, model: str, prompt: str | list[int], timeout: float = 300) -> list[float]:
+    """The served model's log-probability of each prompt token after the first (text or token ids):
+    what it computes, comparable with a local reading of the same weights."""
+    payload = {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
+    return _post(f"{base_url}/v1/completions", payload, timeout).json()["choices"][0]["logprobs"]["token_logprobs"][1:]
+
+
 @dataclass
 class StreamTiming:
     ttft_s: float            # request sent → first generated text
