@@ -30,6 +30,11 @@ class TrainConfig(_Section):
     """Optimizer steps to train in all."""
     per_device_batch_size: int = Field(4, gt=0)
     """Examples (or packed rows) per micro-batch per GPU."""
+    flatten_batches: Optional[bool] = None
+    """A micro-batch's examples laid end to end in one row, their position ids restarting at each example
+    (the model keeps them apart as it does packed rows): the same loss and gradients as padded rows,
+    without computing on the padding. None: on without a GPU (measured on CPUs: docs/benchmarks.md); on
+    GPUs padded rows keep the attention kernels' causal fast path."""
     gradient_accumulation_steps: int = Field(2, gt=0)
     """Micro-batches per optimizer step; the global batch is this × per_device_batch_size × GPUs."""
     max_grad_norm: float = Field(1.0, gt=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,10 @@ def _cpu_flag(flag: str) -> bool:
             return any(line.startswith("flags") and flag in line.split() for line in fh)
     except OSError:
         return True   # not Linux: let vLLM decide
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def resolved_dtype(dtype: str, cpu_build: bool) -> str:
@@ -159,6 +164,11 @@ class VllmServer(ManagedServer):
             # from bf16 (docs/benchmarks.md). Serve what the export wrote and gated; setting it in the
             # environment opts back in.
             env.setdefault("VLLM_CPU_INT4_W4A8", "0")
+            # The CPU build keeps one core off its compute threads for its scheduler process: on two
+            # cores, half the machine. Measured on two, decoding is faster with both computing
+            # (docs/benchmarks.md); larger machines keep vLLM's choice.
+            if _usable_cpus() <= 2:
+                env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         elif importlib.util.find_spec("flashinfer") is None:
             # vLLM's CUDA sampler imports flashinfer unless told not to; flashinfer (~370 MB of kernels) is optional.
             env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")

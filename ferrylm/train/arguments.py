@@ -60,6 +60,7 @@ def training_arguments(run):
                                    }) if t.deepspeed else None,
         remove_unused_columns=False,
         dataloader_num_workers=0,
-        include_num_input_tokens_seen="non_padding",
+        # A flattened micro-batch has no padding, and no attention mask to count the padding by.
+        include_num_input_tokens_seen="all" if run.flatten else "non_padding",
         disable_tqdm=not os.isatty(2),
     )

@@ -1,8 +1,9 @@
-"""The data stage's Arrow rows as training examples, and a collator that pads them.
+"""The data stage's Arrow rows as training examples, and a collator that pads them or lays them end
+to end in one row.
 
 Packed rows carry position ids that restart per example; for those the collator passes position
 ids and no attention mask, so the model builds a block-diagonal causal mask and no example
-attends to another.
+attends to another. A flattened micro-batch is one such row.
 """
 from __future__ import annotations
 
@@ -21,11 +22,28 @@ def examples(path: str | Path, limit: int | None = None):
     return rows.select(range(min(limit, len(rows)))) if limit else rows
 
 
+def flattened(batch: list[dict]) -> dict:
+    """The batch's rows end to end as one packed row. A label at a restart of the position ids is
+    ignored: padded, it was never a target (nothing precedes it); here the previous example's last
+    token would be asked to predict it."""
+    pos = [list(b["position_ids"]) if "position_ids" in b else list(range(len(b["input_ids"]))) for b in batch]
+    labels = []
+    for b, p in zip(batch, pos):
+        labels += [IGNORE_INDEX if q == 0 else y for q, y in zip(p, b["labels"])]
+    return {"input_ids": [x for b in batch for x in b["input_ids"]], "labels": labels,
+            "position_ids": [q for p in pos for q in p]}
+
+
 class PadCollator:
-    def __init__(self, pad_id: int):
-        self.pad_id = pad_id
+    """`flatten`: each micro-batch as one unpadded row (flattened), else rows padded to the longest."""
+
+    def __init__(self, pad_id: int, flatten: bool = False):
+        self.pad_id, self.flatten = pad_id, flatten
 
     def __call__(self, batch: list[dict]) -> dict:
+        if self.flatten:
+            row = flattened(batch)
+            return {k: torch.tensor([row[k]], dtype=torch.long) for k in ("input_ids", "labels", "position_ids")}
         width = max(len(b["input_ids"]) for b in batch)
         packed = "position_ids" in batch[0]
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)

@@ -71,16 +71,17 @@ class TrainingDiverged(FerryError, RuntimeError):
 
 
 def _check_packing(model, row: dict, half: bool) -> None:
-    """Packed rows are only right if attention stays inside each example: prove it on the first row."""
+    """Packed rows (and flattened micro-batches) are only right if attention stays inside each example:
+    prove it on the first one."""
     from .dataset import packing_self_test
 
     packed, unpacked = packing_self_test(model, row)
     tol = 2e-2 * max(1.0, abs(unpacked)) if half else 1e-4 * max(1.0, abs(unpacked))
     log.info("packing self-test: packed loss %.6f, unpacked %.6f", packed, unpacked)
     if abs(packed - unpacked) > tol:
-        raise PackingLeak(f"data.pack: a packed row's loss {packed:.5f} differs from its examples' {unpacked:.5f}; "
-                          f"this model's attention ({model.config._attn_implementation}) lets packed examples see "
-                          f"each other — rebuild the data with data.pack=false")
+        raise PackingLeak(f"a packed row's loss {packed:.5f} differs from its examples' {unpacked:.5f}; this model's "
+                          f"attention ({model.config._attn_implementation}) lets packed examples see each other — "
+                          f"set train.flatten_batches=false and, if the data packs, rebuild it with data.pack=false")
 
 
 def _save_trained(trainer, tokenizer, out: Path, name: str) -> Path:
@@ -133,6 +134,10 @@ class _Run:
     @property
     def t(self):
         return self.cfg.train
+
+    @property
+    def flatten(self) -> bool:
+        return self.t.flatten_batches if self.t.flatten_batches is not None else not self.has_cuda
 
     @property
     def kind(self) -> str:
@@ -213,6 +218,8 @@ def setup_data(run: _Run, data_out: dict):
 def setup_model(run: _Run, model_dir, args, train_set):
     from transformers import set_seed
 
+    from .dataset import flattened
+
     t = run.t
     set_seed(t.seed)  # before LoRA's init, so a run is reproducible from its config alone
     model = build_model(t, model_dir, run.precision, run.attention, run.has_cuda)
@@ -222,11 +229,12 @@ def setup_model(run: _Run, model_dir, args, train_set):
         zero3_leaf_layers(model)
     if run.has_cuda and t.deepspeed != "zero3" and t.method != "qlora":
         model.to(args.device)   # where the Trainer would put it; the packing self-test runs there
-    if "position_ids" in train_set.column_names:
+    if "position_ids" in train_set.column_names or run.flatten:
         if t.deepspeed == "zero3":
             log.info("packing self-test skipped: under ZeRO-3 the weights are shards until training starts")
         else:
-            _check_packing(model, train_set[0], run.precision != "fp32")
+            first = flattened([train_set[i] for i in range(min(2, len(train_set)))]) if run.flatten else train_set[0]
+            _check_packing(model, first, run.precision != "fp32")
     return model
 
 
@@ -234,7 +242,7 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
     from .dataset import PadCollator
 
     trainer = guarded_trainer_class()(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
-                                      data_collator=PadCollator(tokenizer.pad_token_id),
+                                      data_collator=PadCollator(tokenizer.pad_token_id, flatten=run.flatten),
                                       callbacks=[MarkComplete(), _HistoryWriter(run.history)])
     if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))

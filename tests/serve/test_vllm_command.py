@@ -32,7 +32,7 @@ def test_the_cuda_build_gets_the_parallel_layout_and_passthrough_flags(model_dir
     assert cmd[cmd.index("--served-model-name") + 2:] == [
         "--tensor-parallel-size", "4", "--gpu-memory-utilization", "0.85", "--data-parallel-size", "2",
         "--enable-prefix-caching", "--max-num-seqs", "64"]
-    assert "VLLM_CPU_KVCACHE_SPACE" not in server.env() and "VLLM_CPU_INT4_W4A8" not in server.env()
+    assert not {"VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_INT4_W4A8", "VLLM_CPU_NUM_OF_RESERVED_CPU"} & set(server.env())
 
 
 def test_the_cpu_build_gets_its_kv_cache_and_no_gpu_flags(model_dir, tmp_path, monkeypatch):
@@ -46,6 +46,11 @@ def test_the_cpu_build_gets_its_kv_cache_and_no_gpu_flags(model_dir, tmp_path, m
     assert server.env()["VLLM_CPU_INT4_W4A8"] == "0"
     monkeypatch.setenv("VLLM_CPU_INT4_W4A8", "1")     # a user's choice stands
     assert server.env()["VLLM_CPU_INT4_W4A8"] == "1"
+    # Both cores of a two-core machine compute; a larger one keeps vLLM's reserved core.
+    monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU", raising=False)
+    for cpus, reserved in ((2, "0"), (8, None)):
+        monkeypatch.setattr(vllm_server, "_usable_cpus", lambda cpus=cpus: cpus)
+        assert server.env().get("VLLM_CPU_NUM_OF_RESERVED_CPU") == reserved
     with pytest.raises(ServeError, match="CPU build serves one process"):
         _server(model_dir, tmp_path, "serve.tensor_parallel=2").check()
 

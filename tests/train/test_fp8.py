@@ -54,6 +54,6 @@ def test_lora_on_an_fp8_base_trains_as_on_the_full_precision_base(copy_run, tiny
     # The same recipe on its fp32 base (test_train's pinned curve): every step within 0.005 (measured:
     # at most 0.0025), and this curve pinned as that one is.
     assert max(abs(got[k] - v) for k, v in LORA_CURVE.items()) < 0.005
-    want = {1: 10.7944, 2: 10.8051, 3: 10.7478, 4: 10.7693, 5: 10.7304, 6: 10.7472, 7: 10.7213, 8: 10.6618}
+    want = {1: 10.7944, 2: 10.8051, 3: 10.7478, 4: 10.7690, 5: 10.7304, 6: 10.7474, 7: 10.7213, 8: 10.6618}
     assert {k: round(v, 4) for k, v in got.items()} == pytest.approx(want, abs=2e-4)
     assert rec.metrics["eval_loss"] == pytest.approx(10.7271, abs=2e-4)

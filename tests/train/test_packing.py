@@ -37,3 +37,27 @@ def test_packed_loss_equals_unpacked_loss(tiny_qwen2_dir):
         logits = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False).logits
         alone = model(input_ids=batch["input_ids"][1:, :40]).logits
     assert torch.allclose(logits[1, :40], alone[0], atol=1e-5)
+
+
+def test_flattened_batch_has_the_padded_batch_loss_and_gradients(tiny_qwen2_dir):
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, dtype=torch.float32, attn_implementation="sdpa")
+    exs = [{"input_ids": ids, "labels": lab} for ids, lab in _examples()]
+    exs[2]["labels"] = list(exs[2]["input_ids"])   # its first label is a target, which padding never asks for
+
+    def loss_and_grads(batch):
+        model.zero_grad()
+        out = model(**batch, use_cache=False)
+        out.loss.backward()
+        return out.loss.item(), [p.grad.clone() for p in model.parameters()]
+
+    padded, flat = PadCollator(pad_id=0)(exs), PadCollator(pad_id=0, flatten=True)(exs)
+    assert flat["input_ids"].shape == (1, sum(len(e["input_ids"]) for e in exs)) and "attention_mask" not in flat
+    loss, grads = loss_and_grads(padded)
+    flat_loss, flat_grads = loss_and_grads(flat)
+    assert abs(flat_loss - loss) < 1e-5, (flat_loss, loss)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(grads, flat_grads))
+
+    # The check can fail: keeping the label at a restart asks the previous example's last token for it.
+    naive = dict(flat, labels=torch.tensor([[y for e in exs for y in e["labels"]]]))
+    assert abs(loss_and_grads(naive)[0] - loss) > 1e-4
