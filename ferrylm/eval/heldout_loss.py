@@ -44,8 +44,7 @@ def example_losses(model, tokenizer, rows: list[dict], batch: int = 8) -> list[f
         ids, labels, mask = padded([ex for _, ex in chunk], tokenizer.pad_token_id or 0)
         target = labels[:, 1:].to(device)
         # Logits only at the positions some row scores (the answers sit at the rows' ends): the prompts'
-        # and the padding's were never used, and over a vocabulary of tens of thousands they cost more
-        # than several layers.
+        # and the padding's were never used.
         keep = (target != -100).any(0).nonzero()[:, 0]
         with torch.no_grad():
             logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=keep).logits.float()
