@@ -11,7 +11,7 @@ rest) as gemv4_in_step.py splits the 4-bit step: each kernel's end minus the pre
 
     python3 bench/gemv_step_floor.py --out gemv_step_floor_h100.json [--try 3584,3584:2,4096,4,1 ...]
 
-`--try N,K:block_n,block_k,num_warps,num_stages[,split]` puts that configuration on the [N, K] products of the
+`--try N,K:block_n,block_k,num_warps,num_stages` puts that configuration on the [N, K] products of the
 engine's step and times its 512 tokens again (then the engine's own choice once more, for the drift).
 """
 from __future__ import annotations
@@ -125,7 +125,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--skip-engine", action="store_true")
     ap.add_argument("--try", dest="tries", action="append", default=[],
-                    help="N,K:block_n,block_k,num_warps,num_stages[,split]: that product's configuration in the engine's step")
+                    help="N,K:block_n,block_k,num_warps,num_stages: that product's configuration in the engine's step")
     ap.add_argument("--prefetch", default="", help="e.g. 0,4096,16384,16384@0.5-1: words a program of attention's "
                     "prefetching of o's weights reads (@lo-hi: only that part of them, as fractions)")
     ap.add_argument("--int4", action="store_true", help="the 4-bit engine (group 128) instead of bf16")
@@ -135,7 +135,7 @@ def main() -> None:
     if args.prefetch_asm:   # before anything compiles: Triton reads the module's globals at compile time
         from ferrylm.engine import decode_step
         decode_step._prefetch = _prefetch_asm
-    tries = [(tuple(map(int, shape.split(","))), dict(zip(("block_n", "block_k", "num_warps", "num_stages", "split"),
+    tries = [(tuple(map(int, shape.split(","))), dict(zip(("block_n", "block_k", "num_warps", "num_stages"),
                                                          map(int, cfg.split(",")))))
              for shape, cfg in (t.split(":") for t in args.tries)]
     result = {"gpu": torch.cuda.get_device_name(), "serial": reads_alone(args.layers, False),

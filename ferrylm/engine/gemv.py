@@ -83,20 +83,15 @@ if triton is not None:
             tl.store(y_ptr + rows, ya.to(y_ptr.dtype.element_ty))
 
     @triton.jit
-    def _gemv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, sum_ptr, count_ptr, eps, rope_scale,
-                     K: tl.constexpr, HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr,
-                     PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr, SPLIT: tl.constexpr = 1):
-        # SPLIT: programs a row block (neighbours), each over its K / SPLIT columns (`_split_sum`)
-        pid = tl.program_id(0) // SPLIT
+    def _gemv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
+                     HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
+                     ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     EVEN_K: tl.constexpr, PDL: tl.constexpr):
+        pid = tl.program_id(0)
         HALF: tl.constexpr = PERIOD // 2
-        KS: tl.constexpr = K // SPLIT
         rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
         a_ptrs = w_ptr + rows[:, None].to(tl.int64) * K + cols[None, :]
-        if SPLIT > 1:
-            a_ptrs += (tl.program_id(0) % SPLIT) * KS
-            x_ptr += (tl.program_id(0) % SPLIT) * KS
         b_ptrs = a_ptrs + HALF * K
         # The first weight tiles do not depend on the previous kernel: read them before waiting.
         if EVEN_K:
@@ -104,28 +99,28 @@ if triton is not None:
             if PAIR != 0:
                 wb = tl.load(b_ptrs)
         else:
-            wa = tl.load(a_ptrs, mask=cols[None, :] < KS, other=0.0)
+            wa = tl.load(a_ptrs, mask=cols[None, :] < K, other=0.0)
             if PAIR != 0:
-                wb = tl.load(b_ptrs, mask=cols[None, :] < KS, other=0.0)
+                wb = tl.load(b_ptrs, mask=cols[None, :] < K, other=0.0)
         if PDL:
             tl.extra.cuda.gdc_wait()              # the previous kernel (which wrote x) has finished
             tl.extra.cuda.gdc_launch_dependents()  # and the next one may start its own weight reads
         if EVEN_K:
             x = tl.load(x_ptr + cols).to(tl.float32)
         else:
-            x = tl.load(x_ptr + cols, mask=cols < KS, other=0.0).to(tl.float32)
+            x = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
         acc_a = wa.to(tl.float32) * x[None, :]
         if PAIR != 0:
             acc_b = wb.to(tl.float32) * x[None, :]
         sq = x * x
-        for k in range(BLOCK_K, KS, BLOCK_K):
+        for k in range(BLOCK_K, K, BLOCK_K):
             if EVEN_K:
                 wa = tl.load(a_ptrs + k)
                 x = tl.load(x_ptr + k + cols).to(tl.float32)
                 if PAIR != 0:
                     wb = tl.load(b_ptrs + k)
             else:
-                inside = k + cols < KS
+                inside = k + cols < K
                 wa = tl.load(a_ptrs + k, mask=inside[None, :], other=0.0)
                 x = tl.load(x_ptr + k + cols, mask=inside, other=0.0).to(tl.float32)
                 if PAIR != 0:
@@ -140,30 +135,8 @@ if triton is not None:
             yb = tl.sum(acc_b, axis=1)
         else:
             yb = ya
-        if SPLIT > 1:
-            ya, last = _split_sum(ya, rows, pid, tl.program_id(0) % SPLIT, PERIOD, sum_ptr, count_ptr, SPLIT)
-            if last:
-                _epilogue(ya, ya, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS,
-                          NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
-        else:
-            _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS,
-                      NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
-
-    @triton.jit
-    def _split_sum(y, rows, block, part, n, sum_ptr, count_ptr, SPLIT: tl.constexpr):
-        """This program's partial sums y of its row block, stored at part `part` of SPLIT [SPLIT, n] in sum_ptr;
-        (the whole sums, whether this program is the last of the block's SPLIT to finish). The last one adds
-        the parts in their order, so the sums do not depend on which finished first, and leaves the block's
-        counter at zero for the next call."""
-        tl.store(sum_ptr + part * n + rows, y)
-        tl.debug_barrier()   # every thread's part stored before the counter says so
-        last = tl.atomic_add(count_ptr + block, 1) == SPLIT - 1
-        if last:
-            y = tl.load(sum_ptr + rows, cache_modifier=".cg")
-            for i in tl.static_range(1, SPLIT):
-                y += tl.load(sum_ptr + i * n + rows, cache_modifier=".cg")
-            tl.store(count_ptr + block, 0)
-        return y, last
+        _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM,
+                  PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
 def supports_pdl() -> bool:
@@ -191,11 +164,8 @@ class Epilogue(NamedTuple):
                     rope_scale=self.rope_scale, has_residual=self.residual)
 
 
-def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, inv_freq, split: int = 1) -> tuple[int, int]:
+def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, inv_freq) -> tuple[int, int]:
     """(programs, period) of a kernel over an [n, k] weight, or a ValueError saying what does not fit."""
-    if split & (split - 1) or k % split or (split > 1 and (e.pair or e.norm_eps is not None)):
-        raise ValueError(f"{what}: split={split}: K splits into a power of two of equal parts, and not under a "
-                         f"norm or a paired epilogue (they need all of a row's sums at once)")
     if block_n & (block_n - 1) or block_k & (block_k - 1):
         raise ValueError(f"{what}: block_n={block_n} and block_k={block_k} must be powers of two")
     rows_per_program = 2 * block_n if e.pair else block_n
@@ -209,34 +179,22 @@ def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, in
     return n // rows_per_program, period
 
 
-def split_scratch(n: int, block_n: int, split: int, device) -> torch.Tensor:
-    """Where a kernel over n rows with `split` programs a row block leaves their partial sums (split x n
-    fp32) and counts them (a counter a row block, which the kernel leaves at zero): int32 zeros."""
-    return torch.zeros(split * n + n // block_n, device=device, dtype=torch.int32)
-
-
 def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n: int, block_k: int,
          num_warps: int, num_stages: int, pdl: bool = False, epilogue: Epilogue = Epilogue(),
          residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-         inv_freq: Optional[torch.Tensor] = None, split: int = 1, scratch: Optional[torch.Tensor] = None) -> torch.Tensor:
+         inv_freq: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = w @ x (+ bias) for a vector x [K] and w [N, K], with `epilogue` around it (ROPE reads the
-    position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so). `split` 2:
-    two programs a row block, each over half of K, the last to finish adding the halves (in `scratch`,
-    `split_scratch`'s, a new one where none is given)."""
+    position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so)."""
     n, k = w.shape
     e = epilogue
-    programs, period = check_launch("gemv", n, k, x, block_n, block_k, e, residual, pos, inv_freq, split)
+    programs, period = check_launch("gemv", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
-    if split > 1 and scratch is None:
-        scratch = split_scratch(n, block_n, split, x.device)
-    sums, counts = (scratch.view(torch.float32), scratch[split * n:]) if split > 1 else (y, y)
     launch = {"launch_pdl": True} if pdl else {}
-    _gemv_kernel[(programs * split,)](
+    _gemv_kernel[(programs,)](
         x, w, w if bias is None else bias, w if residual is None else residual, y, w if pos is None else pos,
-        w if inv_freq is None else inv_freq, sums, counts, 0.0 if e.norm_eps is None else e.norm_eps,
-        e.rope_scale, k, bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual,
-        BLOCK_N=block_n, BLOCK_K=block_k, EVEN_K=k // split % block_k == 0, PDL=pdl, SPLIT=split,
-        num_warps=num_warps, num_stages=num_stages, **launch)
+        w if inv_freq is None else inv_freq, 0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k,
+        bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
+        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
 
 
@@ -262,23 +220,18 @@ def gemv_reference(x, w, bias=None, epilogue: Epilogue = Epilogue(), residual=No
     return y + residual.float() if e.residual else y
 
 
-# `scratch` (split > 1) is written during the call, but what a call reads of it, it wrote itself, and its
-# counters end at zero as they came: the op mutates nothing a caller can see, and the captured step
-# copies nothing for it.
 @torch.library.custom_op("ferrylm::gemv", mutates_args=())
 def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],
-            pos: Optional[torch.Tensor], inv_freq: Optional[torch.Tensor], scratch: Optional[torch.Tensor],
-            block_n: int, block_k: int, num_warps: int, num_stages: int, split: int, pdl: bool,
-            norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
-            has_residual: bool) -> torch.Tensor:
+            pos: Optional[torch.Tensor], inv_freq: Optional[torch.Tensor], block_n: int, block_k: int, num_warps: int,
+            num_stages: int, pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int,
+            rope_scale: float, has_residual: bool) -> torch.Tensor:
     return gemv(x, w, bias, block_n, block_k, num_warps, num_stages, pdl,
-                Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), residual, pos, inv_freq,
-                split, scratch)
+                Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), residual, pos, inv_freq)
 
 
 @gemv_op.register_fake
-def _(x, w, bias, residual, pos, inv_freq, scratch, block_n, block_k, num_warps, num_stages, split, pdl, norm_eps,
-      pair, period, rope_rows, rope_scale, has_residual):
+def _(x, w, bias, residual, pos, inv_freq, block_n, block_k, num_warps, num_stages, pdl, norm_eps, pair, period,
+      rope_rows, rope_scale, has_residual):
     return x.new_empty(w.shape[0] // 2 if pair == SILU else w.shape[0])
 
 
@@ -296,10 +249,8 @@ class GemvLinear(torch.nn.Module):
         self.configure(cfg, pdl, epilogue)
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "split": int(cfg.get("split", 1))}
+        self.cfg = {key: int(cfg[key]) for key in CONFIG_KEYS}
         self.pdl, self.epilogue = pdl, epilogue
-        self.scratch = (split_scratch(self.weight.shape[0], self.cfg["block_n"], self.cfg["split"], self.weight.device)
-                        if self.cfg["split"] > 1 else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[:-1].numel() != 1:
@@ -308,6 +259,5 @@ class GemvLinear(torch.nn.Module):
 
     def step(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
              inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
-        e, cfg = (Epilogue(), {**self.cfg, "split": 1}) if plain else (self.epilogue, self.cfg)
-        return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, self.scratch, pdl=self.pdl, **e.op_args(),
-                       **cfg)
+        e = Epilogue() if plain else self.epilogue
+        return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, **e.op_args(), **self.cfg)
