@@ -96,8 +96,6 @@ def engine_step(tries: list[tuple[str, dict]], prefetch: list[tuple[int, float, 
     result = {**timed(), "split_ms": split_step(engine), "tries": []}
     for shape, cfg in tries:
         key = next(k for k in engine.gemv_configs if tuple(k[:2]) == shape)
-        if set(cfg) == {"ask_l2"}:   # the engine's own choice, its rows asked of the L2 first
-            cfg = {**engine.gemv_configs[key], **cfg}
         configure(engine.decoder, key, cfg)
         engine._graph = None   # captured again with this configuration
         result["tries"].append({"shape": shape, "config": cfg, **timed()})
@@ -127,8 +125,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--skip-engine", action="store_true")
     ap.add_argument("--try", dest="tries", action="append", default=[],
-                    help="N,K:block_n,block_k,num_warps,num_stages[,ask_l2]: that product's configuration in the engine's step "
-                    "(N,K:+ask_l2: the engine's own, its rows asked of the L2 first)")
+                    help="N,K:block_n,block_k,num_warps,num_stages: that product's configuration in the engine's step")
     ap.add_argument("--prefetch", default="", help="e.g. 0,4096,16384,16384@0.5-1: words a program of attention's "
                     "prefetching of o's weights reads (@lo-hi: only that part of them, as fractions)")
     ap.add_argument("--int4", action="store_true", help="the 4-bit engine (group 128) instead of bf16")
@@ -138,8 +135,8 @@ def main() -> None:
     if args.prefetch_asm:   # before anything compiles: Triton reads the module's globals at compile time
         from ferrylm.engine import decode_step
         decode_step._prefetch = _prefetch_asm
-    tries = [(tuple(map(int, shape.split(","))), {"ask_l2": True} if cfg == "+ask_l2" else
-              dict(zip(("block_n", "block_k", "num_warps", "num_stages", "ask_l2"), map(int, cfg.split(",")))))
+    tries = [(tuple(map(int, shape.split(","))), dict(zip(("block_n", "block_k", "num_warps", "num_stages"),
+                                                         map(int, cfg.split(",")))))
              for shape, cfg in (t.split(":") for t in args.tries)]
     result = {"gpu": torch.cuda.get_device_name(), "serial": reads_alone(args.layers, False),
               "overlapped": reads_alone(args.layers, True)}

@@ -83,30 +83,16 @@ if triton is not None:
             tl.store(y_ptr + rows, ya.to(y_ptr.dtype.element_ty))
 
     @triton.jit
-    def _ask_l2(row_ptrs, K: tl.constexpr, LINES_P2: tl.constexpr):
-        """Each 128-byte line of the K-long rows at row_ptrs [BLOCK_N, 1] asked of the L2 (PTX prefetch:
-        nothing waits for it); LINES_P2: a power of two at least the lines of a row."""
-        PER_LINE: tl.constexpr = 1024 // row_ptrs.dtype.element_ty.primitive_bitwidth
-        LINES: tl.constexpr = (K + PER_LINE - 1) // PER_LINE
-        at = tl.minimum(tl.arange(0, LINES_P2), LINES - 1) * PER_LINE
-        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [row_ptrs + at[None, :]],
-                                  dtype=tl.int32, is_pure=False, pack=1)
-
-    @triton.jit
     def _gemv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
                      HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
                      ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     EVEN_K: tl.constexpr, PDL: tl.constexpr, ASK_L2: tl.constexpr = 0):
+                     EVEN_K: tl.constexpr, PDL: tl.constexpr):
         pid = tl.program_id(0)
         HALF: tl.constexpr = PERIOD // 2
         rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
         cols = tl.arange(0, BLOCK_K)
         a_ptrs = w_ptr + rows[:, None].to(tl.int64) * K + cols[None, :]
         b_ptrs = a_ptrs + HALF * K
-        if ASK_L2 > 0:   # all of this program's rows asked of the L2 at once; the loads below find them there
-            _ask_l2(w_ptr + rows[:, None].to(tl.int64) * K, K, ASK_L2)
-            if PAIR != 0:
-                _ask_l2(w_ptr + (rows + HALF)[:, None].to(tl.int64) * K, K, ASK_L2)
         # The first weight tiles do not depend on the previous kernel: read them before waiting.
         if EVEN_K:
             wa = tl.load(a_ptrs)
@@ -196,7 +182,7 @@ def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, in
 def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n: int, block_k: int,
          num_warps: int, num_stages: int, pdl: bool = False, epilogue: Epilogue = Epilogue(),
          residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-         inv_freq: Optional[torch.Tensor] = None, ask_l2: bool = False) -> torch.Tensor:
+         inv_freq: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = w @ x (+ bias) for a vector x [K] and w [N, K], with `epilogue` around it (ROPE reads the
     position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so)."""
     n, k = w.shape
@@ -208,7 +194,7 @@ def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n
         x, w, w if bias is None else bias, w if residual is None else residual, y, w if pos is None else pos,
         w if inv_freq is None else inv_freq, 0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k,
         bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, ASK_L2=triton.next_power_of_2(triton.cdiv(k * w.element_size(), 128)) if ask_l2 else 0, num_warps=num_warps, num_stages=num_stages, **launch)
+        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps, num_stages=num_stages, **launch)
     return y
 
 
@@ -238,14 +224,14 @@ def gemv_reference(x, w, bias=None, epilogue: Epilogue = Epilogue(), residual=No
 def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],
             pos: Optional[torch.Tensor], inv_freq: Optional[torch.Tensor], block_n: int, block_k: int, num_warps: int,
             num_stages: int, pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int,
-            rope_scale: float, has_residual: bool, ask_l2: bool) -> torch.Tensor:
+            rope_scale: float, has_residual: bool) -> torch.Tensor:
     return gemv(x, w, bias, block_n, block_k, num_warps, num_stages, pdl,
-                Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), residual, pos, inv_freq, ask_l2)
+                Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), residual, pos, inv_freq)
 
 
 @gemv_op.register_fake
 def _(x, w, bias, residual, pos, inv_freq, block_n, block_k, num_warps, num_stages, pdl, norm_eps, pair, period,
-      rope_rows, rope_scale, has_residual, ask_l2):
+      rope_rows, rope_scale, has_residual):
     return x.new_empty(w.shape[0] // 2 if pair == SILU else w.shape[0])
 
 
@@ -263,7 +249,7 @@ class GemvLinear(torch.nn.Module):
         self.configure(cfg, pdl, epilogue)
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "ask_l2": bool(cfg.get("ask_l2", False))}
+        self.cfg = {key: int(cfg[key]) for key in CONFIG_KEYS}
         self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
