@@ -45,7 +45,8 @@ def main() -> None:
     out = {"padded_over_real_tokens": float(np.mean(padding)), "threads": torch.get_num_threads(), "rounds": []}
     for _ in range(a.rounds):
         got = {}
-        for name, collate in (("padded", PadCollator(0)), ("flattened", PadCollator(0, flatten=True))):
+        for name, collate in (("padded", PadCollator(0)), ("flattened", PadCollator(0, flatten=True, only_scored=False)),
+                              ("flattened, scored positions only", PadCollator(0, flatten=True))):
             seconds, losses = 0.0, []
             for batch in batches:
                 inputs = collate(batch)

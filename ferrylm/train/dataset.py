@@ -34,16 +34,28 @@ def flattened(batch: list[dict]) -> dict:
             "position_ids": [q for p in pos for q in p]}
 
 
-class PadCollator:
-    """`flatten`: each micro-batch as one unpadded row (flattened), else rows padded to the longest."""
+def scored_positions(labels: torch.Tensor) -> dict:
+    """For a one-row batch's labels [1, T]: the positions whose next token is a target
+    (`logits_to_keep`) and those targets in order (`shift_labels`, [1, n]). The model then computes
+    its output layer and loss only there: the same loss, without the logits of prompt tokens, which
+    nothing reads."""
+    targets = labels[0, 1:]
+    keep = (targets != IGNORE_INDEX).nonzero().squeeze(1)
+    return {"logits_to_keep": keep, "shift_labels": targets[keep].unsqueeze(0)}
 
-    def __init__(self, pad_id: int, flatten: bool = False):
-        self.pad_id, self.flatten = pad_id, flatten
+
+class PadCollator:
+    """`flatten`: each micro-batch as one unpadded row (flattened), with `scored_positions` unless
+    `only_scored` is off; else rows padded to the longest."""
+
+    def __init__(self, pad_id: int, flatten: bool = False, only_scored: bool = True):
+        self.pad_id, self.flatten, self.only_scored = pad_id, flatten, only_scored
 
     def __call__(self, batch: list[dict]) -> dict:
         if self.flatten:
             row = flattened(batch)
-            return {k: torch.tensor([row[k]], dtype=torch.long) for k in ("input_ids", "labels", "position_ids")}
+            out = {k: torch.tensor([row[k]], dtype=torch.long) for k in ("input_ids", "labels", "position_ids")}
+            return {**out, **scored_positions(out["labels"])} if self.only_scored else out
         width = max(len(b["input_ids"]) for b in batch)
         packed = "position_ids" in batch[0]
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)

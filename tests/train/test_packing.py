@@ -52,12 +52,18 @@ def test_flattened_batch_has_the_padded_batch_loss_and_gradients(tiny_qwen2_dir)
         return out.loss.item(), [p.grad.clone() for p in model.parameters()]
 
     padded, flat = PadCollator(pad_id=0)(exs), PadCollator(pad_id=0, flatten=True)(exs)
+    every = PadCollator(pad_id=0, flatten=True, only_scored=False)(exs)   # logits at every position
     assert flat["input_ids"].shape == (1, sum(len(e["input_ids"]) for e in exs)) and "attention_mask" not in flat
     loss, grads = loss_and_grads(padded)
-    flat_loss, flat_grads = loss_and_grads(flat)
-    assert abs(flat_loss - loss) < 1e-5, (flat_loss, loss)
-    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(grads, flat_grads))
+    for batch in (flat, every):
+        flat_loss, flat_grads = loss_and_grads(batch)
+        assert abs(flat_loss - loss) < 1e-5, (flat_loss, loss)
+        assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(grads, flat_grads))
+    # Only the scored positions' logits are computed: one per target.
+    targets = sum(1 for y in every["labels"][0, 1:].tolist() if y != -100)
+    assert flat["shift_labels"].shape == (1, targets) < every["labels"].shape
+    assert model(**flat, use_cache=False).logits.shape[1] == targets
 
     # The check can fail: keeping the label at a restart asks the previous example's last token for it.
-    naive = dict(flat, labels=torch.tensor([[y for e in exs for y in e["labels"]]]))
+    naive = dict(every, labels=torch.tensor([[y for e in exs for y in e["labels"]]]))
     assert abs(loss_and_grads(naive)[0] - loss) > 1e-4
