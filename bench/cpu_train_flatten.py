@@ -1,5 +1,6 @@
 """Padded against flattened micro-batches on a CPU: how much of a padded batch is padding, and one
-forward and backward of LoRA on each layout, over the same seeded batches of the data stage's rows.
+forward and backward of LoRA on each layout, over the same seeded batches of the data stage's rows;
+flattened twice: with logits at every position, and (as training runs) only at scored positions.
 
     .venv/bin/python bench/cpu_train_flatten.py runs/default --batches 6 --rounds 2 --out bench/results/x.json
 
