@@ -241,8 +241,10 @@ def setup_model(run: _Run, model_dir, args, train_set):
 def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
     from .dataset import PadCollator
 
+    # Liger's fused loss replaces transformers' and was not checked with scored positions: it gets every one.
+    collate = PadCollator(tokenizer.pad_token_id, flatten=run.flatten, only_scored=not run.t.liger)
     trainer = guarded_trainer_class()(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
-                                      data_collator=PadCollator(tokenizer.pad_token_id, flatten=run.flatten),
+                                      data_collator=collate,
                                       callbacks=[MarkComplete(), _HistoryWriter(run.history)])
     if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))
