@@ -7,6 +7,11 @@ AdamW on the adapter, random tokens; 2 warm-up steps then 6 timed. Variants: HF 
 without gradient checkpointing (the anchors), Liger kernels (RMSNorm, SwiGLU, RoPE, fused
 linear + cross-entropy: the 4096 × 152,064 logits are never materialised), and checkpointing
 only a fraction of the layers (selective), alone and with Liger.
+
+`--answer-share F`: the labels score only that share of the positions (a row packed with examples of
+a 70 % prompt and a 30 % answer, at F = 0.3, as in the demo's data), and the "scored positions only"
+variants compute the output layer and the loss only there, as a one-row micro-batch does in training
+(`ferrylm.train.dataset.scored_positions`); the loss is the same.
 """
 from __future__ import annotations
 
@@ -41,7 +46,20 @@ def build(liger: bool):
     return get_peft_model(model, lora)
 
 
-def run(name: str, liger: bool, ckpt_fraction: float, compile_layers: bool = False, steps: int = 6) -> dict:
+def labels_and_kept(ids: torch.Tensor, answer_share: float, example: int = 512) -> tuple[torch.Tensor, dict]:
+    """Labels scoring the last `answer_share` of each `example`-long stretch of the row (all of them at 1),
+    and the inputs that keep only the scored positions' logits."""
+    labels = ids.clone()
+    prompt = int(example * (1 - answer_share))
+    at = torch.arange(ids.shape[1], device=ids.device) % example
+    labels[:, at < prompt] = -100
+    targets = labels[0, 1:]
+    keep = (targets != -100).nonzero().squeeze(1)
+    return labels, {"logits_to_keep": keep, "shift_labels": targets[keep].unsqueeze(0)}
+
+
+def run(name: str, liger: bool, ckpt_fraction: float, compile_layers: bool = False, scored: bool = False,
+        answer_share: float = 1.0, steps: int = 6) -> dict:
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     model = build(liger)
@@ -58,11 +76,13 @@ def run(name: str, liger: bool, ckpt_fraction: float, compile_layers: bool = Fal
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     ids = torch.randint(0, 152064, (1, SEQ), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    labels, kept = labels_and_kept(ids, answer_share)
+    kept = kept if scored else {}
     times, first_loss = [], None
     for step in range(2 + steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        loss = model(input_ids=ids, labels=ids).loss
+        loss = model(input_ids=ids, labels=labels, **kept).loss
         if first_loss is None:
             first_loss = float(loss)      # same weights, same tokens: equal across correct variants
         loss.backward()
@@ -72,6 +92,7 @@ def run(name: str, liger: bool, ckpt_fraction: float, compile_layers: bool = Fal
         if step >= 2:
             times.append(time.perf_counter() - t0)
     out = {"variant": name, "liger": liger, "checkpoint_fraction": ckpt_fraction, "compiled_layers": compile_layers,
+           "answer_share": answer_share, "scored_positions_only": scored,
            "tokens_per_s": SEQ * len(times) / sum(times), "step_s": sum(times) / len(times),
            "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
            "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30, "first_loss": first_loss,
@@ -94,6 +115,7 @@ VARIANTS = {
     "hf+peft, compiled layers, checkpointing a quarter of the layers": (False, 0.25, True),
     "liger, compiled layers, no checkpointing": (True, 0.0, True),
     "liger, compiled layers, checkpointing a quarter of the layers": (True, 0.25, True),
+    "hf+peft, compiled layers, no checkpointing, scored positions only": (False, 0.0, True, True),
 }
 
 
@@ -101,13 +123,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default=None, help="variant names separated by ';'")
+    ap.add_argument("--answer-share", type=float, default=1.0, help="the share of positions the labels score")
     args = ap.parse_args()
     names = args.only.split(";") if args.only else list(VARIANTS)
-    results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "seq_len": SEQ, "lora_r": R, "runs": []}
+    results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "seq_len": SEQ, "lora_r": R,
+               "answer_share": args.answer_share, "runs": []}
     # Liger patches Qwen2's classes in place: every non-Liger variant runs first.
     for name in sorted(names, key=lambda n: VARIANTS[n][0]):
         try:
-            results["runs"].append(run(name, *VARIANTS[name]))
+            results["runs"].append(run(name, *VARIANTS[name], answer_share=args.answer_share))
         except torch.OutOfMemoryError as e:
             results["runs"].append({"variant": name, "error": f"OOM: {str(e)[:200]}"})
             gc.collect()

@@ -45,8 +45,9 @@ def scored_positions(labels: torch.Tensor) -> dict:
 
 
 class PadCollator:
-    """`flatten`: each micro-batch as one unpadded row (flattened), with `scored_positions` unless
-    `only_scored` is off; else rows padded to the longest."""
+    """`flatten`: each micro-batch as one unpadded row (flattened), else rows padded to the longest.
+    A batch of one row (flattened, or a micro-batch of one) also gets `scored_positions`, unless
+    `only_scored` is off."""
 
     def __init__(self, pad_id: int, flatten: bool = False, only_scored: bool = True):
         self.pad_id, self.flatten, self.only_scored = pad_id, flatten, only_scored
@@ -55,7 +56,11 @@ class PadCollator:
         if self.flatten:
             row = flattened(batch)
             out = {k: torch.tensor([row[k]], dtype=torch.long) for k in ("input_ids", "labels", "position_ids")}
-            return {**out, **scored_positions(out["labels"])} if self.only_scored else out
+        else:
+            out = self.padded(batch)
+        return {**out, **scored_positions(out["labels"])} if self.only_scored and len(out["labels"]) == 1 else out
+
+    def padded(self, batch: list[dict]) -> dict:
         width = max(len(b["input_ids"]) for b in batch)
         packed = "position_ids" in batch[0]
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)

@@ -9,7 +9,9 @@ The model counts bytes, term by term, for the HF transformers + PEFT recipe this
 - activations: what autograd keeps per token per layer (counted below), or, with gradient
   checkpointing, one layer input per layer plus one layer's activations during recompute;
 - logits: the bf16 logits, their fp32 copy and the fp32 log-softmax (10 bytes per token per vocab
-  entry at the loss; their gradients replace them as backward starts).
+  entry at the loss; their gradients replace them as backward starts). Counted at every position: a
+  micro-batch of one row computes them only where a token is a target (`train.dataset.scored_positions`),
+  a share the plan cannot know before the data exists, so for instruction data it is an upper bound.
 
 Backward frees each layer's activations as that layer's gradients appear, so the peak holds
 weights + optimizer state + max(activations + logits, gradients), not their sum. (The first

@@ -241,8 +241,8 @@ def setup_model(run: _Run, model_dir, args, train_set):
 def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
     from .dataset import PadCollator
 
-    # Liger's fused loss replaces transformers' and was not checked with scored positions: it gets every one.
-    collate = PadCollator(tokenizer.pad_token_id, flatten=run.flatten, only_scored=not run.t.liger)
+    # Liger's loss (not checked with scored positions) and a whole compiled model (a shape a batch) get all.
+    collate = PadCollator(tokenizer.pad_token_id, run.flatten, not run.t.liger and run.t.compile != "model")
     trainer = guarded_trainer_class()(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
                                       data_collator=collate,
                                       callbacks=[MarkComplete(), _HistoryWriter(run.history)])
