@@ -116,6 +116,7 @@ VARIANTS = {
     "liger, compiled layers, no checkpointing": (True, 0.0, True),
     "liger, compiled layers, checkpointing a quarter of the layers": (True, 0.25, True),
     "hf+peft, compiled layers, no checkpointing, scored positions only": (False, 0.0, True, True),
+    "liger, compiled layers, no checkpointing, scored positions only": (True, 0.0, True, True),
 }
 
 

@@ -241,7 +241,7 @@ def setup_model(run: _Run, model_dir, args, train_set):
 def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
     from .dataset import PadCollator
 
-    # Liger's loss (not checked with scored positions) and a whole compiled model (a shape a batch) get all.
+    # Liger's loss (no faster with scored positions) and a whole compiled model (a shape a batch) get all.
     collate = PadCollator(tokenizer.pad_token_id, run.flatten, not run.t.liger and run.t.compile != "model")
     trainer = guarded_trainer_class()(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
                                       data_collator=collate,
