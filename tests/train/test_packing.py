@@ -100,6 +100,7 @@ def test_compiled_layers_take_any_number_of_targets_in_one_graph(tiny_qwen2_dir)
     import torch._dynamo
 
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()   # reset() keeps the counts of tests before this one
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, dtype=torch.float32, attn_implementation="sdpa")
     for layer in model.model.layers:
