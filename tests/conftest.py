@@ -9,6 +9,7 @@ import pytest
 
 from ferrylm.config import load_config
 from ferrylm.models import convert_embedded, make_tiny_qwen2
+from tests.pinning import learning_rate
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "ferrylm"
@@ -56,7 +57,7 @@ def tiny_overrides(run_dir, model_dir, corpus) -> list[str]:
     return [f"run_dir={run_dir}", f"model.path={model_dir}", f"data.sources=[{corpus}]",
             "data.max_pairs=200", "data.eval_fraction=0.3", "data.max_seq_len=256",
             "train.max_steps=8", "train.per_device_batch_size=2", "train.logging_steps=1", "train.save_steps=4",
-            "train.learning_rate=3e-3", "train.lora_dropout=0", "train.warmup_steps=0", "train.eval_batches=4",
+            learning_rate(), "train.lora_dropout=0", "train.warmup_steps=0", "train.eval_batches=4",
             f"export.triton_dir={run_dir}/triton_models"]
 
 

@@ -10,6 +10,7 @@ from ferrylm.engine.int4 import round_to_nearest_int4
 from ferrylm.export.gptq import gptq_weight
 from ferrylm.export.parity import compare, reference_outputs
 from ferrylm.export.vllm_quant import load_compressed, write_compressed
+from tests.pinning import pinned
 
 
 def _output_error(w, q, x):
@@ -31,7 +32,7 @@ def test_gptq_stays_on_the_grid_and_moves_a_layers_outputs_less_than_rounding():
     rtn = (rq.float().reshape(64, 4, 64) * rs.float()[..., None]).reshape(64, 256)
     gptq_err, rtn_err = _output_error(w, q, x), _output_error(w, rtn, x)
     # Measured: 0.1046 and 0.0091, 11x closer.
-    assert rtn_err == pytest.approx(0.1046, abs=2e-4) and gptq_err == pytest.approx(0.0091, abs=2e-4)
+    pinned("rtn and gptq output errors", "quant-error", [rtn_err, gptq_err], [0.1046, 0.0091])
 
 
 def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smollm2_dir, tiny_data_run, tmp_path):

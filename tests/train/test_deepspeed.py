@@ -8,11 +8,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.pinning import learning_rate, pinned
+
 
 def _overrides(run, tiny_qwen2_dir, tiny_corpus) -> list[str]:
     return [f"run_dir={run}", f"model.path={tiny_qwen2_dir}", f"data.sources=[{tiny_corpus}]",
             "train.max_steps=6", "train.save_steps=3", "train.logging_steps=1",
-            "train.per_device_batch_size=2", "train.learning_rate=3e-3", "train.lora_dropout=0",
+            "train.per_device_batch_size=2", learning_rate(), "train.lora_dropout=0",
             "train.warmup_steps=0", "train.eval_batches=2"]
 
 
@@ -121,8 +123,8 @@ def test_zero3_full_fine_tune_with_leaf_layers_trains_the_same_numbers(copy_run,
     history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
     losses = [h["loss"] for h in history if "loss" in h]
     evals = [h["eval_loss"] for h in history if "eval_loss" in h]
-    assert losses == pytest.approx([10.81078, 10.71552, 10.59749, 10.43636, 10.43157, 10.42395], abs=1e-4)
-    assert evals == pytest.approx([10.79327, 10.33004], abs=1e-4)
+    pinned("zero3 curve", "zero3-loss", losses, [10.81078, 10.71552, 10.59749, 10.43636, 10.43157, 10.42395])
+    pinned("zero3 eval losses", "zero3-loss", evals, [10.79327, 10.33004])
 
 
 def test_zero3_leaf_layers_mark_each_decoder_layer(tiny_qwen2_dir, caplog):
