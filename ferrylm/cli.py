@@ -67,6 +67,15 @@ def _parser() -> argparse.ArgumentParser:
     mf.add_argument("root")
     mf.add_argument("--output", "-o", required=True, help="YAML file to write")
     _score_parsers(sub)
+    rt = sub.add_parser("repo-tasks", help="tasks from repositories and their own tests (also: ferrylm eval repo-tasks)")
+    rt.add_argument("repos", nargs="+", help="repository directories (Python or Go)")
+    rt.add_argument("--output", "-o", required=True, help="JSONL file of the tasks found")
+    rt.add_argument("--test", default=None, help="the test command, run from each repository's root (default: detected)")
+    rt.add_argument("--runs", type=int, default=3, help="times the original must pass its tests (>= 1)")
+    rt.add_argument("--limit", type=int, default=None, help="at most this many tasks per repository")
+    rt.add_argument("--workers", type=int, default=2, help="test runs at once (>= 1)")
+    rt.add_argument("--suite-timeout", type=float, default=600.0, help="seconds the whole suite may take (> 0)")
+    rt.add_argument("--unconfined", action="store_true", help="run the tests without the bubblewrap jail")
     return p
 
 
@@ -75,7 +84,8 @@ def _score_parsers(sub) -> None:
     sc = sub.add_parser("score", help="score any generator's sample file in the jail (also: ferrylm eval score ...)")
     he = sub.add_parser("humaneval", help="score a HumanEval sample file (ferrylm eval score --benchmark humaneval)")
     he.set_defaults(benchmark="humaneval", language=None, data=None)
-    sc.add_argument("--benchmark", default="humaneval", help="humaneval or humaneval-x")
+    sc.add_argument("--benchmark", default="humaneval", help="humaneval, humaneval-x or repo")
+    sc.add_argument("--tasks", default=None, help="repo: the tasks file ferrylm eval repo-tasks wrote")
     sc.add_argument("--language", default=None, help="HumanEval-X: cpp, java, go or rust")
     sc.add_argument("--data", default=None, help="HumanEval-X's folder (default eval.humaneval_x_dir / $FERRYLM_HUMANEVAL_X)")
     for c in (sc, he):
@@ -88,7 +98,7 @@ def _score_parsers(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:2] in (["eval", "humaneval"], ["eval", "score"]):
+    if argv[:2] in (["eval", "humaneval"], ["eval", "score"], ["eval", "repo-tasks"]):
         argv = argv[1:]
     args = _parser().parse_args(argv)
     try:
@@ -177,8 +187,26 @@ def _manifest(args) -> int:
 def _score(args) -> int:
     from .eval.score import score
 
+    if args.benchmark == "repo":
+        from .eval.repo import score as score_repo
+
+        if not getattr(args, "tasks", None):
+            raise FileNotFoundError("--benchmark repo needs --tasks (the file ferrylm eval repo-tasks wrote)")
+        print(json.dumps(score_repo(args.tasks, args.samples, args.workers, args.unconfined), indent=2))
+        return 0
     print(json.dumps(score(args.benchmark, args.samples, args.language, args.timeout, workers=args.workers,
                            unconfined=args.unconfined, data=args.data), indent=2))
+    return 0
+
+
+def _repo_tasks(args) -> int:
+    from .eval.repo import write_tasks
+
+    found = write_tasks(args.repos, args.output, args.test, args.runs, args.limit, args.workers, args.unconfined,
+                        args.suite_timeout)
+    for r in found:
+        print(json.dumps(r.summary()))
+    print(f"ferrylm: {sum(len(r.tasks) for r in found)} tasks written to {args.output}")
     return 0
 
 
@@ -238,7 +266,7 @@ def _stage(args) -> int:
 
 
 COMMANDS = {**dict.fromkeys(STAGES, _stage), "presets": _presets, "doctor": _doctor, "plan": _plan, "launch": _launch,
-            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _score, "score": _score, "review": _review, "report": _report,
+            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _score, "score": _score, "repo-tasks": _repo_tasks, "review": _review, "report": _report,
             "bench": _bench}
 
 

@@ -36,6 +36,11 @@ class EvalConfig(_Section):
     """Held-out examples per task (explain, generate) generated and scored for each model."""
     heldout_loss: bool = True
     """each model's loss per held-out example (in-process)"""
+    repo_tasks: bool = True
+    """Executed Pass@1 on the held-out repositories' own functions: each function whose own tests are
+    proven to check it (eval/repo/tasks.py) becomes a task, scored by running those tests in the jail."""
+    repo_task_limit: int = Field(40, gt=0)
+    """repo_tasks: at most this many tasks per held-out repository."""
     max_new_tokens: int = Field(384, gt=0)
     """Tokens generated per benchmark task or held-out example."""
     latency_new_tokens: int = Field(512, gt=0)

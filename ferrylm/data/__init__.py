@@ -27,7 +27,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
 from .collect import CleanStats, collect, worker_count
-from .corpus import ScanStats
+from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
 from .formats import read_conversations
 from .render import IGNORE_INDEX, render_messages, task_turns
@@ -103,6 +103,7 @@ def run_data(cfg: Config) -> StageRecord:
     pack_len = d.max_seq_len if (d.pack or d.format == "cpt") else None
     held_out: list[dict] = []
     stats: dict = {"format": d.format}
+    (out / "repositories.json").unlink(missing_ok=True)    # written again for a corpus of repositories
 
     def partial() -> None:
         # by name, not through `writers`: an interrupt can land before the writers are all bound;
@@ -123,6 +124,7 @@ def run_data(cfg: Config) -> StageRecord:
     stats["elapsed_s"] = time.perf_counter() - t0
     stats["mb_per_s"] = stats.get("bytes_seen", 0) / 1e6 / stats["elapsed_s"]
     record.outputs = {"train": str(paths["train"]), "eval": str(paths["eval"]), "eval_prompts": str(out / "eval.jsonl"),
+                      **({"repositories": str(out / "repositories.json")} if (out / "repositories.json").is_file() else {}),
                       **write_report(out, stats, paths.pop("lengths"))}
     record.inputs = {f"source:{s}": "tree" for s in d.sources}
     if d.manifest:
@@ -175,6 +177,9 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
     stats["eval_repositories"] = len(held)
     write_json_atomic(cfg.stage_dir("data") / "splits.json",
                       {"train": [r for r in repos if r not in held], "eval": [r for r in repos if r in held]})
+    roots = repository_roots(d)     # where each repository's tests can run (the eval's executed Pass@1)
+    write_json_atomic(cfg.stage_dir("data") / "repositories.json",
+                      [{"name": r, "split": "eval" if r in held else "train", **roots[r]} for r in repos if r in roots])
     if d.format == "sft":
         _sft(cfg, tokenizer, docs, held, writers, held_out, stats)
     else:

@@ -41,6 +41,7 @@ class Tree:
     language: str | None = None   # a manifest's claim; files are still labelled by extension
     repo_per_entry: bool = True   # a directory of repositories, or (manifest) one repository
     excludes: tuple[str, ...] = ()
+    test: str | None = None       # a manifest's test command, run from the repository's root
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,28 @@ def trees(cfg: DataConfig) -> list[Tree]:
     return out
 
 
+_ENTRY_KEYS = {"path", "name", "priority", "language", "test"}
+
+
+def repository_roots(cfg: DataConfig) -> dict[str, dict]:
+    """Each repository of the user's trees (not the built-in stdlib / site-packages corpora) that is a
+    directory: name -> {"root", "test"} (the manifest's test command, or None to detect one)."""
+    out: dict[str, dict] = {}
+    for tree in trees(cfg):
+        if tree.name in ("stdlib", "site-packages") and tree.repo_per_entry:
+            continue
+        if not tree.repo_per_entry:
+            out[tree.name] = {"root": str(tree.root.resolve()), "test": tree.test}
+            continue
+        for entry in sorted(tree.root.iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                out.setdefault(entry.name, {"root": str(entry.resolve()), "test": None})
+    return out
+
+
 def load_manifest(path: str | Path) -> list[Tree]:
-    """Repositories from a YAML manifest: `repositories: [{path, name?, priority?, language?}]`."""
+    """Repositories from a YAML manifest: `repositories: [{path, name?, priority?, language?, test?}]`
+    (`test`: the command that runs the repository's tests from its root, for executed Pass@1)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"data.manifest: {path} does not exist")
@@ -105,11 +126,17 @@ def load_manifest(path: str | Path) -> list[Tree]:
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or "path" not in e:
             raise ManifestError(f"data.manifest: entry {i} of {path} needs a 'path'")
+        unknown = sorted(set(e) - _ENTRY_KEYS)
+        if unknown:
+            raise ManifestError(f"data.manifest: entry {i} of {path} has an unknown key {unknown[0]!r} "
+                                f"(known: {', '.join(sorted(_ENTRY_KEYS))})")
+        if e.get("test") is not None and not (isinstance(e["test"], str) and e["test"].strip()):
+            raise ManifestError(f"data.manifest: entry {i} of {path}: 'test' must be a shell command")
         root = (path.parent / Path(e["path"]).expanduser())
         if not root.is_dir():
             raise FileNotFoundError(f"data.manifest: entry {i} ({e['path']}) is not a directory")
         out.append(Tree(root, str(e.get("name") or root.name), str(e.get("priority", "-")),
-                        e.get("language"), repo_per_entry=False))
+                        e.get("language"), repo_per_entry=False, test=e.get("test")))
     return out
 
 

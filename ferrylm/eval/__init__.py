@@ -188,6 +188,10 @@ def run_eval(cfg: Config) -> StageRecord:
     record = StageRecord("eval", cfg.digest())
     data = read_record(cfg.stage_dir("data"))
     rows = heldout.select(read_jsonl(data["outputs"]["eval_prompts"]), e.bleu_limit)
+    if e.repo_tasks and data["outputs"].get("repositories"):   # the held-out repositories' own tests
+        from .repo.track import tracks as repo_tracks
+
+        tracks += repo_tracks(e, json.loads(Path(data["outputs"]["repositories"]).read_text()))
     train, history = _training(cfg)
     found = measure_models(cfg, tracks, rows, out)
     measured = {m: measures for m, (measures, _) in found.items()}

@@ -102,7 +102,8 @@ def _run_steps(files, steps, token):
             tool = _tool(argv)
             code = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
                     else f"exit code {os.WEXITSTATUS(status)}")
-            said = _first_error("step.txt")[:300] if not last else ""   # the compiler's own word for it
+            # the compiler's own word for it; a last step may leave its own in reason.txt
+            said = _first_error("step.txt" if not last else "reason.txt")[:300]
             print(f"{what} step {os.path.basename(tool)} failed ({code}){': ' + said if said else ''}", file=sys.stderr)
             sys.stderr.flush()
             if last and os.WIFSIGNALED(status):

@@ -52,7 +52,8 @@ def _python() -> tuple[str, str]:
 
 def _root_fs_args(binds: tuple[str, ...] = ()) -> list[str]:
     """/usr and the top-level links or directories into it, then the interpreter's prefix and the
-    caller's read-only directories (a compiled language's prepared libraries), each at its own path."""
+    caller's read-only directories (a compiled language's prepared libraries), each at its own path
+    or, given as "SRC=PATH", at PATH."""
     args = ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
@@ -61,11 +62,12 @@ def _root_fs_args(binds: tuple[str, ...] = ()) -> list[str]:
             args += ["--ro-bind", top, top]
     # The JDK's configuration (its conf/ links into /etc), for HumanEval-X in Java; nothing else of /etc.
     args += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/java-17-openjdk", "/etc/java-17-openjdk"]
-    for path in ([] if _python()[1].startswith("/usr/") else [_python()[1]]) + list(binds):
+    for bind in ([] if _python()[1].startswith("/usr/") else [_python()[1]]) + list(binds):
+        src, path = bind.split("=", 1) if "=" in bind else (bind, bind)   # "SRC=PATH": SRC seen at PATH
         # Programs run as another uid: the directories leading to the path (pyenv, a cache under
         # /root) are made open in the jail; their other contents are not there.
         parents = [str(p) for p in reversed(Path(path).parents) if str(p) != "/"]
-        args += [a for d in parents for a in ("--perms", "0755", "--dir", d)] + ["--ro-bind", path, path]
+        args += [a for d in parents for a in ("--perms", "0755", "--dir", d)] + ["--ro-bind", src, path]
     return args
 
 
@@ -170,11 +172,12 @@ class Sandbox:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def run(self, code: str | dict) -> Outcome:
-        """Python source, or a compiled program ({"files", "steps"}: see jail.py)."""
+    def run(self, code: str | dict, timeout_s: float | None = None) -> Outcome:
+        """Python source, or a compiled program ({"files", "steps"}: see jail.py), within the
+        sandbox's timeout or a shorter one."""
         uid, worker = self._idle.get()
         try:
-            status = worker.run(code, self.timeout_s)
+            status = worker.run(code, min(timeout_s or self.timeout_s, self.timeout_s))
             if status is None:
                 worker.close()
                 worker = _Worker(uid, *self._spec)

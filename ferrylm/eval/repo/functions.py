@@ -1,0 +1,215 @@
+"""A repository's functions as spans of their files: found, replaced by a body, or blanked two ways.
+
+A function here is one the data stage would make a *generate* example of (a doc comment and a body of
+a few lines): its prompt is that example's prompt (signature + doc comment) and its body the text the
+model must write, located by byte offsets in its file so that a reply can be spliced back in.
+Python and Go (tree-sitter's Go grammar, as the data stage uses).
+
+Blanking proves a task's tests exercise its function, two ways (each must fail at least one test):
+- `raising`: the body raises (Python) or panics (Go);
+- `wrong`: a value of the right type that is wrong. Python: the original's result, changed (a number
+  +1, a string or bytes longer, a container one item shorter or one longer, a bool negated, a
+  generator without its first item); a function that returns nothing does nothing. Go: the original's
+  first non-error result changed the same way (numbers +1, strings longer, bools negated, slices one
+  shorter), other types their zero value; a function without results does nothing.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import asdict, dataclass
+
+from ...data.pairs import extract_pairs
+from ...data.pairs_ts import _parser, extract_pairs_ts
+
+LANGUAGES = {".py": "python", ".go": "go"}
+
+
+@dataclass(frozen=True)
+class Function:
+    file: str        # path inside the repository
+    name: str        # qualified name (Class.method; Go: Receiver.method)
+    language: str
+    prompt: str      # signature + doc comment, dedented: the generate task's prompt
+    body: str        # the body as written in the file
+    start: int       # byte offsets of `body` in the file
+    end: int
+    indent: str      # Python: the def line's indentation, which a model's (dedented) body gets back
+    kind: str        # Python: "value", "procedure" or "generator"; Go: the result types, "" for none
+
+    @property
+    def id(self) -> str:
+        return f"{self.file}::{self.name}"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def functions(text: str, file: str, language: str, min_lines: int = 2, max_lines: int = 40) -> list[Function]:
+    """The file's functions that the data stage would take, with their body spans."""
+    if language == "python":
+        return _python_functions(text, file, min_lines, max_lines)
+    return _go_functions(text, file, min_lines, max_lines)
+
+
+def splice(text: str, fn: Function, body: str) -> str:
+    """The file with `fn`'s body replaced by `body`."""
+    raw = text.encode()
+    return (raw[:fn.start] + body.encode() + raw[fn.end:]).decode()
+
+
+# Python ------------------------------------------------------------------------------------------
+
+
+def _python_nodes(tree: ast.Module):
+    def walk(body, prefix=""):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield prefix + node.name, node
+            elif isinstance(node, ast.ClassDef):
+                yield from walk(node.body, f"{prefix}{node.name}.")
+    return dict(walk(tree.body))
+
+
+def _python_functions(text: str, file: str, min_lines: int, max_lines: int) -> list[Function]:
+    pairs = extract_pairs(text, file, min_lines, max_lines)
+    if not pairs:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nodes = _python_nodes(ast.parse(text))
+    line_starts = [0]
+    for line in text.encode().splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+    out = []
+    for p in pairs:
+        name = p.source.split("::", 1)[1]
+        node = nodes.get(name)
+        if node is None or isinstance(node, ast.AsyncFunctionDef):
+            continue     # a coroutine's result cannot be changed before it is awaited
+        doc_end, end = node.body[0].end_lineno, node.end_lineno
+        start_b, end_b = line_starts[doc_end], line_starts[end]
+        body = text.encode()[start_b:end_b].decode()
+        def_line = text.splitlines()[node.lineno - 1]
+        out.append(Function(file, name, "python", p.prompt_code, body, start_b, end_b,
+                            def_line[:len(def_line) - len(def_line.lstrip())], _python_kind(node)))
+    return out
+
+
+def _python_kind(node: ast.FunctionDef) -> str:
+    inner = {id(n) for f in ast.walk(node) if f is not node and isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                               ast.Lambda, ast.ClassDef))
+             for n in ast.walk(f)}
+    own = [n for n in ast.walk(node) if id(n) not in inner]
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own):
+        return "generator"
+    if any(isinstance(n, ast.Return) and n.value is not None
+           and not (isinstance(n.value, ast.Constant) and n.value.value is None) for n in own):
+        return "value"
+    return "procedure"
+
+
+# The wrong-value stub's change of a result, as one expression (it runs inside the repository's
+# process, which has no ferrylm to import).
+_WRONG_PY = ("(lambda v: (not v) if isinstance(v, bool) else v + 1 if isinstance(v, (int, float, complex)) "
+             "else v + type(v)('x') if isinstance(v, str) else v + b'x' if isinstance(v, bytes) "
+             "else type(v)(list(v)[1:]) if isinstance(v, (list, tuple)) and v "
+             "else type(v)([None]) if isinstance(v, (list, tuple)) "
+             "else type(v)(list(v.items())[1:]) if isinstance(v, dict) and v "
+             "else type(v)(list(v)[1:]) if isinstance(v, (set, frozenset)) and v else v)")
+
+
+def python_body(fn: Function, dedented: str) -> str:
+    """A body as the model writes it (dedented to the def's column) put back at the function's indentation."""
+    lines = dedented.splitlines(keepends=True)
+    body = "".join(fn.indent + ln if ln.strip() else ln for ln in lines)
+    return body if body.endswith("\n") else body + "\n"
+
+
+def _body_indent(fn: Function) -> str:
+    first = next((ln for ln in fn.body.splitlines() if ln.strip()), fn.indent + "    ")
+    return first[:len(first) - len(first.lstrip())]
+
+
+def stub(fn: Function, how: str, text: str) -> str:
+    """The whole file with `fn` blanked: how = "raising" or "wrong" (see the module's docstring)."""
+    ind = _body_indent(fn)
+    if fn.language == "go":
+        return splice(text, fn, _go_stub(fn, how, ind))
+    if how == "raising":
+        return splice(text, fn, f'{ind}raise NotImplementedError("blanked by ferrylm")\n')
+    if fn.kind == "procedure":
+        return splice(text, fn, f"{ind}return None\n")
+    change = "__import__('itertools').islice(r, 1, None)" if fn.kind == "generator" else f"{_WRONG_PY}(r)"
+    # The original runs and its result is changed on the way out: a decorator right above `def`
+    # (below any others, so it wraps the plain function of a method, property or classmethod).
+    decorator = f"{fn.indent}@(lambda f: (lambda *a, **k: (lambda r: {change})(f(*a, **k))))\n"
+    raw = text.encode()
+    def_at = raw.rfind(b"\n", 0, raw.rfind(b"def ", 0, fn.start)) + 1
+    return (raw[:def_at] + decorator.encode() + raw[def_at:]).decode()
+
+
+# Go ----------------------------------------------------------------------------------------------
+
+_GO_NUMBER = re.compile(r"^(?:u?int(?:8|16|32|64)?|uintptr|float(?:32|64)|complex(?:64|128)|byte|rune)$")
+
+
+def _go_functions(text: str, file: str, min_lines: int, max_lines: int) -> list[Function]:
+    pairs = {p.source.split("::", 1)[1]: p for p in extract_pairs_ts(text, file, "go", min_lines, max_lines)}
+    src = text.encode()
+    out = []
+    stack = [_parser("go").parse(src).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type not in ("function_declaration", "method_declaration"):
+            stack.extend(node.children)
+            continue
+        name = node.child_by_field_name("name").text.decode()
+        body = node.child_by_field_name("body")
+        if name not in pairs or body is None:
+            continue
+        start = body.start_byte + 1 + (src[body.start_byte + 1:body.start_byte + 2] == b"\n")
+        result = node.child_by_field_name("result")
+        out.append(Function(file, name, "go", pairs[name].prompt_code, src[start:node.end_byte].decode(), start,
+                            node.end_byte, "", result.text.decode() if result is not None else ""))
+    return sorted(out, key=lambda f: f.start)
+
+
+def _go_results(result: str) -> list[str]:
+    """The result types of a Go signature's result text: `int`, `(int, error)`, `(n int, err error)`."""
+    if not result.startswith("("):
+        return [result]
+    parts = [p.strip() for p in result[1:-1].split(",") if p.strip()]
+    types = [p.split(None, 1)[1] if " " in p and not p.startswith(("[]", "map[", "*", "func", "chan")) else p
+             for p in parts]
+    return types
+
+
+def _go_wrong(name: str, typ: str) -> str:
+    """An expression of type `typ` that differs from `name`'s value (its zero value where no change is known)."""
+    if _GO_NUMBER.match(typ):
+        return f"{name} + 1"
+    if typ == "string":
+        return f'{name} + "x"'
+    if typ == "bool":
+        return f"!{name}"
+    if typ.startswith("[]"):
+        return f"func() {typ} {{ if len({name}) > 0 {{ return {name}[1:] }}; return append({name}, *new({typ[2:]})) }}()"
+    return f"*new({typ})"
+
+
+def _go_stub(fn: Function, how: str, ind: str) -> str:
+    close = fn.body[fn.body.rstrip().rfind("}"):]        # the closing brace and what follows it
+    if how == "raising":
+        return f'{ind}panic("blanked by ferrylm")\n{close}'
+    if not fn.kind:
+        return f"{ind}return\n{close}"
+    types = _go_results(fn.kind)
+    names = [f"ferryR{i}" for i in range(len(types))]
+    changed = next((i for i, t in enumerate(types) if t != "error"), 0)
+    values = [_go_wrong(n, t) if i == changed else n for i, (n, t) in enumerate(zip(names, types))]
+    signature = fn.kind if fn.kind.startswith("(") else f"({fn.kind})"
+    original = fn.body[:len(fn.body) - len(close)]
+    return (f"{ind}{', '.join(names)} := func() {signature} {{\n{original}{ind}}}()\n"
+            f"{ind}return {', '.join(values)}\n{close}")

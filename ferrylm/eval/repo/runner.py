@@ -1,0 +1,137 @@
+"""A repository's own tests, run in the jail on a copy of it with one file replaced.
+
+The repository is bound into the jail read-only; each run copies it into the program's own
+directory, writes the replaced file there, and runs the test command from the copy's root. So the
+original checkout is never written, and a body that deletes files, forks or loops is contained as a
+HumanEval program is (sandbox.py). The run passes when the command exits 0 and the jail's token was
+written: by pytest's last hook once every test passed (a body that ends the process early with status
+0 cannot pass), by the shell after any other command (Go's test binaries fail an `os.Exit(0)` during a
+test themselves).
+
+Test commands: given per repository (the data manifest's `test:`), or detected — pytest (or
+unittest) for Python, `go test ./...` for Go. `python`, `python3` and `pytest` in a command are
+this interpreter, with its packages (pytest among them) visible; Go runs offline (GOPROXY=off).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sysconfig
+from pathlib import Path
+
+from ..sandbox import Sandbox, _python
+
+GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
+_SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".tox", ".pytest_cache"}
+
+
+def test_files(repo: Path, language: str) -> list[str]:
+    """The repository's test files, relative to its root."""
+    found = []
+    for dirpath, dirnames, names in os.walk(repo):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        for n in sorted(names):
+            is_test = (n.startswith("test_") or n.endswith("_test.py")) and n.endswith(".py") if language == "python" \
+                else n.endswith("_test.go")
+            if is_test:
+                found.append(str(Path(dirpath, n).relative_to(repo)))
+    return found
+
+
+def detect_command(repo: Path, language: str) -> str | None:
+    """The test command a repository of this language most likely runs, or None without test files."""
+    if not test_files(repo, language):
+        return None
+    if language == "go":
+        return "go test ./..."
+    try:
+        import pytest  # noqa: F401 — pytest runs unittest suites too
+        return "pytest -q -p no:cacheprovider"
+    except ImportError:
+        return "python -m unittest discover -q"
+
+
+def narrowed(command: str, language: str, files: list[str]) -> str:
+    """The command limited to some test files (pytest) or a package (Go), when it is a detected one."""
+    if language == "python" and command.startswith("pytest ") and files:
+        return f"{command} {' '.join(shlex.quote(f) for f in files)}"
+    if language == "go" and command == "go test ./..." and files:
+        dirs = sorted({"./" + str(Path(f).parent) if str(Path(f).parent) != "." else "." for f in files})
+        return f"go test {' '.join(dirs)}"
+    return command
+
+
+# pytest's last hook writes the jail's token once the session ended with every test passed, so a body
+# that ends the process early with status 0 (os._exit(0) inside a test) cannot pass.
+_PYTEST_TOKEN = """
+import os
+def pytest_sessionfinish(session, exitstatus):
+    done = os.path.join(os.environ["HOME"], ".token_written")
+    if exitstatus == 0 and session.testscollected and not os.path.exists(done) and os.environ.get("FERRY_TOKEN"):
+        open(done, "w").close()
+        os.write(3, os.environ["FERRY_TOKEN"].encode())
+"""
+# `pytest` and `python -m pytest` run with that hook (and say so: the shell then leaves the token to it).
+_PYTEST = '#!/bin/sh\ntouch "$HOME/.pytest_used"\nexec {py} -m pytest -p ferrylm_token "$@"\n'
+_PYTHON = '#!/bin/sh\nif [ "$1" = -m ] && [ "$2" = pytest ]; then shift 2; exec "$HOME/bin/pytest" "$@"; fi\nexec {py} "$@"\n'
+
+
+def _tools() -> dict[str, str]:
+    py = _python()[0]
+    return {"ferrylm_token.py": _PYTEST_TOKEN, "pytest": _PYTEST.format(py=py), "python": _PYTHON.format(py=py)}
+
+
+def _prelude(repo_in_jail: str) -> str:
+    """Shell lines that put `python`, `python3` and `pytest` (this interpreter, pytest with the token
+    hook) first on PATH, set up Go's caches, then copy the repository and enter it."""
+    site = os.pathsep.join(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
+    return ('mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/* && '
+            f'export PATH="$PWD/bin:$PATH" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
+            f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} && '
+            f"cp -r {shlex.quote(repo_in_jail)} r && chmod -R u+w r && cd r && "
+            '{ [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"')
+
+
+# Where the repository is seen inside the jail (its own path may lie under /tmp, which the jail replaces).
+REPO_IN_JAIL = "/ferrylm-repo"
+
+
+def run(box: Sandbox, repo: Path, command: str, replaced: dict[str, str] | None = None,
+        timeout_s: float | None = None):
+    """The outcome of `command` on a copy of `repo` with `replaced` ({path in repo: text}) written over it."""
+    seen_at = str(repo) if box.isolation == "unconfined" else REPO_IN_JAIL
+    return box.run(program(seen_at, command, replaced), timeout_s)
+
+
+def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> dict:
+    """The jail program that copies the repository (seen at `repo`), writes `replaced` and runs `command`."""
+    files = {f"replaced_{i}": text for i, text in enumerate((replaced or {}).values())} | _tools()
+    place = "".join(f" && cp ../replaced_{i} {shlex.quote(path)}" for i, path in enumerate(replaced or {}))
+    script = (f"{_prelude(repo)}{place} && {{ {command} ; }} > ../test_output.txt 2>&1; code=$?; "
+              'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
+              'grep -v -e "^[[:space:]]*$" -e "^FAIL$" ../test_output.txt | tail -n 1 > ../reason.txt; fi; exit $code')
+    return {"files": files, "steps": [["/bin/sh", "-c", script]]}
+
+
+def sandbox(repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False) -> Sandbox:
+    """A sandbox that sees `repo` (read-only) and this interpreter's packages; files up to 256 MB."""
+    binds = [f"{repo.resolve()}={REPO_IN_JAIL}"]
+    for key in ("purelib", "platlib"):
+        path = os.path.realpath(sysconfig.get_paths()[key])
+        if not path.startswith("/usr/") and path not in binds:
+            binds.append(path)
+    return Sandbox(slots, timeout_s, memory_mb=4096, file_mb=256, nproc=256, unconfined=unconfined,
+                   binds=tuple(binds) if not unconfined else ())
+
+
+def missing_tool(command: str) -> str | None:
+    """The first word of the command when it is neither a known alias nor on PATH (a typo, a tool not installed)."""
+    try:
+        words = shlex.split(command)
+    except ValueError as e:
+        return f"cannot be read as a shell command ({e})"
+    first = next((w for w in words if "=" not in w), "")
+    if not first or first in ("python", "python3", "pytest", "cd", "env") or shutil.which(first):
+        return None
+    return f"{first!r} is not installed here (not on PATH)"

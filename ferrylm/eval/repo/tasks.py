@@ -1,0 +1,274 @@
+"""Tasks from a repository and its own tests: functions whose tests are proven to check them.
+
+For each function with a doc comment and a body (the data stage's generate examples):
+1. the repository's tests must pass as checked out, in the jail, `runs` times (a suite that fails is
+   skipped with its reason; one that passes only sometimes makes every task prove stability alone);
+2. a cheap first look at which functions the tests call at all (a profiler for Python, Go's coverage
+   profile), outside the jail on a copy;
+3. the tests that name the function (pytest: its test files; Go: its package) pass with the original
+   body (`runs` times when the suite flaked), and fail with each of two blanked bodies — one that
+   raises and one that returns a wrong value of the right type (functions.py). A test that passes on
+   either is not proof, and the function is no task;
+4. each task keeps its wall-clock limit: a multiple of its reference run.
+Every function left out is counted under its reason; the repository's tasks go to a JSONL file.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...errors import FerryError
+from ...log import get_logger
+from ...manifest import write_text_atomic
+from . import runner
+from .functions import LANGUAGES, Function, functions, stub
+
+log = get_logger("eval")
+SUITE_TIMEOUT_S = 600.0
+
+
+class RepoTaskError(FerryError, ValueError):
+    """A repository cannot be read for tasks as asked (a missing path, an unknown language)."""
+
+
+@dataclass
+class RepoTasks:
+    repo: str
+    language: str
+    command: str | None
+    tasks: list[dict] = field(default_factory=list)
+    skipped: str | None = None            # why the whole repository gave no task
+    dropped: Counter = field(default_factory=Counter)   # function -> no task, by reason
+    suite_s: float | None = None
+
+    def summary(self) -> dict:
+        return {"repo": self.repo, "language": self.language, "command": self.command, "tasks": len(self.tasks),
+                "skipped": self.skipped, "dropped": dict(self.dropped), "suite_s": self.suite_s}
+
+
+def language_of(repo: Path) -> str:
+    counts = Counter(LANGUAGES[p.suffix] for p in repo.rglob("*") if p.suffix in LANGUAGES and p.is_file())
+    if not counts:
+        raise RepoTaskError(f"{repo}: no Python or Go files (repository tasks read those two languages)")
+    return counts.most_common(1)[0][0]
+
+
+def source_functions(repo: Path, language: str) -> list[Function]:
+    tests = set(runner.test_files(repo, language))
+    suffix = {v: k for k, v in LANGUAGES.items()}[language]
+    found = []
+    for path in sorted(repo.rglob(f"*{suffix}")):
+        rel = str(path.relative_to(repo))
+        if rel in tests or any(part.startswith(".") or part in runner._SKIP_DIRS for part in Path(rel).parts[:-1]):
+            continue
+        try:
+            found += functions(path.read_text(), rel, language)
+        except (UnicodeDecodeError, OSError):
+            continue
+    return found
+
+
+def find_tasks(repo: str | Path, language: str | None = None, command: str | None = None,
+               only: set[str] | None = None, runs: int = 3, unconfined: bool = False, workers: int = 2,
+               limit: int | None = None, suite_timeout_s: float = SUITE_TIMEOUT_S) -> RepoTasks:
+    """The tasks of one repository (see the module's docstring). `only`: function ids (file::name) to
+    consider; `limit`: stop after this many tasks; `suite_timeout_s`: the whole suite's time limit."""
+    repo = Path(repo).resolve()
+    if not repo.is_dir():
+        raise RepoTaskError(f"{repo}: not a directory")
+    language = language or language_of(repo)
+    if language not in LANGUAGES.values():
+        raise RepoTaskError(f"{repo}: repository tasks read Python and Go, not {language!r}")
+    command = command or runner.detect_command(repo, language)
+    out = RepoTasks(repo.name, language, command)
+    if command is None:
+        out.skipped = "no tests found (no test_*.py / *_test.go files); name its test command with `test:` in the manifest"
+        return out
+    if why := runner.missing_tool(command):
+        out.skipped = f"its test command {command!r}: {why}"
+        return out
+    candidates = [f for f in source_functions(repo, language) if only is None or f.id in only]
+    if not candidates:
+        out.skipped = "no function with a doc comment and a body of 2-40 lines" + (" among those asked for" if only else "")
+        return out
+    with runner.sandbox(repo, suite_timeout_s, workers, unconfined) as box:
+        suite = _suite_runs(box, repo, command, runs, out)
+        if suite is None:
+            return out
+        called = _called(repo, language, command, out, suite_timeout_s)
+        if called is not None and any(f.id not in called for f in candidates):
+            out.dropped["no test calls it"] = sum(f.id not in called for f in candidates)
+            candidates = [f for f in candidates if f.id in called]
+        each = 1 if suite == runs else runs
+        with ThreadPoolExecutor(workers) as pool:      # as many functions at once as the sandbox has slots
+            for at in range(0, len(candidates), 2 * workers):
+                batch = candidates[at:at + 2 * workers]
+                for fn, (task, reason) in zip(batch, pool.map(lambda f: _prove(box, repo, f, command, each), batch)):
+                    if task:
+                        out.tasks.append({"task_id": f"{repo.name}/{fn.id}", "repo": str(repo), **task})
+                    else:
+                        out.dropped[reason] += 1
+                if limit and len(out.tasks) >= limit:
+                    out.tasks = out.tasks[:limit]
+                    break
+    return out
+
+
+def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int | None:
+    """How many of `runs` runs of the whole suite passed; None (and the reason) when none did."""
+    t0 = time.perf_counter()
+    first = runner.run(box, repo, command).status
+    out.suite_s = round(time.perf_counter() - t0, 2)
+    if first == "timed out":
+        out.skipped = f"its tests did not finish within {box.timeout_s:g} s as checked out ({command})"
+        return None
+    if first != "passed":
+        out.skipped = f"its tests do not pass as checked out ({command}): {first}"
+        return None
+    passed = 1 + sum(runner.run(box, repo, command).status == "passed" for _ in range(runs - 1))
+    if passed < runs:
+        log.info("repo tasks: %s: the suite passed %d of %d runs; each task's tests must pass %d times alone",
+                 repo.name, passed, runs, runs)
+    return passed
+
+
+def _mentions(repo: Path, language: str, fn: Function) -> list[str]:
+    """The test files that name the function (its last name), for the narrowed command."""
+    name = re.compile(rf"\b{re.escape(fn.name.rsplit('.', 1)[-1])}\b")
+    files = [f for f in runner.test_files(repo, language) if name.search((repo / f).read_text(errors="replace"))]
+    if language == "go":   # a Go package's tests run together: the function's own package
+        files = [f for f in runner.test_files(repo, "go") if Path(f).parent == Path(fn.file).parent]
+    return files
+
+
+def _prove(box, repo: Path, fn: Function, command: str, runs: int) -> tuple[dict | None, str | None]:
+    """(the task of `fn`, None) when its tests pass with its body and fail with both blanked bodies;
+    else (None, the reason)."""
+    files = _mentions(repo, fn.language, fn)
+    cmd = runner.narrowed(command, fn.language, files)
+    text = (repo / fn.file).read_text()
+    times = []
+    for i in range(runs):
+        t0 = time.perf_counter()
+        status = runner.run(box, repo, cmd).status
+        times.append(time.perf_counter() - t0)
+        if status != "passed":
+            return None, "its tests fail when run alone" if i == 0 else "its tests flake (pass, then fail)"
+    reference_s = max(times)
+    timeout = round(max(10.0, 3 * reference_s + 5), 1)
+    for how in ("raising", "wrong"):
+        blanked = stub(fn, how, text)
+        if fn.language == "python" and not _parses(blanked):
+            return None, f"its {how} stub does not compile"
+        status = runner.run(box, repo, cmd, {fn.file: blanked}, timeout).status
+        if "[build failed]" in status:
+            return None, f"its {how} stub does not compile"
+        if status == "passed":
+            return None, "its tests pass with a raising body" if how == "raising" else "its tests pass with a wrong value"
+    return {**fn.as_dict(), "id": fn.id, "command": cmd, "tests": files, "reference_s": round(reference_s, 2),
+            "timeout_s": timeout, "file_sha256": hashlib.sha256(text.encode()).hexdigest()}, None
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+        return True
+    except SyntaxError:
+        return False
+
+
+# The first look: which functions the suite calls at all ---------------------------------------------
+
+_PY_TRACER = """
+import atexit, json, os, sys, threading
+_root, _seen = os.environ["FERRYLM_TRACE_ROOT"], set()
+def _profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename.startswith(_root):
+        c = frame.f_code
+        _seen.add((os.path.relpath(c.co_filename, _root), getattr(c, "co_qualname", c.co_name)))
+sys.setprofile(_profile)
+threading.setprofile(_profile)
+atexit.register(lambda: json.dump(sorted(_seen), open(os.environ["FERRYLM_TRACE_OUT"], "w")))
+"""
+
+
+def _called(repo: Path, language: str, command: str, out: RepoTasks, timeout_s: float) -> set[str] | None:
+    """The ids (file::name) of the functions the suite calls, or None when that could not be seen
+    (then every function goes on to the blanking, which decides alone)."""
+    with tempfile.TemporaryDirectory(prefix="ferrylm-trace-") as tmp:
+        copy = Path(tmp) / "r"
+        shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        try:
+            if language == "python":
+                return _py_called(copy, command, Path(tmp), timeout_s)
+            return _go_called(copy, Path(tmp), timeout_s)
+        except (OSError, subprocess.SubprocessError, ValueError) as e:
+            log.info("repo tasks: %s: which functions its tests call was not seen (%s); blanking decides alone",
+                     out.repo, str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
+            return None
+
+
+def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float) -> set[str]:
+    (tmp / "trace").mkdir()
+    (tmp / "trace" / "sitecustomize.py").write_text(_PY_TRACER)
+    (tmp / "bin").mkdir()
+    for name in ("python", "python3"):
+        os.symlink(sys.executable, tmp / "bin" / name)
+    (tmp / "bin" / "pytest").write_text(f"#!/bin/sh\nexec {sys.executable} -m pytest \"$@\"\n")
+    (tmp / "bin" / "pytest").chmod(0o755)
+    paths = [str(tmp / "trace"), *([str(copy / "src")] if (copy / "src").is_dir() else []), str(copy)]
+    env = {**os.environ, "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PYTHONPATH": os.pathsep.join(paths), "FERRYLM_TRACE_ROOT": str(copy),
+           "FERRYLM_TRACE_OUT": str(tmp / "called.json"), "PYTHONDONTWRITEBYTECODE": "1"}
+    subprocess.run(["/bin/sh", "-c", command], cwd=copy, env=env, capture_output=True, timeout=3 * timeout_s)
+    return {f"{f}::{q}" for f, q in json.loads((tmp / "called.json").read_text())}
+
+
+def _go_called(copy: Path, tmp: Path, timeout_s: float) -> set[str]:
+    env = {**os.environ, **dict(kv.split("=", 1) for kv in runner.GO_ENV.split()),
+           "GOCACHE": str(tmp / "gocache"), "GOPATH": str(tmp / "gopath")}
+    profile = tmp / "cover.out"
+    subprocess.run(["go", "test", "-count=1", "-coverpkg=./...", f"-coverprofile={profile}", "./..."], cwd=copy,
+                   env=env, capture_output=True, timeout=3 * timeout_s)
+    listing = subprocess.run(["go", "tool", "cover", f"-func={profile}"], cwd=copy, env=env, capture_output=True,
+                             text=True, timeout=120, check=True).stdout
+    module = re.search(r"^module\s+(\S+)", (copy / "go.mod").read_text(), re.M).group(1)
+    called = set()
+    for line in listing.splitlines():
+        m = re.match(r"(\S+?):\d+:\s+(\S+)\s+([\d.]+)%", line)
+        if m and float(m.group(3)) > 0:
+            called.add(f"{m.group(1).removeprefix(module + '/')}::{m.group(2)}")
+    return called
+
+
+def write_tasks(repos: list[str], output: str | Path, command: str | None = None, runs: int = 3,
+                limit: int | None = None, workers: int = 2, unconfined: bool = False,
+                suite_timeout_s: float = SUITE_TIMEOUT_S) -> list[RepoTasks]:
+    """`ferrylm eval repo-tasks`: every repository's tasks into one JSONL file (written whole, at the
+    end), each repository's summary into `<output>.log.jsonl`."""
+    if runs < 1 or workers < 1 or (limit is not None and limit < 1):
+        raise RepoTaskError(f"--runs, --workers and --limit must be >= 1 (got {runs}, {workers}, {limit})")
+    missing = [r for r in repos if not Path(r).is_dir()]
+    if missing:
+        raise FileNotFoundError(f"repo-tasks: {missing[0]} is not a directory")
+    found = [find_tasks(r, command=command, runs=runs, workers=workers, unconfined=unconfined, limit=limit,
+                        suite_timeout_s=suite_timeout_s) for r in repos]
+    for r in found:
+        if r.skipped:
+            log.warning("repo tasks: %s skipped: %s", r.repo, r.skipped)
+    output = Path(output)
+    write_text_atomic(output, "".join(json.dumps(t) + "\n" for r in found for t in r.tasks))
+    write_text_atomic(output.with_name(output.name + ".log.jsonl"), "".join(json.dumps(r.summary()) + "\n" for r in found))
+    return found

@@ -1,0 +1,340 @@
+"""Tasks from small real repositories made here, run against their own tests in the jail: the reference
+body passes, blanked and wrong bodies fail, a test that only expects an exception is no proof, a flaky
+test is dropped, a hostile body is contained and the checkout stays as it was."""
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ferrylm.data.corpus import ManifestError, load_manifest
+from ferrylm.eval.repo import find_tasks, score
+from ferrylm.eval.repo.functions import functions, stub
+
+LIB = '''
+def add(a, b):
+    """Add two numbers and return the sum."""
+    total = a + b
+    return total
+
+
+def words(text):
+    """Split a text into its lower-case words."""
+    parts = text.lower().split()
+    return parts
+
+
+def only_raises_tested(x):
+    """Halve a number, refusing odd ones."""
+    if x % 2:
+        raise ValueError(x)
+    return x // 2
+
+
+def untested(x):
+    """Nothing in the suite calls this one."""
+    y = x * 3
+    return y
+
+
+class Counter:
+    def bump(self, by):
+        """Raise the count by a step."""
+        self.n = getattr(self, "n", 0) + by
+        return None
+'''
+TESTS = '''
+import pytest
+from pkg import add, words, only_raises_tested, Counter
+
+def test_add():
+    assert add(2, 3) == 5
+
+def test_words():
+    assert words("A b") == ["a", "b"]
+
+def test_only_raises():
+    with pytest.raises(Exception):
+        only_raises_tested(3)
+
+def test_counter():
+    c = Counter()
+    c.bump(2)
+    assert c.n == 2
+'''
+
+
+def _python_repo(root: Path, lib: str = LIB, tests: str = TESTS) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text(lib)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_pkg.py").write_text(tests)
+    return root
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def py_tasks(tmp_path_factory):
+    repo = _python_repo(tmp_path_factory.mktemp("pyrepo") / "pyrepo")
+    found = find_tasks(repo)
+    path = repo.parent / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in found.tasks))
+    return repo, found, path
+
+
+def test_python_tasks_are_the_functions_their_tests_check(py_tasks):
+    repo, found, _ = py_tasks
+    assert found.command.startswith("pytest") and found.skipped is None
+    assert sorted(t["name"] for t in found.tasks) == ["Counter.bump", "add", "words"]
+    # a test that expects any exception passes on a raising stub; nobody calls `untested`
+    assert found.dropped == {"its tests pass with a raising body": 1, "no test calls it": 1}
+    add = next(t for t in found.tasks if t["name"] == "add")
+    assert add["tests"] == ["tests/test_pkg.py"] and add["timeout_s"] >= 10 and add["prompt"].startswith("def add(a, b):")
+
+
+def _samples(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps({"task_id": t, "completion": c}) + "\n" for t, c in rows))
+    return path
+
+
+def test_python_scoring_passes_the_reference_and_fails_wrong_bodies(py_tasks, tmp_path):
+    repo, found, tasks = py_tasks
+    before = _digest(repo)
+    add, words, bump = (f"pyrepo/pkg/__init__.py::{n}" for n in ("add", "words", "Counter.bump"))
+    rows = [
+        (add, "```python\n    total = a + b\n    return total\n```"),               # the reference, fenced
+        (add, 'Sure:\n```python\ndef add(a, b):\n    """Add."""\n    return b + a\n```\nIt adds.'),  # whole function
+        (add, "return a - b"),                                                  # plausible, wrong
+        (add, "import os\nos._exit(0)"),                                        # ends the tests early, status 0
+        (words, "return text.split()"),                                         # wrong case
+        (bump, f"import shutil\nshutil.rmtree({str(repo)!r}, ignore_errors=True)\nshutil.rmtree('/ferrylm-repo', "
+               "ignore_errors=True)\nself.n = getattr(self, 'n', 0) + by"),     # hostile, then right
+    ]
+    out = score(tasks, _samples(tmp_path / "s.jsonl", rows))
+    results = [json.loads(line) for line in Path(out["results"]).read_text().splitlines()]
+    assert [r["passed"] for r in results] == [True, True, False, False, False, True], results
+    assert "exited before the tests finished" in results[3]["result"]
+    assert "1 failed" in results[2]["result"]
+    assert out["pass@1"] == pytest.approx((2 / 4 + 0 + 1) / 3) and out["isolation"] == ["bwrap+uid"]
+    assert _digest(repo) == before                                              # the checkout is untouched
+
+
+def test_stale_tasks_are_refused(py_tasks, tmp_path):
+    repo, _, tasks = py_tasks
+    copy = tmp_path / "pyrepo"
+    shutil.copytree(repo, copy)
+    rows = [json.loads(line) | {"repo": str(copy)} for line in tasks.read_text().splitlines()]
+    (copy / "pkg" / "__init__.py").write_text(LIB.replace("Add two", "Add 2"))
+    stale = tmp_path / "stale.jsonl"
+    stale.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(Exception, match="changed since its tasks were found"):
+        score(stale, _samples(tmp_path / "s.jsonl", [(rows[0]["task_id"], "return 1")]))
+
+
+FLAKY = '''
+import os
+def test_add():
+    from pkg import add
+    path = COUNT
+    n = int(open(path).read()) + 1 if os.path.exists(path) else 1
+    open(path, "w").write(str(n))
+    assert n % 3 and add(1, 1) == 2
+'''
+
+
+def test_a_flaky_test_is_dropped(tmp_path):
+    """Unconfined (the count must outlive each run): every third run fails. The suite passes 2 of 3
+    runs, so each task's tests must pass three times alone; the sixth run fails."""
+    flaky = FLAKY.replace("COUNT", repr(str(tmp_path / "count")))
+    repo = _python_repo(tmp_path / "flaky", LIB.split("\n\n\ndef words")[0] + "\n", flaky)
+    found = find_tasks(repo, unconfined=True, workers=1)
+    assert found.tasks == [] and found.dropped == {"its tests flake (pass, then fail)": 1}
+    assert (tmp_path / "count").read_text() == "6"
+
+
+@pytest.mark.parametrize("tests, command, reason", [
+    (None, None, "no tests found"),
+    ("def test_x():\n    assert False\n", None, "its tests do not pass as checked out (pytest -q -p no:cacheprovider): "
+                                                  "failed: run step sh failed (exit code 1): 1 failed in"),
+    ("def test_x():\n    pass\n", "sleep 60", "its tests did not finish within 5 s as checked out (sleep 60)"),
+    ("def test_x():\n    pass\n", "pytset -q", "its test command 'pytset -q': 'pytset' is not installed here"),
+])
+def test_repositories_that_give_no_task_say_why(tmp_path, tests, command, reason):
+    repo = _python_repo(tmp_path / "r", LIB, tests or "")
+    if tests is None:
+        (repo / "tests" / "test_pkg.py").unlink()
+    found = find_tasks(repo, command=command, suite_timeout_s=5 if command == "sleep 60" else 120)
+    assert found.tasks == [] and found.skipped.startswith(reason), found.skipped
+
+
+def test_repo_tasks_cli_writes_tasks_and_refuses_bad_input(tmp_path):
+    repo = _python_repo(tmp_path / "r")
+    run = [sys.executable, "-m", "ferrylm", "eval", "repo-tasks"]
+    bad = subprocess.run([*run, str(tmp_path / "missing"), "-o", str(tmp_path / "t.jsonl")], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip() == f"ferrylm: error: repo-tasks: {tmp_path / 'missing'} is not a directory"
+    ok = subprocess.run([*run, str(repo), "-o", str(tmp_path / "t.jsonl"), "--runs", "1", "--limit", "1"],
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 1
+    no_tasks = subprocess.run([sys.executable, "-m", "ferrylm", "eval", "score", "--benchmark", "repo", "--samples",
+                               str(tmp_path / "t.jsonl")], capture_output=True, text=True)
+    assert no_tasks.returncode == 2 and "needs --tasks" in no_tasks.stderr
+
+
+def test_a_manifest_test_command_is_read_and_a_typo_named(tmp_path):
+    (tmp_path / "r").mkdir()
+    good = tmp_path / "good.yaml"
+    good.write_text("repositories:\n  - path: r\n    test: pytest -q tests\n")
+    assert load_manifest(good)[0].test == "pytest -q tests"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("repositories:\n  - path: r\n    tset: pytest -q tests\n")
+    with pytest.raises(ManifestError, match="entry 0 of .* has an unknown key 'tset' \\(known: language, name, path"):
+        load_manifest(bad)
+
+
+def test_python_stubs_raise_or_return_a_wrong_value_of_the_same_type():
+    text = LIB + '''
+
+def pairs(xs):
+    """Yield each item with its index."""
+    for i, x in enumerate(xs):
+        yield i, x
+'''
+    fns = {f.name: f for f in functions(text, "pkg.py", "python")}
+    assert {n: f.kind for n, f in fns.items()} == {"add": "value", "words": "value", "only_raises_tested": "value",
+                                                    "untested": "value", "Counter.bump": "procedure", "pairs": "generator"}
+    space: dict = {}
+    exec(stub(fns["add"], "wrong", text), space)
+    assert space["add"](2, 3) == 6 and space["words"]("A b") == ["a", "b"]
+    exec(stub(fns["words"], "wrong", text), space)
+    assert space["words"]("A b c") == ["b", "c"]
+    exec(stub(fns["pairs"], "wrong", text), space)
+    assert list(space["pairs"]("ab")) == [(1, "b")]
+    exec(stub(fns["Counter.bump"], "wrong", text), space)
+    c = space["Counter"]()
+    c.bump(2)
+    assert not hasattr(c, "n")
+    exec(stub(fns["add"], "raising", text), space)
+    with pytest.raises(NotImplementedError):
+        space["add"](1, 2)
+
+
+GO_LIB = '''package strs
+
+import "strings"
+
+// Reverse returns the string with its runes in reverse order.
+func Reverse(s string) string {
+	r := []rune(s)
+	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+		r[i], r[j] = r[j], r[i]
+	}
+	return string(r)
+}
+
+// Fields splits a text at blanks and says whether it found any.
+func Fields(s string) ([]string, bool) {
+	f := strings.Fields(s)
+	return f, len(f) > 0
+}
+
+// Shout prints nothing but is only checked for not panicking.
+func Shout(s string) string {
+	out := strings.ToUpper(s)
+	return out
+}
+'''
+GO_TESTS = '''package strs
+
+import "testing"
+
+func TestReverse(t *testing.T) {
+	if Reverse("abc") != "cba" {
+		t.Fatal("reverse")
+	}
+}
+
+func TestFields(t *testing.T) {
+	f, ok := Fields("a b")
+	if !ok || len(f) != 2 || f[0] != "a" {
+		t.Fatal("fields")
+	}
+}
+
+func TestShout(t *testing.T) {
+	_ = Shout("x")
+}
+'''
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed (make toolchains installs it as root)")
+def test_go_tasks_and_scoring(tmp_path):
+    repo = tmp_path / "gorepo"
+    (repo / "strs").mkdir(parents=True)
+    (repo / "go.mod").write_text("module example.com/gorepo\n\ngo 1.19\n")
+    (repo / "strs" / "strs.go").write_text(GO_LIB)
+    (repo / "strs" / "strs_test.go").write_text(GO_TESTS)
+    found = find_tasks(repo)
+    assert found.command == "go test ./..." and sorted(t["name"] for t in found.tasks) == ["Fields", "Reverse"]
+    assert found.dropped == {"its tests pass with a wrong value": 1}      # Shout's test checks nothing
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in found.tasks))
+    before = _digest(repo)
+    rows = [("gorepo/strs/strs.go::Reverse", "```go\nfunc Reverse(s string) string {\n\tr := []rune(s)\n"
+                                              "\tfor i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {\n"
+                                              "\t\tr[i], r[j] = r[j], r[i]\n\t}\n\treturn string(r)\n}\n```\r\n"),
+            ("gorepo/strs/strs.go::Reverse", "\treturn s\n}"),
+            ("gorepo/strs/strs.go::Fields", "```go\n\tf := strings.Fields(s)\n\treturn f, len(f) > 0\n}\n```")]
+    out = score(tasks, _samples(tmp_path / "s.jsonl", rows))
+    results = [json.loads(line) for line in Path(out["results"]).read_text().splitlines()]
+    assert [r["passed"] for r in results] == [True, False, True], results
+    assert _digest(repo) == before
+
+
+def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path, tiny_qwen2_dir, make_config):
+    """Four small repositories with tests; the held-out ones become a "Your repositories (python)" track:
+    each model's bodies run against the tests, Pass@1 compared with McNemar's test, judged by the criterion."""
+    from ferrylm.data import run_data
+    from ferrylm.eval import run_eval
+    from ferrylm.export import run_export
+    from ferrylm.train import run_train
+
+    corpus = tmp_path / "repos"
+    for i, name in enumerate(("alpha", "beta", "gamma", "delta")):
+        lib = LIB.replace("add", f"add_{name}").replace("words", f"words_{name}").replace("Counter", f"Counter{i}")
+        lib = lib.replace("a + b", f"a + b + {i}").replace("lower()", "lower()" + ".strip()" * i)
+        tests = TESTS.replace("add", f"add_{name}").replace("words", f"words_{name}").replace("Counter", f"Counter{i}")
+        tests = tests.replace("== 5", f"== {5 + i}")
+        _python_repo(corpus / name, lib, tests)
+    run = tmp_path / "run"
+    cfg = make_config(run, tiny_qwen2_dir, corpus, "train.max_steps=1", "train.save_steps=0", "eval.local=true",
+                      "eval.humaneval_limit=1", "eval.bleu_limit=1", "eval.max_new_tokens=8", "eval.enforce_gates=false",
+                      "data.min_body_lines=1", "eval.repo_task_limit=2")
+    data = run_data(cfg)
+    repos = json.loads(Path(data.outputs["repositories"]).read_text())
+    assert sorted(r["name"] for r in repos) == ["alpha", "beta", "delta", "gamma"]
+    held = [r["name"] for r in repos if r["split"] == "eval"]
+    assert held and all(r["root"] == str(corpus / r["name"]) and r["test"] is None for r in repos)
+    run_train(cfg)
+    run_export(cfg)
+    run_eval(cfg)
+    report = json.loads((run / "eval" / "report.json").read_text())
+    for label in ("fine-tuned", "base"):
+        track = next(b for b in report["details"][label]["benchmarks"] if b["benchmark"] == "repo")
+        assert (track["title"], track["key"], track["tasks"]) == ("Your repositories (python)", "pass_at_1_repo_python",
+                                                                   2 * len(held))
+        rows = [json.loads(line) for line in open(run / "eval" / f"repo_python_{label}.jsonl")]
+        assert len(rows) == 2 * len(held) and all(r["result"] for r in rows)
+    assert "repo/python" in report["paired"]
+    assert "pass_at_1_repo_python" in {r["criterion"] for r in report["criteria"]}
+    assert "Your repositories (python) Pass@1" in {ln["metric"] for ln in report["details"]["helped"]}
