@@ -81,10 +81,22 @@ class DataConfig(_Section):
     """format=sft: functions drawn in all (seeded), each giving one example per task; None: every one found."""
     eval_fraction: float = Field(0.05, gt=0, lt=1)
     """Share of repositories held out for evaluation (the split is by repository, never within one)."""
+    holdout_functions: float = Field(0.0, ge=0, lt=1)
+    """format=sft: share of the training repositories' functions also held out (seeded per function; 0: off),
+    since a team mostly asks the model about the repositories it trained on. Those functions' examples,
+    training functions whose bodies nearly duplicate theirs, and every test file of a training repository
+    never reach training; the eval stage scores them apart from the held-out repositories."""
     max_seq_len: int = Field(512, ge=32)
     """Tokens per example (or per packed row); longer examples are dropped and counted."""
     seed: int = 0
     """Seeds the split, the draw of functions and tasks, and fill-in-the-middle."""
+
+    @field_validator("holdout_functions")
+    @classmethod
+    def _only_sft(cls, v: float, info):
+        if v and info.data.get("format") not in (None, "sft"):
+            raise ValueError("held-out functions need format=sft (cpt trains on whole files, which hold them)")
+        return v
 
     @field_validator("tasks", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
 import time
 from collections import Counter
@@ -28,6 +29,7 @@ from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic
 from ..models import load_tokenizer, resolve_model_path
 from .collect import CleanStats, collect, worker_count
 from .corpus import ScanStats, repository_roots
+from .holdout import HeldOutFunctions, is_test_file
 from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
 from .formats import read_conversations
 from .render import IGNORE_INDEX, render_messages, task_turns
@@ -178,16 +180,25 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
     write_json_atomic(cfg.stage_dir("data") / "splits.json",
                       {"train": [r for r in repos if r not in held], "eval": [r for r in repos if r in held]})
     roots = repository_roots(d)     # where each repository's tests can run (the eval's executed Pass@1)
-    write_json_atomic(cfg.stage_dir("data") / "repositories.json",
-                      [{"name": r, "split": "eval" if r in held else "train", **roots[r]} for r in repos if r in roots])
+    functions: dict[str, list[str]] = {}
     if d.format == "sft":
-        _sft(cfg, tokenizer, docs, held, writers, held_out, stats)
+        functions = _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots)
     else:
         _cpt(cfg, tokenizer, docs, held, writers, held_out, stats)
+    write_json_atomic(cfg.stage_dir("data") / "repositories.json",
+                      [{"name": r, "split": "eval" if r in held else "train", **roots[r],
+                        "held_out_functions": sorted(functions.get(r, []))} for r in repos if r in roots])
 
 
-def _sft(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
-    """Per function with a doc comment, an example of each task its seeded draw gives (data.tasks)."""
+def _in_repo(ref, roots: dict) -> str:
+    """A file's path inside its repository."""
+    return os.path.relpath(ref.path, roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
+
+
+def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots) -> dict[str, list[str]]:
+    """Per function with a doc comment, an example of each task its seeded draw gives (data.tasks).
+    Returns the held-out functions of training repositories (data.holdout_functions), by repository,
+    as `path in repository::name`."""
     d = cfg.data
     pairs = [(p, doc.ref) for doc in docs for p in doc.pairs]
     stats["pairs_extracted"] = len(pairs)
@@ -199,6 +210,15 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
     if d.max_pairs:
         pairs = pairs[: d.max_pairs]
     too_long, no_summary, examples = 0, 0, Counter()
+    if d.holdout_functions:     # a training repository's tests would show its held-out functions' behaviour
+        kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(_in_repo(ref, roots))]
+        stats["test_file_pairs_dropped"] = len(pairs) - len(kept_pairs)
+        pairs = kept_pairs
+    kept = HeldOutFunctions(pairs, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms)
+    if d.holdout_functions:
+        near = {p.source for p, ref in pairs if ref.repo not in held and p.source not in kept.sources and kept.near(p.body)}
+        pairs = [(p, ref) for p, ref in pairs if p.source not in near]
+        stats.update(held_out_functions=len(kept.sources), pairs_near_held_out=len(near))
     for p, ref in pairs:
         lang = ref.language
         draw = random.Random(f"{d.seed}:{p.source}")
@@ -214,16 +234,22 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
             if len(ex["input_ids"]) > d.max_seq_len:
                 too_long += 1
                 continue
-            split = "eval" if ref.repo in held else "train"
+            split = "eval" if ref.repo in held or p.source in kept.sources else "train"
             writers[split].add(ex["input_ids"], ex["labels"])
             examples[f"{split}/{task}/{lang}"] += 1
             if split == "eval":
                 held_out.append({"source": p.source, "language": lang, "task": task, "messages": messages[:1],
                                  "answer": answer, "reference": p.summary if task == "explain" else p.body,
-                                 "prompt_code": p.prompt_code})
+                                 "prompt_code": p.prompt_code,
+                                 "split": "repositories" if ref.repo in held else "functions"})
     stats["pairs_too_long"] = too_long
     stats["functions_without_summary"] = no_summary
     stats["examples_by_task"] = dict(sorted(examples.items()))
+    functions: dict[str, list[str]] = {}
+    for p, ref in pairs:
+        if p.source in kept.sources:
+            functions.setdefault(ref.repo, []).append(f"{_in_repo(ref, roots)}::{p.source.split('::', 1)[1]}")
+    return functions
 
 
 def _cpt(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:

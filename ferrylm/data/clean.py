@@ -207,6 +207,12 @@ class NearDuplicates:
         self.lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
         self.count = 0
 
+    def near(self, signature: np.ndarray | None) -> bool:
+        """Whether a near-duplicate was added before (nothing is added)."""
+        if signature is None:
+            return False
+        return bool(self.lsh.query(self._lean(seed=1, hashvalues=signature, scheme="legacy")))
+
     def seen(self, signature: np.ndarray | None) -> bool:
         if signature is None:   # too few words to compare; exact dedupe still applies
             return False

@@ -301,6 +301,42 @@ def test_go_tasks_and_scoring(tmp_path):
     assert _digest(repo) == before
 
 
+def _four_repositories(corpus: Path) -> Path:
+    for i, name in enumerate(("alpha", "beta", "gamma", "delta")):
+        lib = LIB.replace("add", f"add_{name}").replace("words", f"words_{name}").replace("Counter", f"Counter{i}")
+        lib = lib.replace("a + b", f"a + b + {i}").replace("lower()", "lower()" + ".strip()" * i)
+        tests = TESTS.replace("add", f"add_{name}").replace("words", f"words_{name}").replace("Counter", f"Counter{i}")
+        tests = tests.replace("== 5", f"== {5 + i}") + f'''
+
+def helper_{name}(x):
+    """A documented helper of the tests, which must not reach training."""
+    y = x + {i}
+    return y
+'''
+        _python_repo(corpus / name, lib, tests)
+    return corpus
+
+
+def test_held_out_functions_of_training_repositories_stay_out_of_training(tmp_path, tiny_qwen2_dir, make_config):
+    from ferrylm.data import read_jsonl, run_data
+
+    corpus = _four_repositories(tmp_path / "repos")
+    cfg = make_config(tmp_path / "run", tiny_qwen2_dir, corpus, "data.min_body_lines=1", "data.holdout_functions=0.5")
+    data = run_data(cfg)
+    repos = {r["name"]: r for r in json.loads(Path(data.outputs["repositories"]).read_text())}
+    trained = [r for r in repos.values() if r["split"] == "train"]
+    held_fns = {f"{r['name']}/{f}" for r in trained for f in r["held_out_functions"]}
+    assert held_fns and all(f.split("/", 1)[1].startswith("pkg/__init__.py::") for f in held_fns)
+    assert all(not r["held_out_functions"] for r in repos.values() if r["split"] == "eval")
+    rows = read_jsonl(data.outputs["eval_prompts"])
+    by_fn = {f"{r['source'].split('/', 1)[1]}" for r in rows if r["split"] == "functions"}
+    assert by_fn == held_fns                              # every held-out function is evaluated, and only those
+    m = data.metrics
+    assert m["held_out_functions"] == len(held_fns) and m["test_file_pairs_dropped"] == len(trained)
+    with pytest.raises(Exception, match="data.holdout_functions: .*need format=sft"):
+        make_config(tmp_path / "r2", tiny_qwen2_dir, corpus, "data.format=cpt", "data.holdout_functions=0.5")
+
+
 def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path, tiny_qwen2_dir, make_config):
     """Four small repositories with tests; the held-out ones become a "Your repositories (python)" track:
     each model's bodies run against the tests, Pass@1 compared with McNemar's test, judged by the criterion."""
@@ -309,13 +345,7 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path
     from ferrylm.export import run_export
     from ferrylm.train import run_train
 
-    corpus = tmp_path / "repos"
-    for i, name in enumerate(("alpha", "beta", "gamma", "delta")):
-        lib = LIB.replace("add", f"add_{name}").replace("words", f"words_{name}").replace("Counter", f"Counter{i}")
-        lib = lib.replace("a + b", f"a + b + {i}").replace("lower()", "lower()" + ".strip()" * i)
-        tests = TESTS.replace("add", f"add_{name}").replace("words", f"words_{name}").replace("Counter", f"Counter{i}")
-        tests = tests.replace("== 5", f"== {5 + i}")
-        _python_repo(corpus / name, lib, tests)
+    corpus = _four_repositories(tmp_path / "repos")
     run = tmp_path / "run"
     cfg = make_config(run, tiny_qwen2_dir, corpus, "train.max_steps=1", "train.save_steps=0", "eval.local=true",
                       "eval.humaneval_limit=1", "eval.bleu_limit=1", "eval.max_new_tokens=8", "eval.enforce_gates=false",
@@ -330,11 +360,11 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path
     run_eval(cfg)
     report = json.loads((run / "eval" / "report.json").read_text())
     for label in ("fine-tuned", "base"):
-        track = next(b for b in report["details"][label]["benchmarks"] if b["benchmark"] == "repo")
-        assert (track["title"], track["key"], track["tasks"]) == ("Your repositories (python)", "pass_at_1_repo_python",
-                                                                   2 * len(held))
-        rows = [json.loads(line) for line in open(run / "eval" / f"repo_python_{label}.jsonl")]
+        track = next(b for b in report["details"][label]["benchmarks"] if b["benchmark"] == "own-repos")
+        assert (track["title"], track["key"], track["tasks"]) == ("Held-out repositories (python)",
+                                                                   "pass_at_1_own_repos_python", 2 * len(held))
+        rows = [json.loads(line) for line in open(run / "eval" / f"own_repos_python_{label}.jsonl")]
         assert len(rows) == 2 * len(held) and all(r["result"] for r in rows)
-    assert "repo/python" in report["paired"]
-    assert "pass_at_1_repo_python" in {r["criterion"] for r in report["criteria"]}
-    assert "Your repositories (python) Pass@1" in {ln["metric"] for ln in report["details"]["helped"]}
+    assert "own-repos/python" in report["paired"]
+    assert "pass_at_1_own_repos_python" in {r["criterion"] for r in report["criteria"]}
+    assert "Held-out repositories (python) Pass@1" in {ln["metric"] for ln in report["details"]["helped"]}

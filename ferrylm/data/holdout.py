@@ -1,0 +1,43 @@
+"""Functions of the training repositories held out as well (data.holdout_functions).
+
+A team mostly asks the model about the repositories it trained on, so a seeded share of their
+functions is held out too: their examples go to the eval split, training functions whose bodies
+nearly duplicate a held-out body are dropped (MinHash of word 5-grams, the data stage's near-dedupe),
+and a training repository's test files give no example (they would show the held-out functions'
+expected behaviour).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from .clean import MinHasher, NearDuplicates
+
+TEST_FILE = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.py$|_test\.(?:py|go)$")
+
+
+def drawn(seed: int, source: str, share: float) -> bool:
+    """Whether the function `source` is among the held-out share (a seeded hash: stable across runs)."""
+    digest = hashlib.sha256(f"{seed}:function:{source}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def is_test_file(path_in_repo: str) -> bool:
+    return bool(TEST_FILE.search(path_in_repo.replace(os.sep, "/")))
+
+
+class HeldOutFunctions:
+    """The held-out functions of the training repositories, and the near-duplicate check against them."""
+
+    def __init__(self, pairs: list, held_repos: set[str], share: float, seed: int, threshold: float, perms: int):
+        self.sources = {p.source for p, ref in pairs if ref.repo not in held_repos and share and drawn(seed, p.source, share)}
+        self._hasher = MinHasher(perms)
+        self._index = NearDuplicates(threshold, perms)
+        for p, _ in pairs:
+            if p.source in self.sources:
+                self._index.seen(self._hasher.signature(p.body))
+
+    def near(self, body: str) -> bool:
+        """Whether a training body nearly duplicates a held-out one."""
+        return bool(self.sources) and self._index.near(self._hasher.signature(body))
