@@ -24,7 +24,7 @@ endif
 comma := ,
 DEMO_BENCHMARKS := $(if $(FERRYLM_HUMANEVAL_X),eval.benchmarks=[humaneval$(comma)humaneval-x])
 
-.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo review report bench test test-fast data train export serve eval run clean
+.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo demo-repos review report bench test test-fast data train export serve eval run clean
 
 install: $(STAMP)
 
@@ -84,8 +84,29 @@ doctor: $(STAMP)
 # On a GPU machine the demo runs the demo-gpu preset: bf16, compiled layers, 2,000 steps, vLLM's CUDA build.
 DEMO_CONFIG ?= $(if $(filter cpu,$(DEVICE)),default,demo-gpu)
 
-demo: $(STAMP) bubblewrap toolchains
-	$(VENV)/bin/ferrylm run --config $(DEMO_CONFIG) $(DEMO_BENCHMARKS) $(ARGS)
+# Real repositories with their own offline test suites, beside the standard library: the sdists of
+# four small projects (pinned, hash-checked), unpacked once. A share of their functions is held out
+# and scored by running the projects' own tests on each model's bodies (executed Pass@1).
+DEMO_REPOS_DIR := $(abspath .cache/ferrylm/demo-repos)
+DEMO_REPOS := toolz==1.2.0 --hash=sha256:9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490|\
+  cachetools==8.0.2 --hash=sha256:30ac523adfc118b51d2b2e7bad8a0ddb31370dfe2700c7f10ca224f36ccf81e0|\
+  boltons==26.2.0 --hash=sha256:d39cfd15c1a1c3bd4d705c82252fa9edb8e4f5e8cc039f8e39afac7b1b47e92c|\
+  inflection==0.5.1 --hash=sha256:1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417
+DEMO_DATA := data.sources=[stdlib$(comma)$(DEMO_REPOS_DIR)] data.holdout_functions=0.25 eval.repo_task_limit=10
+
+$(DEMO_REPOS_DIR)/.ready: Makefile
+	rm -rf $(DEMO_REPOS_DIR) $(DEMO_REPOS_DIR).tmp && mkdir -p $(DEMO_REPOS_DIR).tmp/sdists
+	printf '%s\n' '$(DEMO_REPOS)' | tr '|' '\n' | sed 's/^ *//' > $(DEMO_REPOS_DIR).tmp/requirements.txt
+	$(PY) -m pip download -q --no-deps --no-binary :all: --require-hashes -r $(DEMO_REPOS_DIR).tmp/requirements.txt \
+	  -d $(DEMO_REPOS_DIR).tmp/sdists
+	for f in $(DEMO_REPOS_DIR).tmp/sdists/*.tar.gz; do tar xzf $$f -C $(DEMO_REPOS_DIR).tmp; done
+	rm -rf $(DEMO_REPOS_DIR).tmp/sdists $(DEMO_REPOS_DIR).tmp/requirements.txt
+	mv $(DEMO_REPOS_DIR).tmp $(DEMO_REPOS_DIR) && touch $@
+
+demo-repos: $(STAMP) $(DEMO_REPOS_DIR)/.ready
+
+demo: $(STAMP) bubblewrap toolchains demo-repos
+	$(VENV)/bin/ferrylm run --config $(DEMO_CONFIG) $(DEMO_BENCHMARKS) $(DEMO_DATA) $(ARGS)
 	@echo "ferrylm: open the report: file://$(abspath runs/$(DEMO_CONFIG))/eval/report.html (its first section: did the fine-tune help?)"
 	@echo "ferrylm: judge the outputs yourself: make review CONFIG=$(DEMO_CONFIG) (a page on http://127.0.0.1:8765/), then make report"
 	@echo "ferrylm: next, your own code: make run ARGS='data.sources=[/path/to/your/repos]' (model.path=DIR for your model; GPUs: README, 'On a GPU machine')"

@@ -27,10 +27,14 @@ def task_of(row: dict) -> str:
 
 
 def select(rows: list[dict], limit: int) -> list[dict]:
-    """The first `limit` rows of each task, in file order (the data stage's seeded order)."""
+    """The first `limit` rows of each task, in file order (the data stage's seeded order), from the
+    held-out repositories (the held-out functions of training repositories are scored by running
+    their tests: eval/repo/)."""
     seen: dict[str, int] = {}
     out = []
     for r in rows:
+        if r.get("split") == "functions":
+            continue
         t = task_of(r)
         if seen.get(t, 0) < limit:
             seen[t] = seen.get(t, 0) + 1

@@ -74,6 +74,8 @@ def test_format_kept_and_scores_per_example():
 def test_select_takes_the_first_rows_of_each_task():
     rows = [{"task": t, "i": i} for i, t in enumerate(["generate", "explain"] * 5)] + [{"i": 99}]
     assert [r["i"] for r in select(rows, 2)] == [0, 1, 2, 3]
+    # held-out functions of training repositories are scored by their tests, not in these measures
+    assert [r["i"] for r in select([{"task": "explain", "split": "functions", "i": 7}, *rows], 2)] == [0, 1, 2, 3]
 
 
 def test_lines_pair_the_same_examples_per_language():
