@@ -34,6 +34,13 @@ SPREAD = {
 }
 
 
+def int8_products() -> str:
+    """How ONNX Runtime multiplies int8 here: "vnni" (AVX-512 VNNI, AVX-VNNI or AMX: exact int32 sums) or
+    "avx2" (pairwise int16 sums that saturate — ONNX Runtime's documented u8s8 behaviour on AVX2)."""
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    return "vnni" if any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8")) else "avx2"
+
+
 def learning_rate(value: float = 3e-3) -> str:
     """The tiny recipes' learning-rate override; bench/pin_spread.py scales it (FERRYLM_TEST_LR_SCALE)
     to measure how far a real change moves the pinned numbers."""

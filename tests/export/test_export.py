@@ -8,6 +8,7 @@ from transformers import AutoModelForCausalLM
 
 from ferrylm.export import ExportError, run_export
 from ferrylm.train import run_train
+from tests.pinning import int8_products
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +150,10 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     assert carried == (Path(__file__).parents[2] / "ferrylm" / "export" / "onnx.py").read_text()
     compile((copy / "triton_models" / "ferrylm-onnx" / "1" / "model.py").read_text(), "model.py", "exec")
 
-    # A quantized variant is held to its forced agreement; int8 on this model picks the reference's token at 62 of its 64 steps.
-    assert onnx["int8"]["parity"]["forced_agreement"] == 62 / 64
+    # A quantized variant is held to its forced agreement; int8 on this model picks the reference's token
+    # at 62 of its 64 steps where the CPU has VNNI (Intel AMX, AMD AVX-512), at 57 on AVX2, whose int8
+    # products saturate (measured on each; tests/pinning.py).
+    assert onnx["int8"]["parity"]["forced_agreement"] == {"vnni": 62, "avx2": 57}[int8_products()] / 64
     shutil.rmtree(copy / "export" / "onnx")
     above = cfg2.model_copy(update={"export": export.model_copy(update={"quantize": ["int8"], "quantized_min_agreement": 1.0})})
     with pytest.raises(ExportError, match=r"export.quantize: int8 predicts base \+ adapter \(PyTorch\)'s next greedy token on"):
