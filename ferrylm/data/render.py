@@ -35,14 +35,10 @@ def task_turns(task: str, pair, language: str) -> tuple[str, str]:
     return user_message(pair.prompt_code, language), assistant_message(pair.body, language)
 
 
-def first_paragraph(reply: str) -> str:
-    """What an explain reply is scored on: its first paragraph as one line."""
-    text = reply.strip()
-    return " ".join(text.split("\n\n", 1)[0].split()) if text else ""
-
-
 def extract_code(reply: str) -> str:
-    """The first fenced code block of a reply (an unclosed one counts), else the reply itself."""
+    """The first fenced code block of a reply (an unclosed one counts), else the reply itself; lines
+    ending in CRLF read as lines (a closing fence after a CR must not become code)."""
+    reply = reply.replace("\r\n", "\n")
     m = _CODE_BLOCK.search(reply)
     return m.group(1) if m else reply
 
@@ -50,6 +46,7 @@ def extract_code(reply: str) -> str:
 def code_block_closed(text: str) -> bool:
     """Whether `text` already holds its first code block's closing fence: generating further cannot
     change what extract_code returns, so a generator may stop there."""
+    text = text.replace("\r\n", "\n")
     m = _CODE_BLOCK.search(text)
     return bool(m) and text.endswith("```", 0, m.end())
 

@@ -38,9 +38,9 @@ def comment_text(raw: str) -> str:
     return "\n".join(lines).strip("\n")
 
 
-def summary(doc: str, max_words: int = 80) -> str:
-    """The first paragraph of a (marker-free) doc text as one line, or "" when none is usable: fewer
-    than three words, or more than `max_words` (a paragraph that long is not a summary)."""
+def first_paragraph(doc: str) -> str:
+    """The first paragraph of a (marker-free) doc text as one line, cut where its structured part
+    starts, inline markup reduced to its text."""
     para = []
     for line in doc.strip().splitlines():
         if _SECTION.match(line) or (not line.strip() and para):
@@ -50,7 +50,13 @@ def summary(doc: str, max_words: int = 80) -> str:
     text = " ".join(para)
     for pattern, repl in _INLINE:
         text = pattern.sub(repl, text)
-    text = re.sub(r"\s+", " ", text).strip()
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def summary(doc: str, max_words: int = 80) -> str:
+    """The first paragraph of a (marker-free) doc text as one line, or "" when none is usable: fewer
+    than three words, or more than `max_words` (a paragraph that long is not a summary)."""
+    text = first_paragraph(doc)
     words = len(text.split())
     return text if 3 <= words <= max_words else ""
 

@@ -14,7 +14,8 @@ import re
 
 import sacrebleu
 
-from ..data.render import code_block_closed, extract_code, first_paragraph
+from ..data.render import code_block_closed, extract_code
+from .explain_replies import summary_from_reply
 from . import smooth_bleu
 from .progress import pool_map
 
@@ -79,7 +80,7 @@ def score_rows(rows: list[dict], replies: list[str]) -> list[dict]:
         rec = {"source": row.get("source"), "language": row.get("language"), "task": task_of(row),
                "messages": row["messages"], "reference": row["reference"], "reply": reply}
         if rec["task"] == "explain":
-            rec["output"] = first_paragraph(reply)
+            rec["output"] = summary_from_reply(reply)
             rec["smoothed_bleu4"] = 100 * smooth_bleu.sentence_score(rec["output"], row["reference"])
         else:
             rec["output"] = extract_code(reply)
@@ -97,7 +98,10 @@ def summarize(scored: list[dict]) -> dict:
     explain = [r for r in scored if r["task"] == "explain"]
     if explain:
         out["explain"] = {"examples": len(explain), "smoothed_bleu4": smooth_bleu.corpus_score(
-            [r["output"] for r in explain], [r["reference"] for r in explain]), "signature": smooth_bleu.SIGNATURE}
+            [r["output"] for r in explain], [r["reference"] for r in explain]), "signature": smooth_bleu.SIGNATURE,
+            # a difference in BLEU can be one of length: the reader sees both
+            "mean_words": sum(len(r["output"].split()) for r in explain) / len(explain),
+            "reference_mean_words": sum(len(r["reference"].split()) for r in explain) / len(explain)}
     gen = [r for r in scored if r["task"] == "generate"]
     if gen:
         hyps, refs = [r["output"] for r in gen], [[r["reference"] for r in gen]]

@@ -40,8 +40,10 @@ def _heldout(details: dict, models: list[str]) -> Table | None:
         h = details[m].get("heldout") or {}
         if "explain" in h:
             x = h["explain"]
-            rows.append([m, "explain (code understanding)", str(x["examples"]), f"smoothed BLEU-4 {x['smoothed_bleu4']:.2f}",
-                         x["signature"]])
+            length = (f"; summaries {x['mean_words']:.1f} words, references {x['reference_mean_words']:.1f}"
+                      if "mean_words" in x else "")
+            rows.append([m, "explain (code understanding)", str(x["examples"]),
+                         f"smoothed BLEU-4 {x['smoothed_bleu4']:.2f}{length}", x["signature"]])
         if "generate" in h:
             g = h["generate"]
             kept = "" if g.get("format_kept") is None else f", format kept {g['format_kept']:.0%}"
