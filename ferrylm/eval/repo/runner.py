@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -77,6 +78,15 @@ _PYTEST = '#!/bin/sh\ntouch "$HOME/.pytest_used"\nexec {py} -m pytest -p ferrylm
 _PYTHON = '#!/bin/sh\nif [ "$1" = -m ] && [ "$2" = pytest ]; then shift 2; exec "$HOME/bin/pytest" "$@"; fi\nexec {py} "$@"\n'
 
 
+def site_dirs() -> list[str]:
+    """This interpreter's package directories as its path holds them (a venv's, and those its .pth
+    files add, such as a system environment's under `make install DEVICE=system`): where pytest and the
+    repositories' dependencies are found."""
+    dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+            *(p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")))]
+    return list(dict.fromkeys(os.path.realpath(d) for d in dirs if os.path.isdir(d)))
+
+
 def _tools() -> dict[str, str]:
     py = _python()[0]
     return {"ferrylm_token.py": _PYTEST_TOKEN, "pytest": _PYTEST.format(py=py), "python": _PYTHON.format(py=py)}
@@ -85,7 +95,7 @@ def _tools() -> dict[str, str]:
 def _prelude(repo_in_jail: str) -> str:
     """Shell lines that put `python`, `python3` and `pytest` (this interpreter, pytest with the token
     hook) first on PATH, set up Go's caches, then copy the repository and enter it."""
-    site = os.pathsep.join(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
+    site = os.pathsep.join(site_dirs())
     return ('mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/* && '
             f'export PATH="$PWD/bin:$PATH" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
             f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} && '
@@ -116,11 +126,7 @@ def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> 
 
 def sandbox(repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False) -> Sandbox:
     """A sandbox that sees `repo` (read-only) and this interpreter's packages; files up to 256 MB."""
-    binds = [f"{repo.resolve()}={REPO_IN_JAIL}"]
-    for key in ("purelib", "platlib"):
-        path = os.path.realpath(sysconfig.get_paths()[key])
-        if not path.startswith("/usr/") and path not in binds:
-            binds.append(path)
+    binds = [f"{repo.resolve()}={REPO_IN_JAIL}"] + [d for d in site_dirs() if not d.startswith("/usr/")]
     return Sandbox(slots, timeout_s, memory_mb=4096, file_mb=256, nproc=256, unconfined=unconfined,
                    binds=tuple(binds) if not unconfined else ())
 
