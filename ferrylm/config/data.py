@@ -85,7 +85,8 @@ class DataConfig(_Section):
     """format=sft: share of the training repositories' functions also held out (seeded per function; 0: off),
     since a team mostly asks the model about the repositories it trained on. Those functions' examples,
     training functions whose bodies nearly duplicate theirs, and every test file of a training repository
-    never reach training; the eval stage scores them apart from the held-out repositories."""
+    never reach training; the eval stage scores them apart from the held-out repositories. Those of your own
+    repositories (not of the stdlib / site-packages corpora) are all kept, beyond max_pairs."""
     max_seq_len: int = Field(512, ge=32)
     """Tokens per example (or per packed row); longer examples are dropped and counted."""
     seed: int = 0

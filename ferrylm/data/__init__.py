@@ -29,7 +29,7 @@ from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic
 from ..models import load_tokenizer, resolve_model_path
 from .collect import CleanStats, collect, worker_count
 from .corpus import ScanStats, repository_roots
-from .holdout import HeldOutFunctions, is_test_file
+from .holdout import HeldOutFunctions, drawn, is_test_file
 from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
 from .formats import read_conversations
 from .render import IGNORE_INDEX, render_messages, task_turns
@@ -207,8 +207,11 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots) -> dict[st
         raise EmptyCorpus(f"data.sources: {len(docs)} code files but no function with a doc comment "
                           f"and a {d.min_body_lines}–{d.max_body_lines} line body")
     random.Random(d.seed).shuffle(pairs)
+    # the held-out functions of the user's own repositories are all kept, whatever max_pairs draws
+    own = {id(p) for p, ref in pairs if d.holdout_functions and ref.repo in roots and ref.repo not in held
+           and drawn(d.seed, p.source, d.holdout_functions)}
     if d.max_pairs:
-        pairs = pairs[: d.max_pairs]
+        pairs = [x for x in pairs if id(x[0]) in own] + [x for x in pairs if id(x[0]) not in own][: d.max_pairs]
     too_long, no_summary, examples = 0, 0, Counter()
     if d.holdout_functions:     # a training repository's tests would show its held-out functions' behaviour
         kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(_in_repo(ref, roots))]
