@@ -37,6 +37,7 @@ class Track:
     program: Callable[[dict, str], object] | None = None   # (problem, completion) -> what the sandbox runs
     binds: tuple[str, ...] = ()       # directories the programs read (bound read-only)
     timeout_s: float = 10.0
+    limits: dict | None = None        # the sandbox's limits where they differ from eval.exec_memory_mb's
     not_measured: str | None = None   # why this language cannot be measured here
 
 
@@ -80,11 +81,13 @@ def generate(generator, tracks: list[Track], max_tokens: int, concurrency: int, 
 
 
 def run_programs(task_ids: list[str], programs: list, timeout_s: float, memory_mb: int, workers: int,
-                 unconfined: bool = False, what: str = "execution", binds: tuple[str, ...] = ()) -> list[dict]:
+                 unconfined: bool = False, what: str = "execution", binds: tuple[str, ...] = (),
+                 limits: dict | None = None) -> list[dict]:
     """Each program (Python source, or a compiled program for the jail) in the sandbox, with progress;
     one {"task_id", "passed", "result", "isolation"} per program, in order."""
     progress = Progress(what, len(programs))
-    with Sandbox(workers, timeout_s, memory_mb, unconfined=unconfined, binds=binds) as box:
+    with Sandbox(workers, timeout_s, **({"memory_mb": memory_mb} | (limits or {})), unconfined=unconfined,
+                 binds=binds) as box:
         outcomes = pool_map(progress.wrap(box.run), programs, workers)
     return [{"task_id": t, "passed": o.status == "passed", "result": o.status, "isolation": o.isolation}
             for t, o in zip(task_ids, outcomes)]
@@ -95,7 +98,7 @@ def execute(track: Track, samples: list[tuple[str, str]], memory_mb: int, worker
     """Each (task_id, completion) of the track run in the sandbox; one result per sample, in order."""
     by_id = {p["task_id"]: p for p in track.problems}
     return run_programs([t for t, _ in samples], [track.program(by_id[t], c) for t, c in samples], track.timeout_s,
-                        memory_mb, workers, unconfined, what, binds=track.binds)
+                        memory_mb, workers, unconfined, what, binds=track.binds, limits=track.limits)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

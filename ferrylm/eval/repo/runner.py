@@ -103,6 +103,8 @@ def _prelude(repo_in_jail: str) -> str:
             '{ [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"')
 
 
+# A repository's tests get more room than a benchmark's program; finding and scoring use the same.
+LIMITS = {"memory_mb": 4096, "file_mb": 256, "nproc": 256}
 # Where the repository is seen inside the jail (its own path may lie under /tmp, which the jail replaces).
 REPO_IN_JAIL = "/ferrylm-repo"
 
@@ -127,8 +129,7 @@ def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> 
 def sandbox(repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False) -> Sandbox:
     """A sandbox that sees `repo` (read-only) and this interpreter's packages; files up to 256 MB."""
     binds = [f"{repo.resolve()}={REPO_IN_JAIL}"] + [d for d in site_dirs() if not d.startswith("/usr/")]
-    return Sandbox(slots, timeout_s, memory_mb=4096, file_mb=256, nproc=256, unconfined=unconfined,
-                   binds=tuple(binds) if not unconfined else ())
+    return Sandbox(slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else ())
 
 
 def missing_tool(command: str) -> str | None:

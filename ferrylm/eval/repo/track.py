@@ -63,4 +63,4 @@ def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Tr
                  from_reply=lambda t, reply: python_body(t, reply) if language == "python" else go_body(t, reply),
                  base_stops=_BASE_STOPS[language], from_base=from_base, program=program,
                  binds=() if unconfined else tuple(f"{root}={seen_at[root]}" for root in roots),
-                 timeout_s=max(t["timeout_s"] for t in tasks))
+                 timeout_s=max(t["timeout_s"] for t in tasks), limits=runner.LIMITS)
