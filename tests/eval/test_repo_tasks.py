@@ -337,6 +337,7 @@ def test_held_out_functions_of_training_repositories_stay_out_of_training(tmp_pa
         make_config(tmp_path / "r2", tiny_qwen2_dir, corpus, "data.format=cpt", "data.holdout_functions=0.5")
 
 
+@pytest.mark.slow
 def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path, tiny_qwen2_dir, make_config):
     """Four small repositories with tests; the held-out ones become a "Your repositories (python)" track:
     each model's bodies run against the tests, Pass@1 compared with McNemar's test, judged by the criterion."""
