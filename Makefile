@@ -92,7 +92,10 @@ DEMO_REPOS_DIR := $(abspath .cache/ferrylm/demo-repos)
 DEMO_REPOS := toolz==1.2.0 --hash=sha256:9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490|\
   cachetools==8.0.2 --hash=sha256:30ac523adfc118b51d2b2e7bad8a0ddb31370dfe2700c7f10ca224f36ccf81e0|\
   inflection==0.5.1 --hash=sha256:1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417
-DEMO_DATA := data.sources=[stdlib$(comma)$(DEMO_REPOS_DIR)] data.holdout_functions=0.25 eval.repo_task_limit=10
+# The projects come first: where a machine has installed copies of them (site-packages, demo-gpu's
+# corpus), the sdists' files are the ones the deduplication keeps.
+DEMO_SOURCES := $(if $(filter demo-gpu,$(DEMO_CONFIG)),$(DEMO_REPOS_DIR)$(comma)stdlib$(comma)site-packages,stdlib$(comma)$(DEMO_REPOS_DIR))
+DEMO_DATA := data.sources=[$(DEMO_SOURCES)] data.holdout_functions=0.25 eval.repo_task_limit=10
 
 $(DEMO_REPOS_DIR)/.ready: Makefile
 	rm -rf $(DEMO_REPOS_DIR) $(DEMO_REPOS_DIR).tmp && mkdir -p $(DEMO_REPOS_DIR).tmp/sdists
