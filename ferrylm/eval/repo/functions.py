@@ -120,13 +120,6 @@ _WRONG_PY = ("(lambda v: (not v) if isinstance(v, bool) else v + 1 if isinstance
              "else type(v)(list(v)[1:]) if isinstance(v, (set, frozenset)) and v else v)")
 
 
-def python_body(fn: Function, dedented: str) -> str:
-    """A body as the model writes it (dedented to the def's column) put back at the function's indentation."""
-    lines = dedented.splitlines(keepends=True)
-    body = "".join(fn.indent + ln if ln.strip() else ln for ln in lines)
-    return body if body.endswith("\n") else body + "\n"
-
-
 def _body_indent(fn: Function) -> str:
     first = next((ln for ln in fn.body.splitlines() if ln.strip()), fn.indent + "    ")
     return first[:len(first) - len(first.lstrip())]

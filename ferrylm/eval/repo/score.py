@@ -79,9 +79,14 @@ def spliced_text(task: dict, body: str) -> str:
     return (raw[:task["start"]] + body.encode() + raw[task["end"]:]).decode()
 
 
+def body_from_reply(task: dict, reply: str) -> str:
+    """The body a reply gives, in its language's reading."""
+    return python_body(task, reply) if task["language"] == "python" else go_body(task, reply)
+
+
 def spliced(task: dict, reply: str) -> str:
     """The task's file with the reply's body in place of the original."""
-    return spliced_text(task, python_body(task, reply) if task["language"] == "python" else go_body(task, reply))
+    return spliced_text(task, body_from_reply(task, reply))
 
 
 def execute(tasks: list[dict], samples: list[tuple[str, str]], workers: int = 2, unconfined: bool = False) -> list[dict]:

@@ -146,11 +146,10 @@ def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int
 
 def _mentions(repo: Path, language: str, fn: Function) -> list[str]:
     """The test files that name the function (its last name), for the narrowed command."""
-    name = re.compile(rf"\b{re.escape(fn.name.rsplit('.', 1)[-1])}\b")
-    files = [f for f in runner.test_files(repo, language) if name.search((repo / f).read_text(errors="replace"))]
     if language == "go":   # a Go package's tests run together: the function's own package
-        files = [f for f in runner.test_files(repo, "go") if Path(f).parent == Path(fn.file).parent]
-    return files
+        return [f for f in runner.test_files(repo, "go") if Path(f).parent == Path(fn.file).parent]
+    name = re.compile(rf"\b{re.escape(fn.name.rsplit('.', 1)[-1])}\b")
+    return [f for f in runner.test_files(repo, language) if name.search((repo / f).read_text(errors="replace"))]
 
 
 def _prove(box, repo: Path, fn: Function, command: str, runs: int) -> tuple[dict | None, str | None]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...log import get_logger
 from ..benchmark import Track
 from . import runner
-from .score import go_body, python_body, spliced_text
+from .score import body_from_reply, go_body, python_body, spliced_text
 from .tasks import find_tasks
 
 log = get_logger("eval")
@@ -60,7 +60,7 @@ def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Tr
     title, key = SPLITS[split]
     return Track(f"own-{key}", language, f"{title} ({language})", f"pass_at_1_own_{key}_{language}", tasks, len(tasks),
                  prompt=lambda t: t["prompt"],
-                 from_reply=lambda t, reply: python_body(t, reply) if language == "python" else go_body(t, reply),
+                 from_reply=body_from_reply,
                  base_stops=_BASE_STOPS[language], from_base=from_base, program=program,
                  binds=() if unconfined else tuple(f"{root}={seen_at[root]}" for root in roots),
                  timeout_s=max(t["timeout_s"] for t in tasks), limits=runner.LIMITS)
