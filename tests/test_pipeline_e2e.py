@@ -46,7 +46,7 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
                  "export.w4a16_method=rtn",
                  "eval.humaneval_limit=4", "eval.bleu_limit=4", "eval.max_new_tokens=128",
                  "eval.latency_new_tokens=64", "eval.concurrency=4", "eval.latency_runs=2",
-                 "eval.latency_concurrency=[2]"]
+                 "eval.latency_concurrency=[2]", "eval.few_shot=0"]
     train = build(load_config("default", overrides))
     bench(overrides, tmp_path / "run")
     sampled = serve_load_evaluate_and_drain(overrides, f"http://127.0.0.1:{port}")

@@ -4,8 +4,9 @@ loss-masked (and optionally packed) rows in memory-mapped Arrow files, plus a st
 Formats: "sft" docstring→body pairs rendered with the model's chat template; "cpt" raw code with
 fill-in-the-middle for continued pre-training (always packed); "jsonl" the user's alpaca / sharegpt /
 OpenAI-messages files. Outputs in <run>/data: train.arrow, eval.arrow (input_ids, labels and, when
-packed, position_ids), eval.jsonl (held-out prompts and references for parity and BLEU),
-stats.json / stats.md / lengths.png.
+packed, position_ids), eval.jsonl (held-out prompts and references for parity and BLEU), shots.jsonl
+(a few training examples per task and language, for the eval's few-shot base), stats.json /
+stats.md / lengths.png.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from .holdout import HeldOutFunctions, drawn, is_test_file
 from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
 from .formats import read_conversations
 from .render import IGNORE_INDEX, render_messages, task_turns
+from .shots import ShotPool
 from .stats import write_report
 
 log = get_logger("data")
@@ -104,6 +106,7 @@ def run_data(cfg: Config) -> StageRecord:
     out.mkdir(parents=True, exist_ok=True)
     pack_len = d.max_seq_len if (d.pack or d.format == "cpt") else None
     held_out: list[dict] = []
+    shots = ShotPool()      # training examples the eval may show the base model (eval.few_shot)
     stats: dict = {"format": d.format}
     (out / "repositories.json").unlink(missing_ok=True)    # written again for a corpus of repositories
 
@@ -117,7 +120,7 @@ def run_data(cfg: Config) -> StageRecord:
         # a full disk: the split already published goes too (its record is withdrawn; it only takes room)
         with out_of_space("the data stage's Arrow rows", out,
                           lambda: [partial(), *(p.unlink(missing_ok=True) for p in out.glob("*.arrow"))]):
-            paths = _write_rows(cfg, tokenizer, out, pack_len, held_out, stats)
+            paths = _write_rows(cfg, tokenizer, out, pack_len, held_out, stats, shots)
     except BaseException:
         partial()
         raise
@@ -127,6 +130,7 @@ def run_data(cfg: Config) -> StageRecord:
     stats["mb_per_s"] = stats.get("bytes_seen", 0) / 1e6 / stats["elapsed_s"]
     record.outputs = {"train": str(paths["train"]), "eval": str(paths["eval"]), "eval_prompts": str(out / "eval.jsonl"),
                       **({"repositories": str(out / "repositories.json")} if (out / "repositories.json").is_file() else {}),
+                      **({"shots": str(shots.write(out / "shots.jsonl"))} if shots.rows else {}),
                       **write_report(out, stats, paths.pop("lengths"))}
     record.inputs = {f"source:{s}": "tree" for s in d.sources}
     if d.manifest:
@@ -141,13 +145,14 @@ def run_data(cfg: Config) -> StageRecord:
     return record.finish(out)
 
 
-def _write_rows(cfg: Config, tokenizer, out: Path, pack_len: int | None, held_out: list[dict], stats: dict) -> dict:
+def _write_rows(cfg: Config, tokenizer, out: Path, pack_len: int | None, held_out: list[dict], stats: dict,
+                shots: ShotPool) -> dict:
     """Every example into train.arrow / eval.arrow (published by rename once whole), its counts into `stats`."""
     writers = {s: _Writer(out / f"{s}.arrow", pack_len) for s in ("train", "eval")}
     if cfg.data.format == "jsonl":
-        _from_chat_files(cfg, tokenizer, writers, held_out, stats)
+        _from_chat_files(cfg, tokenizer, writers, held_out, stats, shots)
     else:
-        _from_code(cfg, tokenizer, writers, held_out, stats)
+        _from_code(cfg, tokenizer, writers, held_out, stats, shots)
     if writers["train"].examples == 0 or writers["eval"].examples == 0:
         raise EmptyCorpus(f"data: the split left train={writers['train'].examples} "
                           f"eval={writers['eval'].examples} examples; add sources or change data.eval_fraction")
@@ -162,7 +167,7 @@ def _write_rows(cfg: Config, tokenizer, out: Path, pack_len: int | None, held_ou
     return {**paths, "lengths": writers["train"].example_lengths}
 
 
-def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stats: dict) -> None:
+def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stats: dict, shots: ShotPool) -> None:
     d = cfg.data
     scan, clean = ScanStats(), CleanStats()
     t0 = time.perf_counter()
@@ -182,7 +187,7 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
     roots = repository_roots(d)     # where each repository's tests can run (the eval's executed Pass@1)
     functions: dict[str, list[str]] = {}
     if d.format == "sft":
-        functions = _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots)
+        functions = _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots)
     else:
         _cpt(cfg, tokenizer, docs, held, writers, held_out, stats)
     write_json_atomic(cfg.stage_dir("data") / "repositories.json",
@@ -195,7 +200,7 @@ def _in_repo(ref, roots: dict) -> str:
     return os.path.relpath(ref.path, roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
 
 
-def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots) -> dict[str, list[str]]:
+def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> dict[str, list[str]]:
     """Per function with a doc comment, an example of each task its seeded draw gives (data.tasks).
     Returns the held-out functions of training repositories (data.holdout_functions), by repository,
     as `path in repository::name`."""
@@ -240,7 +245,10 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots) -> dict[st
             split = "eval" if ref.repo in held or p.source in kept.sources else "train"
             writers[split].add(ex["input_ids"], ex["labels"])
             examples[f"{split}/{task}/{lang}"] += 1
-            if split == "eval":
+            if split == "train":
+                shots.offer(task, lang, messages, len(ex["input_ids"]), source=p.source, prompt_code=p.prompt_code,
+                            body=p.body)
+            else:
                 held_out.append({"source": p.source, "language": lang, "task": task, "messages": messages[:1],
                                  "answer": answer, "reference": p.summary if task == "explain" else p.body,
                                  "prompt_code": p.prompt_code,
@@ -248,9 +256,14 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots) -> dict[st
     stats["pairs_too_long"] = too_long
     stats["functions_without_summary"] = no_summary
     stats["examples_by_task"] = dict(sorted(examples.items()))
+    return _held_out_names(pairs, kept.sources, roots)
+
+
+def _held_out_names(pairs, sources: set[str], roots: dict) -> dict[str, list[str]]:
+    """repository → its held-out functions as `path in repository::name`."""
     functions: dict[str, list[str]] = {}
     for p, ref in pairs:
-        if p.source in kept.sources:
+        if p.source in sources:
             functions.setdefault(ref.repo, []).append(f"{_in_repo(ref, roots)}::{p.source.split('::', 1)[1]}")
     return functions
 
@@ -292,7 +305,7 @@ def _cpt(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
     stats["fim"] = fim is not None and d.fim_rate > 0
 
 
-def _from_chat_files(cfg, tokenizer, writers, held_out, stats) -> None:
+def _from_chat_files(cfg, tokenizer, writers, held_out, stats, shots) -> None:
     d = cfg.data
     dropped = Counter()
     rows = list(read_conversations(d.jsonl_files, d.jsonl_format, dropped))
@@ -310,7 +323,9 @@ def _from_chat_files(cfg, tokenizer, writers, held_out, stats) -> None:
             continue
         split = "eval" if key in held else "train"
         writers[split].add(ex["input_ids"], ex["labels"])
-        if split == "eval":
+        if split == "train" and [m["role"] for m in messages] == ["user", "assistant"]:
+            shots.offer(None, None, messages, len(ex["input_ids"]), source=key)
+        elif split == "eval":
             last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
             held_out.append({"source": key, "messages": messages[:last], "reference": messages[last]["content"]})
     stats.update(rows_read=len(rows), rows_dropped=dict(dropped))

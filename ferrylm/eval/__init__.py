@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write
 from ..models import resolve_model_path
 from . import benchmark
 from .criteria import Criterion, load_criteria, per_track
+from .few_shot import FewShot, with_shots
 from .generators import EndpointGenerator, LocalGenerator, TritonGenerator
 from ..data import read_jsonl
 from . import heldout, helped
@@ -39,22 +41,26 @@ class GateFailed(FerryError, RuntimeError):
 
 
 def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[dict], out: Path, label: str,
-            losses: list | None = None) -> tuple[dict, list[dict]]:
-    """The benchmarks' tracks and the held-out examples through `generator`; latency too when it is an
-    endpoint (it needs streaming) or an in-process engine. Returns the measures and the scored held-out
-    examples, which (with their loss, when measured) are also written to heldout_<label>.jsonl."""
+            losses: list | None = None, shots: FewShot | None = None) -> tuple[dict, list[dict]]:
+    """The benchmarks' tracks and the held-out examples through `generator`, shown `shots` first when
+    given; latency too when it is an endpoint (it needs streaming) or an in-process engine, and the
+    model is asked cold. Returns the measures and the scored held-out examples, which (with their loss,
+    when measured) are also written to heldout_<label>.jsonl."""
     e = cfg.eval
     log.info("[%s] %s (%s prompts) × %d samples", label, ", ".join(f"{t.title}: {len(t.problems)} tasks" for t in tracks),
              e.prompt_mode, e.samples_per_task)
-    measured = {"benchmarks": benchmark.measure(generator, tracks, e, out, label)}
+    measured = {"benchmarks": benchmark.measure(generator, tracks, e, out, label, shots)}
     log.info("[%s] %d held-out examples (%s)", label, len(rows),
              ", ".join(f"{t}: {sum(heldout.task_of(r) == t for r in rows)}" for t in heldout.TASKS))
-    scored = heldout.score_rows(rows, heldout.generate_replies(generator, rows, e.max_new_tokens, e.concurrency))
+    replies = heldout.generate_replies(generator, rows, e.max_new_tokens, e.concurrency, shots)
+    scored = heldout.score_rows(rows, replies)
     for rec, loss in zip(scored, losses or []):
         rec["loss"] = loss
     measured["heldout"] = heldout.summarize(scored)
-    write_text_atomic(out / f"heldout_{label}.jsonl", "".join(json.dumps(r) + "\n" for r in scored))
+    write_text_atomic(out / heldout_file(label), "".join(json.dumps(r) + "\n" for r in scored))
     measured["latency"] = None
+    if shots is not None:       # the same model's speed: measured when it was asked cold
+        return measured, scored
     if hasattr(generator, "timed_stream"):   # a served endpoint (vLLM's, Triton's)
         log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
                  e.latency_runs, e.latency_concurrency)
@@ -64,6 +70,10 @@ def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[di
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
         measured["latency"] = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
     return measured, scored
+
+
+def heldout_file(label: str) -> str:
+    return f"heldout_{label.replace(' ', '-')}.jsonl"
 
 
 def heldout_losses(losses, label: str) -> list | None:
@@ -76,9 +86,10 @@ def heldout_losses(losses, label: str) -> list | None:
 
 
 def criteria_values(measured: dict | None, train: dict | None, which: str) -> dict:
-    """Each criterion's number for one model ('fine-tuned' or 'base'); None where not measured."""
+    """Each criterion's number for one model ('fine-tuned', 'base' or the few-shot base); None where not
+    measured (the training numbers are the fine-tuned and the cold base model's)."""
     v: dict = {}
-    if train:
+    if train and which in ("fine-tuned", "base"):
         prefix = "" if which == "fine-tuned" else "base_"
         v["loss"] = train.get(f"{prefix}eval_loss")
         v["perplexity"] = train.get(f"{prefix}perplexity")
@@ -111,7 +122,8 @@ def _write(cfg: Config, criteria: list[Criterion], models: dict, details: dict, 
     human = human_verdict(cfg)
     criteria = [replace(c, gate=cfg.review.required) if c.key == "human_correct" else c for c in criteria]
     details = {k: v for k, v in details.items() if k != "human"} | ({"human": human} if human else {})
-    models = {m: {**v, "human_correct": human["models"][m]["rate"] if human else None} for m, v in models.items()}
+    models = {m: {**v, "human_correct": human["models"][m]["rate"] if human and m in human["models"] else None}
+              for m, v in models.items()}
     return write_report(cfg.stage_dir("eval"), criteria, models, details, history, cfg.eval.criteria)
 
 
@@ -131,38 +143,56 @@ def rewrite_report(cfg: Config) -> dict:
     return report
 
 
-def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict],
-                   out: Path) -> dict[str, tuple[dict, list[dict]]]:
-    """label → what measure() found (the measures, the scored held-out examples): the endpoint given (eval.endpoint), or the exported model and
-    (eval.compare_base) the base, each in-process (eval.local) or served (vLLM; tritonserver with
-    serve.backend=triton), one after the other."""
-    from ..serve import server_for, served_model_dir, triton_server_for
+def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict], out: Path,
+                   shots: FewShot | None = None) -> dict[str, tuple[dict, list[dict]]]:
+    """label → what measure() found (the measures, the scored held-out examples): the endpoint given
+    (eval.endpoint), or the exported model, (eval.compare_base) the base, and (with `shots`) the base
+    shown them, each in-process (eval.local) or served (vLLM; tritonserver with serve.backend=triton),
+    one model after the other: the few-shot base asks the base's server."""
+    from ..serve import served_model_dir
 
     e = cfg.eval
     targets = {"fine-tuned": e.endpoint or served_model_dir(cfg)}
     if e.compare_base and not e.endpoint:
         targets["base"] = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
+    # label → (the model it asks, the examples it is shown first)
+    views = {"fine-tuned": ("fine-tuned", None)}
+    if "base" in targets:
+        views |= {"base": ("base", None)} | ({shots.label: ("base", shots)} if shots else {})
+    shown = {label: [r | {"messages": with_shots(s, r["messages"], r.get("task"), r.get("language"))} for r in rows]
+             for label, (_, s) in views.items()}
     wanted = e.heldout_loss and not e.endpoint             # an endpoint's weights are not ours to load
     # served: each model's loss in-process before any server starts (no GPU shared with vLLM)
-    losses = {label: heldout_losses(lambda d=d: losses_of(d, rows), label) if wanted and not e.local else None
-              for label, d in targets.items()}
+    losses = {label: heldout_losses(lambda d=targets[t], rs=shown[label]: losses_of(d, rs), label)
+              if wanted and not e.local else None for label, (t, _) in views.items()}
     measured: dict[str, tuple[dict, list[dict]]] = {}
-    for label, target in targets.items():
-        if e.endpoint:
-            measured[label] = measure(cfg, EndpointGenerator(e.endpoint, cfg.serve.served_name), tracks, rows, out, label)
-        elif e.local:               # on the generator's own model, loaded once
-            gen = LocalGenerator(target)
-            loss = heldout_losses(lambda: example_losses(gen.model, gen.tokenizer, rows), label) if wanted else None
-            measured[label] = measure(cfg, gen, tracks, rows, out, label, loss)
-        elif cfg.serve.backend == "triton":
-            with triton_server_for(cfg, repo=_triton_repo(cfg, label, target, out)) as server:
-                measured[label] = measure(cfg, TritonGenerator(server.url, server.served_name), tracks, rows, out,
-                                          label, losses[label])
-        else:
-            with server_for(cfg, target) as server:
-                measured[label] = measure(cfg, EndpointGenerator(server.url, server.served_name), tracks, rows, out,
-                                          label, losses[label])
+    for name, target in targets.items():
+        with _generator(cfg, name, target, out) as gen:
+            for label, (_, s) in ((lb, v) for lb, v in views.items() if v[0] == name):
+                loss = losses[label]
+                if wanted and e.local:          # on the generator's own model, loaded once
+                    loss = heldout_losses(lambda rs=shown[label]: example_losses(gen.model, gen.tokenizer, rs), label)
+                measured[label] = measure(cfg, gen, tracks, rows, out, label, loss, s)
     return measured
+
+
+@contextmanager
+def _generator(cfg: Config, name: str, target, out: Path):
+    """The generator that asks `target`: the endpoint given, the model in-process, or a server started
+    for it (and stopped after)."""
+    from ..serve import server_for, triton_server_for
+
+    e = cfg.eval
+    if e.endpoint:
+        yield EndpointGenerator(e.endpoint, cfg.serve.served_name)
+    elif e.local:
+        yield LocalGenerator(target)
+    elif cfg.serve.backend == "triton":
+        with triton_server_for(cfg, repo=_triton_repo(cfg, name, target, out)) as server:
+            yield TritonGenerator(server.url, server.served_name)
+    else:
+        with server_for(cfg, target) as server:
+            yield EndpointGenerator(server.url, server.served_name)
 
 
 def _triton_repo(cfg: Config, label: str, model_dir, out: Path) -> Path | None:
@@ -175,6 +205,18 @@ def _triton_repo(cfg: Config, label: str, model_dir, out: Path) -> Path | None:
     exported = read_record(cfg.stage_dir("export"))["metrics"]
     return write_triton_repo(out / "triton_base", "base", model_dir, exported.get("triton_engine", "transformers"),
                              exported.get("triton_max_len", 2048))
+
+
+def _shots(e, data_outputs: dict) -> FewShot | None:
+    """What the few-shot base is shown (eval.few_shot): None without a base to ask, or where the data
+    stage offered no training examples (the cpt format), which is logged."""
+    if not e.few_shot or not e.compare_base or e.endpoint:
+        return None
+    if not data_outputs.get("shots"):
+        log.info("the base shown %d examples is not measured: the data stage wrote no training examples to show",
+                 e.few_shot)
+        return None
+    return FewShot.read(data_outputs["shots"], e.few_shot)
 
 
 @locked_stage("eval")
@@ -193,12 +235,14 @@ def run_eval(cfg: Config) -> StageRecord:
 
         tracks += repo_tracks(e, json.loads(Path(data["outputs"]["repositories"]).read_text()))
     train, history = _training(cfg)
-    found = measure_models(cfg, tracks, rows, out)
+    shots = _shots(e, data["outputs"])
+    found = measure_models(cfg, tracks, rows, out, shots)
     measured = {m: measures for m, (measures, _) in found.items()}
     labels = ["fine-tuned", "base"] if (e.compare_base and not e.endpoint) or train else ["fine-tuned"]
+    labels += [m for m in measured if m not in labels]      # the few-shot base
     models = {m: criteria_values(measured.get(m), train, m) for m in labels}
     criteria = per_track(criteria, {t.key: t.title for t in tracks})
-    details = dict(measured)
+    details = dict(measured) | ({"few_shot": shots.summary()} if shots else {})
     if train:
         details["training"] = {k: train[k] for k in ("steps", "first_train_loss", "final_train_loss", "final_grad_norm",
                                                      "tokens_seen", "train_runtime_s", "peak_gpu_memory_gib") if k in train}
@@ -207,7 +251,7 @@ def run_eval(cfg: Config) -> StageRecord:
     report = _write(cfg, criteria, models, details, history)
     record.outputs = {name: str(out / f"report.{name}") for name in ("md", "html", "json")}
     for label, d in measured.items():     # every sample, for people to judge (ferrylm review)
-        record.outputs[f"heldout:{label}"] = str(out / f"heldout_{label}.jsonl")
+        record.outputs[f"heldout:{label}"] = str(out / heldout_file(label))
         record.outputs.update({f"samples:{label}:{s['benchmark']}/{s['language']}":
                                str(out / benchmark.results_file(s["benchmark"], s["language"], label))
                                for s in d["benchmarks"] if "not_measured" not in s})

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..data.render import code_block_closed, user_message
+from .few_shot import with_shots
 from .progress import Progress, pool_map
 from .sandbox import Sandbox
 
@@ -59,18 +60,21 @@ def for_each_problem(items: list, one, concurrency: int, what: str) -> list:
 
 
 def generate(generator, tracks: list[Track], max_tokens: int, concurrency: int, mode: str = "chat", n: int = 1,
-             temperature: float = 0.0, what: str = "generation") -> list[list[tuple[str, str]]]:
+             temperature: float = 0.0, what: str = "generation", shots=None) -> list[list[tuple[str, str]]]:
     """n completions per task of every track through one pool, as one [(task_id, completion), ...]
     per track. chat: the prompt in the fine-tune's instruction, the first code block of the reply
-    (generation stops once it closes); base: the raw prompt, cut at the track's stop sequences."""
+    (generation stops once it closes); base: the raw prompt, cut at the track's stop sequences.
+    `shots` (few_shot.FewShot): training examples of the track's language shown first."""
     def one(item: tuple[int, dict]) -> list[tuple[int, str, str]]:
         i, p = item
         t = tracks[i]
         if mode == "base":
-            texts = generator.complete(t.prompt(p), max_tokens, temperature, n=n, stop=list(t.base_stops))
+            prompt = (shots.prefix(t.language) if shots else "") + t.prompt(p)
+            texts = generator.complete(prompt, max_tokens, temperature, n=n, stop=list(t.base_stops))
             return [(i, p["task_id"], t.from_base(p, text)) for text in texts]
-        replies = generator.chat([{"role": "user", "content": user_message(t.prompt(p), t.language)}], max_tokens,
-                                 temperature, n=n, until=code_block_closed)
+        question = [{"role": "user", "content": user_message(t.prompt(p), t.language)}]
+        replies = generator.chat(with_shots(shots, question, "generate", t.language), max_tokens, temperature, n=n,
+                                 until=code_block_closed)
         return [(i, p["task_id"], t.from_reply(p, r)) for r in replies]
 
     items = [(i, p) for i, t in enumerate(tracks) for p in t.problems]
@@ -132,15 +136,17 @@ def summarise(results: list[dict], ks: list[int], of: int | None = None) -> dict
 
 def results_file(benchmark: str, language: str, label: str) -> str:
     """Where one model's samples of one track are kept (in the eval stage's directory)."""
-    return f"{benchmark.replace('-', '_')}_{language}_{label}.jsonl"
+    return f"{benchmark.replace('-', '_')}_{language}_{label.replace(' ', '-')}.jsonl"
 
 
-def measure(generator, tracks: list[Track], e, out: Path, label: str) -> list[dict]:
-    """Every track through `generator`: one summary per track, named by its benchmark, language, title
-    and criterion key; per-sample results in `<benchmark>_<language>_<label>.jsonl`."""
+def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None) -> list[dict]:
+    """Every track through `generator` (shown `shots` first, when given): one summary per track, named
+    by its benchmark, language, title and criterion key; per-sample results in
+    `<benchmark>_<language>_<label>.jsonl`."""
     live = [t for t in tracks if t.not_measured is None and t.problems]
     samples = generate(generator, live, e.max_new_tokens, e.concurrency, e.prompt_mode, e.samples_per_task,
-                       e.temperature, what=f"[{label}] generation, {', '.join(t.title for t in live)}") if live else []
+                       e.temperature, what=f"[{label}] generation, {', '.join(t.title for t in live)}",
+                       shots=shots) if live else []
     done = {id(t): s for t, s in zip(live, samples)}
     summaries = []
     for t in tracks:

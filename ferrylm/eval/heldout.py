@@ -16,6 +16,7 @@ import sacrebleu
 
 from ..data.render import code_block_closed, extract_code
 from .explain_replies import summary_from_reply
+from .few_shot import with_shots
 from . import smooth_bleu
 from .progress import pool_map
 
@@ -63,11 +64,14 @@ def kept_format(reply: str, row: dict) -> bool:
     return not (sig and any(line.strip() == sig for line in extract_code(reply).splitlines()))
 
 
-def generate_replies(generator, rows: list[dict], max_tokens: int, concurrency: int) -> list[str]:
+def generate_replies(generator, rows: list[dict], max_tokens: int, concurrency: int, shots=None) -> list[str]:
+    """One greedy reply per row; `shots` (few_shot.FewShot): training examples of the row's task and
+    language shown first, as earlier turns."""
     def one(row: dict) -> str:
+        messages = with_shots(shots, row["messages"], row.get("task"), row.get("language"))
         if task_of(row) == "explain":
-            return generator.chat(row["messages"], min(max_tokens, EXPLAIN_MAX_TOKENS))[0]
-        return generator.chat(row["messages"], max_tokens, until=code_block_closed)[0]
+            return generator.chat(messages, min(max_tokens, EXPLAIN_MAX_TOKENS))[0]
+        return generator.chat(messages, max_tokens, until=code_block_closed)[0]
 
     return pool_map(one, rows, concurrency)
 

@@ -1,4 +1,5 @@
-"""Did the fine-tune help? One line per metric: fine-tuned − base over the same examples, its paired
+"""Did the fine-tune help? One line per metric and compared model (the base; the base shown a few
+training examples, eval.few_shot): fine-tuned − that model over the same examples, its paired
 95 % interval (bootstrap of the mean per-example difference; McNemar's exact test where the outcome is
 pass/fail), and the verdict — better, worse, or no significant change.
 
@@ -9,6 +10,7 @@ repositories hold more than one.
 """
 from __future__ import annotations
 
+from .few_shot import shown_words
 from .paired import compare
 
 # (task, per-example key, label, higher is better)
@@ -18,7 +20,6 @@ METRICS = (("explain", "smoothed_bleu4", "Code understanding: smoothed BLEU-4 of
            ("generate", "format_kept", "Code generation: replies in the asked format (share)", True),
            ("explain", "loss", "Held-out loss, explain task", False),
            ("generate", "loss", "Held-out loss, generate task", False))
-MODELS = ("fine-tuned", "base")
 
 
 def verdict(c: dict, higher_is_better: bool) -> str:
@@ -30,38 +31,41 @@ def verdict(c: dict, higher_is_better: bool) -> str:
     return "better" if (c["difference"] > 0) == higher_is_better else "worse"
 
 
-def _line(label: str, scope: str, c: dict, higher: bool, unit: str) -> dict:
-    return {"metric": label, "scope": scope, "fine-tuned": c.get("a"), "base": c.get("b"),
+def _line(label: str, scope: str, c: dict, higher: bool, unit: str, against: str = "base") -> dict:
+    return {"metric": label, "scope": scope, "against": against, "fine-tuned": c.get("a"), "other": c.get("b"),
             "difference": c.get("difference"), "ci95": c.get("ci95"), "test": c.get("test"),
             "p": c.get("p"), "n": c.get("tasks", 0), "unit": unit, "higher_is_better": higher,
             "verdict": verdict(c, higher)}
 
 
-def _heldout_lines(scored: dict[str, list[dict]]) -> list[dict]:
-    ft, base = scored["fine-tuned"], scored["base"]
+def _heldout_lines(ft: list[dict], other: list[dict], against: str) -> list[dict]:
     languages = sorted({r.get("language") or "text" for r in ft})
     scopes = ["all"] + (languages if len(languages) > 1 else [])
     lines = []
     for task, key, label, higher in METRICS:
         for scope in scopes:
             a, b = ({i: r[key] for i, r in enumerate(rows) if r["task"] == task and r.get(key) is not None
-                     and (scope == "all" or (r.get("language") or "text") == scope)} for rows in (ft, base))
+                     and (scope == "all" or (r.get("language") or "text") == scope)} for rows in (ft, other))
             if not set(a) & set(b):
                 continue
-            lines.append(_line(label, scope, compare(a, b), higher, "examples"))
+            lines.append(_line(label, scope, compare(a, b), higher, "examples", against))
     return lines
 
 
 def _benchmark_lines(language_rows: list[dict]) -> list[dict]:
-    return [_line(f"{r['title']} Pass@1", r["language"], r["paired"], True, "tasks")
-            for r in language_rows if r.get("paired")]
+    return [_line(f"{r['title']} Pass@1", r["language"], c, True, "tasks", against)
+            for r in language_rows for against, c in (r.get("paired_vs") or {}).items()]
 
 
 def lines(scored: dict[str, list[dict]] | None, language_rows: list[dict]) -> list[dict]:
-    """Every comparison the run allows; [] when only one model was measured."""
-    if not scored or not all(scored.get(m) for m in MODELS) or len(scored["fine-tuned"]) != len(scored["base"]):
-        return _benchmark_lines(language_rows)
-    return _heldout_lines(scored) + _benchmark_lines(language_rows)
+    """Every comparison the run allows, the fine-tuned model against each other model measured on the
+    same examples (the base; the base shown a few examples), each metric's lines together; [] when only
+    one model was measured."""
+    ft = (scored or {}).get("fine-tuned") or []
+    found = [ln for against, rows in (scored or {}).items() if against != "fine-tuned" and ft and rows
+             and len(rows) == len(ft) for ln in _heldout_lines(ft, rows, against)] + _benchmark_lines(language_rows)
+    order = list(dict.fromkeys((ln["metric"], ln["scope"]) for ln in found))
+    return sorted(found, key=lambda ln: order.index((ln["metric"], ln["scope"])))
 
 
 def _num(v) -> str:
@@ -69,20 +73,28 @@ def _num(v) -> str:
 
 
 def text(line: dict) -> str:
-    """One sentence: '<metric> [scope]: <diff> (95 % interval lo to hi, n examples) — <verdict>'."""
+    """One sentence: '<metric> [scope]: fine-tuned a vs <other> b, <diff> (95 % interval lo to hi, n) — <verdict>'."""
     lo, hi = line["ci95"] or (None, None)
     scope = "" if line["scope"] == "all" else f" [{line['scope']}]"
     test = f"; McNemar p = {line['p']:.3g}" if line.get("p") is not None else ""
-    return (f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs base {_num(line['base'])}, "
+    return (f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs {line['against']} {_num(line['other'])}, "
             f"difference {line['difference']:+.3f} (95 % interval {lo:+.3f} to {hi:+.3f}, {line['n']} {line['unit']}"
             f"{test}) — **{line['verdict']}**")
 
 
 def headline(found: list[dict]) -> str:
-    """The answer in one sentence, from the overall lines (not the per-language ones)."""
+    """The answer in one sentence, from the overall lines (not the per-language ones): against the base
+    alone, or — with the base shown a few examples also measured — whether fine-tuning beat prompting."""
     overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
     if not overall:
         return "Not answered: the fine-tuned and the base model were not both measured on the same examples."
+    others = list(dict.fromkeys(ln["against"] for ln in overall))
+    if others == ["base"]:
+        return _against_base(overall)
+    return _against_prompting(overall, others)
+
+
+def _against_base(overall: list[dict]) -> str:
     better = [ln for ln in overall if ln["verdict"] == "better"]
     worse = [ln for ln in overall if ln["verdict"] == "worse"]
     if not better and not worse:
@@ -98,13 +110,38 @@ def headline(found: list[dict]) -> str:
         (f"; no significant change on the other {rest}." if rest else ".")
 
 
+def _against_prompting(overall: list[dict], others: list[str]) -> str:
+    """'Yes: better than the base model and than the base shown 2 examples, on …' where some measure
+    beats both; 'No better than prompting: …' where none beats the few-shot base."""
+    verdicts: dict[str, dict[str, str]] = {}
+    for ln in overall:
+        verdicts.setdefault(_short(ln), {})[ln["against"]] = ln["verdict"]
+    names = [shown_words(o) for o in others]
+    beats_all = [m for m, v in verdicts.items() if all(v.get(o) == "better" for o in others)]
+    beats_some = {o: [m for m, v in verdicts.items() if v.get(o) == "better" and m not in beats_all] for o in others}
+    worse = {o: [m for m, v in verdicts.items() if v.get(o) == "worse"] for o in others}
+    parts = [f"better than {shown_words(o)} only, on {', '.join(ms)}" for o, ms in beats_some.items() if ms]
+    parts += [f"worse than {shown_words(o)} on {', '.join(ms)}" for o, ms in worse.items() if ms]
+    rest = sum(1 for m in verdicts if m not in beats_all and not any(m in ms for ms in beats_some.values())
+               and not any(m in ms for ms in worse.values()))
+    tail = (("; " + "; ".join(parts)) if parts else "") + (f"; no significant change on the other {rest}." if rest else ".")
+    if beats_all:
+        lead = "Mixed" if any(worse.values()) else "Yes"
+        return f"{lead}: better than {' and than '.join(names)}, on {', '.join(beats_all)}" + tail
+    if any(beats_some.values()) or any(worse.values()):
+        return "No better than prompting: " + "; ".join(parts) + "."
+    return (f"No better than prompting: no significant change against {' or '.join(names)} on any of "
+            f"{len(verdicts)} measures (at this run's size a difference could be chance).")
+
+
 def _short(line: dict) -> str:
     name = line["metric"].split(" (")[0]
     return name if line["scope"] == "all" else f"{name} [{line['scope']}]"
 
 
 TITLE = "Did the fine-tune help?"
-_HOW = ("Fine-tuned − base over the same held-out examples (repositories the training never saw) and the same "
+_HOW = ("Fine-tuned − base (asked cold, and shown a few training examples where measured) over the same held-out "
+        "examples (repositories the training never saw) and the same "
         "benchmark tasks; 95 % interval of the mean per-example difference by paired bootstrap (10,000 resamples), "
         "McNemar's exact test where the outcome is pass/fail. Better / worse only where the interval excludes 0 "
         "(p < 0.05); lower loss is better.")
@@ -135,9 +172,10 @@ def plot(found: list[dict]) -> str | None:
         ax.plot([lo / scale, hi / scale], [i, i], color=color, lw=2)
         ax.plot([sign * ln["difference"] / scale], [i], "o", color=color)
     ax.axvline(0, color="#333", lw=1)
-    ax.set_yticks(range(len(found)), [_short(ln) + f" ({ln['verdict']})" for ln in reversed(found)], fontsize=8)
+    ax.set_yticks(range(len(found)), [f"{_short(ln)} vs {ln['against']} ({ln['verdict']})" for ln in reversed(found)],
+                  fontsize=8)
     ax.set_xlim(-1.1, 1.1)
-    ax.set_xlabel("fine-tuned − base, each scaled to its interval's widest end; right of 0 is better")
+    ax.set_xlabel("fine-tuned − the other model, each scaled to its interval's widest end; right of 0 is better")
     ax.grid(alpha=0.3, axis="x")
     return png(fig)
 

@@ -95,8 +95,9 @@ def subset_note(details: dict) -> str:
 
 def language_rows(details: dict) -> list[dict]:
     """Per benchmark and language, in the configured order: the training pairs the data stage
-    extracted in that language, each model's Pass@1 (or why it was not measured) and, with both
-    models measured, the paired test of their difference."""
+    extracted in that language, each model's Pass@1 (or why it was not measured) and the paired
+    test of the fine-tuned model against each other model measured ("paired_vs"; "paired": against
+    the base)."""
     per_model = _summaries(details)
     pairs = (details.get("training") or {}).get("pairs_by_language") or {}
     rows: dict[tuple[str, str], dict] = {}
@@ -111,9 +112,16 @@ def language_rows(details: dict) -> list[dict]:
         row["cells"] = {m: (_fmt(c["pass@1"]) + f" ({c['passed_samples']}/{c['samples']}"
                             + (f", subset of {c['subset_of']})" if "subset_of" in c else ")") if "pass@1" in c
                             else f"not measured: {c.get('not_measured', 'no result')}") for m, c in cells.items()}
-        both = all("per_task" in cells.get(m, {}) for m in ("fine-tuned", "base"))
-        row["paired"] = compare(cells["fine-tuned"]["per_task"], cells["base"]["per_task"]) if both else None
+        ft = cells.get("fine-tuned", {}).get("per_task")
+        # fine-tuned against each other model measured (the base, the base shown a few examples)
+        row["paired_vs"] = {m: compare(ft, c["per_task"]) for m, c in cells.items()
+                            if m != "fine-tuned" and ft is not None and "per_task" in c}
+        row["paired"] = row["paired_vs"].get("base")
     return list(rows.values())
+
+
+def _paired_text(row: dict, sep: str) -> str:
+    return sep.join(sentence(c, "fine-tuned", m) for m, c in row["paired_vs"].items()) or "—"
 
 
 def _language_md(rows: list[dict], labels: list[str]) -> list[str]:
@@ -124,7 +132,7 @@ def _language_md(rows: list[dict], labels: list[str]) -> list[str]:
              "|---|---:|" + "---|" * (len(labels) + 1)]
     for r in rows:
         lines.append(f"| {r['title']} | {r['pairs']:,} | " + " | ".join(r["cells"].get(m, "—") for m in labels) +
-                     f" | {sentence(r['paired']) if r['paired'] else '—'} |")
+                     f" | {_paired_text(r, '<br>')} |")
     return lines
 
 
@@ -150,7 +158,7 @@ def _language_html(rows: list[dict], labels: list[str]) -> str:
     head = "".join(f"<th>{html.escape(m)}</th>" for m in labels)
     body = "".join(f"<tr><td>{html.escape(r['title'])}</td><td>{r['pairs']:,}</td>" +
                    "".join(f"<td>{html.escape(r['cells'].get(m, '—'))}</td>" for m in labels) +
-                   f"<td>{html.escape(sentence(r['paired'])) if r['paired'] else '—'}</td></tr>" for r in rows)
+                   f"<td>{'<br>'.join(html.escape(_paired_text(r, chr(10))).splitlines())}</td></tr>" for r in rows)
     return (f"<h2>Pass@1 by benchmark and language</h2><table><tr><th>benchmark</th><th>training pairs in its language</th>{head}"
             f"<th>is the difference real?</th></tr>{body}</table>")
 

@@ -86,9 +86,19 @@ def _training(details: dict) -> Table | None:
     return "Training", ["measure", "value"], rows
 
 
+def _few_shot(details: dict) -> Table | None:
+    f = details.get("few_shot")
+    if not isinstance(f, dict):
+        return None
+    rows = [[key, str(len(sources)), ", ".join(s or "—" for s in sources)] for key, sources in sorted(f["shown"].items())]
+    return (f"What the base shown {f['k']} examples saw (training examples, as earlier chat turns)",
+            ["task/language", "examples", "functions"], rows)
+
+
 def tables(details: dict) -> list[Table]:
-    models = [m for m, d in details.items() if m not in ("training", "human", "helped") and isinstance(d, dict)]
-    found = [_benchmarks(details, models), _heldout(details, models), *_latency(details, models), _training(details)]
+    models = [m for m, d in details.items() if m not in ("training", "human", "helped", "few_shot") and isinstance(d, dict)]
+    found = [_benchmarks(details, models), _heldout(details, models), *_latency(details, models), _training(details),
+             _few_shot(details)]
     return [t for t in found if t]
 
 

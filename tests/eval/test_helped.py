@@ -32,9 +32,9 @@ def test_paired_bootstrap_by_hand():
     assert bootstrap_interval([0.0, 0.0, 3.0]) == (0.0, 3.0)
 
 
-def _line(diffs_a, diffs_b, higher=True):
+def _line(diffs_a, diffs_b, higher=True, against="base", metric="Code understanding: smoothed BLEU-4 of summaries (0–100)"):
     c = compare(dict(enumerate(diffs_a)), dict(enumerate(diffs_b)))
-    return helped._line("Code understanding: smoothed BLEU-4 of summaries (0–100)", "all", c, higher, "examples")
+    return helped._line(metric, "all", c, higher, "examples", against)
 
 
 def test_verdict_wording_better_worse_and_no_change():
@@ -88,3 +88,45 @@ def test_lines_pair_the_same_examples_per_language():
                       ("Code understanding", "python", "better"), ("Held-out loss, explain task", "all", "better"),
                       ("Held-out loss, explain task", "go", "better"), ("Held-out loss, explain task", "python", "better")]
     assert found[0]["n"] == 20 and found[1]["n"] == 10
+
+
+UP, FLAT, DOWN = ([10.0 + i % 3 for i in range(30)], [5.0 + i % 2 for i in range(30)]), \
+    ([1.0, 2.0, 3.0, 4.0] * 5, [2.0, 1.0, 4.0, 3.0] * 5), ([1.0] * 30, [2.0 + (i % 2) for i in range(30)])
+GEN = "Code generation: chrF of bodies (0–100)"
+U, G = "Code understanding: smoothed BLEU-4 of summaries", "Code generation: chrF of bodies"
+
+
+def _pair(understanding, generation):
+    """Lines of two metrics, each against the base and the base shown 2 examples: (vs base, vs 2-shot)."""
+    return [_line(*v, against=a, metric=m) for m, vs in (("Code understanding: smoothed BLEU-4 of summaries (0–100)",
+                                                         understanding), (GEN, generation))
+            for a, v in zip(("base", "base 2-shot"), vs)]
+
+
+def test_verdict_says_whether_fine_tuning_beat_prompting():
+    beat_both = helped.headline(_pair((UP, UP), (FLAT, FLAT)))
+    assert beat_both == (f"Yes: better than the base model and than the base shown 2 examples, on {U}; "
+                         "no significant change on the other 1.")
+    only_cold = helped.headline(_pair((UP, FLAT), (FLAT, FLAT)))
+    assert only_cold == (f"No better than prompting: better than the base model only, on {U}.")
+    nothing = helped.headline(_pair((FLAT, FLAT), (FLAT, FLAT)))
+    assert nothing.startswith("No better than prompting: no significant change against the base model or the base "
+                              "shown 2 examples on any of 2 measures")
+    worse = helped.headline(_pair((UP, DOWN), (FLAT, FLAT)))
+    assert worse == (f"No better than prompting: better than the base model only, on {U}; "
+                     f"worse than the base shown 2 examples on {U}.")
+    mixed = helped.headline(_pair((UP, UP), (FLAT, DOWN)))
+    assert mixed.startswith(f"Mixed: better than the base model and than the base shown 2 examples, on {U}; "
+                            f"worse than the base shown 2 examples on {G}")
+    # without the few-shot column the sentence is the one against the base alone
+    assert helped.headline(_pair((UP, UP), (FLAT, FLAT))[::2]).startswith("Yes: better on Code understanding")
+    assert "vs base 2-shot" in helped.text(_pair((UP, UP), (FLAT, FLAT))[1])
+
+
+def test_lines_compare_with_every_other_model_metric_by_metric():
+    ft = [{"task": "explain", "language": "python", "smoothed_bleu4": 20.0 + i % 2} for i in range(12)]
+    base = [{"task": "explain", "language": "python", "smoothed_bleu4": 10.0} for _ in range(12)]
+    shot = [{"task": "explain", "language": "python", "smoothed_bleu4": 20.0 + (i + 1) % 2} for i in range(12)]
+    found = helped.lines({"fine-tuned": ft, "base": base, "base 2-shot": shot}, [])
+    assert [(ln["against"], ln["verdict"]) for ln in found] == [("base", "better"), ("base 2-shot", "no significant change")]
+    assert helped.headline(found).startswith("No better than prompting: better than the base model only")

@@ -21,20 +21,20 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     run_export(cfg)
     rec = run_eval(cfg)
     report = json.loads((run / "eval" / "report.json").read_text())
-    assert set(report["models"]) == {"fine-tuned", "base"}
-    for label in ("fine-tuned", "base"):
+    assert set(report["models"]) == {"fine-tuned", "base", "base 2-shot"}      # the base shown 2 training examples
+    for label in ("fine-tuned", "base", "base 2-shot"):
         he, *xs = report["details"][label]["benchmarks"]
         assert (he["title"], he["key"], he["tasks"], he["samples"]) == ("HumanEval (Python)", "pass_at_1", 3, 6)
         assert "pass@2" in he
         assert report["details"][label]["latency"] is None  # no endpoint, no streaming latency
-        rows = [json.loads(l) for l in open(run / "eval" / f"humaneval_python_{label}.jsonl")]
+        rows = [json.loads(l) for l in open(run / "eval" / f"humaneval_python_{label.replace(' ', '-')}.jsonl")]
         assert len(rows) == 6 and all(r["result"] for r in rows)
         assert [x["language"] for x in xs] == (["cpp", "java", "go", "rust"] if with_x else [])
         for x in xs:                                      # every language the machine has
             if "not_measured" in x:
                 continue
             assert x["tasks"] == 2 and x["samples"] == 4 and "pass@2" in x and x["subset_of"] == 164, x["language"]
-            assert len(open(run / "eval" / f"humaneval_x_{x['language']}_{label}.jsonl").readlines()) == 4
+            assert len(open(run / "eval" / f"humaneval_x_{x['language']}_{label.replace(' ', '-')}.jsonl").readlines()) == 4
     if with_x:
         assert "## Pass@1 by benchmark and language" in (run / "eval" / "report.md").read_text()
         assert "humaneval-x/cpp" in report["paired"]
@@ -49,7 +49,11 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     assert sorted(h["task"] for h in held) == ["explain", "explain", "generate", "generate"]
     assert all(isinstance(h["loss"], float) and h["loss"] > 0 for h in held)   # in-process, per example
     tuned = [json.loads(l) for l in open(rec.outputs["heldout:fine-tuned"])]
-    assert [h["source"] for h in tuned] == [h["source"] for h in held]          # the same examples, paired
+    shown = [json.loads(l) for l in open(rec.outputs["heldout:base 2-shot"])]
+    assert [h["source"] for h in tuned] == [h["source"] for h in held] == [h["source"] for h in shown]   # paired
+    # its held-out loss is the answer's, with the examples before the question
+    assert all(isinstance(h["loss"], float) for h in shown) and [h["loss"] for h in shown] != [h["loss"] for h in held]
+    assert report["details"]["few_shot"]["k"] == 2 and report["models"]["base 2-shot"].get("loss") is None
     # The report opens with the verdict, one line per metric with its interval.
     md = (run / "eval" / "report.md").read_text()
     assert md.split("\n## ")[1].startswith("Did the fine-tune help?")
@@ -57,6 +61,8 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     assert {"Code understanding: smoothed BLEU-4 of summaries (0–100)", "Held-out loss, explain task",
             "Held-out loss, generate task", "HumanEval (Python) Pass@1"} <= metrics
     assert all(ln["verdict"] in ("better", "worse", "no significant change") for ln in report["details"]["helped"])
+    assert {ln["against"] for ln in report["details"]["helped"]} == {"base", "base 2-shot"}
+    assert "| criterion | target | gate | fine-tuned | base | base 2-shot |" in md
     bleu = next(r for r in report["criteria"] if r["criterion"] == "bleu")
     assert bleu["fine-tuned"]["value"] == report["details"]["fine-tuned"]["heldout"]["explain"]["smoothed_bleu4"] / 100
     assert rec.outputs["samples:fine-tuned:humaneval/python"] == str(run / "eval" / "humaneval_python_fine-tuned.jsonl")

@@ -350,7 +350,7 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path
     run = tmp_path / "run"
     cfg = make_config(run, tiny_qwen2_dir, corpus, "train.max_steps=1", "train.save_steps=0", "eval.local=true",
                       "eval.humaneval_limit=1", "eval.bleu_limit=1", "eval.max_new_tokens=8", "eval.enforce_gates=false",
-                      "data.min_body_lines=1", "eval.repo_task_limit=2")
+                      "data.min_body_lines=1", "eval.repo_task_limit=2", "eval.few_shot=0")
     data = run_data(cfg)
     repos = json.loads(Path(data.outputs["repositories"]).read_text())
     assert sorted(r["name"] for r in repos) == ["alpha", "beta", "delta", "gamma"]

@@ -22,7 +22,8 @@ def test_eval_through_triton_serves_both_models_and_times_their_streams(copy_run
     cfg = make_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=2", "serve.backend=triton",
                       f"serve.port={free_port(count=3)}", "export.onnx=false", "eval.humaneval_limit=2",
                       "eval.bleu_limit=2", "eval.max_new_tokens=12", "eval.latency_new_tokens=16",
-                      "eval.latency_runs=2", "eval.latency_concurrency=[2]", "eval.enforce_gates=false")
+                      "eval.latency_runs=2", "eval.latency_concurrency=[2]", "eval.enforce_gates=false",
+                      "eval.few_shot=0")
     run_train(cfg)
     assert run_export(cfg).metrics["triton_max_len"] == cfg.export.triton_max_len
     run_eval(cfg)
