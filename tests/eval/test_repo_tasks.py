@@ -13,6 +13,7 @@ import pytest
 from ferrylm.data.corpus import ManifestError, load_manifest
 from ferrylm.eval.repo import find_tasks, score
 from ferrylm.eval.repo.functions import functions, stub
+from ferrylm.eval.repo.tasks import source_functions
 
 LIB = '''
 def add(a, b):
@@ -72,6 +73,8 @@ def _python_repo(root: Path, lib: str = LIB, tests: str = TESTS) -> Path:
     (root / "pkg" / "__init__.py").write_text(lib)
     (root / "tests").mkdir()
     (root / "tests" / "test_pkg.py").write_text(tests)
+    (root / "tests" / "helpers.py").write_text('def pairs(n):\n    """Pairs for the tests."""\n    out = []\n'
+                                               '    for i in range(n):\n        out.append((i, i))\n    return out\n')
     return root
 
 
@@ -98,6 +101,8 @@ def test_python_tasks_are_the_functions_their_tests_check(py_tasks):
     assert sorted(t["name"] for t in found.tasks) == ["Counter.bump", "add", "words"]
     # a test that expects any exception passes on a raising stub; nobody calls `untested`
     assert found.dropped == {"its tests pass with a raising body": 1, "no test calls it": 1}
+    # the tests' own helpers (under tests/) are test code: never a task, not even a candidate
+    assert "pairs" not in {f.name for f in source_functions(repo, "python")}
     add = next(t for t in found.tasks if t["name"] == "add")
     assert add["tests"] == ["tests/test_pkg.py"] and add["timeout_s"] >= 10 and add["prompt"].startswith("def add(a, b):")
 

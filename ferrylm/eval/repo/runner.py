@@ -24,14 +24,14 @@ from pathlib import Path
 from ..sandbox import Sandbox, _python
 
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
-_SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".tox", ".pytest_cache"}
+SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".tox", ".pytest_cache"}
 
 
 def test_files(repo: Path, language: str) -> list[str]:
     """The repository's test files, relative to its root."""
     found = []
     for dirpath, dirnames, names in os.walk(repo):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
         for n in sorted(names):
             is_test = (n.startswith("test_") or n.endswith("_test.py")) and n.endswith(".py") if language == "python" \
                 else n.endswith("_test.go")

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...data.holdout import is_test_file
 from ...errors import FerryError
 from ...log import get_logger
 from ...manifest import write_text_atomic
@@ -71,7 +72,9 @@ def source_functions(repo: Path, language: str) -> list[Function]:
     found = []
     for path in sorted(repo.rglob(f"*{suffix}")):
         rel = str(path.relative_to(repo))
-        if rel in tests or any(part.startswith(".") or part in runner._SKIP_DIRS for part in Path(rel).parts[:-1]):
+        # test code (test files, and helpers under tests/ or testing/) is never a task
+        if rel in tests or is_test_file(rel) or any(part.startswith(".") or part in runner.SKIP_DIRS
+                                                     for part in Path(rel).parts[:-1]):
             continue
         try:
             found += functions(path.read_text(), rel, language)
@@ -112,10 +115,12 @@ def find_tasks(repo: str | Path, language: str | None = None, command: str | Non
             out.dropped["no test calls it"] = sum(f.id not in called for f in candidates)
             candidates = [f for f in candidates if f.id in called]
         each = 1 if suite == runs else runs
+        tests = {f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, language)}   # read once
         with ThreadPoolExecutor(workers) as pool:      # as many functions at once as the sandbox has slots
             for at in range(0, len(candidates), 2 * workers):
                 batch = candidates[at:at + 2 * workers]
-                for fn, (task, reason) in zip(batch, pool.map(lambda f: _prove(box, repo, f, command, each), batch)):
+                for fn, (task, reason) in zip(batch, pool.map(lambda f: _prove(box, repo, f, command, each, tests),
+                                                                    batch)):
                     if task:
                         out.tasks.append({"task_id": f"{repo.name}/{fn.id}", "repo": str(repo), **task})
                     else:
@@ -144,18 +149,18 @@ def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int
     return passed
 
 
-def _mentions(repo: Path, language: str, fn: Function) -> list[str]:
-    """The test files that name the function (its last name), for the narrowed command."""
-    if language == "go":   # a Go package's tests run together: the function's own package
-        return [f for f in runner.test_files(repo, "go") if Path(f).parent == Path(fn.file).parent]
+def _mentions(tests: dict[str, str], fn: Function) -> list[str]:
+    """The test files (path → text) that name the function (its last name), for the narrowed command."""
+    if fn.language == "go":   # a Go package's tests run together: the function's own package
+        return [f for f in tests if Path(f).parent == Path(fn.file).parent]
     name = re.compile(rf"\b{re.escape(fn.name.rsplit('.', 1)[-1])}\b")
-    return [f for f in runner.test_files(repo, language) if name.search((repo / f).read_text(errors="replace"))]
+    return [f for f, text in tests.items() if name.search(text)]
 
 
-def _prove(box, repo: Path, fn: Function, command: str, runs: int) -> tuple[dict | None, str | None]:
+def _prove(box, repo: Path, fn: Function, command: str, runs: int, tests: dict[str, str]) -> tuple[dict | None, str | None]:
     """(the task of `fn`, None) when its tests pass with its body and fail with both blanked bodies;
     else (None, the reason)."""
-    files = _mentions(repo, fn.language, fn)
+    files = _mentions(tests, fn)
     cmd = runner.narrowed(command, fn.language, files)
     text = (repo / fn.file).read_text()
     times = []
