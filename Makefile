@@ -24,7 +24,7 @@ endif
 comma := ,
 DEMO_BENCHMARKS := $(if $(FERRYLM_HUMANEVAL_X),eval.benchmarks=[humaneval$(comma)humaneval-x])
 
-.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo demo-repos review report bench test test-fast data train export serve eval run clean
+.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo demo-repos review report bench lint test test-fast data train export serve eval run clean
 
 install: $(STAMP)
 
@@ -153,6 +153,9 @@ chromium:
 
 test: $(STAMP) chromium bubblewrap toolchains
 	$(PY) -m pytest -q -ra --durations=15 $(ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check ferrylm tests bench
 
 test-fast: $(STAMP) bubblewrap toolchains
 	$(PY) -m pytest -q -ra -m "not slow" $(ARGS)

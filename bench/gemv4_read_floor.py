@@ -154,7 +154,7 @@ def main() -> None:
                 ("b2b_gemv4_ahead_2", lambda i: gemv4(x, copies[i], scales, 128, None, bn, bk, warps, 1, epilogue=e,
                                                       norm_weight=g, sub=sub, ahead=2, **extra))):
             row[label] = back_to_back(run, len(copies), row["bytes"])
-        del copies, flat
+        copies = flat = None   # their memory back before the next shape (the lambdas above are done with them)
         rows[name] = row
         print(name, json.dumps(row), flush=True)
     # The bf16 output layer's size (1.09 GB): the same reads long enough for the launch and ramp not to count.

@@ -68,7 +68,7 @@ def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
             read(i)
         torch.cuda.synchronize()
     split = split_events(prof.events(), kind_of, 1)
-    del bufs
+    bufs = None
     torch.cuda.empty_cache()
     return {"launches": len(shapes), "gb": nbytes / 1e9, "step_ms": step_us / 1e3, "tb_s": nbytes / step_us / 1e6,
             "split_ms_one_launch_each": split}
@@ -114,7 +114,7 @@ def engine_step(tries: list[tuple[str, dict]], prefetch: list[tuple[int, float, 
     engine._graph = None
     if tries or prefetch:   # the engine's own choice once more: the drift over the tries
         result["again"] = timed()
-    del engine, model
+    engine = model = None
     torch.cuda.empty_cache()
     return result
 

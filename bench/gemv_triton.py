@@ -55,8 +55,8 @@ def sweep(pdl: bool) -> dict:
 
 def decode(configs: dict, runs: int, only: list[str]) -> dict:
     import torch._inductor.config as inductor
-
     from gpu_decode import model_7b
+
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import gemv_weights
     from ferrylm.engine.gemv import supports_pdl

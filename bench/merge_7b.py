@@ -20,9 +20,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-H, I, LAYERS, VOCAB, KV = 3584, 18944, 28, 152064, 512
+H, INTER, LAYERS, VOCAB, KV = 3584, 18944, 28, 152064, 512
 LINEAR = {"self_attn.q_proj": (H, H), "self_attn.k_proj": (KV, H), "self_attn.v_proj": (KV, H),
-          "self_attn.o_proj": (H, H), "mlp.gate_proj": (I, H), "mlp.up_proj": (I, H), "mlp.down_proj": (H, I)}
+          "self_attn.o_proj": (H, H), "mlp.gate_proj": (INTER, H), "mlp.up_proj": (INTER, H), "mlp.down_proj": (H, INTER)}
 
 
 def shapes() -> list[tuple[str, tuple[int, ...]]]:
@@ -45,7 +45,7 @@ def write_base(d: Path, shard_bytes: int = 4 << 30) -> None:
     if (d / "model.safetensors.index.json").is_file():
         return
     d.mkdir(parents=True, exist_ok=True)
-    Qwen2Config(vocab_size=VOCAB, hidden_size=H, intermediate_size=I, num_hidden_layers=LAYERS, num_attention_heads=28,
+    Qwen2Config(vocab_size=VOCAB, hidden_size=H, intermediate_size=INTER, num_hidden_layers=LAYERS, num_attention_heads=28,
                 num_key_value_heads=4, max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6,
                 tie_word_embeddings=False, torch_dtype="bfloat16").to_json_file(d / "config.json")
     g = torch.Generator().manual_seed(0)

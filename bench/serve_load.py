@@ -38,10 +38,10 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=512)
     args = ap.parse_args()
 
-    from ferrylm.config import load_config
-    from ferrylm.eval.quality import LATENCY_PROMPT
-    from ferrylm.data.render import user_message
     from ferrylm.bench import load
+    from ferrylm.config import load_config
+    from ferrylm.data.render import user_message
+    from ferrylm.eval.quality import LATENCY_PROMPT
     from ferrylm.serve import server_for
     from ferrylm.serve.client import timed_chat_stream
 

@@ -103,7 +103,6 @@ def make_data(data_dir: Path, tokenizer_dir: str, rows: int = 96, seq: int = SEQ
     from transformers import AutoTokenizer
 
     from ferrylm.data.encode import ArrowRows
-
     from ferrylm.manifest import StageRecord
 
     if (data_dir / "record.json").is_file():
@@ -128,7 +127,7 @@ def make_data(data_dir: Path, tokenizer_dir: str, rows: int = 96, seq: int = SEQ
 
 def _history(run: Path) -> list[dict]:
     history = run / "train" / "log_history.jsonl"
-    return [json.loads(l) for l in history.read_text().splitlines()] if history.is_file() else []
+    return [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
 
 
 def _launch(run: Path, data: Path, gpus: int, args: list[str], preset: str | None = None,
@@ -160,12 +159,12 @@ def run_variant(name: str, work: Path, model_dir: Path, tokenizer: str) -> dict:
     row = {"variant": name, "gpus": gpus, "preset": preset, "overrides": overrides, "wall_s": round(time.time() - t0, 1),
            "returncode": proc.returncode}
     lines = _history(run)
-    speed = [l for l in lines if "tokens_per_s" in l][1:]
+    speed = [line for line in lines if "tokens_per_s" in line][1:]
     if speed:   # kept also when the run failed later (e.g. while saving)
-        row.update(tokens_per_s_per_gpu=statistics.median(l["tokens_per_s"] for l in speed) / gpus,
-                   mfu=statistics.median(l["mfu"] for l in speed),
-                   peak_allocated_gib_rank0=max(l["gpu_memory_gib"] for l in speed),
-                   losses=[l["loss"] for l in lines if "loss" in l and "eval_loss" not in l])
+        row.update(tokens_per_s_per_gpu=statistics.median(line["tokens_per_s"] for line in speed) / gpus,
+                   mfu=statistics.median(line["mfu"] for line in speed),
+                   peak_allocated_gib_rank0=max(line["gpu_memory_gib"] for line in speed),
+                   losses=[line["loss"] for line in lines if "loss" in line and "eval_loss" not in line])
     if proc.returncode != 0:
         row["error"] = "\n".join(ln for ln in proc.stderr.splitlines() if "rank" in ln or "rror" in ln)[-2500:]
         return row
@@ -205,7 +204,7 @@ def run_resume(work: Path, model_dir: Path, tokenizer: str) -> dict:
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
 
     def by_step(lines: list[dict], key: str) -> dict:
-        return {l["step"]: l[key] for l in lines if key in l}
+        return {line["step"]: line[key] for line in lines if key in line}
 
     loss4, loss2 = by_step(four, "loss"), by_step(two, "loss")
     row.update(resumed_from=m["resumed_from"], resumed_from_world_size=m["resumed_from_world_size"],

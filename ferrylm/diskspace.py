@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import errno
 import shutil
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .errors import FerryError
 

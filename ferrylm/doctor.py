@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Config
-from .pins import installed_version as _version, profile, requirements
+from .pins import installed_version as _version
+from .pins import profile, requirements
 
 # The embedded model's config.json (SmolLM2-135M-Instruct, a Llama layout).
 SMOLLM2_135M = {"model_type": "llama", "hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9,

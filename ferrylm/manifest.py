@@ -15,10 +15,11 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import FerryError
 
@@ -86,7 +87,7 @@ class StageRecord:
     started: float = field(default_factory=time.time)
     seconds: float = 0.0
 
-    def finish(self, stage_dir: str | Path) -> "StageRecord":
+    def finish(self, stage_dir: str | Path) -> StageRecord:
         self.seconds = round(time.time() - self.started, 2)
         write_json_atomic(Path(stage_dir) / "record.json", asdict(self))
         return self

@@ -32,7 +32,7 @@ def test_config_and_path_errors_are_one_line_without_heavy_imports(tmp_path, arg
     done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=120)
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out == {"code": 2, "heavy": []}, done.stderr
-    err = [l for l in done.stderr.splitlines() if l.startswith("ferrylm:")]
+    err = [line for line in done.stderr.splitlines() if line.startswith("ferrylm:")]
     assert len(err) == 1 and says in err[0], done.stderr
 
 

@@ -1,6 +1,5 @@
 """Runs cannot corrupt each other: one writer per stage directory, outputs published before their
 record, a shared model cache built once, and a killed stage that leaves nothing a later stage uses."""
-import json
 import os
 import signal
 import subprocess

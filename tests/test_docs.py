@@ -3,7 +3,8 @@ benchmark results file cited and every cited one present."""
 import re
 from pathlib import Path
 
-from ferrylm.config.options import fields, main as options_main
+from ferrylm.config.options import fields
+from ferrylm.config.options import main as options_main
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

@@ -17,13 +17,13 @@ import pytest
 import requests
 import sacrebleu
 
-from ferrylm.bench import run_bench
+from ferrylm.bench import load, run_bench
 from ferrylm.config import load_config
 from ferrylm.data import run_data
 from ferrylm.eval import GateFailed, humaneval, run_eval, smooth_bleu
+from ferrylm.eval.benchmark import summarise
 from ferrylm.eval.generators import EndpointGenerator
 from ferrylm.export import run_export
-from ferrylm.bench import load
 from ferrylm.serve import ServeError, free_port
 from ferrylm.train import run_train
 
@@ -99,7 +99,7 @@ def serve_load_evaluate_and_drain(overrides: list[str], url: str) -> dict:
         # Base-model prompting with sampling: n=3 completions per task, pass@1..3 from real runs.
         problems = humaneval.load_problems(2)
         samples = humaneval.generate(EndpointGenerator(url, "ferrylm"), problems, 64, 2, mode="base", n=3, temperature=0.8)
-        sampled = humaneval.summarise(humaneval.execute(problems, samples, 10, 1024, 2), [1, 3])
+        sampled = summarise(humaneval.execute(problems, samples, 10, 1024, 2), [1, 3])
         children = psutil.Process(server.pid).children(recursive=True)
         reader, first, usage = _stream_in_flight(url)
         assert first.wait(120)
@@ -175,14 +175,14 @@ def _stream_in_flight(url: str):
 def check_report(eval_dir, train: dict, sampled: dict) -> None:
     """The report's numbers are the samples' numbers: Pass@1 from the per-task results, BLEU
     recomputed from the kept outputs, the loss from the train record."""
-    results = [json.loads(l) for l in open(eval_dir / "humaneval_python_fine-tuned.jsonl")]
+    results = [json.loads(line) for line in open(eval_dir / "humaneval_python_fine-tuned.jsonl")]
     assert len(results) == 4 and all(r["result"] in ("passed", "timed out") or r["result"].startswith("failed")
                                      for r in results)
     full = json.loads((eval_dir / "report.json").read_text())
     ft = full["details"]["fine-tuned"]
     assert full["models"]["fine-tuned"]["pass_at_1"] == sum(r["passed"] for r in results) / 4
     assert all(r["isolation"] == ("bwrap+uid" if os.geteuid() == 0 else "bwrap") for r in results)
-    held = [json.loads(l) for l in open(eval_dir / "heldout_fine-tuned.jsonl")]
+    held = [json.loads(line) for line in open(eval_dir / "heldout_fine-tuned.jsonl")]
     gen, explain = ([h for h in held if h["task"] == t] for t in ("generate", "explain"))
     again = sacrebleu.BLEU().corpus_score([h["output"] for h in gen], [[h["reference"] for h in gen]]).score
     assert len(gen) == len(explain) == 4 and ft["heldout"]["generate"]["sacrebleu"] == pytest.approx(again)

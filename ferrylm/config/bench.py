@@ -1,7 +1,7 @@
 """`bench`: short measured trials of training strategies and decoding."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -19,9 +19,9 @@ class BenchConfig(_Section):
     """timed steps per strategy"""
     rows: Literal["auto", "data", "synthetic"] = "auto"
     """auto: the data stage's rows when it has run"""
-    seq_len: Optional[int] = Field(None, ge=8)
+    seq_len: int | None = Field(None, ge=8)
     """synthetic rows' tokens (None: data.max_seq_len)"""
-    gpus: Optional[int] = Field(None, gt=0)
+    gpus: int | None = Field(None, gt=0)
     """processes for the ZeRO strategies (None: every visible GPU)"""
     decode: bool = True
     """decode each exported artifact too"""
@@ -33,7 +33,7 @@ class BenchConfig(_Section):
     @field_validator("strategies")
     @classmethod
     def _known_strategies(cls, v):
-        from ..bench.strategies import TRAINING   # a table with no heavy imports
+        from ..bench.strategies import TRAINING  # a table with no heavy imports
 
         if v != "auto" and (unknown := [s for s in v if s not in TRAINING]):
             raise ValueError(f"unknown strategy {', '.join(unknown)} (known: {', '.join(TRAINING)})")

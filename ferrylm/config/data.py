@@ -1,12 +1,11 @@
 """`data`: what the data stage reads and builds."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, field_validator
 
 from .base import _Section
-
 
 SEED_EXTENSIONS = (".py", ".java", ".go", ".rs", ".cpp", ".c", ".h", ".hpp")
 DEFAULT_EXTENSIONS = SEED_EXTENSIONS + (".cc", ".cxx", ".hh", ".hxx", ".ipp")
@@ -20,7 +19,7 @@ class DataConfig(_Section):
     """Each source is a directory of repositories (every entry directly under it is one repository: the unit of
     the train/eval split), "stdlib" (this interpreter's standard library) or "site-packages" (the packages
     installed for it)."""
-    manifest: Optional[str] = None
+    manifest: str | None = None
     """Optional YAML listing repositories with their priority and language (`ferrylm manifest ROOT` writes one
     from the seed's <priority>/<language>/<repo> layout); scanned after `sources`."""
     jsonl_files: list[str] = Field(default_factory=list)
@@ -40,7 +39,7 @@ class DataConfig(_Section):
     """Files with more characters are dropped (the seed's 50,000)."""
     min_lines: int = Field(10, ge=0)
     """Files with fewer lines are dropped (the seed's 10)."""
-    max_files: Optional[int] = Field(None, gt=0)
+    max_files: int | None = Field(None, gt=0)
     """Stop scanning after this many kept files (None: all); for quick trials."""
     exact_dedupe: bool = True
     """Remove files whose content is byte-for-byte another's (the first one seen is kept)."""
@@ -77,7 +76,7 @@ class DataConfig(_Section):
     """format=sft: shortest function body (lines) used as an example."""
     max_body_lines: int = Field(30, ge=1)
     """format=sft: longest function body (lines) used as an example."""
-    max_pairs: Optional[int] = Field(4000, gt=0)
+    max_pairs: int | None = Field(4000, gt=0)
     """format=sft: functions drawn in all (seeded), each giving one example per task; None: every one found."""
     eval_fraction: float = Field(0.05, gt=0, lt=1)
     """Share of repositories held out for evaluation (the split is by repository, never within one)."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -10,7 +10,7 @@ from .base import _Section
 
 
 class EvalConfig(_Section):
-    endpoint: Optional[str] = None
+    endpoint: str | None = None
     """None: the eval stage starts its own endpoints (fine-tuned, and base when compare_base)."""
     local: bool = False
     """run the models in-process instead of serving them"""
@@ -19,7 +19,7 @@ class EvalConfig(_Section):
     few_shot: int = Field(2, ge=0)
     """With compare_base: also ask the base model every question after this many training examples of the
     same task and language, shown as earlier chat turns (the "base 2-shot" column; 0: not asked)."""
-    humaneval_limit: Optional[int] = Field(None, gt=0)
+    humaneval_limit: int | None = Field(None, gt=0)
     """Run only this many of HumanEval's 164 tasks (None: all; with subset_seed a seeded draw)."""
     benchmarks: list[str] = Field(default_factory=lambda: ["humaneval"])
     """Benchmarks run on every model, each a module of ferrylm/eval (eval/benchmark.py): "humaneval" (Python),
@@ -28,11 +28,11 @@ class EvalConfig(_Section):
     humaneval_x_languages: list[Literal["cpp", "java", "go", "rust"]] = Field(
         default_factory=lambda: ["cpp", "java", "go", "rust"])
     """benchmarks with humaneval-x: the languages run."""
-    humaneval_x_dir: Optional[str] = None
+    humaneval_x_dir: str | None = None
     """Local copy of HumanEval-X (None: $FERRYLM_HUMANEVAL_X)."""
-    humaneval_x_limit: Optional[int] = Field(None, gt=0)
+    humaneval_x_limit: int | None = Field(None, gt=0)
     """Tasks per HumanEval-X language (None: all 164)."""
-    subset_seed: Optional[int] = None
+    subset_seed: int | None = None
     """With a seed the limits above take that many tasks drawn at random (the same task numbers in every
     language) instead of the first ones; the report says "N of 164"."""
     bleu_limit: int = Field(64, gt=0)

@@ -1,8 +1,6 @@
 """`hardware`: the machine a run is planned for (`ferrylm plan`)."""
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from .base import _Section
@@ -16,5 +14,5 @@ class HardwareConfig(_Section):
     """Data-parallel GPUs in all (ZeRO shards over these)."""
     gpu_memory_gib: float = Field(80.0, gt=0)
     """Usable memory per GPU."""
-    claimed_peak_gib: Optional[float] = Field(None, gt=0)
+    claimed_peak_gib: float | None = Field(None, gt=0)
     """A peak someone claims for this set-up (a design document's figure); the plan answers it."""

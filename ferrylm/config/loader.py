@@ -5,7 +5,6 @@ import hashlib
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Optional
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -36,7 +35,7 @@ class Config(_Section):
     bench: BenchConfig = Field(default_factory=BenchConfig)
 
     @model_validator(mode="after")
-    def _check(self) -> "Config":
+    def _check(self) -> Config:
         if self.data.min_chars >= self.data.max_chars:
             raise ValueError("data.min_chars must be below data.max_chars")
         if self.data.min_body_lines > self.data.max_body_lines:
@@ -149,6 +148,6 @@ def derive(cfg: Config, overrides: tuple[str, ...] | list[str]) -> Config:
     return _validated(cfg.model_dump(mode="json"), overrides)
 
 
-def load_config(source: Optional[str] = None, overrides: tuple[str, ...] | list[str] = ()) -> Config:
+def load_config(source: str | None = None, overrides: tuple[str, ...] | list[str] = ()) -> Config:
     """Load a preset name or YAML path (None → the `default` preset), apply `a.b=value` overrides."""
     return _validated(_read_yaml(source or "default"), overrides)

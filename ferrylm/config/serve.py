@@ -1,7 +1,7 @@
 """`serve`: vLLM or tritonserver on the export's artifacts."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -12,12 +12,12 @@ class ServeConfig(_Section):
     backend: Literal["vllm", "triton"] = "vllm"
     """"vllm": the merged model behind vLLM's OpenAI API. "triton": a Triton repository written by the export
     stage (its record names it), streamed over Triton's HTTP generate / gRPC endpoints."""
-    model: Optional[str] = None
+    model: str | None = None
     """None serves the exported model of this run: `artifact` picks which one (the merged model, or a vLLM-
     format quantized artifact written with export.vllm_quantize)."""
     artifact: Literal["merged", "w4a16", "fp8"] = "merged"
     """Which of the export's artifacts vLLM serves: the merged model or a quantized one from export.vllm_quantize."""
-    triton_model: Optional[str] = None
+    triton_model: str | None = None
     """backend=triton: which repository model (None: the export's merged model; "<name>-onnx" is the ONNX one)."""
     lora: bool = False
     """backend=vllm: serve the base model with the run's LoRA adapter applied by vLLM (--enable-lora) instead

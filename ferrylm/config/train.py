@@ -1,7 +1,7 @@
 """`train`: the recipe, its precision, memory and parallelism knobs, checkpoints."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -30,7 +30,7 @@ class TrainConfig(_Section):
     """Optimizer steps to train in all."""
     per_device_batch_size: int = Field(4, gt=0)
     """Examples (or packed rows) per micro-batch per GPU."""
-    flatten_batches: Optional[bool] = None
+    flatten_batches: bool | None = None
     """A micro-batch's examples laid end to end in one row, their position ids restarting at each example
     (the model keeps them apart as it does packed rows): the same loss and gradients as padded rows,
     without computing on the padding. None: on without a GPU (measured on CPUs: docs/benchmarks.md); on
@@ -73,19 +73,19 @@ class TrainConfig(_Section):
     """false: no adapter or model at the end either (measurement runs: `ferrylm bench`'s trials)."""
     eval_batches: int = Field(16, gt=0)
     """Held-out batches in each evaluation of the loss."""
-    deepspeed: Optional[Literal["zero2", "zero3"]] = None
+    deepspeed: Literal["zero2", "zero3"] | None = None
     """DeepSpeed ZeRO stage: zero2 shards optimizer states and gradients, zero3 also the parameters. Launch several processes with `ferrylm launch --nproc N`."""
     offload_optimizer: bool = False
     """With deepspeed: keep the optimizer states in CPU RAM and step on the CPU."""
     offload_params: bool = False
     """With deepspeed=zero3: keep the parameters in CPU RAM between uses."""
-    zero3_reduce_bucket_size: Optional[int] = Field(500_000_000, gt=0)
+    zero3_reduce_bucket_size: int | None = Field(500_000_000, gt=0)
     """ZeRO-3: elements per gradient reduction bucket (None: the Trainer's "auto", sized from the hidden width, 7B: 12.8 M; the defaults were chosen by measurement, docs/benchmarks.md)."""
-    zero3_prefetch_bucket_size: Optional[int] = Field(200_000_000, gt=0)
+    zero3_prefetch_bucket_size: int | None = Field(200_000_000, gt=0)
     """ZeRO-3: elements of parameters fetched ahead of use (None: the Trainer's "auto")."""
-    zero3_param_persistence_threshold: Optional[int] = Field(1_000_000, ge=0)
+    zero3_param_persistence_threshold: int | None = Field(1_000_000, ge=0)
     """ZeRO-3: parameters smaller than this many elements stay gathered (None: "auto")."""
-    zero3_leaf_layers: Optional[bool] = None
+    zero3_leaf_layers: bool | None = None
     """ZeRO-3: gather each decoder layer whole on entry (None: on for full fine-tunes; with adapters only when every layer is checkpointed)."""
     report_to: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(default_factory=lambda: ["tensorboard"])
     """Where loss, eval loss, learning rate, grad norm, tokens/s, MFU and GPU memory go besides

@@ -10,8 +10,8 @@ import multiprocessing as mp
 import os
 import signal
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from tqdm import tqdm
 

@@ -15,14 +15,14 @@ import os
 import stat
 import sysconfig
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 
-from ..errors import FerryError
 from ..config import DataConfig
+from ..errors import FerryError
 
 LANGUAGES = {".py": "python", ".java": "java", ".go": "go", ".rs": "rust", ".c": "c", ".h": "c",
              ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp", ".ipp": "cpp"}

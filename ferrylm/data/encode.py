@@ -11,8 +11,8 @@ import json
 import random
 import time
 import unicodedata
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa

@@ -9,7 +9,7 @@ comment, dedented; its answer the comment's summary. Same `Pair` shape as the Py
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 
 from .pairs import Pair
 from .summary import comment_text, dedent, summary
@@ -26,7 +26,7 @@ _SPECS = {
 _ATTRIBUTES = {"attribute_item", "marker_annotation", "annotation"}   # may sit between doc and fn
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parser(language: str):
     from tree_sitter import Language, Parser
 

@@ -33,8 +33,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from typing import Optional
-
 from .fused import layer_linears
 from .gemv import ROPE, SILU, Epilogue, GemvLinear, supports_pdl
 
@@ -125,7 +123,7 @@ if triton is not None:
 
 
 def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
-              n_heads: int, pdl: bool = False, prefetch: Optional[torch.Tensor] = None,
+              n_heads: int, pdl: bool = False, prefetch: torch.Tensor | None = None,
               prefetch_block: int = PREFETCH_INT4[0]) -> torch.Tensor:
     """One token's attention in `layer` for its q/k/v vector (rotary positions applied) at position
     pos [1]: writes the new key and value into the caches [layers, 1, KV, max_len, D]; [H * D].
@@ -151,7 +149,7 @@ def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, p
 
 @torch.library.custom_op("ferrylm::decode_attention", mutates_args=("k_cache", "v_cache"))
 def attention_op(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
-                 n_heads: int, pdl: bool, prefetch: Optional[torch.Tensor], prefetch_block: int) -> torch.Tensor:
+                 n_heads: int, pdl: bool, prefetch: torch.Tensor | None, prefetch_block: int) -> torch.Tensor:
     return attention(qkv, k_cache, v_cache, pos, layer, n_heads, pdl, prefetch, prefetch_block)
 
 
@@ -199,8 +197,8 @@ def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     return dec.lm_head.step(x).view(1, 1, -1)
 
 
-def gemv_weights(decoder: torch.nn.Module, pdl: Optional[bool] = None, configs: Optional[dict] = None,
-                 fused_step: bool = True, fixed: Optional[dict] = None) -> dict:
+def gemv_weights(decoder: torch.nn.Module, pdl: bool | None = None, configs: dict | None = None,
+                 fused_step: bool = True, fixed: dict | None = None) -> dict:
     """Put every linear layer of the fused decoder (and its output layer) on `gemv`, one tuned
     configuration per weight shape and epilogue (or `configs` {(n, k, epilogue): cfg}, or one `fixed`
     configuration for all); 4-bit layers (gemv4.Gemv4Linear) on `gemv4` likewise, keyed

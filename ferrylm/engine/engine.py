@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
@@ -122,7 +122,7 @@ class Engine:
         return decoder
 
     @classmethod
-    def from_pretrained(cls, model_dir: str, dtype=torch.bfloat16, device: str | None = None, **kw) -> "Engine":
+    def from_pretrained(cls, model_dir: str, dtype=torch.bfloat16, device: str | None = None, **kw) -> Engine:
         from transformers import AutoModelForCausalLM
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")

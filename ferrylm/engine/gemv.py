@@ -24,7 +24,7 @@ The kernel is a torch custom op, so `torch.compile` captures it in the engine's 
 other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
 interpreter.
 """
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 
@@ -151,7 +151,7 @@ class Epilogue(NamedTuple):
     first (its norm weight already folded into w); `pair`: SILU (w stacks gate over up: the output is
     silu(gate) * up, N/2 values) or ROPE (rotary positions on the first `rope_rows` rows, in groups of
     `period` = head_dim rows); `residual`: the output is added to a residual vector."""
-    norm_eps: Optional[float] = None
+    norm_eps: float | None = None
     pair: int = 0
     period: int = 0
     rope_rows: int = 0
@@ -179,10 +179,10 @@ def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, in
     return n // rows_per_program, period
 
 
-def gemv(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], block_n: int, block_k: int,
+def gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, block_n: int, block_k: int,
          num_warps: int, num_stages: int, pdl: bool = False, epilogue: Epilogue = Epilogue(),
-         residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-         inv_freq: Optional[torch.Tensor] = None) -> torch.Tensor:
+         residual: torch.Tensor | None = None, pos: torch.Tensor | None = None,
+         inv_freq: torch.Tensor | None = None) -> torch.Tensor:
     """y = w @ x (+ bias) for a vector x [K] and w [N, K], with `epilogue` around it (ROPE reads the
     position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so)."""
     n, k = w.shape
@@ -221,9 +221,9 @@ def gemv_reference(x, w, bias=None, epilogue: Epilogue = Epilogue(), residual=No
 
 
 @torch.library.custom_op("ferrylm::gemv", mutates_args=())
-def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],
-            pos: Optional[torch.Tensor], inv_freq: Optional[torch.Tensor], block_n: int, block_k: int, num_warps: int,
-            num_stages: int, pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int,
+def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
+            pos: torch.Tensor | None, inv_freq: torch.Tensor | None, block_n: int, block_k: int, num_warps: int,
+            num_stages: int, pdl: bool, norm_eps: float | None, pair: int, period: int, rope_rows: int,
             rope_scale: float, has_residual: bool) -> torch.Tensor:
     return gemv(x, w, bias, block_n, block_k, num_warps, num_stages, pdl,
                 Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), residual, pos, inv_freq)
@@ -257,7 +257,7 @@ class GemvLinear(torch.nn.Module):
             return torch.nn.functional.linear(x, self.weight, self.bias)
         return self.step(x.reshape(-1), plain=True).reshape(*x.shape[:-1], -1)
 
-    def step(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-             inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
+    def step(self, x: torch.Tensor, residual: torch.Tensor | None = None, pos: torch.Tensor | None = None,
+             inv_freq: torch.Tensor | None = None, plain: bool = False) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
         return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, **e.op_args(), **self.cfg)

@@ -27,11 +27,9 @@ F.linear in fp32 on it).
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
-from .gemv import CONFIG_KEYS, Epilogue, SILU, check_launch, gemv_reference
+from .gemv import CONFIG_KEYS, SILU, Epilogue, check_launch, gemv_reference
 
 try:
     from .gemv4_kernel import _gemv4_kernel, _prompt4_kernel
@@ -63,11 +61,11 @@ def dequantize(packed: torch.Tensor, scales: torch.Tensor, group: int) -> torch.
     return (q.view(strips * b, -1, group) * s[..., None]).reshape(strips * b, -1)
 
 
-def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, bias: Optional[torch.Tensor],
+def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, bias: torch.Tensor | None,
           block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
-          epilogue: Epilogue = Epilogue(), norm_weight: Optional[torch.Tensor] = None,
-          residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-          inv_freq: Optional[torch.Tensor] = None, sub: int = 1, ahead: int = 1) -> torch.Tensor:
+          epilogue: Epilogue = Epilogue(), norm_weight: torch.Tensor | None = None,
+          residual: torch.Tensor | None = None, pos: torch.Tensor | None = None,
+          inv_freq: torch.Tensor | None = None, sub: int = 1, ahead: int = 1) -> torch.Tensor:
     """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
     [N/B, K/8, B] and `scales` [N/B, K/group, B], with `epilogue` around it as `gemv.gemv` does. `sub`
     (1 or 2): row blocks of `block_n` a program; `ahead` (1 or 2): tiles of words read ahead."""
@@ -126,10 +124,10 @@ def gemv4_reference(x, packed, scales, group, bias=None, epilogue: Epilogue = Ep
 
 
 @torch.library.custom_op("ferrylm::gemv4", mutates_args=())
-def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_weight: Optional[torch.Tensor],
-             bias: Optional[torch.Tensor], residual: Optional[torch.Tensor], pos: Optional[torch.Tensor],
-             inv_freq: Optional[torch.Tensor], group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
-             pdl: bool, norm_eps: Optional[float], pair: int, period: int, rope_rows: int, rope_scale: float,
+def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_weight: torch.Tensor | None,
+             bias: torch.Tensor | None, residual: torch.Tensor | None, pos: torch.Tensor | None,
+             inv_freq: torch.Tensor | None, group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
+             pdl: bool, norm_eps: float | None, pair: int, period: int, rope_rows: int, rope_scale: float,
              has_residual: bool, sub: int, ahead: int = 1) -> torch.Tensor:
     return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
                  Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
@@ -149,7 +147,7 @@ class Gemv4Linear(torch.nn.Module):
     once `configure`d, longer ones through F.linear on the dequantized weight. `norm_weight` (set by
     `decode_step.fold_norms`) multiplies the input first."""
 
-    def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: Optional[torch.Tensor], group_size: int):
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None, group_size: int):
         super().__init__()
         self.out_features, self.in_features = q.shape
         self.group_size = group_size
@@ -180,8 +178,8 @@ class Gemv4Linear(torch.nn.Module):
         bias = None if self.bias is None else self.bias.float()
         return torch.nn.functional.linear(x.float(), w, bias).to(x.dtype)
 
-    def step(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None, pos: Optional[torch.Tensor] = None,
-             inv_freq: Optional[torch.Tensor] = None, plain: bool = False) -> torch.Tensor:
+    def step(self, x: torch.Tensor, residual: torch.Tensor | None = None, pos: torch.Tensor | None = None,
+             inv_freq: torch.Tensor | None = None, plain: bool = False) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
         return gemv4_op(x, self.packed, self.scales, self.norm_weight, self.bias, residual, pos, inv_freq,
                         self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg)

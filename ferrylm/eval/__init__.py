@@ -16,17 +16,16 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import FerryError
 from ..config import Config
+from ..data import read_jsonl
+from ..errors import FerryError
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic, write_text_atomic
 from ..models import resolve_model_path
-from . import benchmark
+from . import benchmark, heldout, helped
 from .criteria import Criterion, load_criteria, per_track
 from .few_shot import FewShot, with_shots
 from .generators import EndpointGenerator, LocalGenerator, TritonGenerator
-from ..data import read_jsonl
-from . import heldout, helped
 from .heldout_loss import example_losses, losses_of
 from .quality import engine_latency, latency
 from .report import language_rows, write_report

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
-from typing import Callable
 
 from ..data.render import code_block_closed, user_message
 from .few_shot import with_shots

@@ -5,7 +5,6 @@ import operator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Optional
 
 import yaml
 
@@ -22,7 +21,7 @@ class Criterion:
     target: float
     gate: bool = True
 
-    def verdict(self, value: Optional[float]) -> str:
+    def verdict(self, value: float | None) -> str:
         if value is None:
             return "not measured"
         return "pass" if _OPS[self.op](value, self.target) else "fail"

@@ -18,7 +18,7 @@ class FewShot:
         self.pool = {key: rows[:k] for key, rows in pool.items()}
 
     @classmethod
-    def read(cls, path, k: int) -> "FewShot":
+    def read(cls, path, k: int) -> FewShot:
         return cls(read_shots(path), k)
 
     @property

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from ..serve import client
 
-
 # A stop test on the text so far runs every this many tokens: decoding at every step would cost
 # more than the tokens it saves.
 _UNTIL_EVERY = 8

@@ -15,9 +15,9 @@ import re
 import sacrebleu
 
 from ..data.render import code_block_closed, extract_code
+from . import smooth_bleu
 from .explain_replies import summary_from_reply
 from .few_shot import with_shots
-from . import smooth_bleu
 from .progress import pool_map
 
 TASKS = ("explain", "generate")

@@ -12,12 +12,11 @@ import json
 import random
 import re
 from importlib import resources
-from pathlib import Path
 
-from ..errors import FerryError
 from ..data.render import extract_code
+from ..errors import FerryError
 from . import benchmark
-from .benchmark import Track, summarise
+from .benchmark import Track
 
 # The stop sequences of the original HumanEval paper / harness.
 BASE_STOPS = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]

@@ -17,14 +17,14 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from .brace_replies import completion_from_reply
 from ..errors import FerryError
 from . import hx_libs
 from .benchmark import Track, run_programs
+from .brace_replies import completion_from_reply
 from .humaneval import select
 
 ENV = "FERRYLM_HUMANEVAL_X"

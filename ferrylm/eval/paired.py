@@ -7,7 +7,6 @@ of the mean per-task difference gives the interval.
 """
 from __future__ import annotations
 
-import random
 from math import comb
 
 

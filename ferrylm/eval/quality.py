@@ -6,7 +6,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..data.render import user_message
 from ..serve.client import timed_chat_stream
-from .progress import pool_map
 
 # A fixed prompt, so latency numbers compare across runs and models.
 LATENCY_PROMPT = 'def fibonacci(n: int) -> list[int]:\n    """Return the first n Fibonacci numbers."""\n'

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Optional
 
 from ..manifest import write_json_atomic
-from .criteria import Criterion
 from ..review import verdict
 from . import helped, report_details
+from .criteria import Criterion
 from .figure import png
 from .paired import compare, sentence
 
 
-def _fmt(v: Optional[float]) -> str:
+def _fmt(v: float | None) -> str:
     return "—" if v is None else f"{v:.4g}"
 
 

@@ -3,7 +3,6 @@ held-out understanding and generation, latency percentiles and the concurrency s
 from __future__ import annotations
 
 import html
-from typing import Optional
 
 Table = tuple[str, list[str], list[list[str]]]      # title, header, rows
 
@@ -13,7 +12,7 @@ _TRAINING = (("steps", "optimizer steps", "{:d}"), ("first_train_loss", "first t
              ("peak_gpu_memory_gib", "peak GPU memory (GiB)", "{:.2f}"))
 
 
-def _num(v: Optional[float], fmt: str = "{:.3g}") -> str:
+def _num(v: float | None, fmt: str = "{:.3g}") -> str:
     return "—" if v is None else fmt.format(v)
 
 

@@ -166,7 +166,7 @@ class Sandbox:
         while not self._idle.empty():
             self._idle.get()[1].close()
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import torch
 
-from ..diskspace import out_of_space
-from ..errors import FerryError
 from ..config import Config
 from ..data import read_jsonl
+from ..diskspace import out_of_space
+from ..errors import FerryError
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha256_tree, write_json_atomic
 from ..models import load_model, load_tokenizer, resolve_model_path
-from .parity import compare, reference_outputs
 from .merge import MergeError, stream_merge
+from .parity import compare, reference_outputs
 from .triton import write_triton_repo, write_vllm_backend_repo
 
 log = get_logger("export")

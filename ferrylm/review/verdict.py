@@ -103,11 +103,14 @@ def markdown(s: dict) -> list[str]:
     return out
 
 
+def _table(head: list[str], body: list) -> str:
+    return ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>" +
+            "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body) + "</table>")
+
+
 def to_html(s: dict) -> str:
     rows, said, conf = _lines(s)
-    table = lambda head, body: ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>" +
-                                "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body) +
-                                "</table>")
+    table = _table
     links = ", ".join(f'<a href="{html.escape(j["url"])}">{j["item"] + 1}</a>' if j["url"] else str(j["item"] + 1)
                       for j in s["judged"])
     return ("<h2>Human-judged correctness</h2>" +

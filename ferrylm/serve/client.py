@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Iterator
 
 import requests
 

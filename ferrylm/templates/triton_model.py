@@ -61,6 +61,7 @@ class TritonPythonModel:
             self.model = _beside(args, "ferrylm_onnx").OnnxCausalLM(params["model_dir"])
         elif self.engine == "fused":
             import torch
+
             from ferrylm.engine import Engine
 
             cuda, w4a16 = torch.cuda.is_available(), params.get("w4a16") == "1"

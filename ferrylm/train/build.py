@@ -10,8 +10,8 @@ import importlib.util
 
 import torch
 
-from ..errors import FerryError
 from ..config import TrainConfig
+from ..errors import FerryError
 from ..log import get_logger
 
 log = get_logger("train")

@@ -39,7 +39,7 @@ These are fitted to H100 runs of `ferrylm train` (docs/memory_planner.md) and ch
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 GiB = 2**30
 
@@ -55,7 +55,7 @@ class ModelShape:
     tied_embeddings: bool = False
 
     @classmethod
-    def from_hf_config(cls, c: dict) -> "ModelShape":
+    def from_hf_config(cls, c: dict) -> ModelShape:
         return cls(hidden=c["hidden_size"], layers=c["num_hidden_layers"], heads=c["num_attention_heads"],
                    kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"],
                    intermediate=c["intermediate_size"], vocab=c["vocab_size"],
@@ -118,7 +118,7 @@ class Plan:
     cpu_offload_gib: float
     total_gib: float
     fits: bool
-    advice: Optional[str] = None
+    advice: str | None = None
 
     def lines(self, setup: Setup) -> list[str]:
         rows = [("weights", self.weights_gib), ("gradients", self.grads_gib), ("optimizer states", self.optimizer_gib),

@@ -16,16 +16,23 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from ..config import Config
 from ..diskspace import out_of_space
 from ..errors import FerryError
-from ..config import Config
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
 from .arguments import training_arguments
 from .build import build_model, check_liger, choose_attention, choose_precision, compile_layers, zero3_leaf_layers
-from .checkpoints import (MarkComplete, check_room, drop_partial, latest_complete, make_universal, saved_world_size,
-                          writing)
+from .checkpoints import (
+    MarkComplete,
+    check_room,
+    drop_partial,
+    latest_complete,
+    make_universal,
+    saved_world_size,
+    writing,
+)
 from .launch import prepare_distributed_env
 from .observe import NonFiniteLoss, guarded_trainer_class, selective_checkpointing
 

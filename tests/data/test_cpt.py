@@ -1,8 +1,6 @@
 """Continued pre-training data: raw code packed to the training length, then trained on."""
 import json
 
-import pytest
-
 from ferrylm.data import run_data
 from ferrylm.data.encode import load_rows
 from ferrylm.train import run_train

@@ -66,7 +66,7 @@ def test_chat_files_stage_counts_bad_rows(tmp_path, tiny_qwen2_dir):
     assert (m["train_examples"], m["eval_examples"]) == (24, 6)
     train = load_rows(rec.outputs["train"])
     assert sum(len(r) for r in train["input_ids"]) == m["train_tokens"] and all(len(r) <= 128 for r in train["input_ids"])
-    held = [json.loads(l) for l in open(rec.outputs["eval_prompts"])]
+    held = [json.loads(line) for line in open(rec.outputs["eval_prompts"])]
     assert len(held) == 6 and all(h["messages"][-1]["role"] == "user" for h in held)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("{broken\n")

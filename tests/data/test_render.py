@@ -8,7 +8,7 @@ from ferrylm.models import load_tokenizer
 def test_loss_only_on_answer_which_ends_with_end_of_turn(smollm2_dir):
     tok = load_tokenizer(smollm2_dir)
     ex = render_example(tok, "def f(x):\n    \"\"\"Double x.\"\"\"\n", "    return 2 * x\n")
-    n_prompt = sum(1 for l in ex["labels"] if l == IGNORE_INDEX)
+    n_prompt = sum(1 for line in ex["labels"] if line == IGNORE_INDEX)
     # The masked prefix is exactly the prompt the server builds from the same user message.
     served = tok(chat_prompt(tok, "def f(x):\n    \"\"\"Double x.\"\"\"\n"), add_special_tokens=False)["input_ids"]
     assert ex["input_ids"][:n_prompt] == served
@@ -21,7 +21,7 @@ def test_data_stage_splits_by_repository_without_leaks(tiny_data_run, tiny_qwen2
     data = tiny_data_run / "data"
     splits = json.loads((data / "splits.json").read_text())
     assert splits["train"] and splits["eval"] and not set(splits["train"]) & set(splits["eval"])
-    held = [json.loads(l) for l in open(data / "eval.jsonl")]
+    held = [json.loads(line) for line in open(data / "eval.jsonl")]
     assert held and all(h["source"].split("::")[0].split("/")[1] in splits["eval"] for h in held)
     # No held-out function's prompt appears anywhere in the training rows.
     tok = load_tokenizer(tiny_qwen2_dir)

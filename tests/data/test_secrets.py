@@ -175,5 +175,5 @@ def test_no_output_of_the_data_stage_holds_a_secret(tmp_path, tiny_qwen2_dir, ma
     by_kind = stats["secrets_scrubbed"]
     assert {"aws_access_key", "aws_secret_key", "github_token", "connection_password", "assigned_secret"} <= set(by_kind)
     if fmt == "sft":
-        langs = {json.loads(l).get("language") for l in (tmp_path / "run" / "data" / "eval.jsonl").read_text().splitlines()}
+        langs = {json.loads(line).get("language") for line in (tmp_path / "run" / "data" / "eval.jsonl").read_text().splitlines()}
         assert record.metrics["train_examples"] > 0 and langs

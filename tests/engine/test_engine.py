@@ -2,8 +2,8 @@
 import torch
 from transformers import AutoModelForCausalLM
 
-from ferrylm.models import load_tokenizer
 from ferrylm.engine import Engine
+from ferrylm.models import load_tokenizer
 
 
 def test_engine_matches_generate_on_the_real_model(smollm2_dir):
@@ -95,4 +95,4 @@ def test_the_4bit_kernels_layer_computes_torchs_int4_layer():
     torch.testing.assert_close(layer(x.bfloat16()).float(), want, atol=0.02 * want.abs().max().item(), rtol=0)
     layer.norm_weight = g.bfloat16()
     torch.testing.assert_close(layer(x.bfloat16()).float(), Int4WeightLinear(q, scale, bias, 32)(
-        (g.bfloat16() * x.bfloat16())).float(), atol=0.02 * want.abs().max().item(), rtol=0)
+        g.bfloat16() * x.bfloat16()).float(), atol=0.02 * want.abs().max().item(), rtol=0)

@@ -434,7 +434,7 @@ def test_eval_score_scores_a_go_sample_file(tmp_path, capsys):
     assert (out["benchmark"], out["language"], out["tasks"], out["samples"], out["passed_samples"]) == \
         ("humaneval-x", "go", 2, 5, 3)
     assert out["pass@1"] == pytest.approx((2 / 3 + 1 / 2) / 2)
-    results = [json.loads(l) for l in open(out["results"])]
+    results = [json.loads(line) for line in open(out["results"])]
     assert [r["passed"] for r in results] == [True, True, False, False, True]
     bad = {"wrong shape": ('{"task_id": "Go/0"}\n', "go_bad.jsonl:1: expected a JSON object with task_id and completion"),
            "a Python id": ('{"task_id": "HumanEval/0", "completion": ""}\n', "unknown task_id 'HumanEval/0'")}

@@ -27,7 +27,7 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
         assert (he["title"], he["key"], he["tasks"], he["samples"]) == ("HumanEval (Python)", "pass_at_1", 3, 6)
         assert "pass@2" in he
         assert report["details"][label]["latency"] is None  # no endpoint, no streaming latency
-        rows = [json.loads(l) for l in open(run / "eval" / f"humaneval_python_{label.replace(' ', '-')}.jsonl")]
+        rows = [json.loads(line) for line in open(run / "eval" / f"humaneval_python_{label.replace(' ', '-')}.jsonl")]
         assert len(rows) == 6 and all(r["result"] for r in rows)
         assert [x["language"] for x in xs] == (["cpp", "java", "go", "rust"] if with_x else [])
         for x in xs:                                      # every language the machine has
@@ -44,12 +44,12 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     assert lat["fine-tuned"]["verdict"] == "not measured"
     assert rec.outputs["html"].endswith("report.html")
     # Every sample is kept and named in the record, for the review page to find.
-    held = [json.loads(l) for l in open(rec.outputs["heldout:base"])]
+    held = [json.loads(line) for line in open(rec.outputs["heldout:base"])]
     assert len(held) == 4 and all({"messages", "reference", "output", "language", "task"} <= set(h) for h in held)
     assert sorted(h["task"] for h in held) == ["explain", "explain", "generate", "generate"]
     assert all(isinstance(h["loss"], float) and h["loss"] > 0 for h in held)   # in-process, per example
-    tuned = [json.loads(l) for l in open(rec.outputs["heldout:fine-tuned"])]
-    shown = [json.loads(l) for l in open(rec.outputs["heldout:base 2-shot"])]
+    tuned = [json.loads(line) for line in open(rec.outputs["heldout:fine-tuned"])]
+    shown = [json.loads(line) for line in open(rec.outputs["heldout:base 2-shot"])]
     assert [h["source"] for h in tuned] == [h["source"] for h in held] == [h["source"] for h in shown]   # paired
     # its held-out loss is the answer's, with the examples before the question
     assert all(isinstance(h["loss"], float) for h in shown) and [h["loss"] for h in shown] != [h["loss"] for h in held]

@@ -10,8 +10,8 @@ import pytest
 
 from ferrylm.cli import main
 from ferrylm.eval.humaneval import SamplesError, completion_from_reply, execute, load_problems
-from ferrylm.eval.score import score
 from ferrylm.eval.sandbox import Sandbox, SandboxError, run_program
+from ferrylm.eval.score import score
 
 ROOT = os.geteuid() == 0
 
@@ -171,7 +171,7 @@ def test_fork_bomb_and_orphans_are_contained(box):
 def _uid(pid: str) -> int:
     try:
         with open(f"/proc/{pid}/status") as fh:
-            return next(int(l.split()[1]) for l in fh if l.startswith("Uid:"))
+            return next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
     except (OSError, StopIteration):
         return -1
 
@@ -216,7 +216,7 @@ def test_score_sample_file_with_several_samples_per_task(tmp_path, capsys):
     for p, good in zip(problems, (3, 1)):  # task 0: 3 of 4 correct, task 1: 1 of 4
         lines += [{"task_id": p["task_id"], "completion": p["canonical_solution"]}] * good
         lines += [{"task_id": p["task_id"], "completion": "    return 0\n"}] * (4 - good)
-    f.write_text("".join(json.dumps(l) + "\n" for l in lines))
+    f.write_text("".join(json.dumps(line) + "\n" for line in lines))
     res = score("humaneval", f)
     assert (res["tasks"], res["samples"], res["passed_samples"]) == (2, 8, 4)
     assert res["pass@1"] == pytest.approx((0.75 + 0.25) / 2)

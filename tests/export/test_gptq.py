@@ -2,7 +2,6 @@
 where it matters — a layer's outputs on its inputs, and a real model's next-token distributions."""
 import random
 
-import pytest
 import torch
 
 from ferrylm.config.export import ExportConfig

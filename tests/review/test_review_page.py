@@ -115,7 +115,10 @@ def test_a_reviewer_votes_with_mouse_and_keys_the_votes_survive_a_restart_and_re
     url = f"http://127.0.0.1:{port}"
     driver = _chrome(tmp_path)
     wait = WebDriverWait(driver, 30)
-    text = lambda css: driver.find_element(By.CSS_SELECTOR, css).text
+
+    def text(css):
+        return driver.find_element(By.CSS_SELECTOR, css).text
+
     try:
         with serving(run, port):
             driver.get(f"{url}/")
@@ -219,7 +222,7 @@ def test_invited_reviewers_vote_as_themselves_only(review_run):
     cfg, out = review_run
     run, port = out.parent, free_port()
     url = f"http://127.0.0.1:{port}"
-    with serving(run, port, "--invite", "alice,bob") as proc:
+    with serving(run, port, "--invite", "alice,bob"):
         tokens = json.loads((run / "review" / "invites.json").read_text())
         assert set(tokens) == {"alice", "bob"} and oct((run / "review" / "invites.json").stat().st_mode)[-3:] == "600"
         items = json.loads((run / "review" / "items.json").read_text())

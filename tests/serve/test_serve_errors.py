@@ -6,7 +6,7 @@ import pytest
 
 from ferrylm.cli import main
 from ferrylm.config import load_config
-from ferrylm.serve import ServeError, server_for, served_model_dir
+from ferrylm.serve import ServeError, served_model_dir, server_for
 
 
 def test_occupied_port_is_one_clear_error(tmp_path, tiny_qwen2_dir):

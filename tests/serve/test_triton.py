@@ -2,6 +2,7 @@
 stage writes: streamed text equals local greedy generation for each engine (ferrylm's fused engine,
 transformers' generate(), the fused engine on a W4A16 artifact), bad requests get errors and the
 server stays up, SIGTERM drains a stream in flight, an occupied port is one clear error."""
+import importlib.util
 import threading
 import time
 
@@ -14,8 +15,6 @@ from ferrylm.models import load_model, load_tokenizer
 from ferrylm.serve import ServeError, TritonServer, free_port
 from ferrylm.serve.client import EndpointError, triton_stream
 from tests.conftest import CACHE
-
-import importlib.util
 
 # Only the server binary of the wheel is used (installed with --no-deps: its Python API does not import).
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("pytriton") is None,
@@ -70,8 +69,8 @@ def _greedy(model, tokenizer, prompt: str, n: int) -> str:
 
 def _w4a16_artifact(tiny_qwen2_dir, out):
     """A W4A16 artifact of the tiny model, and the text the engine reading it generates in-process."""
-    from ferrylm.export.vllm_quant import write_compressed
     from ferrylm.engine import Engine
+    from ferrylm.export.vllm_quant import write_compressed
 
     write_compressed(tiny_qwen2_dir, out, "w4a16", 32)
     tokenizer = load_tokenizer(tiny_qwen2_dir)

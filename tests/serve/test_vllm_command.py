@@ -5,8 +5,7 @@ import json
 import pytest
 
 from ferrylm.config import ConfigError, load_config
-from ferrylm.serve import ServeError, server_for
-from ferrylm.serve import vllm_server
+from ferrylm.serve import ServeError, server_for, vllm_server
 
 QWEN7B = {"num_attention_heads": 28, "num_key_value_heads": 4}
 

@@ -46,6 +46,7 @@ def test_gpus_without_fp8_are_named(monkeypatch):
 
 def test_lora_on_an_fp8_base_trains_as_on_the_full_precision_base(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
     from ferrylm.train import run_train
+
     from .test_train import LORA_CURVE, _history
 
     run = copy_run()

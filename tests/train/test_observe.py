@@ -15,7 +15,7 @@ def test_metrics_reach_tensorboard_and_history(copy_run, tiny_qwen2_dir, tiny_co
     run = copy_run()
     cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.save_steps=2", "train.keep_best=true")
     rec = run_train(cfg)
-    history = [json.loads(l) for l in open(run / "train" / "log_history.jsonl")]
+    history = [json.loads(line) for line in open(run / "train" / "log_history.jsonl")]
     train_lines = [h for h in history if "loss" in h and "eval_loss" not in h]
     assert len(train_lines) == 4 and all(h["tokens_per_s"] > 0 for h in train_lines[1:])
     events = EventAccumulator(str(next((run / "train" / "tensorboard").rglob("events.out.tfevents.*")).parent))
@@ -67,7 +67,7 @@ def test_selective_checkpointing_recomputes_some_layers_with_the_same_losses(tin
                           "train.report_to=[]")
         with caplog.at_level(logging.INFO, logger="ferrylm.train"):
             run_train(cfg)
-        rows = [json.loads(l) for l in open(run / "train" / "log_history.jsonl")]
+        rows = [json.loads(line) for line in open(run / "train" / "log_history.jsonl")]
         losses[fraction] = [r["loss"] for r in rows if "loss" in r and "eval_loss" not in r]
     assert "selective checkpointing: 1 of 2 decoder layers recompute" in caplog.text
     assert losses["0.5"] == losses["1.0"]     # recomputation changes memory, never the numbers (fp32)

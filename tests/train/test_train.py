@@ -12,13 +12,12 @@ from ferrylm.train import run_train
 from ferrylm.train.checkpoints import MARKER
 from tests.pinning import pinned
 
-
 # The tiny recipe's training losses by step (make_config's defaults: 8 steps of LoRA on the fp32 base).
 LORA_CURVE = {1: 10.7934, 2: 10.8041, 3: 10.7472, 4: 10.7674, 5: 10.7289, 6: 10.7453, 7: 10.7192, 8: 10.6593}
 
 
 def _history(run_dir):
-    rows = [json.loads(l) for l in open(run_dir / "train" / "log_history.jsonl")]
+    rows = [json.loads(line) for line in open(run_dir / "train" / "log_history.jsonl")]
     return {r["step"]: r["loss"] for r in rows if "loss" in r}
 
 
