@@ -1,6 +1,6 @@
 """The 4-bit kernel's compiled loop for sm_90 (H100/H200), made without a GPU: instructions a weight and
 the most frequent opcodes, for one configuration. How the kernel's changes were read before they were
-timed (docs/benchmarks.md, "Subnormal weights").
+timed (docs/notes/gemv4_kernel.md, "Subnormal weights").
 
     .venv/bin/python bench/gemv4_sass.py 8 512 4 1 2                       # block_n block_k num_warps pair sub (gate/up)
     .venv/bin/python bench/gemv4_sass.py 8 1024 8 0 2 --n 3584 --k 18944   # down

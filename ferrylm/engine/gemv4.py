@@ -3,7 +3,7 @@ dequantized in registers, with the same epilogues as the bf16 kernel of `gemv.py
 runs a 4-bit model's one-token step in the same few kernels.
 
 At one token a 4-bit weight is a quarter of the bf16 bytes; torch's int4 kernel (`int4.py`) is a
-general matrix product that does not reach that floor at batch 1 (docs/benchmarks.md, "GPU: batch-1
+general matrix product that does not reach that floor at batch 1 (docs/benchmarks.md, "Batch-1
 decode"). The layout is chosen for one row of x (`pack_int4`): 32-bit words of eight inputs each,
 input-major within strips of eight outputs, [N/8, K/8, 8], so the eight words of a word row lie
 together (32 bytes), each thread sums its own outputs' products over K, and every x value a thread
@@ -15,8 +15,8 @@ float's bits, taken exactly by the multiply-add against x scaled to match); the 
 integers' offset apply once per word, and x is read eight bytes at a time. A program may own two row
 blocks (`sub`), so each x value it reads serves twice the words; the next tile's words and x are read
 before this tile's products, or the words two tiles ahead (`ahead`: more of the reads in flight). What
-each of these gained, and where the kernel stands against torch's int4 kernel, is in docs/benchmarks.md
-("The 4-bit matrix-vector kernel").
+each of these gained, and where the kernel stands against torch's int4 kernel, is in
+docs/notes/gemv4_kernel.md.
 
 The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
 multiplies x by the norm's weight as it reads it instead (`norm_weight`), and scales by 1/rms(x) at

@@ -7,7 +7,7 @@ shape when the engine is built.
 A kernel timed alone is not the kernel inside the captured step, where programmatic dependent launch
 overlaps it with its neighbours and the L2 holds clean weights, not the dirty lines of a flush: alone,
 the 4-bit products of a 7B layer take longer than they add to the step, and rank differently
-(docs/benchmarks.md, "The configurations chosen inside the captured step"). `fastest` therefore keeps
+(docs/notes/gemv4_kernel.md, "The configurations chosen inside the captured step"). `fastest` therefore keeps
 its runners-up (for the 4-bit products every candidate that passed its check, for bf16 ones three),
 and `refine` lets the engine try each of them in its captured step (`Engine._refine`), keeping one
 only where the whole step gets faster, over the keys again (up to three passes) since their kernels

@@ -70,7 +70,7 @@ class TritonPythonModel:
                 fused=True, w4a16_dir=params["model_dir"] if w4a16 else None, gemv=cuda)
             # Tune and capture the step now, so that a ready server answers at full speed. On a GPU both
             # bf16 and the W4A16 artifact run on the engine's own kernels (the 4-bit one decodes faster
-            # than torch's int4 kernel: docs/benchmarks.md, "Subnormal weights").
+            # than torch's int4 kernel: docs/notes/gemv4_kernel.md, "Subnormal weights").
             list(self.model.stream(self.tokenizer("Hello")["input_ids"], 2))
         else:
             import torch
