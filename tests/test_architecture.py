@@ -1,7 +1,9 @@
 """The package's shape, checked: no import cycle between its modules (imports inside functions
 count: a cycle hidden in a function is still one), the engine and the export stage import nothing
-of serve/, and no function is longer than ~60 lines except the GPU kernels."""
+of serve/, no function is longer than ~60 lines except the GPU kernels, and each stage's entry
+function lives in its own module (the README's table from command to function), not in `__init__.py`."""
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ferrylm"
@@ -86,3 +88,15 @@ def test_no_function_over_60_lines_but_the_gpu_kernels():
                 if node.end_lineno - node.lineno + 1 > 60 and not kernel:
                     long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert long == []
+
+
+def test_each_stage_lives_in_its_own_module_and_init_only_re_exports():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    table = re.findall(r"\| `ferrylm (\w+)` \|.*\| `(ferrylm/[\w/]+\.py): (\w+)` \|", readme)
+    assert {stage for stage, _, _ in table} == {"data", "train", "export", "serve", "eval", "review", "bench"}
+    for stage, path, function in table:
+        tree = ast.parse((PACKAGE.parent / path).read_text())
+        assert function == f"run_{stage}" and function in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        init = ast.parse((PACKAGE / stage / "__init__.py").read_text())
+        defined = [n.name for n in init.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert defined in ([], ["__getattr__"]), (stage, defined)    # train's loads its recipe on first use

@@ -114,6 +114,7 @@ def _copy_without_export(run: Path, copy: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp_path):
     import shutil
 
@@ -234,7 +235,7 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
 def test_triton_engine_choice_follows_the_architecture(tmp_path):
     """export.triton_engine: "auto" takes the fused engine for Llama-family models and generate() for
     others; asking for "fused" on another architecture is one clear error."""
-    from ferrylm.export import _triton_engine
+    from ferrylm.export.stage import _triton_engine
 
     llama, gpt2 = tmp_path / "llama", tmp_path / "gpt2"
     for path, kind in ((llama, "llama"), (gpt2, "gpt2")):

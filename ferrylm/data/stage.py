@@ -1,0 +1,323 @@
+"""`run_data(cfg)`: the data stage's entry function and its helpers (what the stage does: the
+package's docstring)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from ..config import Config
+from ..diskspace import out_of_space
+from ..errors import FerryError
+from ..log import get_logger
+from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
+from ..models import load_tokenizer, resolve_model_path
+from .collect import CleanStats, collect, worker_count
+from .corpus import ScanStats, repository_roots
+from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
+from .formats import read_conversations
+from .holdout import HeldOutFunctions, drawn, is_test_file
+from .render import IGNORE_INDEX, render_messages, task_turns
+from .shots import ShotPool
+from .stats import write_report
+
+log = get_logger("data")
+
+
+class EmptyCorpus(FerryError, ValueError):
+    pass
+
+
+def read_jsonl(path: str | Path, limit: int | None = None) -> list[dict]:
+    """The rows of a JSONL file written by this stage, the first `limit` of them."""
+    rows = []
+    with open(path) as fh:
+        for line in fh:
+            if line.strip():
+                rows.append(json.loads(line))
+            if limit and len(rows) == limit:
+                break
+    return rows
+
+
+def eval_units(units: list[str], fraction: float, seed: int) -> set[str]:
+    """The held-out units (repositories, or rows for chat files): the ceil(fraction·n) whose seeded
+    hash is smallest — deterministic, at least one, never all."""
+    if len(units) < 2:
+        raise EmptyCorpus(f"data: {len(units)} repository/unit found; a train/eval split needs at least 2")
+    ranked = sorted(set(units), key=lambda u: hashlib.sha256(f"{seed}:{u}".encode()).digest())
+    n = min(len(ranked) - 1, max(1, math.ceil(fraction * len(ranked))))
+    return set(ranked[:n])
+
+
+class _Writer:
+    """One split's Arrow file (packed or not) and the lengths for the histogram."""
+
+    def __init__(self, path: Path, pack_len: int | None):
+        cols = ["input_ids", "labels"] + (["position_ids"] if pack_len else [])
+        self.rows = ArrowRows(path, cols)
+        self.packer = Packer(pack_len) if pack_len else None
+        self.example_lengths: list[int] = []
+        self.examples = 0
+        self.targets = 0
+
+    def add(self, ids, labels) -> None:
+        ids, labels = np.asarray(ids, dtype=np.int32), np.asarray(labels, dtype=np.int32)
+        self.examples += 1
+        self.targets += int(np.count_nonzero(labels != IGNORE_INDEX))
+        self.example_lengths.append(len(ids))
+        if self.packer is None:
+            self.rows.write({"input_ids": ids, "labels": labels})
+        else:
+            for row in self.packer.add(ids, labels):
+                self.rows.write(row)
+
+    def close(self) -> Path:
+        if self.packer is not None:
+            for row in self.packer.finish():
+                self.rows.write(row)
+        return self.rows.close()
+
+
+@locked_stage("data")
+def run_data(cfg: Config) -> StageRecord:
+    d = cfg.data
+    t0 = time.perf_counter()
+    out = cfg.stage_dir("data")
+    record = StageRecord("data", cfg.digest())
+    model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
+    tokenizer = load_tokenizer(model_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pack_len = d.max_seq_len if (d.pack or d.format == "cpt") else None
+    held_out: list[dict] = []
+    shots = ShotPool()      # training examples the eval may show the base model (eval.few_shot)
+    stats: dict = {"format": d.format}
+    (out / "repositories.json").unlink(missing_ok=True)    # written again for a corpus of repositories
+
+    def partial() -> None:
+        # by name, not through `writers`: an interrupt can land before the writers are all bound;
+        # the stage lock makes every such file in `out` this run's own
+        for tmp in out.glob(".*.arrow.*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+    try:
+        # a full disk: the split already published goes too (its record is withdrawn; it only takes room)
+        with out_of_space("the data stage's Arrow rows", out,
+                          lambda: [partial(), *(p.unlink(missing_ok=True) for p in out.glob("*.arrow"))]):
+            paths = _write_rows(cfg, tokenizer, out, pack_len, held_out, stats, shots)
+    except BaseException:
+        partial()
+        raise
+    write_text_atomic(out / "eval.jsonl", "".join(json.dumps(row) + "\n" for row in held_out))
+
+    stats["elapsed_s"] = time.perf_counter() - t0
+    stats["mb_per_s"] = stats.get("bytes_seen", 0) / 1e6 / stats["elapsed_s"]
+    record.outputs = {"train": str(paths["train"]), "eval": str(paths["eval"]), "eval_prompts": str(out / "eval.jsonl"),
+                      **({"repositories": str(out / "repositories.json")} if (out / "repositories.json").is_file() else {}),
+                      **({"shots": str(shots.write(out / "shots.jsonl"))} if shots.rows else {}),
+                      **write_report(out, stats, paths.pop("lengths"))}
+    record.inputs = {f"source:{s}": "tree" for s in d.sources}
+    if d.manifest:
+        record.inputs["manifest"] = sha256_file(d.manifest)
+    for f in d.jsonl_files if d.format == "jsonl" else []:
+        record.inputs[f"jsonl:{f}"] = sha256_file(f)
+    tok_json = Path(model_dir) / "tokenizer.json"
+    record.inputs["tokenizer"] = sha256_file(tok_json) if tok_json.is_file() else str(model_dir)
+    record.metrics = stats
+    log.info("data: %s examples %d train / %d eval, %.1f s", d.format, stats["train_examples"],
+             stats["eval_examples"], stats["elapsed_s"])
+    return record.finish(out)
+
+
+def _write_rows(cfg: Config, tokenizer, out: Path, pack_len: int | None, held_out: list[dict], stats: dict,
+                shots: ShotPool) -> dict:
+    """Every example into train.arrow / eval.arrow (published by rename once whole), its counts into `stats`."""
+    writers = {s: _Writer(out / f"{s}.arrow", pack_len) for s in ("train", "eval")}
+    if cfg.data.format == "jsonl":
+        _from_chat_files(cfg, tokenizer, writers, held_out, stats, shots)
+    else:
+        _from_code(cfg, tokenizer, writers, held_out, stats, shots)
+    if writers["train"].examples == 0 or writers["eval"].examples == 0:
+        raise EmptyCorpus(f"data: the split left train={writers['train'].examples} "
+                          f"eval={writers['eval'].examples} examples; add sources or change data.eval_fraction")
+    paths = {s: w.close() for s, w in writers.items()}
+    for s, w in writers.items():
+        stats[f"{s}_examples"] = w.examples
+        stats[f"{s}_tokens"] = w.rows.tokens
+    stats["train_target_tokens"] = writers["train"].targets
+    if pack_len:
+        w = writers["train"]
+        stats.update(packed=True, packed_rows=w.rows.rows, pack_fill=w.rows.tokens / max(1, w.rows.rows * pack_len))
+    return {**paths, "lengths": writers["train"].example_lengths}
+
+
+def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stats: dict, shots: ShotPool) -> None:
+    d = cfg.data
+    scan, clean = ScanStats(), CleanStats()
+    t0 = time.perf_counter()
+    docs = list(collect(d, scan, clean, want_pairs=d.format == "sft"))
+    stats["scan_clean_s"] = time.perf_counter() - t0
+    stats.update(scan.as_dict())
+    stats.update(clean.as_dict())
+    if not docs:
+        raise EmptyCorpus(f"data.sources: no code files passed the filters in {d.sources or d.manifest} "
+                          f"(seen {scan.seen}, dropped {dict(scan.dropped)})")
+    held = eval_units([doc.ref.repo for doc in docs], d.eval_fraction, d.seed)
+    repos = sorted({doc.ref.repo for doc in docs})
+    stats["train_repositories"] = len(repos) - len(held)
+    stats["eval_repositories"] = len(held)
+    write_json_atomic(cfg.stage_dir("data") / "splits.json",
+                      {"train": [r for r in repos if r not in held], "eval": [r for r in repos if r in held]})
+    roots = repository_roots(d)     # where each repository's tests can run (the eval's executed Pass@1)
+    functions: dict[str, list[str]] = {}
+    if d.format == "sft":
+        functions = _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots)
+    else:
+        _cpt(cfg, tokenizer, docs, held, writers, held_out, stats)
+    write_json_atomic(cfg.stage_dir("data") / "repositories.json",
+                      [{"name": r, "split": "eval" if r in held else "train", **roots[r],
+                        "held_out_functions": sorted(functions.get(r, []))} for r in repos if r in roots])
+
+
+def _in_repo(ref, roots: dict) -> str:
+    """A file's path inside its repository."""
+    return os.path.relpath(ref.path, roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
+
+
+def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> dict[str, list[str]]:
+    """Per function with a doc comment, an example of each task its seeded draw gives (data.tasks).
+    Returns the held-out functions of training repositories (data.holdout_functions), by repository,
+    as `path in repository::name`."""
+    d = cfg.data
+    pairs = [(p, doc.ref) for doc in docs for p in doc.pairs]
+    stats["pairs_extracted"] = len(pairs)
+    stats["pairs_by_language"] = dict(Counter(ref.language for _, ref in pairs))
+    if not pairs:
+        raise EmptyCorpus(f"data.sources: {len(docs)} code files but no function with a doc comment "
+                          f"and a {d.min_body_lines}–{d.max_body_lines} line body")
+    random.Random(d.seed).shuffle(pairs)
+    # the held-out functions of the user's own repositories are all kept, whatever max_pairs draws
+    own = {id(p) for p, ref in pairs if d.holdout_functions and ref.repo in roots and ref.repo not in held
+           and drawn(d.seed, p.source, d.holdout_functions)}
+    if d.max_pairs:
+        pairs = [x for x in pairs if id(x[0]) in own] + [x for x in pairs if id(x[0]) not in own][: d.max_pairs]
+    too_long, no_summary, examples = 0, 0, Counter()
+    if d.holdout_functions:     # a training repository's tests would show its held-out functions' behaviour
+        kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(_in_repo(ref, roots))]
+        stats["test_file_pairs_dropped"] = len(pairs) - len(kept_pairs)
+        pairs = kept_pairs
+    kept = HeldOutFunctions(pairs, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms)
+    if d.holdout_functions:
+        near = {p.source for p, ref in pairs if ref.repo not in held and p.source not in kept.sources and kept.near(p.body)}
+        pairs = [(p, ref) for p, ref in pairs if p.source not in near]
+        stats.update(held_out_functions=len(kept.sources), pairs_near_held_out=len(near))
+    for p, ref in pairs:
+        lang = ref.language
+        draw = random.Random(f"{d.seed}:{p.source}")
+        for task, share in d.tasks.items():
+            if draw.random() >= share:
+                continue
+            if task == "explain" and not p.summary:
+                no_summary += 1
+                continue
+            question, answer = task_turns(task, p, lang)
+            messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+            ex = render_messages(tokenizer, messages)
+            if len(ex["input_ids"]) > d.max_seq_len:
+                too_long += 1
+                continue
+            split = "eval" if ref.repo in held or p.source in kept.sources else "train"
+            writers[split].add(ex["input_ids"], ex["labels"])
+            examples[f"{split}/{task}/{lang}"] += 1
+            if split == "train":
+                shots.offer(task, lang, messages, len(ex["input_ids"]), source=p.source, prompt_code=p.prompt_code,
+                            body=p.body)
+            else:
+                held_out.append({"source": p.source, "language": lang, "task": task, "messages": messages[:1],
+                                 "answer": answer, "reference": p.summary if task == "explain" else p.body,
+                                 "prompt_code": p.prompt_code,
+                                 "split": "repositories" if ref.repo in held else "functions"})
+    stats["pairs_too_long"] = too_long
+    stats["functions_without_summary"] = no_summary
+    stats["examples_by_task"] = dict(sorted(examples.items()))
+    return _held_out_names(pairs, kept.sources, roots)
+
+
+def _held_out_names(pairs, sources: set[str], roots: dict) -> dict[str, list[str]]:
+    """repository → its held-out functions as `path in repository::name`."""
+    functions: dict[str, list[str]] = {}
+    for p, ref in pairs:
+        if p.source in sources:
+            functions.setdefault(ref.repo, []).append(f"{_in_repo(ref, roots)}::{p.source.split('::', 1)[1]}")
+    return functions
+
+
+def _cpt(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
+    d = cfg.data
+    encoder = Encoder(tokenizer, threads=worker_count(d))
+    fim = fim_token_ids(tokenizer)
+    if fim is None and d.fim_rate > 0:
+        log.warning("data: the tokenizer has no fill-in-the-middle tokens; cpt examples are plain code")
+    end_id = document_end_id(tokenizer)
+    from tqdm import tqdm
+
+    def examples_of(chunk):
+        return cpt_examples([doc.text for doc in chunk], [doc.ref.rel for doc in chunk], encoder, fim,
+                            end_id, d.fim_rate, d.fim_spm_rate, d.seed)
+
+    chunks = [docs[i:i + 256] for i in range(0, len(docs), 256)]
+    t0 = time.perf_counter()
+    # The next batch is tokenized (the tokenizer releases the GIL) while this one is packed and written.
+    with ThreadPoolExecutor(1) as ahead:
+        pending = ahead.submit(examples_of, chunks[0]) if chunks else None
+        for k in tqdm(range(len(chunks)), desc="tokenize+pack", unit="batch", disable=None, mininterval=2):
+            examples = pending.result()
+            pending = ahead.submit(examples_of, chunks[k + 1]) if k + 1 < len(chunks) else None
+            for doc, (ids, labels) in zip(chunks[k], examples):
+                writers["eval" if doc.ref.repo in held else "train"].add(ids, labels)
+    for doc in docs:
+        if doc.ref.repo in held and len(held_out) < 256:
+            lines = doc.text.splitlines(keepends=True)
+            cut = min(30, len(lines) // 2)
+            held_out.append({"source": doc.ref.rel, "language": doc.ref.language, "reference": "".join(lines[cut:cut + 30]),
+                             "messages": [{"role": "user", "content": "Continue this code. Reply with the next lines "
+                                           f"only, in a ```{doc.ref.language} block.\n\n```{doc.ref.language}\n"
+                                           + "".join(lines[:cut]) + "```"}]})
+    stats["tokenizer_engine"] = encoder.engine
+    stats["tokenize_s"] = encoder.seconds
+    stats["tokenize_pack_write_s"] = time.perf_counter() - t0
+    stats["fim"] = fim is not None and d.fim_rate > 0
+
+
+def _from_chat_files(cfg, tokenizer, writers, held_out, stats, shots) -> None:
+    d = cfg.data
+    dropped = Counter()
+    rows = list(read_conversations(d.jsonl_files, d.jsonl_format, dropped))
+    if not rows:
+        raise EmptyCorpus(f"data.jsonl_files: no usable rows in {d.jsonl_files} (dropped {dict(dropped)})")
+    held = eval_units([key for key, _ in rows], d.eval_fraction, d.seed)
+    for key, messages in rows:
+        try:
+            ex = render_messages(tokenizer, messages)
+        except ValueError:
+            dropped["template_mismatch"] += 1
+            continue
+        if len(ex["input_ids"]) > d.max_seq_len:
+            dropped["too_long"] += 1
+            continue
+        split = "eval" if key in held else "train"
+        writers[split].add(ex["input_ids"], ex["labels"])
+        if split == "train" and [m["role"] for m in messages] == ["user", "assistant"]:
+            shots.offer(None, None, messages, len(ex["input_ids"]), source=key)
+        elif split == "eval":
+            last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+            held_out.append({"source": key, "messages": messages[:last], "reference": messages[last]["content"]})
+    stats.update(rows_read=len(rows), rows_dropped=dict(dropped))

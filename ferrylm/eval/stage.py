@@ -1,0 +1,256 @@
+"""`run_eval(cfg)`: the eval stage's entry function and its helpers (what the stage does: the
+package's docstring)."""
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from ..config import Config
+from ..data import read_jsonl
+from ..errors import FerryError
+from ..log import get_logger
+from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic, write_text_atomic
+from ..models import resolve_model_path
+from . import benchmark, heldout, helped
+from .criteria import Criterion, load_criteria, per_track
+from .few_shot import FewShot, with_shots
+from .generators import EndpointGenerator, LocalGenerator, TritonGenerator
+from .heldout_loss import example_losses, losses_of
+from .quality import engine_latency, latency
+from .report import language_rows, write_report
+
+log = get_logger("eval")
+
+
+class GateFailed(FerryError, RuntimeError):
+    """A gating criterion failed; the report is written, the exit code says so."""
+
+    exit_code = 3
+
+
+def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[dict], out: Path, label: str,
+            losses: list | None = None, shots: FewShot | None = None) -> tuple[dict, list[dict]]:
+    """The benchmarks' tracks and the held-out examples through `generator`, shown `shots` first when
+    given; latency too when it is an endpoint (it needs streaming) or an in-process engine, and the
+    model is asked cold. Returns the measures and the scored held-out examples, which (with their loss,
+    when measured) are also written to heldout_<label>.jsonl."""
+    e = cfg.eval
+    log.info("[%s] %s (%s prompts) × %d samples", label, ", ".join(f"{t.title}: {len(t.problems)} tasks" for t in tracks),
+             e.prompt_mode, e.samples_per_task)
+    measured = {"benchmarks": benchmark.measure(generator, tracks, e, out, label, shots)}
+    log.info("[%s] %d held-out examples (%s)", label, len(rows),
+             ", ".join(f"{t}: {sum(heldout.task_of(r) == t for r in rows)}" for t in heldout.TASKS))
+    replies = heldout.generate_replies(generator, rows, e.max_new_tokens, e.concurrency, shots)
+    scored = heldout.score_rows(rows, replies)
+    for rec, loss in zip(scored, losses or []):
+        rec["loss"] = loss
+    measured["heldout"] = heldout.summarize(scored)
+    write_text_atomic(out / heldout_file(label), "".join(json.dumps(r) + "\n" for r in scored))
+    measured["latency"] = None
+    if shots is not None:       # the same model's speed: measured when it was asked cold
+        return measured, scored
+    if hasattr(generator, "timed_stream"):   # a served endpoint (vLLM's, Triton's)
+        log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
+                 e.latency_runs, e.latency_concurrency)
+        measured["latency"] = latency(generator.base_url, generator.model, e.latency_new_tokens, e.latency_runs,
+                                      e.latency_concurrency, generator.timed_stream)
+    elif getattr(generator, "engine", None) is not None:
+        log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
+        measured["latency"] = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
+    return measured, scored
+
+
+def heldout_file(label: str) -> str:
+    return f"heldout_{label.replace(' ', '-')}.jsonl"
+
+
+def heldout_losses(losses, label: str) -> list | None:
+    """`losses()` — one model's held-out loss per example, in-process — or None with the reason logged."""
+    try:
+        return losses()
+    except Exception as e:  # noqa: BLE001 — a model transformers cannot load here is reported, not fatal
+        log.warning("[%s] held-out loss not measured: %s", label, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return None
+
+
+def criteria_values(measured: dict | None, train: dict | None, which: str) -> dict:
+    """Each criterion's number for one model ('fine-tuned', 'base' or the few-shot base); None where not
+    measured (the training numbers are the fine-tuned and the cold base model's)."""
+    v: dict = {}
+    if train and which in ("fine-tuned", "base"):
+        prefix = "" if which == "fine-tuned" else "base_"
+        v["loss"] = train.get(f"{prefix}eval_loss")
+        v["perplexity"] = train.get(f"{prefix}perplexity")
+        v["grad_norm"] = train.get("final_grad_norm") if which == "fine-tuned" else None
+        v["gpu_memory_gib"] = train.get("peak_gpu_memory_gib") if which == "fine-tuned" else None
+    if measured:
+        for t in measured["benchmarks"]:
+            v[t["key"]] = t.get("pass@1")
+        explain = (measured.get("heldout") or {}).get("explain")
+        v["bleu"] = explain["smoothed_bleu4"] / 100 if explain else None   # the seed's code understanding BLEU
+        v["latency_512_s"] = measured["latency"]["total_s"]["p50"] if measured["latency"] else None
+    return v
+
+
+def _training(cfg: Config) -> tuple[dict | None, list[dict]]:
+    """The train stage's metrics and its loss history, or (None, []) without a train stage."""
+    try:
+        trained = read_record(cfg.stage_dir("train"))
+        history = Path(trained["outputs"]["log_history"]).read_text().splitlines()
+        return trained["metrics"], [json.loads(line) for line in history if line.strip()]
+    except FileNotFoundError:
+        return None, []
+
+
+def _write(cfg: Config, criteria: list[Criterion], models: dict, details: dict, history: list[dict]) -> dict:
+    """The report, with the people's verdict where votes exist (`ferrylm review`); the human
+    criterion gates only with review.required."""
+    from ..review import human_verdict
+
+    human = human_verdict(cfg)
+    criteria = [replace(c, gate=cfg.review.required) if c.key == "human_correct" else c for c in criteria]
+    details = {k: v for k, v in details.items() if k != "human"} | ({"human": human} if human else {})
+    models = {m: {**v, "human_correct": human["models"][m]["rate"] if human and m in human["models"] else None}
+              for m, v in models.items()}
+    return write_report(cfg.stage_dir("eval"), criteria, models, details, history, cfg.eval.criteria)
+
+
+def rewrite_report(cfg: Config) -> dict:
+    """`ferrylm report`: the eval report again from its own report.json and the votes so far; nothing
+    is generated or executed again. The record stays (under the stage's lock) and is re-written
+    after the report, which it must not be older than."""
+    out = cfg.stage_dir("eval")
+    read_record(out)                               # a finished eval stage, or one line saying to run it
+    with stage_lock(out, "eval", withdraw=False):
+        record = json.loads((out / "record.json").read_text())
+        old = json.loads((out / "report.json").read_text())
+        criteria = [Criterion(r["criterion"], r["label"], r["op"], r["target"], r["gate"]) for r in old["criteria"]]
+        report = _write(cfg, criteria, old["models"], old["details"], _training(cfg)[1])
+        record["metrics"] = {"models": report["models"], "failed_gates": report["failed_gates"]}
+        write_json_atomic(out / "record.json", record)
+    return report
+
+
+def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict], out: Path,
+                   shots: FewShot | None = None) -> dict[str, tuple[dict, list[dict]]]:
+    """label → what measure() found (the measures, the scored held-out examples): the endpoint given
+    (eval.endpoint), or the exported model, (eval.compare_base) the base, and (with `shots`) the base
+    shown them, each in-process (eval.local) or served (vLLM; tritonserver with serve.backend=triton),
+    one model after the other: the few-shot base asks the base's server."""
+    from ..serve import served_model_dir
+
+    e = cfg.eval
+    targets = {"fine-tuned": e.endpoint or served_model_dir(cfg)}
+    if e.compare_base and not e.endpoint:
+        targets["base"] = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
+    # label → (the model it asks, the examples it is shown first)
+    views = {"fine-tuned": ("fine-tuned", None)}
+    if "base" in targets:
+        views |= {"base": ("base", None)} | ({shots.label: ("base", shots)} if shots else {})
+    shown = {label: [r | {"messages": with_shots(s, r["messages"], r.get("task"), r.get("language"))} for r in rows]
+             for label, (_, s) in views.items()}
+    wanted = e.heldout_loss and not e.endpoint             # an endpoint's weights are not ours to load
+    # served: each model's loss in-process before any server starts (no GPU shared with vLLM)
+    losses = {label: heldout_losses(lambda d=targets[t], rs=shown[label]: losses_of(d, rs), label)
+              if wanted and not e.local else None for label, (t, _) in views.items()}
+    measured: dict[str, tuple[dict, list[dict]]] = {}
+    for name, target in targets.items():
+        with _generator(cfg, name, target, out) as gen:
+            for label, (_, s) in ((lb, v) for lb, v in views.items() if v[0] == name):
+                loss = losses[label]
+                if wanted and e.local:          # on the generator's own model, loaded once
+                    loss = heldout_losses(lambda rs=shown[label]: example_losses(gen.model, gen.tokenizer, rs), label)
+                measured[label] = measure(cfg, gen, tracks, rows, out, label, loss, s)
+    return measured
+
+
+@contextmanager
+def _generator(cfg: Config, name: str, target, out: Path):
+    """The generator that asks `target`: the endpoint given, the model in-process, or a server started
+    for it (and stopped after)."""
+    from ..serve import server_for, triton_server_for
+
+    e = cfg.eval
+    if e.endpoint:
+        yield EndpointGenerator(e.endpoint, cfg.serve.served_name)
+    elif e.local:
+        yield LocalGenerator(target)
+    elif cfg.serve.backend == "triton":
+        with triton_server_for(cfg, repo=_triton_repo(cfg, name, target, out)) as server:
+            yield TritonGenerator(server.url, server.served_name)
+    else:
+        with server_for(cfg, target) as server:
+            yield EndpointGenerator(server.url, server.served_name)
+
+
+def _triton_repo(cfg: Config, label: str, model_dir, out: Path) -> Path | None:
+    """The Triton model serving `label`: the export's for the fine-tuned model; for the base, one
+    written here with the export's engine and length."""
+    if label != "base":
+        return None
+    from ..export.triton import write_triton_repo
+
+    exported = read_record(cfg.stage_dir("export"))["metrics"]
+    return write_triton_repo(out / "triton_base", "base", model_dir, exported.get("triton_engine", "transformers"),
+                             exported.get("triton_max_len", 2048))
+
+
+def _shots(e, data_outputs: dict) -> FewShot | None:
+    """What the few-shot base is shown (eval.few_shot): None without a base to ask, or where the data
+    stage offered no training examples (the cpt format), which is logged."""
+    if not e.few_shot or not e.compare_base or e.endpoint:
+        return None
+    if not data_outputs.get("shots"):
+        log.info("the base shown %d examples is not measured: the data stage wrote no training examples to show",
+                 e.few_shot)
+        return None
+    return FewShot.read(data_outputs["shots"], e.few_shot)
+
+
+@locked_stage("eval")
+def run_eval(cfg: Config) -> StageRecord:
+    e = cfg.eval
+    criteria = load_criteria(e.criteria)  # a bad criteria file fails before any server starts
+    tracks = benchmark.tracks(e)          # so does a benchmark's missing data
+    out = cfg.stage_dir("eval")
+    out.mkdir(parents=True, exist_ok=True)
+    os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
+    record = StageRecord("eval", cfg.digest())
+    data = read_record(cfg.stage_dir("data"))
+    rows = heldout.select(read_jsonl(data["outputs"]["eval_prompts"]), e.bleu_limit)
+    if e.repo_tasks and data["outputs"].get("repositories"):   # the held-out repositories' own tests
+        from .repo.track import tracks as repo_tracks
+
+        tracks += repo_tracks(e, json.loads(Path(data["outputs"]["repositories"]).read_text()))
+    train, history = _training(cfg)
+    shots = _shots(e, data["outputs"])
+    found = measure_models(cfg, tracks, rows, out, shots)
+    measured = {m: measures for m, (measures, _) in found.items()}
+    labels = ["fine-tuned", "base"] if (e.compare_base and not e.endpoint) or train else ["fine-tuned"]
+    labels += [m for m in measured if m not in labels]      # the few-shot base
+    models = {m: criteria_values(measured.get(m), train, m) for m in labels}
+    criteria = per_track(criteria, {t.key: t.title for t in tracks})
+    details = dict(measured) | ({"few_shot": shots.summary()} if shots else {})
+    if train:
+        details["training"] = {k: train[k] for k in ("steps", "first_train_loss", "final_train_loss", "final_grad_norm",
+                                                     "tokens_seen", "train_runtime_s", "peak_gpu_memory_gib") if k in train}
+        details["training"]["pairs_by_language"] = data["metrics"].get("pairs_by_language", {})
+    details["helped"] = helped.lines({m: scored for m, (_, scored) in found.items()}, language_rows(details))
+    report = _write(cfg, criteria, models, details, history)
+    record.outputs = {name: str(out / f"report.{name}") for name in ("md", "html", "json")}
+    for label, d in measured.items():     # every sample, for people to judge (ferrylm review)
+        record.outputs[f"heldout:{label}"] = str(out / heldout_file(label))
+        record.outputs.update({f"samples:{label}:{s['benchmark']}/{s['language']}":
+                               str(out / benchmark.results_file(s["benchmark"], s["language"], label))
+                               for s in d["benchmarks"] if "not_measured" not in s})
+    record.metrics = {"models": report["models"], "failed_gates": report["failed_gates"]}
+    record.finish(out)
+    log.info("report: %s", out / "report.md")
+    failed = report["failed_gates"].get("fine-tuned", [])
+    if failed and e.enforce_gates:
+        raise GateFailed(f"gating criteria failed for the fine-tuned model: {', '.join(failed)} "
+                         f"(report: {out / 'report.md'}; eval.enforce_gates=false reports without failing)")
+    return record
