@@ -1,4 +1,5 @@
 """The batch-1 engine (static cache, compiled decode on GPUs) gives generate()'s greedy tokens."""
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -6,6 +7,7 @@ from ferrylm.engine import Engine
 from ferrylm.models import load_tokenizer
 
 
+@pytest.mark.slow
 def test_engine_matches_generate_on_the_real_model(smollm2_dir):
     tok = load_tokenizer(smollm2_dir)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
@@ -21,6 +23,7 @@ def test_engine_matches_generate_on_the_real_model(smollm2_dir):
     assert timed["tokens"] == want[:8] and 0 < timed["ttft_s"] <= timed["total_s"]
 
 
+@pytest.mark.slow
 def test_fused_decoder_gives_generates_tokens_and_logits(smollm2_dir, tiny_qwen2_dir):
     """q/k/v and gate/up fused into one matrix each: the same logits as transformers (Llama: SmolLM2,
     tied embeddings; Qwen2: biases on q/k/v), and generate()'s greedy tokens through the engine."""

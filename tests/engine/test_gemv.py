@@ -104,6 +104,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_gemv_kernel_in_the_interpreter():
     _interpret(CHECKS, 6)
 
@@ -209,6 +210,7 @@ def _interpret(checks: str, count: int) -> None:
     assert len(started) == count
 
 
+@pytest.mark.slow
 def test_int4_gemv_kernel_in_the_interpreter():
     _interpret(CHECKS4, 5)
 

@@ -25,6 +25,7 @@ def _has_boost() -> bool:
     return Path("/usr/include/boost/any.hpp").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 def test_every_cpp_canonical_solution_passes_but_the_boost_tasks_without_boost():
     problems = hx.load_problems("cpp")

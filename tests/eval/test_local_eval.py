@@ -3,11 +3,14 @@ import json
 import os
 import shutil
 
+import pytest
+
 from ferrylm.eval import run_eval
 from ferrylm.export import run_export
 from ferrylm.train import run_train
 
 
+@pytest.mark.slow
 def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
     run = copy_run()
     # HumanEval-X in C++ too where its data and g++ are here (the Makefile points at the local copy).

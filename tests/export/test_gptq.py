@@ -2,6 +2,7 @@
 where it matters — a layer's outputs on its inputs, and a real model's next-token distributions."""
 import random
 
+import pytest
 import torch
 
 from ferrylm.config.export import ExportConfig
@@ -34,6 +35,7 @@ def test_gptq_stays_on_the_grid_and_moves_a_layers_outputs_less_than_rounding():
     pinned("rtn and gptq output errors", "quant-error", [rtn_err, gptq_err], [0.1046, 0.0091])
 
 
+@pytest.mark.slow
 def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smollm2_dir, tiny_data_run, tmp_path):
     """Real SmolLM2-135M weights, group 64, the export's parity on 4 held-out prompts x 16 tokens. GPTQ,
     calibrated on 64 of the data stage's training rows (a standard-library slice in SmolLM2's chat

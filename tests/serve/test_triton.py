@@ -81,6 +81,7 @@ def _w4a16_artifact(tiny_qwen2_dir, out):
         tokenizer(prompt, add_special_tokens=False)["input_ids"], n, (tokenizer.eos_token_id,))), skip_special_tokens=True)
 
 
+@pytest.mark.slow
 def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
     repo = tmp_path / "triton_models"
     write_triton_repo(repo, "ferrylm", tiny_qwen2_dir, engine="fused", max_len=128)

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -39,6 +40,7 @@ def _resume_on_one_process(run, tiny_qwen2_dir, tiny_corpus, *extra):
     assert evals[9] < evals[6] < evals[0]     # the loss goes on from where it was
 
 
+@pytest.mark.slow
 def test_zero2_two_processes_then_resumed_on_one(copy_run, tiny_qwen2_dir, tiny_corpus):
     run = copy_run()
     _launch(run, tiny_qwen2_dir, tiny_corpus, "train.deepspeed=zero2")
