@@ -68,6 +68,10 @@ def lines(scored: dict[str, list[dict]] | None, language_rows: list[dict]) -> li
     return sorted(found, key=lambda ln: order.index((ln["metric"], ln["scope"])))
 
 
+def _against(line: dict) -> str:
+    return line.get("against", "base")      # a report written before the few-shot column compared with the base only
+
+
 def _num(v) -> str:
     return "—" if v is None else f"{v:.3f}" if abs(v) < 10 else f"{v:.2f}"
 
@@ -77,7 +81,7 @@ def text(line: dict) -> str:
     lo, hi = line["ci95"] or (None, None)
     scope = "" if line["scope"] == "all" else f" [{line['scope']}]"
     test = f"; McNemar p = {line['p']:.3g}" if line.get("p") is not None else ""
-    return (f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs {line['against']} {_num(line['other'])}, "
+    return (f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs {_against(line)} {_num(line.get('other', line.get('base')))}, "
             f"difference {line['difference']:+.3f} (95 % interval {lo:+.3f} to {hi:+.3f}, {line['n']} {line['unit']}"
             f"{test}) — **{line['verdict']}**")
 
@@ -88,7 +92,7 @@ def headline(found: list[dict]) -> str:
     overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
     if not overall:
         return "Not answered: the fine-tuned and the base model were not both measured on the same examples."
-    others = list(dict.fromkeys(ln["against"] for ln in overall))
+    others = list(dict.fromkeys(_against(ln) for ln in overall))
     if others == ["base"]:
         return _against_base(overall)
     return _against_prompting(overall, others)
@@ -115,7 +119,7 @@ def _against_prompting(overall: list[dict], others: list[str]) -> str:
     beats both; 'No better than prompting: …' where none beats the few-shot base."""
     verdicts: dict[str, dict[str, str]] = {}
     for ln in overall:
-        verdicts.setdefault(_short(ln), {})[ln["against"]] = ln["verdict"]
+        verdicts.setdefault(_short(ln), {})[_against(ln)] = ln["verdict"]
     names = [shown_words(o) for o in others]
     beats_all = [m for m, v in verdicts.items() if all(v.get(o) == "better" for o in others)]
     beats_some = {o: [m for m, v in verdicts.items() if v.get(o) == "better" and m not in beats_all] for o in others}
@@ -172,7 +176,7 @@ def plot(found: list[dict]) -> str | None:
         ax.plot([lo / scale, hi / scale], [i, i], color=color, lw=2)
         ax.plot([sign * ln["difference"] / scale], [i], "o", color=color)
     ax.axvline(0, color="#333", lw=1)
-    ax.set_yticks(range(len(found)), [f"{_short(ln)} vs {ln['against']} ({ln['verdict']})" for ln in reversed(found)],
+    ax.set_yticks(range(len(found)), [f"{_short(ln)} vs {_against(ln)} ({ln['verdict']})" for ln in reversed(found)],
                   fontsize=8)
     ax.set_xlim(-1.1, 1.1)
     ax.set_xlabel("fine-tuned − the other model, each scaled to its interval's widest end; right of 0 is better")

@@ -130,3 +130,10 @@ def test_lines_compare_with_every_other_model_metric_by_metric():
     found = helped.lines({"fine-tuned": ft, "base": base, "base 2-shot": shot}, [])
     assert [(ln["against"], ln["verdict"]) for ln in found] == [("base", "better"), ("base 2-shot", "no significant change")]
     assert helped.headline(found).startswith("No better than prompting: better than the base model only")
+
+
+def test_a_report_written_before_the_few_shot_column_still_reads():
+    old = {k: v for k, v in _pair((UP, UP), (FLAT, FLAT))[0].items() if k not in ("against", "other")}
+    old["base"] = 5.5                                   # how such a line named the base's value
+    assert helped.text(old).split(",")[0].endswith("vs base 5.500")
+    assert helped.headline([old]).startswith("Yes: better on Code understanding")
