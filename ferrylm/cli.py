@@ -1,4 +1,4 @@
-"""`ferrylm data | train | export | serve | eval | run | review | report | bench | doctor | presets | plan | launch | manifest | chat | complete`.
+"""`ferrylm <command>`: every command is one row of COMMANDS (at the end): its help, its arguments, its handler.
 
     ferrylm train --config my.yaml train.learning_rate=1e-4 train.max_steps=200
     ferrylm eval score --benchmark humaneval-x --language go --samples samples.jsonl   (eval humaneval: Python)
@@ -19,81 +19,97 @@ STAGES = ("data", "train", "export", "serve", "eval", "run")
 
 
 def _parser() -> argparse.ArgumentParser:
+    """One subcommand per row of COMMANDS (at the end of this module): its help, its arguments, its handler."""
     p = argparse.ArgumentParser(prog="ferrylm", description="Carry a code LM from data to a served, evaluated endpoint.")
     sub = p.add_subparsers(dest="command", required=True)
-    for name in STAGES:
-        s = sub.add_parser(name, help=f"run the {name} stage" if name != "run" else "run every stage in order")
-        s.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
-        s.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.max_steps=20")
-    dr = sub.add_parser("doctor", help="check this machine against a config, one line per check (exit 1 if one fails)")
-    dr.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
-    dr.add_argument("--pins-only", action="store_true", help="only compare installed packages with the install profile's pins")
-    dr.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.liger=true")
-    rv = sub.add_parser("review", help="serve the blind side-by-side review page for a run's eval outputs (loopback)")
-    rp = sub.add_parser("report", help="re-write the eval report with the review votes so far (nothing re-generated)")
-    bn = sub.add_parser("bench", help="measure the training strategies that apply here and decoding of each exported "
-                                      "artifact: <run>/bench/bench.{md,html,json}")
-    for c in (rv, rp, bn):
-        c.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
-        c.add_argument("overrides", nargs="*", help="dotted overrides, e.g. review.samples=40")
-    rv.add_argument("--host", default=None, help="bind address (default review.host, 127.0.0.1); others can then vote")
-    rv.add_argument("--port", type=int, default=None, help="port (default review.port, 8765)")
-    rv.add_argument("--invite", default=None, help="comma-separated reviewers, one link each (review.reviewers)")
-    sub.add_parser("presets", help="list the presets shipped in the package")
-    pl = sub.add_parser("plan", help="predict per-GPU peak memory of a run config's training (Qwen2.5-7B shapes)")
-    pl.add_argument("setup", help="a preset (ferrylm presets: a40x2, a800-80g, ...) or a run config YAML")
-    pl.add_argument("overrides", nargs="*", help="dotted overrides, e.g. data.max_seq_len=2048 hardware.gpus=4")
-    for name, what in (("chat", "send a chat message (the server applies the chat template)"),
-                       ("complete", "complete a raw prompt (no chat template)")):
-        c = sub.add_parser(name, help=f"{what}; streams the reply from a running endpoint")
-        c.add_argument("text", help="the message or prompt; '-' reads it from stdin")
-        c.add_argument("--url", default="http://127.0.0.1:8000", help="the endpoint (ferrylm serve prints it)")
-        c.add_argument("--model", default="ferrylm", help="served model name (serve.served_name)")
-        c.add_argument("--max-tokens", type=int, default=512)
-        c.add_argument("--temperature", type=float, default=0.0)
-        c.add_argument("--triton", action="store_true", help="the endpoint is Triton (ferrylm serve serve.backend=triton)")
-        if name == "chat":
-            c.add_argument("--system", default=None, help="a system message")
-    la = sub.add_parser("launch", help="train on several processes / nodes (torchrun), or write a SLURM script")
-    la.add_argument("--config", "-c", default=None)
-    la.add_argument("--nproc", type=int, required=True, help="processes (GPUs) per node")
-    la.add_argument("--nnodes", type=int, default=1)
-    la.add_argument("--node-rank", type=int, default=0)
-    la.add_argument("--rdzv", default=None, help="HOST:PORT every node reaches (multi-node)")
-    la.add_argument("--slurm", default=None, help="write an sbatch script here instead of launching")
-    la.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
-    la.add_argument("overrides", nargs="*")
-    mf = sub.add_parser("manifest", help="write a repository manifest (data.manifest) from a <priority>/<language>/<repo> tree")
-    mf.add_argument("root")
-    mf.add_argument("--output", "-o", required=True, help="YAML file to write")
-    _score_parsers(sub)
-    rt = sub.add_parser("repo-tasks", help="tasks from repositories and their own tests (also: ferrylm eval repo-tasks)")
-    rt.add_argument("repos", nargs="+", help="repository directories (Python or Go)")
-    rt.add_argument("--output", "-o", required=True, help="JSONL file of the tasks found")
-    rt.add_argument("--test", default=None, help="the test command, run from each repository's root (default: detected)")
-    rt.add_argument("--runs", type=int, default=3, help="times the original must pass its tests (>= 1)")
-    rt.add_argument("--limit", type=int, default=None, help="at most this many tasks per repository")
-    rt.add_argument("--workers", type=int, default=2, help="test runs at once (>= 1)")
-    rt.add_argument("--suite-timeout", type=float, default=600.0, help="seconds the whole suite may take (> 0)")
-    rt.add_argument("--unconfined", action="store_true", help="run the tests without the bubblewrap jail")
+    for name, (help_text, arguments, _) in COMMANDS.items():
+        arguments(sub.add_parser(name, help=help_text))
     return p
 
 
-def _score_parsers(sub) -> None:
-    """`score` (any benchmark, any language) and its Python-only alias `humaneval`."""
-    sc = sub.add_parser("score", help="score any generator's sample file in the jail (also: ferrylm eval score ...)")
-    he = sub.add_parser("humaneval", help="score a HumanEval sample file (ferrylm eval score --benchmark humaneval)")
-    he.set_defaults(benchmark="humaneval", language=None, data=None)
-    sc.add_argument("--benchmark", default="humaneval", help="humaneval, humaneval-x or repo")
-    sc.add_argument("--tasks", default=None, help="repo: the tasks file ferrylm eval repo-tasks wrote")
-    sc.add_argument("--language", default=None, help="HumanEval-X: cpp, java, go or rust")
-    sc.add_argument("--data", default=None, help="HumanEval-X's folder (default eval.humaneval_x_dir / $FERRYLM_HUMANEVAL_X)")
-    for c in (sc, he):
-        c.add_argument("--samples", required=True, help='JSONL of {"task_id", "completion"} lines')
-        c.add_argument("--timeout", type=float, default=10.0, help="seconds per program (> 0)")
-        c.add_argument("--workers", type=int, default=2, help="programs run at once (>= 1)")
-        c.add_argument("--unconfined", action="store_true",
-                       help="run the programs without the bubblewrap jail (limits only; the host is visible to them)")
+def _config_args(p, example: str = "train.max_steps=20") -> None:
+    p.add_argument("--config", "-c", default=None, help="YAML file or preset name (default: the 'default' preset)")
+    p.add_argument("overrides", nargs="*", help=f"dotted overrides, e.g. {example}")
+
+
+def _doctor_args(p) -> None:
+    _config_args(p, "train.liger=true")
+    p.add_argument("--pins-only", action="store_true", help="only compare installed packages with the install profile's pins")
+
+
+def _review_args(p) -> None:
+    _config_args(p, "review.samples=40")
+    p.add_argument("--host", default=None, help="bind address (default review.host, 127.0.0.1); others can then vote")
+    p.add_argument("--port", type=int, default=None, help="port (default review.port, 8765)")
+    p.add_argument("--invite", default=None, help="comma-separated reviewers, one link each (review.reviewers)")
+
+
+def _no_args(p) -> None:
+    pass
+
+
+def _plan_args(p) -> None:
+    p.add_argument("setup", help="a preset (ferrylm presets: a40x2, a800-80g, ...) or a run config YAML")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. data.max_seq_len=2048 hardware.gpus=4")
+
+
+def _talk_args(p, system: bool) -> None:
+    p.add_argument("text", help="the message or prompt; '-' reads it from stdin")
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="the endpoint (ferrylm serve prints it)")
+    p.add_argument("--model", default="ferrylm", help="served model name (serve.served_name)")
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--triton", action="store_true", help="the endpoint is Triton (ferrylm serve serve.backend=triton)")
+    if system:
+        p.add_argument("--system", default=None, help="a system message")
+
+
+def _launch_args(p) -> None:
+    p.add_argument("--config", "-c", default=None)
+    p.add_argument("--nproc", type=int, required=True, help="processes (GPUs) per node")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--rdzv", default=None, help="HOST:PORT every node reaches (multi-node)")
+    p.add_argument("--slurm", default=None, help="write an sbatch script here instead of launching")
+    p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    p.add_argument("overrides", nargs="*")
+
+
+def _manifest_args(p) -> None:
+    p.add_argument("root")
+    p.add_argument("--output", "-o", required=True, help="YAML file to write")
+
+
+def _samples_args(p) -> None:
+    p.add_argument("--samples", required=True, help='JSONL of {"task_id", "completion"} lines')
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per program (> 0)")
+    p.add_argument("--workers", type=int, default=2, help="programs run at once (>= 1)")
+    p.add_argument("--unconfined", action="store_true",
+                   help="run the programs without the bubblewrap jail (limits only; the host is visible to them)")
+
+
+def _score_args(p) -> None:
+    p.add_argument("--benchmark", default="humaneval", help="humaneval, humaneval-x or repo")
+    p.add_argument("--tasks", default=None, help="repo: the tasks file ferrylm eval repo-tasks wrote")
+    p.add_argument("--language", default=None, help="HumanEval-X: cpp, java, go or rust")
+    p.add_argument("--data", default=None, help="HumanEval-X's folder (default eval.humaneval_x_dir / $FERRYLM_HUMANEVAL_X)")
+    _samples_args(p)
+
+
+def _humaneval_args(p) -> None:
+    p.set_defaults(benchmark="humaneval", language=None, data=None)
+    _samples_args(p)
+
+
+def _repo_tasks_args(p) -> None:
+    p.add_argument("repos", nargs="+", help="repository directories (Python or Go)")
+    p.add_argument("--output", "-o", required=True, help="JSONL file of the tasks found")
+    p.add_argument("--test", default=None, help="the test command, run from each repository's root (default: detected)")
+    p.add_argument("--runs", type=int, default=3, help="times the original must pass its tests (>= 1)")
+    p.add_argument("--limit", type=int, default=None, help="at most this many tasks per repository")
+    p.add_argument("--workers", type=int, default=2, help="test runs at once (>= 1)")
+    p.add_argument("--suite-timeout", type=float, default=600.0, help="seconds the whole suite may take (> 0)")
+    p.add_argument("--unconfined", action="store_true", help="run the tests without the bubblewrap jail")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,13 +281,34 @@ def _stage(args) -> int:
     return 0
 
 
-COMMANDS = {**dict.fromkeys(STAGES, _stage), "presets": _presets, "doctor": _doctor, "plan": _plan, "launch": _launch,
-            "chat": _talk, "complete": _talk, "manifest": _manifest, "humaneval": _score, "score": _score, "repo-tasks": _repo_tasks, "review": _review, "report": _report,
-            "bench": _bench}
+# command -> (its help, what adds its arguments, the function that runs it)
+COMMANDS = {
+    **{name: (f"run the {name} stage", _config_args, _stage) for name in STAGES[:-1]},
+    "run": ("run every stage in order", _config_args, _stage),
+    "doctor": ("check this machine against a config, one line per check (exit 1 if one fails)", _doctor_args, _doctor),
+    "review": ("serve the blind side-by-side review page for a run's eval outputs (loopback)", _review_args, _review),
+    "report": ("re-write the eval report with the review votes so far (nothing re-generated)",
+               lambda p: _config_args(p, "review.samples=40"), _report),
+    "bench": ("measure the training strategies that apply here and decoding of each exported artifact: "
+              "<run>/bench/bench.{md,html,json}", lambda p: _config_args(p, "bench.decode=false"), _bench),
+    "presets": ("list the presets shipped in the package", _no_args, _presets),
+    "plan": ("predict per-GPU peak memory of a run config's training (Qwen2.5-7B shapes)", _plan_args, _plan),
+    "chat": ("send a chat message (the server applies the chat template); streams the reply from a running endpoint",
+             lambda p: _talk_args(p, system=True), _talk),
+    "complete": ("complete a raw prompt (no chat template); streams the reply from a running endpoint",
+                 lambda p: _talk_args(p, system=False), _talk),
+    "launch": ("train on several processes / nodes (torchrun), or write a SLURM script", _launch_args, _launch),
+    "manifest": ("write a repository manifest (data.manifest) from a <priority>/<language>/<repo> tree", _manifest_args,
+                 _manifest),
+    "score": ("score any generator's sample file in the jail (also: ferrylm eval score ...)", _score_args, _score),
+    "humaneval": ("score a HumanEval sample file (ferrylm eval score --benchmark humaneval)", _humaneval_args, _score),
+    "repo-tasks": ("tasks from repositories and their own tests (also: ferrylm eval repo-tasks)", _repo_tasks_args,
+                   _repo_tasks),
+}
 
 
 def _dispatch(args) -> int:
-    return COMMANDS[args.command](args)
+    return COMMANDS[args.command][2](args)
 
 
 if __name__ == "__main__":
