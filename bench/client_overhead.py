@@ -29,7 +29,6 @@ from pathlib import Path
 import requests
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def bare(url: str, messages: list[dict], n: int) -> float:

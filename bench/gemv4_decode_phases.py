@@ -11,13 +11,10 @@ import time
 from pathlib import Path
 
 import torch
+from gpu_decode import model_7b
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_decode import model_7b  # noqa: E402
-
-import ferrylm.engine.tuning as tuning  # noqa: E402
-from ferrylm.engine import Engine  # noqa: E402
+import ferrylm.engine.tuning as tuning
+from ferrylm.engine import Engine
 
 t = time.perf_counter()
 

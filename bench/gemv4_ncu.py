@@ -8,15 +8,13 @@ Arguments: the product (w13: gate/up with its norm and SiLU, w2: down with its r
 block_n, block_k, num_warps and sub (defaults: the tuner's choice of the 2026-11-26 H200 run).
 """
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ferrylm.engine.gemv import SILU, Epilogue  # noqa: E402
-from ferrylm.engine.gemv4 import gemv4, pack_int4  # noqa: E402
-from ferrylm.engine.int4 import round_to_nearest_int4  # noqa: E402
-from ferrylm.engine.tuning import tuning_inputs  # noqa: E402
+from ferrylm.engine.gemv import SILU, Epilogue
+from ferrylm.engine.gemv4 import gemv4, pack_int4
+from ferrylm.engine.int4 import round_to_nearest_int4
+from ferrylm.engine.tuning import tuning_inputs
 
 GROUP = 128
 SHAPES = {"w13": (37888, 3584, Epilogue(1e-6, SILU, 37888), (16, 256, 4, 2)),

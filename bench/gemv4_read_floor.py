@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 @triton.jit

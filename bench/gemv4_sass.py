@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def compile_sm90(block_n, block_k, warps, pair, sub, n, k, group=128, ahead=1):

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
 SHAPES = ("wqkv", "wo", "w13", "w2")
 

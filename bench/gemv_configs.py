@@ -11,15 +11,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ferrylm.engine.gemv import CONFIG_KEYS, ROPE, SILU, Epilogue, gemv  # noqa: E402
-from ferrylm.engine.tuning import candidates  # noqa: E402
+from ferrylm.engine.gemv import CONFIG_KEYS, ROPE, SILU, Epilogue, gemv
+from ferrylm.engine.tuning import candidates
 
 PRODUCTS = {"wqkv": (4608, 3584, Epilogue(1e-6, ROPE, 128, 4096, 1.0)), "wo": (3584, 3584, Epilogue(residual=True)),
             "w13": (37888, 3584, Epilogue(1e-6, SILU, 37888)), "w2": (3584, 18944, Epilogue(residual=True)),

@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BLOCK = 4096   # int32 words a program (16 KB)
 # [n, k] of each product a layer reads, in the step's order, then the output layer's

@@ -18,15 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 import triton
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # (N, K) of the fused 7B decoder: wqkv, wo, w13 (gate+up), w2 (down), lm_head; and how many per token.
 SHAPES = {"wqkv": (4608, 3584), "wo": (3584, 3584), "w13": (37888, 3584), "w2": (3584, 18944), "lm_head": (152064, 3584)}

@@ -14,13 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
 
 

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PROMPTS = [
     "Write a Python function that returns the n-th Fibonacci number.",

@@ -16,15 +16,12 @@ import argparse
 import glob
 import json
 import random
-import sys
 import sysconfig
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:

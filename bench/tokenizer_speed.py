@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import sysconfig
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def main() -> None:

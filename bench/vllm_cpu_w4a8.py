@@ -17,14 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import sysconfig
 from pathlib import Path
 
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 PROMPTS = ["def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return",   # the end-to-end test's
            "import os\n\n\ndef list_python_files(root):\n    \"\"\"Return every .py file under root.\"\"\"\n    out = []\n"

@@ -14,15 +14,11 @@ import argparse
 import json
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import requests
 import torch
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def greedy_transformers(model, prompts: list[list[int]], n: int) -> list[list[int]]:

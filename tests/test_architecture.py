@@ -100,3 +100,9 @@ def test_each_stage_lives_in_its_own_module_and_init_only_re_exports():
         init = ast.parse((PACKAGE / stage / "__init__.py").read_text())
         defined = [n.name for n in init.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
         assert defined in ([], ["__getattr__"]), (stage, defined)    # train's loads its recipe on first use
+
+
+def test_no_benchmark_script_edits_sys_path():
+    # they run with the package installed (.venv/bin/python bench/x.py) or on PYTHONPATH, never by editing it
+    bench = PACKAGE.parent / "bench"
+    assert [p.name for p in sorted(bench.rglob("*.py")) if "sys.path" in p.read_text()] == []
