@@ -45,3 +45,15 @@ def test_cited_results_exist_and_every_result_is_cited():
     files = {str(p.relative_to(ROOT)) for p in RESULTS.rglob("*") if p.is_file()}
     uncited = sorted(f for f in files if not any(f == c or f.startswith(c + "/") for c in cited))
     assert not uncited, f"results cited nowhere in README.md, bench/README.md or docs/: {uncited}"
+
+
+def test_the_performance_page_is_one_page_of_claims_each_with_its_section():
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert len(page.splitlines()) <= 300, "docs/benchmarks.md: the story of a figure goes to a docs/notes/ page"
+    headings = [h.lower() for h in re.findall(r"^#{2,3} (.+)$", page, re.M)]
+    table = page.split("| claim | today | anchor | section |", 1)[1].split("\n\n", 1)[0]
+    for row in table.strip().splitlines()[1:]:
+        section = row.rstrip(" |").rsplit("|", 1)[1].strip()
+        linked = re.search(r"\]\(([^)]+)\)", section)
+        assert (linked and (ROOT / "docs" / linked.group(1)).is_file()) or \
+            any(section.strip("`").lower() in h for h in headings), f"the claims table names no section: {section}"
