@@ -57,3 +57,18 @@ def test_the_performance_page_is_one_page_of_claims_each_with_its_section():
         linked = re.search(r"\]\(([^)]+)\)", section)
         assert (linked and (ROOT / "docs" / linked.group(1)).is_file()) or \
             any(section.strip("`").lower() in h for h in headings), f"the claims table names no section: {section}"
+
+
+def test_every_section_the_code_names_exists():
+    # `docs/<page>.md, "<title>"` in a comment or docstring: the page holds a heading or a bold lead of that title
+    ref = re.compile(r'(docs/[\w/]+\.md)[,:]? \(?"([^"]+)"')
+    sources = [*(ROOT / "ferrylm").rglob("*.py"), *(ROOT / "ferrylm").rglob("*.yaml"), *(ROOT / "bench").rglob("*.py"),
+               *(ROOT / "bench").rglob("*.sh")]
+    missing = []
+    for path in sources:
+        for page, title in ref.findall(re.sub(r"\n\s*#?\s*", " ", path.read_text())):
+            doc = (ROOT / page).read_text() if (ROOT / page).is_file() else ""
+            titles = [t.strip().lower() for t in re.findall(r"^#{1,4} (.+)$", doc, re.M) + re.findall(r"\*\*([^*]+)\*\*", doc)]
+            if not any(t.startswith(title.lower()) for t in titles):
+                missing.append(f"{path.relative_to(ROOT)}: {page}, {title!r}")
+    assert not missing, missing

@@ -3,7 +3,7 @@
 #   bench/cpu_demo_sizing/vllm_probe.sh MODEL_DIR PROBE LABEL [vLLM flags...]
 #   PROBE: throughput (128 tokens at 1/8/16 concurrent) | fence (tokens after the first code block)
 #          | he40 (40 seeded HumanEval tasks, chat, 16 concurrent) | none (start time only)
-# The numbers of docs/benchmarks.md, "What sized the CPU demo":
+# The numbers of docs/notes/fresh_clone_runs.md, "What sized the CPU demo":
 #   vllm_probe.sh DIR throughput compiled ; vllm_probe.sh DIR throughput eager --enforce-eager -O0
 #   vllm_probe.sh DIR none cached ; vllm_probe.sh DIR fence eager --enforce-eager -O0
 #   vllm_probe.sh DIR he40 eager --enforce-eager -O0
