@@ -156,7 +156,7 @@ def _launch(args) -> int:
     from .config import load_config
     from .train.launch import sbatch_script, torchrun_command
 
-    load_config(args.config, args.overrides)   # a bad key fails here, not on every rank
+    cfg = load_config(args.config, args.overrides)   # a bad key fails here, not on every rank
     if args.slurm:
         with open(args.slurm, "w") as fh:
             fh.write(sbatch_script(args.nproc, args.nnodes, args.config, args.overrides, workdir=os.getcwd()))
@@ -166,6 +166,10 @@ def _launch(args) -> int:
     if args.dry_run:
         print(" ".join(cmd))
         return 0
+    if args.nnodes > 1:      # one node of several: say so when another is lost
+        from .train.launch import run_node
+
+        return run_node(cmd, cfg.stage_dir("train") / "checkpoints")
     os.execv(cmd[0], cmd)
 
 

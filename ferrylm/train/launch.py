@@ -11,8 +11,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import socket
+import subprocess
 import sys
+from pathlib import Path
 
 from ..log import get_logger
 
@@ -62,6 +65,32 @@ HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export OMP_NUM_THREADS=$((SLURM_CPUS_PER_TASK / {nproc} > 0 ? SLURM_CPUS_PER_TASK / {nproc} : 1))
 srun --kill-on-bad-exit=1 {line}
 """
+
+
+# what a worker says when a peer on another node went away (gloo; NCCL with its watchdog)
+_LOST = ("Connection closed by peer", "Connection reset by peer", "remote process exited",
+         "NCCL communicator was aborted", "ProcessGroupNCCL's watchdog")
+
+
+def run_node(cmd: list[str], checkpoints: Path) -> int:
+    """torchrun for one node of several, as a child: its output passed through, SIGTERM passed on, and
+    when it stops with an error one line saying whether a node was lost and which complete checkpoint
+    the run resumes from when launched again (torchrun itself would only print its workers' tracebacks)."""
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+    signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+    lost = False
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        lost = lost or any(m in line for m in _LOST)
+    code = proc.wait()
+    if code:
+        from .checkpoints import latest_complete
+
+        last = latest_complete(checkpoints)
+        what = "a node of the run was lost" if lost else "training stopped with an error on this node"
+        print(f"ferrylm: {what} (torchrun exit {code}); the last complete checkpoint is "
+              f"{last or 'none yet'}: launch again on every node to resume from it", file=sys.stderr, flush=True)
+    return code
 
 
 def _free_port() -> int:
