@@ -71,6 +71,8 @@ def _launch_args(p) -> None:
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--rdzv", default=None, help="HOST:PORT every node reaches (multi-node)")
     p.add_argument("--slurm", default=None, help="write an sbatch script here instead of launching")
+    p.add_argument("--cpus-per-task", type=int, default=16, help="--slurm: CPUs SLURM gives each node's task")
+    p.add_argument("--cpu", action="store_true", help="--slurm: ask SLURM for no GPUs (processes on CPUs, gloo)")
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
     p.add_argument("overrides", nargs="*")
 
@@ -159,7 +161,8 @@ def _launch(args) -> int:
     cfg = load_config(args.config, args.overrides)   # a bad key fails here, not on every rank
     if args.slurm:
         with open(args.slurm, "w") as fh:
-            fh.write(sbatch_script(args.nproc, args.nnodes, args.config, args.overrides, workdir=os.getcwd()))
+            fh.write(sbatch_script(args.nproc, args.nnodes, args.config, args.overrides, workdir=os.getcwd(),
+                                   cpus_per_task=args.cpus_per_task, gpus=not args.cpu))
         print(f"ferrylm: wrote {args.slurm}; submit it with: sbatch {args.slurm}")
         return 0
     cmd = torchrun_command(args.nproc, args.config, args.overrides, args.nnodes, args.node_rank, args.rdzv)

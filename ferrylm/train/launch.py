@@ -40,9 +40,9 @@ def torchrun_command(nproc: int, config: str | None, overrides: list[str], nnode
 
 def sbatch_script(nproc: int, nnodes: int, config: str | None, overrides: list[str], job_name: str = "ferrylm",
                   time_limit: str = "24:00:00", cpus_per_task: int = 16, port: int = 29500, workdir: str = ".",
-                  python: str | None = None) -> str:
-    """A SLURM script: one task per node, each running torchrun for that node's GPUs; the first
-    node of the allocation hosts the rendezvous."""
+                  python: str | None = None, gpus: bool = True) -> str:
+    """A SLURM script: one task per node, each running torchrun for that node's GPUs (`gpus=False`:
+    processes on its CPUs, gloo); the first node of the allocation hosts the rendezvous."""
     if nnodes == 1:
         cmd = torchrun_command(nproc, config, overrides, python=python)
     else:
@@ -55,7 +55,7 @@ def sbatch_script(nproc: int, nnodes: int, config: str | None, overrides: list[s
 #SBATCH --job-name={job_name}
 #SBATCH --nodes={nnodes}
 #SBATCH --ntasks-per-node=1
-#SBATCH --gpus-per-node={nproc}
+{f"#SBATCH --gpus-per-node={nproc}" if gpus else "# no GPUs asked: the processes run on the CPUs"}
 #SBATCH --cpus-per-task={cpus_per_task}
 #SBATCH --time={time_limit}
 #SBATCH --output=%x-%j.out

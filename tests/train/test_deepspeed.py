@@ -103,6 +103,8 @@ def test_launch_commands_and_slurm_script(tmp_path):
     assert "#SBATCH --nodes=4" in script and "#SBATCH --gpus-per-node=8" in script
     assert '"--rdzv_endpoint=$HEAD:29500"' in script and '"--rdzv_id=$SLURM_JOB_ID"' in script
     assert "--node_rank" not in script and "train.max_steps=100" in script
+    cpu = sbatch_script(2, 1, None, [], cpus_per_task=2, gpus=False, python="py")     # ferrylm launch --cpu
+    assert "--gpus-per-node" not in cpu and "#SBATCH --cpus-per-task=2" in cpu and "--standalone" in cpu
     path = tmp_path / "t.sbatch"
     path.write_text(script)
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0      # valid shell
