@@ -6,6 +6,8 @@
 # wrote its record. As root, from the repository, after `make install`:
 #
 #   bash bench/slurm_one_host.sh [WORK_DIR]          # default /tmp/ferrylm-slurm
+#
+# The daemons keep running afterwards (`scontrol shutdown; pkill -x munged` stops them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=$(realpath -m "${1:-/tmp/ferrylm-slurm}")
