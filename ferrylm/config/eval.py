@@ -16,9 +16,10 @@ class EvalConfig(_Section):
     """run the models in-process instead of serving them"""
     compare_base: bool = True
     """Also evaluate the base model on everything, and test each difference."""
-    few_shot: int = Field(2, ge=0)
+    few_shot: int = Field(2, ge=0, le=8)
     """With compare_base: also ask the base model every question after this many training examples of the
-    same task and language, shown as earlier chat turns (the "base 2-shot" column; 0: not asked)."""
+    same task and language, shown as earlier chat turns (the "base 2-shot" column; 0: not asked; at most
+    the 8 the data stage keeps per task and language)."""
     humaneval_limit: int | None = Field(None, gt=0)
     """Run only this many of HumanEval's 164 tasks (None: all; with subset_seed a seeded draw)."""
     benchmarks: list[str] = Field(default_factory=lambda: ["humaneval"])

@@ -3,6 +3,8 @@ same ones on every run, and every question of the eval (held-out, benchmark, bas
 import json
 from pathlib import Path
 
+import pytest
+
 from ferrylm.data.shots import MAX_TOKENS, POOL
 from ferrylm.eval import benchmark, heldout
 from ferrylm.eval.few_shot import FewShot, shown_words
@@ -46,6 +48,10 @@ def test_the_data_stage_offers_only_training_examples_and_the_same_ones_every_ru
         assert f"{s['source'].split('/')[0]}/{s['source'].split('::')[-1]}" not in held_fns
         assert [m["role"] for m in s["messages"]] == ["user", "assistant"]
     assert all(sum(s["task"] == t for s in shots) <= POOL for t in ("generate", "explain")) and MAX_TOKENS >= 256
+    # eval.few_shot asks for no more examples than the data stage keeps
+    with pytest.raises(Exception, match="eval.few_shot"):
+        make_config(tmp_path / "c", tiny_qwen2_dir, corpus, f"eval.few_shot={POOL + 1}")
+    assert make_config(tmp_path / "c", tiny_qwen2_dir, corpus, f"eval.few_shot={POOL}").eval.few_shot == POOL
 
 
 POOL_ROWS = {("generate", "python"): [{"task": "generate", "language": "python", "source": f"r/m.py::f{i}",
