@@ -42,10 +42,12 @@ class FewShot:
         return "".join(ex["prompt_code"] + ex["body"].rstrip("\n") + "\n\n" for ex in self.shown("generate", language)
                        if "prompt_code" in ex)
 
-    def summary(self) -> dict:
-        """What was shown, for the report: k and, per task/language, how many examples and which."""
+    def summary(self, asked: set[tuple] = frozenset()) -> dict:
+        """What was shown, for the report: k and, per task/language, which examples; and which of the
+        (task, language) pairs `asked` had no training example, so were asked as they are."""
         return {"k": self.k, "shown": {f"{t}/{lang}": [ex.get("source") for ex in rows]
-                                       for (t, lang), rows in self.pool.items()}}
+                                       for (t, lang), rows in self.pool.items()},
+                "asked_without_examples": sorted(f"{t}/{lang}" for t, lang in asked if not self.shown(t, lang))}
 
 
 def shown_words(label: str) -> str:

@@ -90,6 +90,8 @@ def _few_shot(details: dict) -> Table | None:
     if not isinstance(f, dict):
         return None
     rows = [[key, str(len(sources)), ", ".join(s or "—" for s in sources)] for key, sources in sorted(f["shown"].items())]
+    rows += [[key, "0", "no training example of this task and language: asked as it is"]
+             for key in f.get("asked_without_examples", [])]
     return (f"What the base shown {f['k']} examples saw (training examples, as earlier chat turns)",
             ["task/language", "examples", "functions"], rows)
 

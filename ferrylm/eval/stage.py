@@ -233,7 +233,8 @@ def run_eval(cfg: Config) -> StageRecord:
     labels += [m for m in measured if m not in labels]      # the few-shot base
     models = {m: criteria_values(measured.get(m), train, m) for m in labels}
     criteria = per_track(criteria, {t.key: t.title for t in tracks})
-    details = dict(measured) | ({"few_shot": shots.summary()} if shots else {})
+    asked = {("generate", t.language) for t in tracks} | {(r.get("task"), r.get("language")) for r in rows}
+    details = dict(measured) | ({"few_shot": shots.summary(asked)} if shots else {})
     if train:
         details["training"] = {k: train[k] for k in ("steps", "first_train_loss", "final_train_loss", "final_grad_norm",
                                                      "tokens_seen", "train_runtime_s", "peak_gpu_memory_gib") if k in train}

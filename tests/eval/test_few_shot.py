@@ -71,8 +71,9 @@ def test_questions_come_after_their_task_and_languages_examples():
     assert [m["content"] for m in shots.messages(asked[1:], "explain", "python")] == ["qx", "ax", "Q"]
     assert shots.messages(asked, "generate", "go") == asked            # no training example in Go: asked as is
     assert shots.prefix("python") == "def f0():\n    return 0\n\ndef f1():\n    return 1\n\n"
-    assert shots.summary() == {"k": 2, "shown": {"generate/python": ["r/m.py::f0", "r/m.py::f1"],
-                                                 "explain/python": ["r/m.py::g"]}}
+    assert shots.summary({("generate", "python"), ("generate", "cpp")}) == {
+        "k": 2, "shown": {"generate/python": ["r/m.py::f0", "r/m.py::f1"], "explain/python": ["r/m.py::g"]},
+        "asked_without_examples": ["generate/cpp"]}
     # held-out rows: each by its own task; the scored record keeps the question as the data stage wrote it
     rows = [{"task": "explain", "language": "python", "messages": [{"role": "user", "content": "Q1"}], "reference": "x"},
             {"task": "generate", "language": "python", "messages": [{"role": "user", "content": "Q2"}], "reference": "y"}]
