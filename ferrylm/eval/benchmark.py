@@ -134,9 +134,14 @@ def summarise(results: list[dict], ks: list[int], of: int | None = None) -> dict
     return out
 
 
+def file_label(label: str) -> str:
+    """A model's label as file names carry it ("base 2-shot" -> "base-2-shot")."""
+    return label.replace(" ", "-")
+
+
 def results_file(benchmark: str, language: str, label: str) -> str:
     """Where one model's samples of one track are kept (in the eval stage's directory)."""
-    return f"{benchmark.replace('-', '_')}_{language}_{label.replace(' ', '-')}.jsonl"
+    return f"{benchmark.replace('-', '_')}_{language}_{file_label(label)}.jsonl"
 
 
 def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None) -> list[dict]:

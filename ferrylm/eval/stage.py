@@ -64,7 +64,7 @@ def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[di
 
 
 def heldout_file(label: str) -> str:
-    return f"heldout_{label.replace(' ', '-')}.jsonl"
+    return f"heldout_{benchmark.file_label(label)}.jsonl"
 
 
 def heldout_losses(losses, label: str) -> list | None:
