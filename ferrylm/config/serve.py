@@ -52,5 +52,12 @@ class ServeConfig(_Section):
     def _flags_as_text(cls, v):
         # YAML reads `--max-num-seqs, 64` as a string and an int; a command line is all text.
         return [str(a) for a in v] if isinstance(v, list) else v
+    max_queue: int = Field(16, ge=0)
+    """backend=triton: requests that may wait while one streams (the engine runs one at a time); one more is
+    refused at once with a "busy ... retry later" error (gRPC UNAVAILABLE) and nothing is generated for it."""
+    tune_budget_s: float | None = Field(60, gt=0)
+    """backend=triton, fused engine on a GPU: seconds the engine may spend tuning its kernels at start-up. Shapes
+    shipped for this GPU (engine/defaults/) or saved by an earlier start need none; past the budget a shape takes
+    its first candidate untimed, tuned by the next start. None: no limit."""
     drain_timeout_s: int = Field(60, ge=0)
     """On SIGTERM, requests in flight get this long to finish (vLLM's drain) before the server exits."""

@@ -198,17 +198,19 @@ def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 
 def gemv_weights(decoder: torch.nn.Module, pdl: bool | None = None, configs: dict | None = None,
-                 fused_step: bool = True, fixed: dict | None = None) -> dict:
+                 fused_step: bool = True, fixed: dict | None = None, budget=None) -> dict:
     """Put every linear layer of the fused decoder (and its output layer) on `gemv`, one tuned
     configuration per weight shape and epilogue (or `configs` {(n, k, epilogue): cfg}, or one `fixed`
     configuration for all); 4-bit layers (gemv4.Gemv4Linear) on `gemv4` likewise, keyed
     ("int4", n, k, group, epilogue). With `fused_step`, one-token steps run `decode_step` (norms,
-    rotary positions, SiLU gate and residual adds inside the kernels). Returns the configurations used."""
+    rotary positions, SiLU gate and residual adds inside the kernels). A shape met once `budget`
+    (tuning.Budget) is spent takes its first candidate untimed. Returns the configurations used."""
     from .gemv4 import Gemv4Linear
-    from .tuning import tune, tune4
+    from .tuning import Budget, candidates, tune, tune4, tune4_candidates, untimed
 
     pdl = supports_pdl() if pdl is None else pdl
     configs = dict(configs or {})
+    budget = budget or Budget()
     decoder.gemv_layers = {}   # key -> its layers, for `configure`
     if fused_step:
         fold_norms(decoder)
@@ -218,7 +220,8 @@ def gemv_weights(decoder: torch.nn.Module, pdl: bool | None = None, configs: dic
         epilogue = kinds.get(name, Epilogue())
         key = (*linear.weight.shape, epilogue)
         if key not in configs:
-            configs[key] = fixed or tune(linear.weight.detach(), pdl, epilogue)
+            configs[key] = fixed or (tune(linear.weight.detach(), pdl, epilogue) if budget.left()
+                                     else untimed(candidates(*linear.weight.shape, epilogue)))
         setattr(owner, name, GemvLinear(linear, configs[key], pdl, epilogue))
         decoder.gemv_layers.setdefault(key, []).append(getattr(owner, name))
     for layer in decoder.layers:
@@ -227,7 +230,8 @@ def gemv_weights(decoder: torch.nn.Module, pdl: bool | None = None, configs: dic
                 epilogue = kinds.get(name, Epilogue())
                 key = ("int4", child.out_features, child.in_features, child.group_size, epilogue)
                 if key not in configs:
-                    configs[key] = fixed or tune4(child, pdl, epilogue)
+                    configs[key] = fixed or (tune4(child, pdl, epilogue) if budget.left() else untimed(
+                        tune4_candidates(child.out_features, child.in_features, child.group_size, epilogue)))
                 child.configure(configs[key], pdl, epilogue)
                 decoder.gemv_layers.setdefault(key, []).append(child)
     if fused_step:

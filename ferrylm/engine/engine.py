@@ -31,7 +31,9 @@ class Engine:
     The kernels are tuned per shape, then the tuner's runners-up are tried in the captured step
     (`_refine`); `gemv_fixed` (block_n, block_k, num_warps, num_stages) skips both. What the captured
     engine chose is saved (`tuned.py`: in ferrylm's cache, or the folder `tuned_dir`; False: neither
-    read nor saved), and the next engine on the same GPU and code takes it instead of tuning again.
+    read nor saved), and the next engine on the same GPU and code takes it instead of tuning again; choices
+    shipped for the GPU (`tuned.shipped`) come first, and `tune_budget_s` bounds what tuning is left. The
+    start-up is timed by phase (`phases`: load, convert, tune, refine, capture; `progress` hears each).
     `prefill_bucket` (the captured kernel engine's default: 64) pads a prompt to a multiple of it, so
     prompts of one bucket share a prefill captured in a CUDA graph (padding after the prompt is never
     attended to: each later step overwrites its own position first); elsewhere, given, it pads only."""
@@ -39,13 +41,11 @@ class Engine:
     def __init__(self, model, max_len: int = 2048, compile: bool | None = None, tune: bool = True,
                  fused: bool = False, int4_group: int | None = None, w4a16_dir: str | None = None,
                  gemv: bool = False, gemv_fixed: dict | None = None, tuned_dir: str | bool | None = None,
-                 prefill_bucket: int | None = None):
+                 prefill_bucket: int | None = None, tune_budget_s: float | None = None, progress=None):
         from transformers import StaticCache
 
-        layers = [name for name, on in (("int4_group", int4_group), ("w4a16_dir", w4a16_dir)) if on]
-        if len(layers) > 1:    # each gives the decoder its 4-bit weights: one would silently win
-            raise ValueError(f"Engine: {' and '.join(layers)} each choose the decoder's 4-bit weights; give one")
-
+        if int4_group and w4a16_dir:    # each gives the decoder its 4-bit weights: one would silently win
+            raise ValueError("Engine: int4_group and w4a16_dir each choose the decoder's 4-bit weights; give one")
         import torch._inductor.config as inductor
 
         # tune: let inductor generate the batch-1 matrix-vector kernels itself (and fuse an FP8
@@ -55,7 +55,8 @@ class Engine:
         inductor.triton.unique_kernel_names = tune
         self.model = model.eval()
         self.device = next(model.parameters()).device
-        self.max_len = max_len
+        # start-up phase -> seconds (`_phase`); `progress(phase, seconds)` is called as each one ends
+        self.phases, self.progress, self.tune_budget_s, self.max_len = {}, progress, tune_budget_s, max_len
         if gemv and self.device.type != "cuda":
             raise ValueError("Engine(gemv=True): the Triton matrix-vector kernel runs on CUDA GPUs only")
         self.decoder = None
@@ -101,6 +102,7 @@ class Engine:
         from .fused import FusedDecoder
         from .int4 import int4_from_w4a16, int4_weights
 
+        start = time.perf_counter()
         decoder = FusedDecoder(self.model, max_len)
         make = None
         if gemv:
@@ -109,20 +111,32 @@ class Engine:
             int4_from_w4a16(decoder, w4a16_dir, make)
         elif int4_group:
             int4_weights(decoder, int4_group, make)
+        self._phase("convert", start)
         if gemv:
             from .decode_step import gemv_weights
             from .gemv import supports_pdl
-            from .tuned import load, tuned_path
+            from .tuned import load, shipped, tuned_path
+            from .tuning import Budget
 
+            start = time.perf_counter()
             self._tuned = None if gemv_fixed or tuned_dir is False else tuned_path(supports_pdl(), tuned_dir or None)
-            saved = load(self._tuned) if self._tuned is not None else {}
-            configs = gemv_weights(decoder, configs=saved, fixed=gemv_fixed)
+            # This machine's own choices over the ones shipped for its GPU (tuned on the same kind of card).
+            saved = {**shipped(), **load(self._tuned)} if self._tuned is not None else {}
+            self.budget = Budget(self.tune_budget_s)
+            configs = gemv_weights(decoder, configs=saved, fixed=gemv_fixed, budget=self.budget)
+            self._phase("tune", start)
             self.gemv_configs = {key: cfg for key, cfg in configs.items() if key in decoder.gemv_layers}
             self.tuned_keys = [key for key in self.gemv_configs if key not in saved]   # the others were saved
         return decoder
 
+    def _phase(self, name: str, start: float) -> None:
+        self.phases[name] = time.perf_counter() - start
+        if self.progress is not None:
+            self.progress(name, self.phases[name])
+
     @classmethod
     def from_pretrained(cls, model_dir: str, dtype=torch.bfloat16, device: str | None = None, **kw) -> Engine:
+        """The engine on `model_dir`'s weights; its "load" phase is reading them onto the device."""
         from transformers import AutoModelForCausalLM
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -133,7 +147,14 @@ class Engine:
             from transformers.utils.quantization_config import CompressedTensorsConfig
 
             extra["quantization_config"] = CompressedTensorsConfig(run_compressed=False)
-        return cls(AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **extra).to(device), **kw)
+        start = time.perf_counter()
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **extra).to(device)
+        load_s = time.perf_counter() - start
+        if kw.get("progress") is not None:
+            kw["progress"]("load", load_s)
+        engine = cls(model, **kw)
+        engine.phases = {"load": load_s, **engine.phases}
+        return engine
 
     def _decode(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         if self.decoder is not None:
@@ -178,8 +199,10 @@ class Engine:
 
         prompt = list(range(8))
         self.refine_log = []
-        if self.max_len < len(prompt) + steps + 2 or not any(c.get("runners_up") for c in self.gemv_configs.values()):
+        if (self.max_len < len(prompt) + steps + 2 or not self.budget.left()
+                or not any(c.get("runners_up") for c in self.gemv_configs.values())):
             return
+        begin = time.perf_counter()
         self._prefill(prompt, steps + 1)
         start = self._pos.clone()
 
@@ -193,8 +216,9 @@ class Engine:
                 self._replay()   # the eager step, then the capture
             return self.step_ms(start, steps, repeats)
 
-        self.gemv_configs = refine(self.gemv_configs, apply, time_step, log=self.refine_log)
+        self.gemv_configs = refine(self.gemv_configs, apply, time_step, log=self.refine_log, budget=self.budget)
         self._graph = None
+        self._phase("refine", begin)
 
     def step_ms(self, start: torch.Tensor, steps: int = 16, repeats: int = 3) -> float:
         """The captured step's time (ms), stepped `steps` times from position `start` a timing, best of
@@ -259,16 +283,35 @@ class Engine:
         self._token.copy_(logits[:, -1].argmax(-1, keepdim=True))
         self._pos.copy_(last + 1)
 
+    # Steps queued on the GPU ahead of the token being read: the host's work on a token (decoding its text,
+    # sending it) then overlaps the next steps instead of leaving the GPU idle between them.
+    STREAM_AHEAD = 4
+
     @torch.no_grad()
     def stream(self, prompt_ids: list[int], max_new_tokens: int, eos_ids: tuple[int, ...] = ()) -> Iterator[int]:
-        """Greedy tokens one by one; stops after an EOS id (yielded) or max_new_tokens."""
+        """Greedy tokens one by one; stops after an EOS id (yielded) or max_new_tokens. Up to STREAM_AHEAD
+        steps run ahead of the token yielded (after an EOS they are discarded: the next prompt resets
+        the cache), so the GPU never waits for the consumer."""
         tok = int(self._prefill(prompt_ids, max_new_tokens))
-        for i in range(max_new_tokens):
+        yield tok
+        if tok in eos_ids or max_new_tokens == 1:
+            return
+        reader = _TokenReader(self._tokens, len(prompt_ids), max_new_tokens)
+        for i in range(1, max_new_tokens):
+            while reader.queued < min(i + self.STREAM_AHEAD, max_new_tokens - 1):
+                self._step()
+                reader.queue()
+            tok = reader.read(i)
             yield tok
-            if tok in eos_ids or i + 1 == max_new_tokens:
+            if tok in eos_ids:
                 return
-            self._step()
-            tok = int(self._token)
+
+    def warm_up(self, prompt_ids: list[int]) -> None:
+        """Run the first request's paths (capturing the kernel engine's step and this prompt's prefill),
+        so that a server answers its first request at full speed; timed as the "capture" phase."""
+        start = time.perf_counter()
+        list(self.stream(prompt_ids, 2))
+        self._phase("capture", start)
 
     @torch.no_grad()
     def generate_timed(self, prompt_ids: list[int], new_tokens: int) -> dict:
@@ -285,3 +328,29 @@ class Engine:
         tokens = [int(token)] + self._tokens[n + 1:n + new_tokens].tolist()   # (a sync)
         total = time.perf_counter() - t0
         return {"ttft_s": ttft, "total_s": total, "tokens": tokens}
+
+
+class _TokenReader:
+    """The new tokens of a stream read back while later steps run: each step's token (at its position in
+    the engine's `tokens` buffer) is copied to pinned host memory behind the step and read once its
+    event has passed. On a CPU the copy is the read."""
+
+    def __init__(self, tokens: torch.Tensor, prompt_len: int, max_new_tokens: int):
+        self.tokens, self.first = tokens, prompt_len   # the i-th new token (i >= 1) is at prompt_len + i
+        self.cuda = tokens.device.type == "cuda"
+        self.host = torch.empty(max_new_tokens, dtype=torch.long, pin_memory=self.cuda)
+        self.events: dict[int, torch.cuda.Event] = {}
+        self.queued = 0   # steps launched
+
+    def queue(self) -> None:
+        self.queued += 1
+        i = self.queued
+        self.host[i:i + 1].copy_(self.tokens[self.first + i:self.first + i + 1], non_blocking=self.cuda)
+        if self.cuda:
+            self.events[i] = torch.cuda.Event()
+            self.events[i].record()
+
+    def read(self, i: int) -> int:
+        if self.cuda:
+            self.events.pop(i).synchronize()
+        return int(self.host[i])

@@ -7,11 +7,15 @@ the weight shapes, the epilogues, the kernels' code, the GPU and the compiler, s
 digest of all but the shapes (`tuned_path`) and holds one entry a shape (`load`, `save`); a shape not
 found there is tuned and added. A file that cannot be read is ignored with a warning and written again:
 at worst the engine tunes as if it had none.
+
+Beside this machine's own file, ferrylm ships what the tuning chose on the GPUs it was measured on
+(`defaults/<gpu>.json`, `shipped`): a GPU of that name starts with them and tunes only the shapes they lack.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -48,6 +52,20 @@ def _decode(key: list) -> tuple:
     return tuple(Epilogue(*part["epilogue"]) if isinstance(part, dict) else part for part in key)
 
 
+DEFAULTS = Path(__file__).parent / "defaults"
+
+
+def gpu_slug(name: str) -> str:
+    """A GPU's name as a file name: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def shipped(name: str | None = None, root: Path = DEFAULTS) -> dict:
+    """{key: configuration} shipped for the GPU called `name` (default: this one); empty for another GPU."""
+    name = torch.cuda.get_device_name() if name is None else name
+    return load(root / f"{gpu_slug(name)}.json")
+
+
 def load(path: Path) -> dict:
     """{key: configuration} saved at `path`; empty where there is none or it cannot be read."""
     if not path.exists():
@@ -65,7 +83,8 @@ def save(path: Path, configs: dict) -> bool:
     stay), without their runners-up (a saved choice is not refined again), written atomically.
     Where it cannot be written (read-only, full), a warning: the engine tuned runs as well without
     it, and the next one tunes again. Whether it was saved."""
-    ours = {key: {k: v for k, v in cfg.items() if k != "runners_up"} for key, cfg in configs.items()}
+    ours = {key: {k: v for k, v in cfg.items() if k != "runners_up"} for key, cfg in configs.items()
+            if not cfg.get("untimed")}   # a shape left untuned by a spent budget is tuned by the next engine
     try:
         write_json_atomic(path, [{"key": _encode(key), "config": cfg} for key, cfg in {**load(path), **ours}.items()])
         return True

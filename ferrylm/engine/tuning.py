@@ -16,6 +16,7 @@ overlap.
 from __future__ import annotations
 
 import itertools
+import time
 
 import torch
 
@@ -75,14 +76,32 @@ def fastest(run, want: torch.Tensor, configs, what: str, runners_up: int | None 
     return {**best, "ms": best_ms, "runners_up": others[:runners_up]}
 
 
-TIMINGS = ("ms", "step_ms", "runners_up")   # what a configuration's dict holds besides the configuration
+class Budget:
+    """Seconds of tuning left to an engine's start (None: no limit): past them, a shape still to tune takes
+    its first candidate untimed (`untimed`) and no runner-up is tried, so a server is ready in bounded time."""
+
+    def __init__(self, seconds: float | None = None, clock=time.monotonic):
+        self.clock = clock
+        self.deadline = None if seconds is None else clock() + seconds
+
+    def left(self) -> bool:
+        return self.deadline is None or self.clock() < self.deadline
+
+
+def untimed(configs) -> dict:
+    """The first of a shape's candidates, marked so that it is neither saved nor taken for a tuned choice."""
+    return {**next(iter(configs)), "untimed": True}
+
+
+TIMINGS = ("ms", "step_ms", "runners_up", "untimed")   # what a configuration's dict holds besides the configuration
 
 
 def _same(a: dict, b: dict) -> bool:
     return {k: v for k, v in a.items() if k not in TIMINGS} == {k: v for k, v in b.items() if k not in TIMINGS}
 
 
-def refine(configs: dict, apply, time_step, gain: float = 0.995, passes: int = 3, log: list | None = None) -> dict:
+def refine(configs: dict, apply, time_step, gain: float = 0.995, passes: int = 3, log: list | None = None,
+           budget: Budget | None = None) -> dict:
     """The configurations `configs` {key: cfg} with each key's candidates (its first choice and its
     runners-up) tried in turn in the whole captured step: `apply(key, cfg)` puts a configuration on that
     key's layers, `time_step()` times the step (ms) with whatever is applied. A candidate replaces its
@@ -90,7 +109,8 @@ def refine(configs: dict, apply, time_step, gain: float = 0.995, passes: int = 3
     few tenths of a percent); otherwise the configuration before it goes back. The kernels overlap in
     the step, so one key's best can depend on another's: the keys are passed over again, up to
     `passes` times, until a pass changes nothing. Each kept one records its "step_ms"; `log` gets every
-    timing: the step as tuned, then each candidate tried (with its pass)."""
+    timing: the step as tuned, then each candidate tried (with its pass). Once `budget` is spent, what
+    is kept so far is the answer."""
     configs, log = dict(configs), [] if log is None else log
     options = {key: [cfg] + cfg.get("runners_up", []) for key, cfg in configs.items()}
     best = time_step()
@@ -99,6 +119,8 @@ def refine(configs: dict, apply, time_step, gain: float = 0.995, passes: int = 3
         changed = False
         for key in configs:
             for alt in options[key]:
+                if budget is not None and not budget.left():
+                    return configs
                 if _same(alt, configs[key]):
                     continue
                 apply(key, alt)

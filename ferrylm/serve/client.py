@@ -17,13 +17,19 @@ class EndpointError(FerryError, RuntimeError):
     pass
 
 
+class ServerBusy(EndpointError):
+    """The server refused the request for now (its queue is full) and generated nothing: retry later."""
+
+
 def _post(url: str, payload: dict, timeout: float, stream: bool = False) -> requests.Response:
     try:
         r = requests.post(url, json=payload, timeout=timeout, stream=stream)
     except requests.RequestException as e:
         raise EndpointError(f"{url}: {e}") from None
     if r.status_code != 200:
-        raise EndpointError(f"{url}: HTTP {r.status_code}: {r.text[:300]}")
+        # A ferrylm Triton model's full queue: Triton's HTTP front end answers it with 400 and the model's error.
+        error = ServerBusy if r.status_code in (429, 503) or '"error":"busy:' in r.text else EndpointError
+        raise error(f"{url}: HTTP {r.status_code}: {r.text[:300]}")
     return r
 
 
@@ -139,7 +145,8 @@ def triton_stream(base_url: str, model: str, max_tokens: int, messages: list[dic
     with _post(f"{base_url}/v2/models/{model}/generate_stream", payload, timeout, stream=True) as r:
         for chunk in _sse(r):
             if "error" in chunk:
-                raise EndpointError(f"{base_url}: {chunk['error']}")
+                error = ServerBusy if chunk["error"].startswith("busy") else EndpointError
+                raise error(f"{base_url}: {chunk['error']}")
             if chunk.get("text_output"):
                 yield chunk["text_output"]
 

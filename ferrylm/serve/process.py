@@ -141,12 +141,15 @@ class ManagedServer:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
+        shown = self._log_start
         while time.monotonic() < deadline:
+            shown = self._show_phases(shown)
             if self.proc.poll() is not None:
                 raise ServeError(f"{self.kind} exited with code {self.proc.returncode} while starting; "
                                  + why_it_stopped(self.log_file, self._log_start))
             try:
                 if requests.get(self.url + self.health_path, timeout=2).status_code == 200:
+                    self._show_phases(shown)
                     log.info("%s ready at %s", self.kind, self.url)
                     return
             except requests.RequestException:
@@ -154,6 +157,17 @@ class ManagedServer:
             time.sleep(1)
         self.stop()
         raise ServeError(f"{self.kind} did not become healthy in {self.startup_timeout_s:.0f}s; see {self.log_file}")
+
+    PHASE = "ferrylm: "   # what a model served logs as its start-up goes on (templates/triton_model.py)
+
+    def _show_phases(self, offset: int) -> int:
+        """Print the start-up lines the server logged since byte `offset` (whole lines only); the new offset."""
+        text = _read_from(self.log_file, offset)
+        done = text[:text.rfind("\n") + 1]
+        for line in done.splitlines():
+            if line.startswith(self.PHASE):
+                print(line, flush=True)
+        return offset + len(done.encode(errors="replace"))
 
     def wait(self) -> int:
         return self.proc.wait() if self.proc else 0

@@ -67,7 +67,7 @@ def triton_server_for(cfg: Config, port: int | None = None, repo: Path | None = 
         repo = repo.parent / (s.triton_model or repo.name)
     return TritonServer(repo.parent, repo.name, s.host, port or s.port,
                         cfg.stage_dir("serve") / "triton.log", s.startup_timeout_s, s.drain_timeout_s,
-                        cache_root(cfg.model.cache_dir))
+                        cache_root(cfg.model.cache_dir), s.max_queue, s.tune_budget_s)
 
 
 def run_serve(cfg: Config, block: bool = True) -> StageRecord:

@@ -68,8 +68,10 @@ class TritonServer(ManagedServer):
     kind = "Triton"
 
     def __init__(self, repository: str | Path, model_name: str, host: str, port: int, log_file: str | Path,
-                 startup_timeout_s: float, drain_timeout_s: int, cache_dir: str | Path):
+                 startup_timeout_s: float, drain_timeout_s: int, cache_dir: str | Path, max_queue: int = 16,
+                 tune_budget_s: float | None = None):
         super().__init__(host, port, log_file, startup_timeout_s, drain_timeout_s)
+        self.max_queue, self.tune_budget_s = max_queue, tune_budget_s
         self.repository = Path(repository)
         self.served_name = model_name
         self.cache_dir = Path(cache_dir)
@@ -107,4 +109,7 @@ class TritonServer(ManagedServer):
         # The stub is built against numpy 1: under numpy 2 it hands the model mangled string inputs.
         # Its interpreter finds its prefix (and numpy) through the first python on PATH.
         env["PATH"] = f"{self.stub_bin}:{env.get('PATH', '')}"
+        env["FERRYLM_MAX_QUEUE"] = str(self.max_queue)   # the model's queue bound (templates/triton_model.py)
+        if self.tune_budget_s is not None:
+            env["FERRYLM_TUNE_BUDGET_S"] = str(self.tune_budget_s)
         return env

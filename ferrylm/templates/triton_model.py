@@ -7,10 +7,18 @@ transformers' `generate()` (engine "transformers", any architecture), or from th
 `text_input` is a prompt already rendered with the chat template, or `messages` a JSON list of chat
 messages that the model renders with its own template (as the vLLM endpoint does); each response
 carries the next decoded piece of text.
+
+One request streams at a time (the engines run batch 1), in the order they came. Up to FERRYLM_MAX_QUEUE
+(`serve.max_queue`) more wait; one beyond that is answered at once with an error that begins "busy"
+(code UNAVAILABLE; Triton's HTTP front end sends it as a 400) and nothing is generated for it: retry later. The fused engine's start-up is printed by phase,
+its tuning held to FERRYLM_TUNE_BUDGET_S seconds (`serve.tune_budget_s`).
 """
 import json
 import locale
+import os
+import queue
 import site
+import sys
 import threading
 
 import numpy as np
@@ -27,6 +35,10 @@ def _beside(args, name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _phase(name, seconds):
+    print(f"ferrylm: engine {name} {seconds:.1f} s", file=sys.stderr, flush=True)
 
 
 class TritonPythonModel:
@@ -65,28 +77,50 @@ class TritonPythonModel:
             from ferrylm.engine import Engine
 
             cuda, w4a16 = torch.cuda.is_available(), params.get("w4a16") == "1"
+            budget = os.environ.get("FERRYLM_TUNE_BUDGET_S")
             self.model = Engine.from_pretrained(
                 params["model_dir"], dtype=torch.bfloat16 if cuda else torch.float32, max_len=int(params["max_len"]),
-                fused=True, w4a16_dir=params["model_dir"] if w4a16 else None, gemv=cuda)
+                fused=True, w4a16_dir=params["model_dir"] if w4a16 else None, gemv=cuda,
+                tune_budget_s=float(budget) if budget else None, progress=_phase)
             # Tune and capture the step now, so that a ready server answers at full speed. On a GPU both
             # bf16 and the W4A16 artifact run on the engine's own kernels (the 4-bit one decodes faster
             # than torch's int4 kernel: docs/notes/gemv4_kernel.md, "Subnormal weights").
-            list(self.model.stream(self.tokenizer("Hello")["input_ids"], 2))
+            self.model.warm_up(self.tokenizer("Hello")["input_ids"])
         else:
             import torch
             from transformers import AutoModelForCausalLM, TextIteratorStreamer
 
             self.model = AutoModelForCausalLM.from_pretrained(params["model_dir"], dtype=torch.float32).eval()
+        self.max_queue = int(os.environ.get("FERRYLM_MAX_QUEUE") or 16)
+        self.waiting = queue.Queue()
+        self.worker = threading.Thread(target=self._serve, daemon=True)
+        self.worker.start()
 
     def execute(self, requests):
+        # Returns at once (decoupled): the worker streams; a request past the queue's bound is refused now.
         for request in requests:
             sender = request.get_response_sender()
+            if self.waiting.qsize() >= self.max_queue:
+                error = pb_utils.TritonError(f"busy: {self.max_queue} requests are already waiting (serve.max_queue); "
+                                             "nothing was generated for this one: retry later",
+                                             pb_utils.TritonError.UNAVAILABLE)
+                sender.send(pb_utils.InferenceResponse(error=error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            else:
+                self.waiting.put((request, sender))
+        return None
+
+    def _serve(self):
+        while (item := self.waiting.get()) is not None:
+            request, sender = item
             try:
                 self._stream(request, sender)
             except Exception as e:  # the client gets the error, the server keeps serving
                 sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
                             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        return None
+
+    def finalize(self):
+        self.waiting.put(None)   # after the requests already queued: Triton drains them before it unloads
+        self.worker.join()
 
     def _stream(self, request, sender):
         text = pb_utils.get_input_tensor_by_name(request, "text_input")

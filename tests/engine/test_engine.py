@@ -99,3 +99,29 @@ def test_the_4bit_kernels_layer_computes_torchs_int4_layer():
     layer.norm_weight = g.bfloat16()
     torch.testing.assert_close(layer(x.bfloat16()).float(), Int4WeightLinear(q, scale, bias, 32)(
         g.bfloat16() * x.bfloat16()).float(), atol=0.02 * want.abs().max().item(), rtol=0)
+
+
+def test_stream_reads_ahead_yet_stops_at_eos_and_the_next_prompt_is_untouched(tiny_qwen2_dir):
+    """The stream keeps steps queued ahead of the token it yields (Engine.STREAM_AHEAD): the tokens are
+    still generate()'s, a stream ends right after its EOS though steps beyond it ran, and a request after
+    one cut short (EOS, or a consumer that hangs up) starts clean. The start-up is timed by phase."""
+    phases = []
+    engine = Engine.from_pretrained(tiny_qwen2_dir, dtype=torch.float32, device="cpu", max_len=64, compile=False,
+                                    tune=False, fused=True, progress=lambda name, s: phases.append(name))
+    model = engine.model
+    ids = [5, 17, 300, 4000, 12, 99, 1000]
+    want = model.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False)[0, len(ids):].tolist()
+    assert list(engine.stream(ids, 20)) == want
+    eos = want[5]
+    cut = want[:want.index(eos) + 1]
+    assert list(engine.stream(ids, 20, (eos,))) == cut           # stopped at its EOS, steps ahead discarded
+    stream = engine.stream(ids, 20)
+    assert [next(stream) for _ in range(3)] == want[:3]
+    stream.close()                                               # a consumer that hung up
+    other = [9, 8, 7, 6]
+    assert list(engine.stream(other, 12)) == model.generate(torch.tensor([other]), max_new_tokens=12,
+                                                           do_sample=False)[0, len(other):].tolist()
+    assert list(engine.stream(ids, 1)) == want[:1]
+    engine.warm_up(ids)
+    assert phases == ["load", "convert", "capture"] and list(engine.phases) == phases
+    assert all(s >= 0 for s in engine.phases.values())

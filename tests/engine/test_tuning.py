@@ -53,3 +53,41 @@ def test_the_4bit_candidates_fit_the_shape_and_a_thread_s_registers():
                             for c in cfgs)
     assert len(down) > len(gate_up)   # gate/up's pairs of rows make its widest tiles too large
     assert list(tune4_candidates(4608, 3584, 96, Epilogue())) == []   # no tile is a whole number of groups
+
+
+class _Clock:
+    """A clock the test moves: each reading advances it by `tick` seconds."""
+
+    def __init__(self, tick: float):
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_a_spent_budget_stops_refining_with_what_was_kept_so_far():
+    from ferrylm.engine.tuning import Budget
+
+    configs = {key: {"block_n": 8, "runners_up": [{"block_n": 16}, {"block_n": 32}]} for key in "ab"}
+    applied = dict(configs)
+    costs = {"a": {8: 10.0, 16: 9.0, 32: 8.0}, "b": {8: 20.0, 16: 19.0, 32: 18.0}}
+    # Each reading of the clock takes a second of a four-second budget: a's three options pass the check
+    # (8, already applied, then 16 and 32), b's first does not.
+    out = refine(configs, lambda key, cfg: applied.__setitem__(key, cfg), _step(applied, costs),
+                 budget=Budget(4.0, clock=_Clock(1.0)))
+    assert out["a"]["block_n"] == 32 and out["b"]["block_n"] == 8
+    assert {key: cfg["block_n"] for key, cfg in applied.items()} == {"a": 32, "b": 8}   # the step as returned
+    applied = dict(configs)   # no budget (the default) tries everything
+    assert refine(configs, lambda key, cfg: applied.__setitem__(key, cfg), _step(applied, costs))["b"]["block_n"] == 32
+
+
+def test_a_shape_met_after_the_budget_takes_its_first_candidate_marked_untimed():
+    from ferrylm.engine.tuning import Budget, untimed
+
+    clock = _Clock(10.0)
+    budget = Budget(15.0, clock=clock)
+    assert budget.left() and not budget.left()   # 10 s in, then 20 s: spent
+    first = untimed(tune4_candidates(3584, 3584, 128))
+    assert first["untimed"] and first == {**next(iter(tune4_candidates(3584, 3584, 128))), "untimed": True}
+    assert Budget(None).left()

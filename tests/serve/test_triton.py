@@ -1,10 +1,12 @@
 """A real tritonserver (the one bundled in nvidia-pytriton) serving the Triton repository the export
 stage writes: streamed text equals local greedy generation for each engine (ferrylm's fused engine,
 transformers' generate(), the fused engine on a W4A16 artifact), bad requests get errors and the
-server stays up, SIGTERM drains a stream in flight, an occupied port is one clear error."""
+server stays up, requests past the queue's bound are refused as busy while the others stream whole, the
+engine's start-up is printed by phase, SIGTERM drains a stream in flight, an occupied port is one clear error."""
 import importlib.util
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -13,7 +15,7 @@ import torch
 from ferrylm.export.triton import write_triton_repo
 from ferrylm.models import load_model, load_tokenizer
 from ferrylm.serve import ServeError, TritonServer, free_port
-from ferrylm.serve.client import EndpointError, triton_stream
+from ferrylm.serve.client import EndpointError, ServerBusy, triton_stream
 from tests.conftest import CACHE
 
 # Only the server binary of the wheel is used (installed with --no-deps: its Python API does not import).
@@ -82,17 +84,20 @@ def _w4a16_artifact(tiny_qwen2_dir, out):
 
 
 @pytest.mark.slow
-def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
+def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir, capsys):
     repo = tmp_path / "triton_models"
     write_triton_repo(repo, "ferrylm", tiny_qwen2_dir, engine="fused", max_len=128)
     write_triton_repo(repo, "ferrylm-hf", tiny_qwen2_dir, engine="transformers")
     write_triton_repo(repo, "ferrylm-w4a16", tmp_path / "w4a16", engine="fused", max_len=128, w4a16=True)
     w4a16_greedy = _w4a16_artifact(tiny_qwen2_dir, tmp_path / "w4a16")
     port = free_port(count=3)
-    server = TritonServer(repo, "ferrylm", "127.0.0.1", port, tmp_path / "triton.log", 300, 30, CACHE)
+    server = TritonServer(repo, "ferrylm", "127.0.0.1", port, tmp_path / "triton.log", 300, 30, CACHE, max_queue=1)
     tokenizer, model = load_tokenizer(tiny_qwen2_dir), load_model(tiny_qwen2_dir).eval()
     with server:
         url = server.url
+        started = capsys.readouterr().out   # the engine's start-up, phase by phase, as `ferrylm serve` shows it
+        assert [line.split()[2] for line in started.splitlines() if line.startswith("ferrylm: engine")] == [
+            "load", "convert", "capture"]
         # A raw prompt, and a chat rendered by the model's own template: both equal local greedy decoding.
         prompt = "def add(a, b):\n"
         assert "".join(triton_stream(url, "ferrylm", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
@@ -122,6 +127,19 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir):
             assert loaded.status_code == 200, loaded.text
         assert "".join(triton_stream(url, "ferrylm-hf", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
         assert "".join(triton_stream(url, "ferrylm-w4a16", 12, prompt=prompt)) == w4a16_greedy(prompt, 12)
+        # Eight requests at once with one allowed to wait: each either streams its whole text or is refused at
+        # once as busy with nothing generated; the server keeps serving, and a retry is answered.
+        def ask(_):
+            try:
+                return "".join(triton_stream(url, "ferrylm", 100, prompt=prompt))
+            except ServerBusy as e:
+                return e
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(ask, range(8)))
+        busy = [a for a in answers if isinstance(a, ServerBusy)]
+        assert busy and all("retry later" in str(a) for a in busy)
+        assert [a for a in answers if not isinstance(a, ServerBusy)] == [_greedy(model, tokenizer, prompt, 100)] * (8 - len(busy))
+        assert "".join(triton_stream(url, "ferrylm", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
         # An occupied port: one line naming the key, nothing started.
         with pytest.raises(ServeError, match=f"serve.port: 127.0.0.1:{port} is already in use"):
             TritonServer(repo, "ferrylm", "127.0.0.1", port, tmp_path / "t2.log", 60, 5, CACHE).start()
