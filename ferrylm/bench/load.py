@@ -1,5 +1,6 @@
 """Load with bad input against an OpenAI-compatible endpoint on loopback: valid chat requests mixed with
 malformed ones, and clients that hang up mid-stream. Used by the end-to-end test and bench/serve_load.py.
+And a concurrency sweep's bookkeeping (`sweep`, `summarize`): bench/serve_team.py on a GPU.
 
 Every malformed kind must get a 4xx with a message, nothing may get a 5xx, and the server must
 answer /health afterwards with no request left running.
@@ -7,6 +8,7 @@ answer /health afterwards with no request left running.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections import Counter, defaultdict
@@ -118,3 +120,31 @@ def wait_idle(url: str, timeout: float = 60) -> float:
             return time.perf_counter() - t0
         time.sleep(0.5)
     raise TimeoutError(f"{url}: requests still running after {timeout} s")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank percentile `q` (0-100] of `values`: a value that was measured, never interpolated."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def summarize(runs: list[dict], wall_s: float) -> dict:
+    """A concurrency level's figures from its requests ({ttft_s, total_s, tokens} each, all sent at once) and
+    the wall time from the first sent to the last done: aggregate tokens/s over that wall time, p50 and p99
+    of time to first token and of total time."""
+    out = {"requests": len(runs), "wall_s": wall_s, "aggregate_tokens_per_s": sum(r["tokens"] for r in runs) / wall_s}
+    for key in ("ttft_s", "total_s"):
+        values = [r[key] for r in runs]
+        out[f"{key[:-2]}_p50_s"], out[f"{key[:-2]}_p99_s"] = percentile(values, 50), percentile(values, 99)
+    return out
+
+
+def sweep(request, levels: list[int]) -> list[dict]:
+    """`request()` -> {ttft_s, total_s, tokens}, sent `c` at once for each c in `levels` (one level after the other)."""
+    rows = []
+    for c in levels:
+        start = time.perf_counter()
+        with ThreadPoolExecutor(c) as pool:
+            runs = list(pool.map(lambda _: request(), range(c)))
+        rows.append({"concurrency": c, **summarize(runs, time.perf_counter() - start)})
+    return rows

@@ -73,3 +73,31 @@ def test_the_file_is_named_by_the_gpu_the_kernels_code_and_launch(tmp_path, monk
     assert tuned.tuned_path(True, tmp_path, sources) != first    # the kernel's code changed
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert tuned.tuned_path(True).parent == tmp_path / "xdg" / "ferrylm" / "engine"
+
+
+def test_an_untimed_choice_is_not_saved_so_the_next_engine_tunes_that_shape(tmp_path):
+    path = tmp_path / "configs.json"
+    key = (3584, 3584, Epilogue(residual=True))
+    tuned.save(path, {**KEYS, key: {"block_n": 1, "block_k": 512, "num_warps": 4, "num_stages": 1, "untimed": True}})
+    assert set(tuned.load(path)) == set(KEYS)
+
+
+def test_the_shipped_choices_are_read_by_the_gpu_s_name_and_each_is_a_candidate_of_its_shape():
+    """What ships for a GPU (engine/defaults/) is taken untried by an engine on that GPU: each must be one of
+    the configurations the tuner would time for its shape, so a kernel change that drops one fails here."""
+    from ferrylm.engine.tuning import TIMINGS, candidates, tune4_candidates
+
+    assert tuned.gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert tuned.shipped("A GPU nobody measured") == {}
+    files = sorted(tuned.DEFAULTS.glob("*.json"))
+    assert files, "no GPU's tuned choices are shipped"
+    for path in files:
+        configs = tuned.load(path)
+        assert configs, f"{path.name} holds no configuration"
+        assert tuned.shipped(path.stem) == configs
+        for key, cfg in configs.items():
+            if key[0] == "int4":
+                allowed = list(tune4_candidates(*key[1:4], key[4]))
+            else:
+                allowed = list(candidates(*key))
+            assert {k: v for k, v in cfg.items() if k not in TIMINGS} in allowed, (path.name, key, cfg)
