@@ -60,6 +60,7 @@ def _talk_args(p, system: bool) -> None:
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--triton", action="store_true", help="the endpoint is Triton (ferrylm serve serve.backend=triton)")
+    p.add_argument("--api-key-env", default="FERRYLM_API_KEY", help="the variable holding the endpoint's key (serve.api_key_env)")
     if system:
         p.add_argument("--system", default=None, help="a system message")
 
@@ -177,8 +178,9 @@ def _launch(args) -> int:
 
 
 def _talk(args) -> int:
-    from .serve.client import stream_text, triton_stream
+    from .serve.client import stream_text, triton_stream, use_api_key
 
+    use_api_key(os.environ.get(args.api_key_env))
     text = sys.stdin.read() if args.text == "-" else args.text
     kwargs = {"prompt": text}
     if args.command == "chat":

@@ -25,7 +25,15 @@ class ServeConfig(_Section):
     served_name: str = "ferrylm"
     """The model name clients ask for (OpenAI API `model`)."""
     host: str = "127.0.0.1"
-    """Address to bind; loopback unless you open it."""
+    """Address to bind; loopback unless you open it. Any other address needs a key (api_key_env) on vLLM, and on
+    Triton, which has no authentication, behind_proxy=true."""
+    api_key_env: str = "FERRYLM_API_KEY"
+    """The environment variable holding the key clients must send (`Authorization: Bearer KEY`): vLLM is given it,
+    `ferrylm chat`/`complete` and the eval send it. Never put the key itself in a config: none is written to a log
+    or a record. Unset on loopback: no key asked."""
+    behind_proxy: bool = False
+    """backend=triton on a non-loopback host: true only where your own proxy authenticates every request in front of
+    Triton (it has no authentication of its own); otherwise such a host is refused."""
     port: int = Field(8000, gt=0, lt=65536)
     """HTTP port (Triton: gRPC on the next one, metrics on the one after)."""
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
@@ -54,7 +62,7 @@ class ServeConfig(_Section):
         return [str(a) for a in v] if isinstance(v, list) else v
     max_queue: int = Field(16, ge=0)
     """backend=triton: requests that may wait while one streams (the engine runs one at a time); one more is
-    refused at once with a "busy ... retry later" error (gRPC UNAVAILABLE) and nothing is generated for it."""
+    refused at once with a "busy ... retry later" error (code UNAVAILABLE; HTTP 400) and nothing is generated for it."""
     tune_budget_s: float | None = Field(60, gt=0)
     """backend=triton, fused engine on a GPU: seconds the engine may spend tuning its kernels at start-up. Shapes
     shipped for this GPU (engine/defaults/) or saved by an earlier start need none; past the budget a shape takes

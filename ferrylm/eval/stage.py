@@ -14,6 +14,7 @@ from ..errors import FerryError
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic, write_text_atomic
 from ..models import resolve_model_path
+from ..serve.client import use_api_key
 from . import benchmark, heldout, helped
 from .criteria import Criterion, load_criteria, per_track
 from .few_shot import FewShot, with_shots
@@ -214,6 +215,7 @@ def _shots(e, data_outputs: dict) -> FewShot | None:
 def run_eval(cfg: Config) -> StageRecord:
     e = cfg.eval
     criteria = load_criteria(e.criteria)  # a bad criteria file fails before any server starts
+    use_api_key(os.environ.get(cfg.serve.api_key_env))   # the servers it starts (serve.*) ask for it
     tracks = benchmark.tracks(e)          # so does a benchmark's missing data
     out = cfg.stage_dir("eval")
     out.mkdir(parents=True, exist_ok=True)

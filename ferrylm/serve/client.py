@@ -21,9 +21,18 @@ class ServerBusy(EndpointError):
     """The server refused the request for now (its queue is full) and generated nothing: retry later."""
 
 
+_API_KEY: list[str | None] = [None]
+
+
+def use_api_key(key: str | None) -> None:
+    """Send `key` (`Authorization: Bearer`) with every request of this process (None: no header)."""
+    _API_KEY[0] = key
+
+
 def _post(url: str, payload: dict, timeout: float, stream: bool = False) -> requests.Response:
+    headers = {"Authorization": f"Bearer {_API_KEY[0]}"} if _API_KEY[0] else None
     try:
-        r = requests.post(url, json=payload, timeout=timeout, stream=stream)
+        r = requests.post(url, json=payload, timeout=timeout, stream=stream, headers=headers)
     except requests.RequestException as e:
         raise EndpointError(f"{url}: {e}") from None
     if r.status_code != 200:

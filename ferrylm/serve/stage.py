@@ -2,6 +2,7 @@
 package's docstring)."""
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -29,13 +30,26 @@ def served_model_dir(cfg: Config) -> Path:
     return Path(outputs[key])
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def api_key(cfg: Config) -> str | None:
+    """The key clients must send, from the variable serve.api_key_env names; a non-loopback host without one is
+    refused (the endpoint would answer anyone on the network)."""
+    key = os.environ.get(cfg.serve.api_key_env) or None
+    if key is None and cfg.serve.host not in LOOPBACK:
+        raise ServeError(f"serve.host={cfg.serve.host} opens the endpoint beyond this machine: put the key clients "
+                         f"must send in ${cfg.serve.api_key_env} (serve.api_key_env), or keep serve.host=127.0.0.1")
+    return key
+
+
 def server_for(cfg: Config, model_dir: str | Path, served_name: str | None = None, port: int | None = None,
                lora_dir: str | Path | None = None) -> VllmServer:
     s = cfg.serve
     parallel = Parallel(s.tensor_parallel, s.data_parallel, s.gpu_memory_utilization, tuple(s.vllm_args))
     return VllmServer(model_dir, served_name or s.served_name, s.host, port or s.port, s.dtype,
                       s.max_model_len, s.kv_cache_gib, cfg.stage_dir("serve") / "vllm.log", s.startup_timeout_s,
-                      s.drain_timeout_s, lora_dir, parallel)
+                      s.drain_timeout_s, lora_dir, parallel, api_key(cfg))
 
 
 def lora_server_for(cfg: Config, port: int | None = None) -> VllmServer:
@@ -58,6 +72,10 @@ def triton_server_for(cfg: Config, port: int | None = None, repo: Path | None = 
     from ..models import cache_root
 
     s = cfg.serve
+    if s.host not in LOOPBACK and not s.behind_proxy:
+        raise ServeError(f"serve.host={s.host}: Triton has no authentication of its own and would answer anyone on the "
+                         "network; keep serve.host=127.0.0.1, set serve.behind_proxy=true if your proxy authenticates "
+                         "in front of it, or serve with serve.backend=vllm and a key (serve.api_key_env)")
     if repo is None:
         try:
             repo = Path(read_record(cfg.stage_dir("export"))["outputs"]["triton_model"])   # <triton_dir>/<name>

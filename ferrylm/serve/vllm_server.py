@@ -131,8 +131,10 @@ class VllmServer(ManagedServer):
 
     def __init__(self, model_dir: str | Path, served_name: str, host: str, port: int, dtype: str,
                  max_model_len: int, kv_cache_gib: int, log_file: str | Path, startup_timeout_s: float,
-                 drain_timeout_s: int = 60, lora_dir: str | Path | None = None, parallel: Parallel = Parallel()):
+                 drain_timeout_s: int = 60, lora_dir: str | Path | None = None, parallel: Parallel = Parallel(),
+                 api_key: str | None = None):
         super().__init__(host, port, log_file, startup_timeout_s, drain_timeout_s)
+        self.api_key = api_key
         self.model_dir = Path(model_dir)
         self.served_name = served_name
         self.lora_dir = Path(lora_dir) if lora_dir else None
@@ -157,6 +159,8 @@ class VllmServer(ManagedServer):
 
     def env(self) -> dict:
         env = super().env()
+        if self.api_key:   # vLLM's own check of `Authorization: Bearer`; in the environment, not on the command line
+            env["VLLM_API_KEY"] = self.api_key
         if _cpu_build():
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.kv_cache_gib))
             # On CPUs with AMX the CPU build runs 4-bit weights with int8 activations (W4A8) unless told not

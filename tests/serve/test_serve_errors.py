@@ -99,3 +99,20 @@ def test_a_server_that_dies_starting_shows_its_first_error_from_this_start(tmp_p
         "are: [-1, 64, 128]",
         " MarlinLinearKernel cannot implement due to: Weight input_size_per_partition = 576 is not divisible by "
         "min_thread_k = 128."]
+
+
+def test_an_address_beyond_loopback_needs_a_key_or_for_triton_a_proxy(tmp_path, tiny_qwen2_dir, monkeypatch):
+    from ferrylm.serve.stage import triton_server_for
+
+    monkeypatch.delenv("FERRYLM_API_KEY", raising=False)
+    cfg = load_config("default", [f"run_dir={tmp_path}", "serve.host=0.0.0.0"])
+    with pytest.raises(ServeError, match=r"serve.host=0.0.0.0 opens the endpoint beyond this machine: put the key "
+                                         r"clients must send in \$FERRYLM_API_KEY"):
+        server_for(cfg, tiny_qwen2_dir)
+    monkeypatch.setenv("FERRYLM_API_KEY", "a-key")
+    assert server_for(cfg, tiny_qwen2_dir).env()["VLLM_API_KEY"] == "a-key"
+    assert "a-key" not in " ".join(server_for(cfg, tiny_qwen2_dir).command())
+    with pytest.raises(ServeError, match="Triton has no authentication of its own"):
+        triton_server_for(cfg, repo=tmp_path / "triton_models" / "ferrylm")
+    proxied = load_config("default", [f"run_dir={tmp_path}", "serve.host=0.0.0.0", "serve.behind_proxy=true"])
+    assert triton_server_for(proxied, repo=tmp_path / "triton_models" / "ferrylm").host == "0.0.0.0"
