@@ -115,8 +115,6 @@ def generate_baseline(model_dir: str, new_tokens: int, levels: list[int]) -> lis
         ttft, total = run(1), run(new_tokens)
         rows.append({"concurrency": c, "ttft_s": ttft, "total_s": total, "aggregate_tokens_per_s": c * new_tokens / total})
         print("generate()", json.dumps(rows[-1]), flush=True)
-    del model
-    torch.cuda.empty_cache()
     return rows
 
 

@@ -70,7 +70,7 @@ def in_process(model_dir: str, w4a16: bool, runs: int, new_tokens: int) -> dict:
     cuda = torch.cuda.is_available()
     tok = AutoTokenizer.from_pretrained(model_dir)
     engine = Engine.from_pretrained(model_dir, dtype=torch.bfloat16 if cuda else torch.float32, max_len=2048,
-                                    fused=True, w4a16_dir=model_dir if w4a16 else None, gemv=cuda and not w4a16)
+                                    fused=True, w4a16_dir=model_dir if w4a16 else None, gemv=cuda)
     ids = tok.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=False)
     ids = tok(ids, add_special_tokens=False)["input_ids"]
     list(engine.stream(ids, 2))
