@@ -58,6 +58,27 @@ def latency(base_url: str, model: str, new_tokens: int, runs: int = 3, concurren
     return out
 
 
+# Peak memory bandwidth (bytes/s) by a piece of the name torch gives the GPU; the first piece found wins.
+BANDWIDTH = (("H200", 4.8e12), ("H100 NVL", 3.9e12), ("H100 PCIe", 2.0e12), ("H100", 3.35e12), ("A800", 2.039e12),
+             ("A100-SXM4-80GB", 2.039e12), ("A100 80GB PCIe", 1.935e12), ("A100", 1.555e12), ("RTX A6000", 768e9),
+             ("A40", 696e9), ("L40S", 864e9), ("L4", 300e9))
+
+
+def decode_floor(model, gpu: str, new_tokens: int) -> dict | None:
+    """Batch-1 decoding's floor on `gpu`: every weight read once a token (the input embeddings, a lookup, only
+    where the output layer shares them) over the card's bandwidth. None for a GPU not in BANDWIDTH."""
+    bandwidth = next((b for piece, b in BANDWIDTH if piece in gpu), None)
+    if bandwidth is None:
+        return None
+    weights = {id(p): p for p in model.parameters()}   # a tied output layer counted once
+    embed, head = model.get_input_embeddings().weight, model.get_output_embeddings()
+    read = sum(p.numel() * p.element_size() for p in weights.values())
+    if head is None or head.weight is not embed:
+        read -= embed.numel() * embed.element_size()
+    return {"gpu": gpu, "bandwidth_gb_s": bandwidth / 1e9, "weight_gb_per_token": read / 1e9,
+            "floor_s": read * new_tokens / bandwidth}
+
+
 def engine_latency(generator, new_tokens: int, runs: int = 3) -> dict:
     """The same measurement in-process, on a LocalGenerator's serving engine (GPU, batch 1): exactly
     `new_tokens` greedy tokens per run after a warm-up that captures the decode step; no sweep."""
@@ -71,4 +92,11 @@ def engine_latency(generator, new_tokens: int, runs: int = 3) -> dict:
             "ttft_s": _stats([t["ttft_s"] for t in single]), "total_s": _stats([t["total_s"] for t in single]),
             "tpot_s": _stats([(t["total_s"] - t["ttft_s"]) / max(new_tokens - 1, 1) for t in single]),
             "tokens_per_s": _stats([new_tokens / t["total_s"] for t in single]),
-            "samples_total_s": [t["total_s"] for t in single], "sweep": []}
+            "samples_total_s": [t["total_s"] for t in single], "sweep": [],
+            "floor": decode_floor(generator.model, _gpu_name(), new_tokens)}
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"

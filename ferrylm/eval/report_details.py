@@ -63,6 +63,11 @@ def _latency(details: dict, models: list[str]) -> list[Table]:
                            ("total_s", f"total, {lat.get('new_tokens')} tokens (s)"), ("tokens_per_s", "tokens/s")):
             st = lat.get(key) or {}
             rows.append([m, where, label, *[_num(st.get(p), "{:.4g}") for p in ("p50", "p95", "p99")]])
+        if lat.get("floor"):   # what the card allows: a miss the GPU's or the engine's
+            f, total = lat["floor"], (lat.get("total_s") or {}).get("p50")
+            rows.append([m, where, f"floor on {f['gpu']}: {f['weight_gb_per_token']:.2f} GB a token over "
+                         f"{f['bandwidth_gb_s']:,.0f} GB/s (s)", _num(f["floor_s"], "{:.4g}"),
+                         f"{f['floor_s'] / total:.0%} of the p50" if total else "—", ""])
         for s in lat.get("sweep") or []:
             sweep.append([m, str(s["concurrency"]), _num(s.get("wall_s"), "{:.2f}"),
                           _num(s.get("aggregate_tokens_per_s"), "{:.1f}"), _num((s.get("total_s") or {}).get("p50"), "{:.2f}")])

@@ -116,7 +116,9 @@ def test_details_are_tables_not_dumps(tmp_path):
                                "total_s": {"p50": 27.3, "p95": 28.0, "p99": 28.1},
                                "tokens_per_s": {"p50": 18.8, "p95": 19.0, "p99": 19.0}, "samples_total_s": [27.3, 28.1],
                                "sweep": [{"concurrency": 2, "wall_s": 30.0, "aggregate_tokens_per_s": 34.1,
-                                          "total_s": {"p50": 29.9}}]}} for m in MODELS}
+                                          "total_s": {"p50": 29.9}}],
+                               "floor": {"gpu": "NVIDIA A40", "bandwidth_gb_s": 696.0, "weight_gb_per_token": 14.15,
+                                         "floor_s": 10.41}}} for m in MODELS}
     details["training"] = {"steps": 32, "first_train_loss": 2.1, "final_train_loss": 1.8, "tokens_seen": 28527,
                            "train_runtime_s": 512.0}
     write_report(tmp_path, load_criteria("seed"), MODELS, details, HISTORY)
@@ -125,6 +127,7 @@ def test_details_are_tables_not_dumps(tmp_path):
     assert "| fine-tuned | HumanEval (Python) | 164 | 164 | 11 | 0.067 | bwrap+uid |" in md
     assert "| base | endpoint, streamed | total, 512 tokens (s) | 27.3 | 28 | 28.1 |" in md
     assert "| fine-tuned | 2 | 30.00 | 34.1 | 29.90 |" in md
+    assert "| base | endpoint, streamed | floor on NVIDIA A40: 14.15 GB a token over 696 GB/s (s) | 10.41 | 38% of the p50 |" in md
     assert "| tokens seen | 28,527 |" in md
     assert "| fine-tuned | explain (code understanding) | 50 | smoothed BLEU-4 6.50 | smoothed BLEU-4 (CodeXGLUE) |" in md
     assert "| base | generate (code generation) | 40 | BLEU 12.25, chrF 30.50, format kept 75% | nrefs:1\\|tok:13a |" in md
@@ -209,3 +212,19 @@ def test_the_verdict_is_the_first_thing_on_the_page_in_a_browser(tmp_path):
         assert section.location["y"] < table.location["y"] and items[0].location["y"] < 900
     finally:
         driver.quit()
+
+
+def test_the_decode_floor_is_the_weights_read_a_token_over_the_card_s_bandwidth(tiny_qwen2_dir):
+    from ferrylm.eval.quality import decode_floor
+    from ferrylm.models import load_model
+
+    model = load_model(tiny_qwen2_dir)
+    embed = model.get_input_embeddings().weight
+    every = sum(p.numel() * p.element_size() for p in {id(p): p for p in model.parameters()}.values())
+    tied = model.get_output_embeddings().weight is embed
+    read = every if tied else every - embed.numel() * embed.element_size()   # a lookup, unless it is the output layer
+    got = decode_floor(model, "NVIDIA H100 80GB HBM3", 512)
+    assert got["bandwidth_gb_s"] == 3350 and abs(got["floor_s"] - read * 512 / 3.35e12) < 1e-12
+    assert decode_floor(model, "NVIDIA H100 PCIe", 512)["bandwidth_gb_s"] == 2000   # not the SXM card's
+    assert decode_floor(model, "NVIDIA H200", 512)["floor_s"] < got["floor_s"]
+    assert decode_floor(model, "a GPU nobody listed", 512) is None
