@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from ferrylm.bench.shapes import HIDDEN, INTERMEDIATE
+
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
 
 
@@ -76,16 +78,9 @@ def agreement(logits: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
 
 
 def model_7b():
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from ferrylm.bench.shapes import qwen7b_model
 
-    config = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-                         num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
-                         rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = Qwen2ForCausalLM(config).to(torch.bfloat16).eval()
-    model.generation_config.pad_token_id = 0
-    return model
+    return qwen7b_model()
 
 
 class Fp8W8A8Linear(torch.nn.Module):
@@ -128,10 +123,10 @@ def int4_kernel_error(group: int) -> float:
     checks the packing on the GPU, where the suite cannot run it."""
     from ferrylm.engine.int4 import Int4WeightLinear, round_to_nearest_int4
 
-    w = torch.randn(18944, 3584, device="cuda", dtype=torch.bfloat16) * 0.02
+    w = torch.randn(INTERMEDIATE, HIDDEN, device="cuda", dtype=torch.bfloat16) * 0.02
     q, scale = round_to_nearest_int4(w, group)
-    deq = (q.float().reshape(18944, -1, group) * scale.float()[..., None]).reshape(18944, 3584)
-    x = torch.randn(1, 3584, device="cuda", dtype=torch.bfloat16)
+    deq = (q.float().reshape(INTERMEDIATE, -1, group) * scale.float()[..., None]).reshape(INTERMEDIATE, HIDDEN)
+    x = torch.randn(1, HIDDEN, device="cuda", dtype=torch.bfloat16)
     want = x.float() @ deq.t()
     got = Int4WeightLinear(q, scale, None, group)(x).float()
     return ((got - want).abs().max() / want.abs().max()).item()
@@ -144,11 +139,11 @@ def gemv4_kernel_error(group: int) -> float:
     from ferrylm.engine.gemv4 import gemv4, gemv4_reference, pack_int4
     from ferrylm.engine.int4 import round_to_nearest_int4
 
-    w = torch.randn(2 * 18944, 3584, device="cuda", dtype=torch.bfloat16) * 0.02
+    w = torch.randn(2 * INTERMEDIATE, HIDDEN, device="cuda", dtype=torch.bfloat16) * 0.02
     q, scale = round_to_nearest_int4(w, group)
-    (packed, scale), x = pack_int4(q, scale), torch.randn(3584, device="cuda", dtype=torch.bfloat16)
-    g = torch.rand(3584, device="cuda", dtype=torch.bfloat16) + 0.5
-    e = Epilogue(1e-6, SILU, 2 * 18944)
+    (packed, scale), x = pack_int4(q, scale), torch.randn(HIDDEN, device="cuda", dtype=torch.bfloat16)
+    g = torch.rand(HIDDEN, device="cuda", dtype=torch.bfloat16) + 0.5
+    e = Epilogue(1e-6, SILU, 2 * INTERMEDIATE)
     want = gemv4_reference(x, packed, scale, group, None, e, g)
     got = gemv4(x, packed, scale, group, None, 16, 256, 4, 1, epilogue=e, norm_weight=g).float()
     return ((got - want).abs().max() / want.abs().max()).item()

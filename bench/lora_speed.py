@@ -27,17 +27,16 @@ SEQ, R = 4096, 16
 
 def build(liger: bool):
     from peft import LoraConfig, get_peft_model
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
+
+    from ferrylm.bench.shapes import qwen7b_config
 
     if liger:
         from liger_kernel.transformers import apply_liger_kernel_to_qwen2
 
         apply_liger_kernel_to_qwen2(rope=True, rms_norm=True, swiglu=True, cross_entropy=False,
                                     fused_linear_cross_entropy=True)
-    config = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-                         num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
-                         rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=False, use_cache=False,
-                         attn_implementation="sdpa")
+    config = qwen7b_config(use_cache=False, attn_implementation="sdpa")
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = Qwen2ForCausalLM(config).to(torch.bfloat16)
@@ -75,7 +74,7 @@ def run(name: str, liger: bool, ckpt_fraction: float, compile_layers: bool = Fal
             layer.compile()
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    ids = torch.randint(0, 152064, (1, SEQ), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    ids = torch.randint(0, model.config.vocab_size, (1, SEQ), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
     labels, kept = labels_and_kept(ids, answer_share)
     kept = kept if scored else {}
     times, first_loss = [], None

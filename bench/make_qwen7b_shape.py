@@ -13,15 +13,14 @@ import sys
 import time
 
 import torch
-from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+from transformers import AutoTokenizer, Qwen2ForCausalLM
+
+from ferrylm.bench.shapes import qwen7b_config
 
 
 def main(out_dir: str, tokenizer_dir: str, w4a16_group: str | None = None) -> None:
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-                         num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
-                         rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = qwen7b_config(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     t = time.time()
     torch.manual_seed(0)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):

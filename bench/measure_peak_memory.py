@@ -15,8 +15,9 @@ import json
 import time
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2ForCausalLM
 
+from ferrylm.bench.shapes import VOCAB, qwen7b_config
 from ferrylm.train.plan import GiB, Setup, estimate
 
 # First set: measured before the planner's two corrections (see docs/memory_planner.md).
@@ -50,9 +51,7 @@ HELD_OUT_2 = [
 
 
 def build() -> Qwen2ForCausalLM:
-    cfg = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-                      num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
-                      tie_word_embeddings=False, attn_implementation="sdpa", use_cache=False)
+    cfg = qwen7b_config(attn_implementation="sdpa", use_cache=False)
     torch.manual_seed(0)
     with torch.device("cuda"):
         return Qwen2ForCausalLM(cfg).to(torch.bfloat16)
@@ -75,7 +74,7 @@ def run(spec: dict, context_gib: float) -> dict:
     opt = torch.optim.AdamW(params, lr=1e-5, fused=True)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    ids = torch.randint(0, 152064, (setup.micro_batch, setup.seq_len), device="cuda")
+    ids = torch.randint(0, VOCAB, (setup.micro_batch, setup.seq_len), device="cuda")
     t = time.perf_counter()
     for _ in range(3):
         loss = model(input_ids=ids, labels=ids).loss

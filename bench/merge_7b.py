@@ -17,9 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from ferrylm.bench.shapes import HEAD_DIM, KV_HEADS, LAYERS, VOCAB
+from ferrylm.bench.shapes import HIDDEN as H
+from ferrylm.bench.shapes import INTERMEDIATE as INTER
 
-H, INTER, LAYERS, VOCAB, KV = 3584, 18944, 28, 152064, 512
+REPO = Path(__file__).resolve().parents[1]
+KV = KV_HEADS * HEAD_DIM
 LINEAR = {"self_attn.q_proj": (H, H), "self_attn.k_proj": (KV, H), "self_attn.v_proj": (KV, H),
           "self_attn.o_proj": (H, H), "mlp.gate_proj": (INTER, H), "mlp.up_proj": (INTER, H), "mlp.down_proj": (H, INTER)}
 

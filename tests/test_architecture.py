@@ -106,3 +106,31 @@ def test_no_benchmark_script_edits_sys_path():
     # they run with the package installed (.venv/bin/python bench/x.py) or on PYTHONPATH, never by editing it
     bench = PACKAGE.parent / "bench"
     assert [p.name for p in sorted(bench.rglob("*.py")) if "sys.path" in p.read_text()] == []
+
+
+def test_no_benchmark_script_imports_another():
+    # what scripts share (shapes, helpers) lives in ferrylm/bench/: a script is run, never imported
+    bench = PACKAGE.parent / "bench"
+    scripts = {p.stem for p in bench.rglob("*.py")}
+    importing = []
+    for path in sorted(bench.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            importing += [f"{path.relative_to(bench)} imports {n}" for n in names if n.split(".")[0] in scripts]
+    assert importing == []
+
+
+def test_every_name_a_benchmark_script_takes_from_ferrylm_exists():
+    # the scripts run on machines the suite never sees (a GPU): at least what they import from the package is there
+    import importlib
+
+    bench = PACKAGE.parent / "bench"
+    missing = []
+    for path in sorted(bench.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("ferrylm"):
+                module = importlib.import_module(node.module)
+                missing += [f"{path.relative_to(bench)}: {node.module}.{a.name}" for a in node.names
+                            if not hasattr(module, a.name) and importlib.util.find_spec(f"{node.module}.{a.name}") is None]
+    assert missing == []

@@ -12,7 +12,7 @@ CITED = re.compile(r"bench/results/[A-Za-z0-9_./-]*[A-Za-z0-9_/]")
 
 
 def _docs() -> dict[Path, str]:
-    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", ROOT / "bench" / "kernels" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
              *sorted((ROOT / "docs" / "notes").glob("*.md"))]
     return {p: p.read_text() for p in pages}
 

@@ -99,7 +99,7 @@ def prompt4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: 
     """x [M, K] (bf16; fp32 multiplies in fp32) times the transposed 4-bit weight of `pack_int4` (fp32
     [M, N]): the prompt's product, where a row of x is not alone. The same numbers as F.linear in fp32
     on `dequantize`'s weight (up to summation order) without writing that weight out in fp32 first.
-    The default tile was the fastest overall of 12 at a 128-token prompt on an H100 (bench/prompt4.py --sweep)."""
+    The default tile was the fastest overall of 12 at a 128-token prompt on an H100 (bench/kernels/prompt4.py --sweep)."""
     strips, words, b = packed.shape
     m, k, n = x.shape[0], 8 * words, strips * b
     if (x.dtype not in (torch.bfloat16, torch.float32) or x.shape[1] != k or group < 16 or group & (group - 1)

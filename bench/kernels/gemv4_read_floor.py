@@ -6,7 +6,7 @@ read by the plainest kernel and by torch's sum (`stream`), for what a read of th
 the plain read, the strips' read and the kernel back to back on copies of the words (`back_to_back`),
 without do_bench's flush.
 
-    python3 bench/gemv4_read_floor.py --out gemv4_read_floor_h100.json
+    python3 bench/kernels/gemv4_read_floor.py --out gemv4_read_floor_h100.json
 """
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
+
+from ferrylm.bench.kernel_studies import _stream, back_to_back
+from ferrylm.bench.shapes import HIDDEN, PRODUCTS, VOCAB, epilogues
 
 
 @triton.jit
@@ -51,16 +54,6 @@ def _read_only(w_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, BLOCK_N: tl.const
     tl.store(y_ptr + rows, tl.xor_sum(acc, axis=0))
 
 
-@triton.jit
-def _stream(w_ptr, y_ptr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
-    """The plainest read: each program xors BLOCK contiguous words (the calibration of `stream`); with
-    PDL it lets the next kernel launch before reading (gemv_step_floor.py)."""
-    if PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-    at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y_ptr + tl.program_id(0), tl.xor_sum(tl.load(at + w_ptr), axis=0))
-
-
 def stream(words: torch.Tensor, block: int = 4096) -> dict:
     """The same number of bytes read by the plainest kernel, and by torch's sum, timed the same way:
     what a read of this size reaches on this GPU with do_bench's flushed L2 and the launch inside."""
@@ -76,31 +69,9 @@ def stream(words: torch.Tensor, block: int = 4096) -> dict:
     return out
 
 
-def back_to_back(run, copies: int, nbytes: int, rounds: int = 20) -> dict:
-    """run(i) launched on copy i of the words, copy after copy, captured in a CUDA graph as the decode
-    step is: no flush (whose dirty lines do_bench's reads would write back), no Python between the
-    launches, and each launch's data not in the L2 (the copies together are several times its size)."""
-    for i in range(copies):   # compiled before the capture
-        run(i)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(copies):
-            run(i)
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(rounds):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    us = start.elapsed_time(end) * 1e3 / (rounds * copies)
-    return {"us": us, "tb_s": nbytes / us / 1e6}
-
-
 def main() -> None:
     from triton.testing import do_bench
 
-    from ferrylm.engine.gemv import SILU, Epilogue
     from ferrylm.engine.gemv4 import gemv4, pack_int4
     from ferrylm.engine.int4 import round_to_nearest_int4
 
@@ -109,8 +80,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.manual_seed(0)
     rows = {}
-    for name, n, k, e, cfg in (("w13", 37888, 3584, Epilogue(1e-6, SILU, 37888), (8, 512, 4, 1)),
-                               ("w2", 3584, 18944, Epilogue(residual=True), (8, 1024, 4, 1))):
+    for name, cfg in (("w13", (8, 512, 4, 1)), ("w2", (8, 1024, 4, 1))):
+        (n, k), e = PRODUCTS[name], epilogues()[name]
         q, s = round_to_nearest_int4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, 128)
         packed, scales = pack_int4(q, s)
         x = torch.randn(k, device="cuda", dtype=torch.bfloat16)
@@ -155,7 +126,7 @@ def main() -> None:
         rows[name] = row
         print(name, json.dumps(row), flush=True)
     # The bf16 output layer's size (1.09 GB): the same reads long enough for the launch and ramp not to count.
-    big = [torch.empty(152064 * 3584 // 2, device="cuda", dtype=torch.int32) for _ in range(2)]
+    big = [torch.empty(VOCAB * HIDDEN // 2, device="cuda", dtype=torch.int32) for _ in range(2)]
     rows["lm_head_bytes"] = stream(big[0])
     ys = torch.empty(big[0].numel() // 4096, device="cuda", dtype=torch.int32)
     rows["lm_head_bytes"]["b2b_stream_1d"] = back_to_back(

@@ -1,6 +1,6 @@
 """Where a decode step's time goes: CUDA kernels of 64 steps of `Engine` (--engine picks which) on Qwen2.5-7B shapes.
 
-    python3 bench/gpu_decode_profile.py --out gpu_decode_profile.json [--engine fused-gemv|int4|int4-gemv]
+    python3 bench/kernels/gpu_decode_profile.py --out gpu_decode_profile.json [--engine fused-gemv|int4|int4-gemv]
 """
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ def main() -> None:
                          "fused-gemv: FusedDecoder on the Triton matrix-vector kernel (with PDL on Hopper); int4: "
                          "W4A16 weights (group 128) on torch's int4 kernel; int4-gemv: on the 4-bit Triton kernel")
     args = ap.parse_args()
-    from gpu_decode import model_7b
-
+    from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine
 
-    model = model_7b()
+    model = qwen7b_model()
     prompt = list(range(1000, 1128))
     kwargs = {"tuned": {}, "fused": {"fused": True, "tune": False}, "fused-gemv": {"gemv": True, "tune": False},
               "int4": {"fused": True, "int4_group": 128}, "int4-gemv": {"gemv": True, "tune": False, "int4_group": 128}}

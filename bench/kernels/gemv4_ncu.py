@@ -2,7 +2,7 @@
 target for Nsight Compute, which then profiles one launch of the kernel alone.
 
     ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-        -k regex:gemv4_kernel -s 1 -c 1 python3 bench/gemv4_ncu.py w13 16 256 4 2
+        -k regex:gemv4_kernel -s 1 -c 1 python3 bench/kernels/gemv4_ncu.py w13 16 256 4 2
 
 Arguments: the product (w13: gate/up with its norm and SiLU, w2: down with its residual), then
 block_n, block_k, num_warps and sub (defaults: the tuner's choice of the 2026-11-26 H200 run).
@@ -11,14 +11,14 @@ import sys
 
 import torch
 
-from ferrylm.engine.gemv import SILU, Epilogue
+from ferrylm.bench.shapes import PRODUCTS, epilogues
 from ferrylm.engine.gemv4 import gemv4, pack_int4
 from ferrylm.engine.int4 import round_to_nearest_int4
 from ferrylm.engine.tuning import tuning_inputs
 
 GROUP = 128
-SHAPES = {"w13": (37888, 3584, Epilogue(1e-6, SILU, 37888), (16, 256, 4, 2)),
-          "w2": (3584, 18944, Epilogue(residual=True), (8, 1024, 8, 2))}
+SHAPES = {"w13": (*PRODUCTS["w13"], epilogues()["w13"], (16, 256, 4, 2)),
+          "w2": (*PRODUCTS["w2"], epilogues()["w2"], (8, 1024, 8, 2))}
 
 which = sys.argv[1] if len(sys.argv) > 1 else "w13"
 n, k, e, default = SHAPES[which]

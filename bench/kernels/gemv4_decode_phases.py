@@ -1,9 +1,9 @@
 """The 4-bit Triton kernel's engine on the Qwen2.5-7B shape (random weights, W4A16 group 128), each phase
 of its start-up timed as it ends, then 512-token decodes: where the start-up goes when it is slow.
 
-    python3 bench/gemv4_decode_phases.py OUT.json compile          # the step captured into a CUDA graph, tuned kernels
-    python3 bench/gemv4_decode_phases.py OUT.json eager            # no compile: a Python launch per kernel
-    python3 bench/gemv4_decode_phases.py OUT.json compile fixed    # one fixed configuration, no tuning
+    python3 bench/kernels/gemv4_decode_phases.py OUT.json compile          # the step captured into a CUDA graph, tuned kernels
+    python3 bench/kernels/gemv4_decode_phases.py OUT.json eager            # no compile: a Python launch per kernel
+    python3 bench/kernels/gemv4_decode_phases.py OUT.json compile fixed    # one fixed configuration, no tuning
 """
 import json
 import sys
@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import torch
-from gpu_decode import model_7b
 
 import ferrylm.engine.tuning as tuning
+from ferrylm.bench.shapes import qwen7b_model
 from ferrylm.engine import Engine
 
 t = time.perf_counter()
@@ -34,7 +34,7 @@ def timed_tune4(layer, pdl=False, epilogue=tuning.Epilogue()):
 
 
 TUNE4, tuning.tune4 = tuning.tune4, timed_tune4
-model = model_7b()
+model = qwen7b_model()
 lap("model")
 ids = torch.randint(100, 150000, (1, 128), generator=torch.Generator().manual_seed(1)).cuda()
 fixed = {"block_n": 4, "block_k": 1024, "num_warps": 4, "num_stages": 1} if sys.argv[3:] == ["fixed"] else None

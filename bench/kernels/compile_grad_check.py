@@ -1,6 +1,6 @@
 """Do compiled decoder layers give the same LoRA gradients as eager ones? (Qwen2.5-7B widths, 4 layers)
 
-    python3 bench/compile_grad_check.py --out compile_grad_check.json
+    python3 bench/kernels/compile_grad_check.py --out compile_grad_check.json
 
 Same weights, same tokens: one forward/backward eager, one with each decoder layer compiled, in
 bf16 and in fp32; compares the loss and every LoRA gradient (relative L2 difference), then runs
@@ -14,14 +14,16 @@ import json
 
 import torch
 
+from ferrylm.bench.shapes import VOCAB
+
 
 def build(dtype):
     from peft import LoraConfig, get_peft_model
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
-    config = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=4,
-                         num_attention_heads=28, num_key_value_heads=4, rope_theta=1e6, rms_norm_eps=1e-6,
-                         tie_word_embeddings=False, use_cache=False, attn_implementation="sdpa")
+    from ferrylm.bench.shapes import qwen7b_config
+
+    config = qwen7b_config(num_hidden_layers=4, use_cache=False, attn_implementation="sdpa")
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = Qwen2ForCausalLM(config).to(dtype)
@@ -58,7 +60,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    ids = torch.randint(0, 152064, (1, 2048), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    ids = torch.randint(0, VOCAB, (1, 2048), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
     result = {}
     for dtype in (torch.float32, torch.bfloat16):
         eager = build(dtype)

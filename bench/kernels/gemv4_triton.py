@@ -1,8 +1,8 @@
 """The 4-bit matrix-vector kernel (ferrylm/engine/gemv4.py) per Qwen2.5-7B layer shape, beside torch's
 int4 kernel (what `Engine(int4_group=...)` runs), one token, on a GPU.
 
-    python3 bench/gemv4_triton.py --group 128 --out gemv4_triton_h100.json
-    python3 bench/gemv4_triton.py --group 128 --vary num_warps=4,8 --workers 14 --out gemv4_warps_h100.json
+    python3 bench/kernels/gemv4_triton.py --group 128 --out gemv4_triton_h100.json
+    python3 bench/kernels/gemv4_triton.py --group 128 --vary num_warps=4,8 --workers 14 --out gemv4_warps_h100.json
 
 Round-to-nearest 4-bit weights of random bf16 matrices; each product with its decode-step epilogue
 (rotary positions on q/k/v, SiLU on gate/up, residual adds) for the Triton kernel, plain for torch's.
@@ -25,70 +25,9 @@ from pathlib import Path
 
 import torch
 
+from ferrylm.bench.kernel_studies import SHAPES, _compile, configs, run, shape
+
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
-SHAPES = ("wqkv", "wo", "w13", "w2")
-
-
-def products() -> dict:
-    """Each 7B product's (rows, inputs, decode-step epilogue), by name."""
-    from ferrylm.engine.gemv import ROPE, SILU, Epilogue
-
-    return {"wqkv": (4608, 3584, Epilogue(1e-6, ROPE, 128, 4096)), "wo": (3584, 3584, Epilogue(residual=True)),
-            "w13": (37888, 3584, Epilogue(1e-6, SILU, 37888)), "w2": (3584, 18944, Epilogue(residual=True))}
-
-
-def shape(name: str, group: int) -> dict:
-    """One 7B product's weights, inputs and epilogue (seeded: every process builds the same)."""
-    from ferrylm.engine.gemv import ROPE
-    from ferrylm.engine.gemv4 import pack_int4
-    from ferrylm.engine.int4 import round_to_nearest_int4
-
-    n, k, e = products()[name]
-    torch.manual_seed(SHAPES.index(name))
-    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
-    q, s = round_to_nearest_int4(w, group)
-    packed, st = pack_int4(q, s)
-    extra = {"residual": torch.randn(n, device="cuda", dtype=torch.bfloat16)} if e.residual else {}
-    if e.pair == ROPE:
-        extra.update(pos=torch.tensor([100], device="cuda"), inv_freq=torch.rand(64, device="cuda"))
-    return dict(n=n, k=k, e=e, q=q, s=s, packed=packed, scales=st, extra=extra,
-                x=torch.randn(k, device="cuda", dtype=torch.bfloat16),
-                g=torch.rand(k, device="cuda", dtype=torch.bfloat16) + 0.5 if e.norm_eps is not None else None)
-
-
-def run(sh: dict, group: int, cfg: dict) -> torch.Tensor:
-    from ferrylm.engine.gemv4 import gemv4
-
-    return gemv4(sh["x"], sh["packed"], sh["scales"], group, None, epilogue=sh["e"], norm_weight=sh["g"],
-                 **sh["extra"], **cfg)
-
-
-def configs(sh: dict, group: int, vary: list[str]) -> list[dict]:
-    """The tuner's candidates for this shape, crossed with each `key=v1,v2` of `vary`."""
-    from ferrylm.engine.tuning import tune4_candidates
-
-    todo = list(tune4_candidates(sh["n"], sh["k"], group, sh["e"]))
-    for item in vary:
-        key, values = item.split("=")
-        todo = [{**c, key: int(v)} for c in todo for v in values.split(",")]
-    return todo
-
-
-def _compile(job) -> str:
-    """In a worker process: one launch, so the configuration lands in Triton's on-disk cache."""
-    name, group, cfg = job
-    global _cache
-    if name not in _cache:
-        _cache = {name: shape(name, group)}
-    try:
-        run(_cache[name], group, cfg)
-        torch.cuda.synchronize()
-        return "ok"
-    except Exception as exc:   # reported, then skipped in the timed pass
-        return f"{type(exc).__name__}: {str(exc)[:200]}"
-
-
-_cache: dict = {}
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Experiment: does a wider set of kernel configurations than `tuning.candidates` make the fused
 one-token step's products faster? Qwen2.5-7B shapes with the epilogues `decode_step` gives them.
 
-    python3 bench/gemv_configs.py --out gemv_configs.json
+    python3 bench/kernels/gemv_configs.py --out gemv_configs.json
 
 For each product: the best of `tuning.candidates` (what the engine tunes over) and the best of a wider
 set (block_n up to 8, block_k from 256, num_stages up to 4), timed like `tuning.tune` (L2 flushed).
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from ferrylm.engine.gemv import CONFIG_KEYS, ROPE, SILU, Epilogue, gemv
+from ferrylm.bench.shapes import PRODUCTS as SHAPES
+from ferrylm.bench.shapes import epilogues
+from ferrylm.engine.gemv import CONFIG_KEYS, ROPE, Epilogue, gemv
 from ferrylm.engine.tuning import candidates
 
-PRODUCTS = {"wqkv": (4608, 3584, Epilogue(1e-6, ROPE, 128, 4096, 1.0)), "wo": (3584, 3584, Epilogue(residual=True)),
-            "w13": (37888, 3584, Epilogue(1e-6, SILU, 37888)), "w2": (3584, 18944, Epilogue(residual=True)),
-            "lm_head": (152064, 3584, Epilogue(1e-6))}
+PRODUCTS = {name: (*shape, epilogues()[name]) for name, shape in SHAPES.items()}
 
 
 def wide(n: int, k: int, e: Epilogue):

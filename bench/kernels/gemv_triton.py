@@ -1,6 +1,6 @@
 """The engine's Triton matrix-vector kernel (ferrylm/engine/gemv.py) against cuBLAS, for batch-1 bf16 decode.
 
-    python3 bench/gemv_triton.py --out gemv_h200.json [--decode]
+    python3 bench/kernels/gemv_triton.py --out gemv_h200.json [--decode]
 
 1. Per Qwen2.5-7B decode shape: cuBLAS's `F.linear` and the kernel's tuned configuration, in ms and
    GB/s (L2 flushed between runs, as in decode where each weight is read once per token).
@@ -24,8 +24,10 @@ from pathlib import Path
 import torch
 import triton
 
+from ferrylm.bench.shapes import PRODUCTS
+
 # (N, K) of the fused 7B decoder: wqkv, wo, w13 (gate+up), w2 (down), lm_head; and how many per token.
-SHAPES = {"wqkv": (4608, 3584), "wo": (3584, 3584), "w13": (37888, 3584), "w2": (3584, 18944), "lm_head": (152064, 3584)}
+SHAPES = PRODUCTS
 PER_TOKEN = {"wqkv": 28, "wo": 28, "w13": 28, "w2": 28, "lm_head": 1}
 
 
@@ -51,13 +53,13 @@ def sweep(pdl: bool) -> dict:
 
 def decode(configs: dict, runs: int, only: list[str]) -> dict:
     import torch._inductor.config as inductor
-    from gpu_decode import model_7b
 
+    from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import gemv_weights
     from ferrylm.engine.gemv import supports_pdl
 
-    model = model_7b()
+    model = qwen7b_model()
     ids = torch.randint(100, 150000, (1, 128), generator=torch.Generator().manual_seed(1)).cuda()[0].tolist()
     has_inductor_pdl = hasattr(inductor.triton, "enable_pdl")
     pdl = supports_pdl()

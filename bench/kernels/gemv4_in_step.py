@@ -1,7 +1,7 @@
 """The 4-bit engine's captured step, kernel by kernel and configuration by configuration (Qwen2.5-7B
 shapes, random weights, W4A16 group 128, one GPU).
 
-    python3 bench/gemv4_in_step.py --out gemv4_in_step.json [--workers 14] [--wide]
+    python3 bench/kernels/gemv4_in_step.py --out gemv4_in_step.json [--workers 14] [--wide]
 
 1. Where the step's time goes: each kernel's end minus the previous kernel's end, summed per kind over
    31 captured steps (with programmatic dependent launch kernels overlap, so their own durations
@@ -29,7 +29,6 @@ import itertools
 import json
 import statistics
 import sys
-from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -38,47 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-PRODUCTS = ("q/k/v", "o", "gate/up", "down")
 WIDE = tuple(itertools.product((8, 16), (256, 512, 1024, 2048), (1, 2), (4, 8)))
-
-
-def split_step(engine, steps: int = 32) -> dict:
-    """ms per step of each kernel kind: end-to-end increments, in launch order (the bf16 engine's
-    products too: the step's product kernels counted from its first kernel, the embedding)."""
-    prompt = list(range(1000, 1128))
-    engine.generate_timed(prompt, steps)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        engine.generate_timed(prompt, steps)
-    products = 4 * len(engine.decoder.layers)
-    state = {"product": 0}
-
-    def kind_of(name: str) -> str:
-        if name.startswith(("_gemv4_kernel", "_gemv_kernel")):
-            i = state["product"]
-            state["product"] += 1
-            return PRODUCTS[i % 4] if i < products else "output layer"
-        if name.startswith(("_attend_chunk", "_combine_chunks")):
-            return name.split("(")[0].strip()
-        state["product"] = 0
-        return "other (the prompt's kernels, the embedding, the argmax)"
-    return split_events(prof.events(), kind_of, steps - 1)
-
-
-def split_events(events, kind_of, steps: int) -> dict:
-    """ms per step of each kind (`kind_of(name)`, called in launch order) of the CUDA kernels among
-    profiler events: each kernel's end minus the previous end (kernels overlap under PDL), the gaps
-    between them as "idle"."""
-    kernels = sorted((e for e in events if e.device_type == torch.autograd.DeviceType.CUDA),
-                     key=lambda e: e.time_range.start)
-    per_kind, last_end = defaultdict(float), None
-    for e in kernels:
-        kind = kind_of(e.name)
-        start, end = e.time_range.start, e.time_range.end
-        if last_end is not None:
-            per_kind[kind] += max(end - max(start, last_end), 0) / 1e3
-            per_kind["idle"] += max(start - last_end, 0) / 1e3
-        last_end = max(end, last_end or end)
-    return {k: v / steps for k, v in per_kind.items()}   # ms per one-token step
 
 
 def read_only_kernel():
@@ -133,9 +92,8 @@ def main() -> None:
     ap.add_argument("--cross", help="key=v1,v2: a gemv4 argument to cross the candidates with (e.g. ahead=1,2)")
     ap.add_argument("--empty", action="store_true")
     args = ap.parse_args()
-    from gemv4_triton import _compile, products
-    from gpu_decode import model_7b
-
+    from ferrylm.bench.kernel_studies import _compile, products, split_step
+    from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import configure
     from ferrylm.engine.tuning import TUNE4, tune4_candidates
@@ -156,7 +114,7 @@ def main() -> None:
             for job, status in zip(jobs, pool.map(_compile, jobs, chunksize=4)):
                 if status != "ok":
                     print(job, "compile:", status, flush=True)
-    model = model_7b()
+    model = qwen7b_model()
     n = args.new_tokens
     engine = Engine(model, max_len=128 + n + 8, gemv=True, tune=False, int4_group=128, tuned_dir=False)
     names = {(n_, k_): name for name, (n_, k_, _) in shapes.items()}

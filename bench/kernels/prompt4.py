@@ -2,7 +2,7 @@
 each group) against what it replaced, F.linear in fp32 on the weight dequantized first, per
 Qwen2.5-7B layer shape for a 128-token prompt, on a GPU.
 
-    python3 bench/prompt4.py --out prompt4_h100.json [--sweep]
+    python3 bench/kernels/prompt4.py --out prompt4_h100.json [--sweep]
 
 `--sweep` also times each shape at block_m 64/128, block_n 64/128/256 and 4 or 8 warps (each checked
 against the fp32 product first).
@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 
 import torch
+
+from ferrylm.bench.shapes import LAYER
 
 
 def sweep(x, packed, scales, want) -> list[dict]:
@@ -52,7 +54,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.manual_seed(0)
     rows = {}
-    for name, (n, k) in {"wqkv": (4608, 3584), "wo": (3584, 3584), "w13": (37888, 3584), "w2": (3584, 18944)}.items():
+    for name, (n, k) in zip(("wqkv", "wo", "w13", "w2"), LAYER):
         q, s = round_to_nearest_int4(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, 128)
         packed, scales = pack_int4(q, s)
         x = torch.randn(args.tokens, k, device="cuda", dtype=torch.bfloat16)
