@@ -3,6 +3,7 @@ ferrylm Triton model, or a local model run with transformers. All answer the sam
 HumanEval and BLEU measure them the same way."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ..serve import client
@@ -39,8 +40,19 @@ class TritonGenerator:
     def __init__(self, base_url: str, model: str):
         self.base_url, self.model = base_url.rstrip("/"), model
 
+    BUSY_WAIT_S = 600   # how long a request refused as busy (the server's queue full) is asked again
+
     def _read(self, max_tokens: int, done, **request) -> str:
-        return client.read_until(client.triton_stream(self.base_url, self.model, max_tokens, **request), done)
+        # A busy refusal generated nothing: asking again loses nothing (eval.concurrency may exceed serve.max_queue).
+        deadline, pause = time.monotonic() + self.BUSY_WAIT_S, 0.2
+        while True:
+            try:
+                return client.read_until(client.triton_stream(self.base_url, self.model, max_tokens, **request), done)
+            except client.ServerBusy:
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
 
     @staticmethod
     def _greedy(temperature: float, n: int) -> None:

@@ -12,6 +12,7 @@ import pytest
 import requests
 import torch
 
+from ferrylm.eval.generators import TritonGenerator
 from ferrylm.export.triton import write_triton_repo
 from ferrylm.models import load_model, load_tokenizer
 from ferrylm.serve import ServeError, TritonServer, free_port
@@ -140,6 +141,11 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir, capsys)
         assert busy and all("retry later" in str(a) for a in busy)
         assert [a for a in answers if not isinstance(a, ServerBusy)] == [_greedy(model, tokenizer, prompt, 100)] * (8 - len(busy))
         assert "".join(triton_stream(url, "ferrylm", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
+        # The eval's client asks a busy server again: eight at once through a queue of one, none lost.
+        generator = TritonGenerator(url, "ferrylm")
+        with ThreadPoolExecutor(8) as pool:
+            texts = list(pool.map(lambda _: generator.complete(prompt, 100)[0], range(8)))
+        assert texts == [_greedy(model, tokenizer, prompt, 100)] * 8
         # An occupied port: one line naming the key, nothing started.
         with pytest.raises(ServeError, match=f"serve.port: 127.0.0.1:{port} is already in use"):
             TritonServer(repo, "ferrylm", "127.0.0.1", port, tmp_path / "t2.log", 60, 5, CACHE).start()
