@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `ferrylm bench` on Qwen2.5-7B shapes (random bf16 weights, synthetic rows of 4,096 tokens), as
-# docs/benchmarks.md ran it on one GPU:
+# docs/performance.md ran it on one GPU:
 #
 #   bash bench/bench_7b.sh WORK_DIR TOKENIZER_DIR [STRATEGIES]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The serving figures of docs/benchmarks.md ("Serving a team") on one GPU machine with no package index:
+# The serving figures of docs/performance.md ("Serving a team") on one GPU machine with no package index:
 #   CARRY=.gpu54 RESULTS=/tmp/res bash bench/gpu_serve_team.sh
 # CARRY holds: the small wheels the image lacks (pydantic, compressed-tensors, ...), pytriton.tar.xz (the
 # nvidia-pytriton 0.7.0 wheel unpacked, its Python 3.12 stub only), np/ (numpy 1.26.4 for Triton's Python

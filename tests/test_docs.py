@@ -28,7 +28,7 @@ def test_options_tables_are_generated_from_the_config(capsys):
 
 def test_every_stage_has_a_page_linked_from_the_readme():
     readme = (ROOT / "README.md").read_text()
-    for page in ["data", "train", "export", "serve", "eval", "review", "bench", "gpu", "benchmarks"]:
+    for page in ["data", "train", "export", "serve", "eval", "review", "bench", "gpu", "performance"]:
         assert (ROOT / "docs" / f"{page}.md").is_file(), page
         assert f"docs/{page}.md" in readme, f"README.md does not link docs/{page}.md"
 
@@ -48,8 +48,8 @@ def test_cited_results_exist_and_every_result_is_cited():
 
 
 def test_the_performance_page_is_one_page_of_claims_each_with_its_section():
-    page = (ROOT / "docs" / "benchmarks.md").read_text()
-    assert len(page.splitlines()) <= 300, "docs/benchmarks.md: the story of a figure goes to a docs/notes/ page"
+    page = (ROOT / "docs" / "performance.md").read_text()
+    assert len(page.splitlines()) <= 300, "docs/performance.md: the story of a figure goes to a docs/notes/ page"
     headings = [h.lower() for h in re.findall(r"^#{2,3} (.+)$", page, re.M)]
     table = page.split("| claim | today | anchor | section |", 1)[1].split("\n\n", 1)[0]
     for row in table.strip().splitlines()[1:]:

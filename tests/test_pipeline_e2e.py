@@ -35,7 +35,7 @@ def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
     """data → train → export → bench → serve (with load, the CLI, SIGTERM drain) → eval → report; then the
     same run served as base + adapter and as its W4A16 artifact. Each step is a function below."""
     port = free_port()
-    # W4A16 by rounding: GPTQ's calibration was the largest part of this test's time (docs/benchmarks.md),
+    # W4A16 by rounding: GPTQ's calibration was the largest part of this test's time (docs/performance.md),
     # and its path through the export stage and its quality are tested on their own (tests/export/).
     overrides = [f"run_dir={tmp_path / 'run'}", f"model.path={smollm2_dir}", f"data.sources=[{tiny_corpus}]",
                  "data.max_pairs=120", "data.eval_fraction=0.3", "data.max_seq_len=384",
@@ -222,7 +222,7 @@ def serve_w4a16(overrides: list[str], run) -> None:
     transformers' reading of the same file than to the merged bf16 model's, and within serving noise of
     it. vLLM serving bf16 SmolLM2 differs from transformers by 0.04 a token on this prompt; with int8
     activations (the CPU build's W4A8, its default on AMX CPUs) the artifact was 0.17-0.71 away
-    (bench/vllm_cpu_w4a8.py, docs/benchmarks.md)."""
+    (bench/vllm_cpu_w4a8.py, docs/performance.md)."""
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -38,7 +38,7 @@ class ServeConfig(_Section):
     """HTTP port (Triton: gRPC on the next one, metrics on the one after)."""
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     """auto: bfloat16 on GPUs and on CPUs with native bf16 (AVX512-BF16, AMX), else float32: emulated bf16 made
-    vLLM's CPU build ~10x slower on an AVX2 machine (docs/benchmarks.md)."""
+    vLLM's CPU build ~10x slower on an AVX2 machine (docs/performance.md)."""
     max_model_len: int = Field(2048, gt=0)
     """Longest prompt + reply vLLM accepts (tokens)."""
     startup_timeout_s: float = Field(900, gt=0)

@@ -33,7 +33,7 @@ class TrainConfig(_Section):
     flatten_batches: bool | None = None
     """A micro-batch's examples laid end to end in one row, their position ids restarting at each example
     (the model keeps them apart as it does packed rows): the same loss and gradients as padded rows,
-    without computing on the padding. None: on without a GPU (measured on CPUs: docs/benchmarks.md); on
+    without computing on the padding. None: on without a GPU (measured on CPUs: docs/performance.md); on
     GPUs padded rows keep the attention kernels' causal fast path."""
     gradient_accumulation_steps: int = Field(2, gt=0)
     """Micro-batches per optimizer step; the global batch is this × per_device_batch_size × GPUs."""
@@ -50,7 +50,7 @@ class TrainConfig(_Section):
     """torch.compile: "layers" compiles each decoder layer in place (regional compilation: one layer's graph,
     reused 28 times), "model" the whole model (the Trainer's torch_compile). Fuses the element-wise work
     between matrix products; the first step pays the compile. With train.liger, "layers" keeps only Liger's
-    fused linear cross-entropy (outside the layers); measured in docs/benchmarks.md."""
+    fused linear cross-entropy (outside the layers); measured in docs/performance.md."""
     base_precision: Literal["model", "fp8"] = "model"
     """The frozen base's linear weights under LoRA: "model" in the training precision; "fp8" in float8 (e4m3,
     one scale per output channel) with FP8 products (torch._scaled_mm) for the forward and the input
@@ -61,7 +61,7 @@ class TrainConfig(_Section):
     """Recompute activations in backward instead of keeping them (less memory, slower); see checkpoint_fraction."""
     checkpoint_fraction: float = Field(1.0, ge=0, le=1)
     """Selective checkpointing: recompute only this fraction of the decoder layers (the first ones); 1.0 = all.
-    Trades memory for speed (measured: docs/benchmarks.md, LoRA training speed)."""
+    Trades memory for speed (measured: docs/performance.md, LoRA training speed)."""
     logging_steps: int = Field(5, gt=0)
     """Log loss, learning rate, grad norm, tokens/s, MFU and memory every N steps."""
     save_steps: int = Field(20, ge=0)
@@ -80,7 +80,7 @@ class TrainConfig(_Section):
     offload_params: bool = False
     """With deepspeed=zero3: keep the parameters in CPU RAM between uses."""
     zero3_reduce_bucket_size: int | None = Field(500_000_000, gt=0)
-    """ZeRO-3: elements per gradient reduction bucket (None: the Trainer's "auto", sized from the hidden width, 7B: 12.8 M; the defaults were chosen by measurement, docs/benchmarks.md)."""
+    """ZeRO-3: elements per gradient reduction bucket (None: the Trainer's "auto", sized from the hidden width, 7B: 12.8 M; the defaults were chosen by measurement, docs/performance.md)."""
     zero3_prefetch_bucket_size: int | None = Field(200_000_000, gt=0)
     """ZeRO-3: elements of parameters fetched ahead of use (None: the Trainer's "auto")."""
     zero3_param_persistence_threshold: int | None = Field(1_000_000, ge=0)

@@ -3,7 +3,7 @@ fused Llama-family decoder it runs (fused), and that decoder's layers on other k
 weights on torch's int4 kernel (int4), bf16 products on a matrix-vector kernel written in the Triton
 kernel language (gemv), and the one-token step built around it (decode_step). Serving backends
 (ferrylm.serve) and the Triton inference server's model (templates/triton_model.py) use it; it
-imports nothing from them. Measurements: docs/benchmarks.md.
+imports nothing from them. Measurements: docs/performance.md.
 """
 from .engine import Engine
 

@@ -4,7 +4,7 @@ attention kernels per layer.
 At one token per step a 7B layer is four weight reads of 26-271 MB, and everything between them
 (RMS norms, rotary positions, cache writes, the attention mask, the SiLU gate, residual adds) is a
 dozen kernels of a few microseconds each, most of it launch latency (a fifth of a step on an H200:
-docs/benchmarks.md). Here that work moves into the products' own prologues and epilogues
+docs/performance.md). Here that work moves into the products' own prologues and epilogues
 (`gemv.Epilogue`):
 
 - the RMS norm before q/k/v, gate/up and the output layer: its weight is folded into the matrix's
@@ -25,7 +25,7 @@ attention kernel also has programs that read the start of the o product's words 
 meanwhile, so the o product finds them there: all of the 4-bit one (6.4 MB on a 7B layer), the first
 eighth of the bf16 one (3.2 MB; more of its four times the bytes, or larger reads, measured slower).
 
-What each part gained is measured in docs/benchmarks.md. The prompt still runs through
+What each part gained is measured in docs/performance.md. The prompt still runs through
 `FusedDecoder.forward` (F.linear on the folded weights).
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ except ImportError:  # the CPU-only install: never called there
 BLOCK_L = 64   # cache positions per attention program
 # What attention's prefetching programs read for the o product after it (the module's docstring):
 # (words a program reads in one load, the share of o's words from their start). Each engine's best
-# measured on an H100 (docs/benchmarks.md): for 4-bit, half the block was as fast in some runs and
+# measured on an H100 (docs/performance.md): for 4-bit, half the block was as fast in some runs and
 # slower than none in others; for bf16, larger blocks and larger shares gained less or lost.
 PREFETCH_INT4 = (16384, 1.0)
 PREFETCH_BF16 = (1024, 0.125)

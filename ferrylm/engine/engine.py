@@ -5,7 +5,7 @@ launches and Python unless the step is captured. `Engine` prefills eagerly, then
 step compiled with `mode="reduce-overhead"` (CUDA graphs) over a preallocated `StaticCache`,
 with the greedy choice inside the graph, so a token costs one graph replay. The loop's state (the
 latest token, its position, the tokens so far) is in fixed buffers that the captured step reads and
-advances, so nothing runs between replays (docs/benchmarks.md has what each step gained). The kernel
+advances, so nothing runs between replays (docs/performance.md has what each step gained). The kernel
 engine (`gemv=True`), whose step is Triton kernels already, captures that step into a CUDA graph by hand
 instead of compiling it. On CPU it runs the same loop uncompiled (tests check it gives `generate()`'s
 tokens).
@@ -178,7 +178,7 @@ class Engine:
         """The kernel engine's step (`gemv=True`): its first call runs `_advance` eagerly (compiling the
         kernels) and captures the next into a CUDA graph, which every later call replays. Inductor would
         only wrap kernels it cannot fuse, and its compile of the 4-bit step did not finish in 500 s
-        (docs/benchmarks.md); the captured graph reads the same fixed buffers and caches for every prompt."""
+        (docs/performance.md); the captured graph reads the same fixed buffers and caches for every prompt."""
         if self._graph is not None:
             self._graph.replay()
             return

@@ -12,7 +12,7 @@ only after it has flushed. Two things here:
   still runs, reads its first weight tile, which does not depend on that kernel, and only then waits
   for it (`gdc_wait`) before reading x.
 
-What each of these, and the epilogues below, gained on an H200 is in docs/benchmarks.md ("Batch-1
+What each of these, and the epilogues below, gained on an H200 is in docs/performance.md ("Batch-1
 decode"); `decode_step.py` builds the one-token step `Engine(gemv=True)` runs on them.
 
 `Epilogue` says what a product does around itself: an RMS norm before it (its weight folded into w,

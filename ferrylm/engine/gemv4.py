@@ -3,7 +3,7 @@ dequantized in registers, with the same epilogues as the bf16 kernel of `gemv.py
 runs a 4-bit model's one-token step in the same few kernels.
 
 At one token a 4-bit weight is a quarter of the bf16 bytes; torch's int4 kernel (`int4.py`) is a
-general matrix product that does not reach that floor at batch 1 (docs/benchmarks.md, "Batch-1
+general matrix product that does not reach that floor at batch 1 (docs/performance.md, "Batch-1
 decode"). The layout is chosen for one row of x (`pack_int4`): 32-bit words of eight inputs each,
 input-major within strips of eight outputs, [N/8, K/8, 8], so the eight words of a word row lie
 together (32 bytes), each thread sums its own outputs' products over K, and every x value a thread

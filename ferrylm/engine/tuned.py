@@ -2,7 +2,7 @@
 the same kernels and libraries (a server restarted, the next eval), starts without tuning again.
 
 Tuning times every candidate alone and then its runners-up inside the captured step (`tuning.refine`):
-most of the 4-bit engine's start-up on a 7B model (docs/benchmarks.md). What it chose is a function of
+most of the 4-bit engine's start-up on a 7B model (docs/performance.md). What it chose is a function of
 the weight shapes, the epilogues, the kernels' code, the GPU and the compiler, so the file is named by a
 digest of all but the shapes (`tuned_path`) and holds one entry a shape (`load`, `save`); a shape not
 found there is tuned and added. A file that cannot be read is ignored with a warning and written again:

@@ -71,7 +71,7 @@ def fastest(run, want: torch.Tensor, configs, what: str, runners_up: int | None 
     timed.sort(key=lambda t: t[0])
     best_ms, best = timed[0]
     # Alone, the L2 is flushed by writing it and each launch is timed with its latency, so this order
-    # is not the step's (docs/benchmarks.md): `refine` times the runners-up in the step.
+    # is not the step's (docs/performance.md): `refine` times the runners-up in the step.
     others = [{**cfg, "ms": ms} for ms, cfg in timed[1:] if ms <= best_ms * within]
     return {**best, "ms": best_ms, "runners_up": others[:runners_up]}
 

@@ -165,12 +165,12 @@ class VllmServer(ManagedServer):
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.kv_cache_gib))
             # On CPUs with AMX the CPU build runs 4-bit weights with int8 activations (W4A8) unless told not
             # to: a W4A16 artifact served that way was 60-70 % as far from the artifact as its 4 bits are
-            # from bf16 (docs/benchmarks.md). Serve what the export wrote and gated; setting it in the
+            # from bf16 (docs/performance.md). Serve what the export wrote and gated; setting it in the
             # environment opts back in.
             env.setdefault("VLLM_CPU_INT4_W4A8", "0")
             # The CPU build keeps one core off its compute threads for its scheduler process: on two
             # cores, half the machine. Measured on two, decoding is faster with both computing
-            # (docs/benchmarks.md); larger machines keep vLLM's choice.
+            # (docs/performance.md); larger machines keep vLLM's choice.
             if _usable_cpus() <= 2:
                 env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         elif importlib.util.find_spec("flashinfer") is None:

@@ -12,7 +12,7 @@ here as an FP8 product with row-wise scales (Hopper and Ada GPUs run these at tw
   both layouts): two bytes a parameter, as bf16, so memory does not fall; speed is the point.
 
 Rounding both operands to e4m3 (3 mantissa bits) is not exact: the loss curve against bf16 is in
-docs/benchmarks.md, and tests/train/test_fp8.py holds it on the tiny model. On a CPU torch emulates
+docs/performance.md, and tests/train/test_fp8.py holds it on the tiny model. On a CPU torch emulates
 the products (slower than fp32: for tests); CUDA GPUs before compute capability 8.9 have no FP8.
 """
 from __future__ import annotations

@@ -166,7 +166,7 @@ def activations(s: Setup, tokens: int) -> float:
         # to the weights); each product briefly holds an fp32 copy of its input and the e4m3 one (5
         # bytes an element), the largest being down's intermediate-wide input. On an H100 (7B shapes,
         # compiled layers) 1.4 % under the measured peak; uncompiled 14 % over, as for bf16 LoRA without
-        # checkpointing (docs/benchmarks.md).
+        # checkpointing (docs/performance.md).
         acts += tokens * s.shape.intermediate * 5
     return acts
 

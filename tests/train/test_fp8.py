@@ -1,7 +1,7 @@
 """LoRA on an FP8 base (ferrylm/train/fp8.py, train.base_precision=fp8): the layer's products and its
 input gradient track the linear layer within e4m3's rounding, the base gets no gradient, and the
 tiny recipe trains to the same losses as on its fp32 base within a stated tolerance (on the CPU,
-where torch emulates the FP8 products; the GPU's speed is in docs/benchmarks.md)."""
+where torch emulates the FP8 products; the GPU's speed is in docs/performance.md)."""
 import pytest
 import torch
 
