@@ -83,7 +83,8 @@ def quantize(src_dir: str | Path, dst_dir: str | Path, method: str) -> dict:
 class OnnxCausalLM:
     """Greedy (or sampled) generation over the cached decode graph with ONNX Runtime."""
 
-    def __init__(self, onnx_dir: str | Path, providers: list[str] | None = None, threads: int = 0):
+    def __init__(self, onnx_dir: str | Path, providers: list[str] | None = None, threads: int = 0,
+                 bound: bool | None = None):
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
@@ -93,6 +94,10 @@ class OnnxCausalLM:
         providers = providers or [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider")
                                   if p in ort.get_available_providers()]
         self.session = ort.InferenceSession(str(Path(onnx_dir) / "model.onnx"), opts, providers=providers)
+        # On a GPU the cache stays where it was computed (IO binding): only the ids go in and the last logits
+        # come out, instead of every layer's keys and values to the host and back each token.
+        on_gpu = self.session.get_providers()[0] == "CUDAExecutionProvider"
+        self.bound, self.device = (on_gpu if bound is None else bound), ("cuda" if on_gpu else "cpu")
         self.cache_in = [i.name for i in self.session.get_inputs() if i.name.startswith("input.")]
         # The graph returns as output.<x> what it reads as input.<x>.
         self.cache_out = [n.replace("input.", "output.", 1) for n in self.cache_in]
@@ -109,10 +114,22 @@ class OnnxCausalLM:
 
     def _run(self, ids: list[int], start: int, cache: dict) -> dict:
         feed = {"input_ids": np.array([ids], dtype=np.int64),
-                "position_ids": np.arange(start, start + len(ids), dtype=np.int64)[None], **cache}
+                "position_ids": np.arange(start, start + len(ids), dtype=np.int64)[None]}
         if self.takes_mask:
             feed["attention_mask"] = np.ones((1, start + len(ids)), dtype=np.int64)
-        return dict(zip(self.outputs, self.session.run(None, feed)))
+        if not self.bound:
+            return dict(zip(self.outputs, self.session.run(None, {**feed, **cache})))
+        binding = self.session.io_binding()
+        for name, value in feed.items():
+            binding.bind_cpu_input(name, value)
+        for name, value in cache.items():   # numpy: the empty cache of a prompt; else the last step's outputs
+            binding.bind_cpu_input(name, value) if isinstance(value, np.ndarray) else binding.bind_ortvalue_input(name, value)
+        for name in self.outputs:
+            binding.bind_output(name, "cpu" if name == "logits" else self.device)
+        self.session.run_with_iobinding(binding)
+        out = dict(zip(self.outputs, binding.get_outputs()))
+        out["logits"] = out["logits"].numpy()
+        return out
 
     def prompt_logits(self, ids: list[int]) -> np.ndarray:
         return self._run(ids, 0, self.empty)["logits"][0]

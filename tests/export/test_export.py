@@ -144,6 +144,10 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     merged = AutoModelForCausalLM.from_pretrained(copy / "export" / "merged")
     want = merged.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, min_new_tokens=12)[0, len(ids):].tolist()
     assert OnnxCausalLM(copy / "export" / "onnx" / "fp32").generate(ids, 12) == want
+    # With the cache kept where it was computed (IO binding, what a GPU uses): the same tokens and logits.
+    fed, bound = (OnnxCausalLM(copy / "export" / "onnx" / "fp32", bound=b) for b in (False, True))
+    assert bound.bound and bound.generate(ids, 12) == want and bound.generate(ids, 12, (want[3],)) == want[:4]
+    assert (bound.prompt_logits(ids) == fed.prompt_logits(ids)).all()
     config = (copy / "triton_models" / "ferrylm-onnx" / "config.pbtxt").read_text()
     assert 'string_value: "onnx"' in config and str((copy / "export" / "onnx" / "fp32").resolve()) in config
     # The repository carries its engine: a Triton environment needs no ferrylm or torch.
