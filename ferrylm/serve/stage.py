@@ -6,6 +6,7 @@ import os
 import signal
 from pathlib import Path
 
+from ..bench.load import LOOPBACK
 from ..config import Config
 from ..manifest import StageRecord, read_record
 from .process import ManagedServer, ServeError, free_port, port_in_use
@@ -28,9 +29,6 @@ def served_model_dir(cfg: Config) -> Path:
         raise ServeError(f"serve.artifact={cfg.serve.artifact}: this run's export wrote no such artifact; "
                          f"export with export.vllm_quantize=[{cfg.serve.artifact}]")
     return Path(outputs[key])
-
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def api_key(cfg: Config) -> str | None:
