@@ -1,6 +1,7 @@
 """The export's ONNX artifact on a GPU through onnxruntime-gpu's CUDA execution provider: parity against
 PyTorch (greedy continuations equal, max |Δlogit|, forced agreement) and 512-token latency with the KV cache
-kept on the GPU (IO binding), beside ferrylm's engine on the same weights in the same run.
+kept on the GPU (IO binding), beside transformers' generate() in the same precision on the same GPU and
+ferrylm's engine on the same weights, in the same run.
 
     python3 bench/onnx_gpu.py --merged <run>/export/merged --work /tmp/onnx-gpu --out onnx_gpu.json
 
@@ -39,6 +40,8 @@ def main() -> None:
     from ferrylm.export.parity import compare, onnx_outputs, reference_outputs
     from ferrylm.models import load_model, load_tokenizer
 
+    if hasattr(ort, "preload_dlls"):
+        ort.preload_dlls()   # CUDA's and cuDNN's libraries from the nvidia-* wheels torch brought
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         raise SystemExit(f"onnxruntime {ort.__version__} has no CUDA provider here: {ort.get_available_providers()}")
     onnx_dir = Path(a.work) / "fp32"
@@ -51,6 +54,8 @@ def main() -> None:
     eos = tok.eos_token_id
     ref = reference_outputs(load_model(a.merged), prompts, a.new_tokens, tok.pad_token_id, eos)
     lm = OnnxCausalLM(onnx_dir, providers=["CUDAExecutionProvider"])
+    if lm.session.get_providers()[0] != "CUDAExecutionProvider":
+        raise SystemExit(f"the session fell back to {lm.session.get_providers()}: no CUDA there")
     parity = compare(ref, onnx_outputs(lm, prompts, a.new_tokens, (eos,), [r[1] for r in ref]), a.new_tokens)
     result = {"command": " ".join(sys.argv), "gpu": torch.cuda.get_device_name(), "onnxruntime": ort.__version__,
               "providers": lm.session.get_providers(), "io_binding": lm.bound,
@@ -67,11 +72,24 @@ def main() -> None:
             out.append(time.perf_counter() - start)
         return out
 
-    onnx_s = timed(lambda: lm.generate(prompts[0], a.latency_tokens))
-    engine = Engine.from_pretrained(a.merged, dtype=torch.bfloat16, max_len=2048, fused=True, gemv=True)
-    engine_s = timed(lambda: engine.generate_timed(prompts[0], a.latency_tokens))
-    result["latency_s"] = {"onnx_runtime_cuda_fp32": onnx_s, "engine_bf16": engine_s,
-                           "onnx_p50": statistics.median(onnx_s), "engine_p50": statistics.median(engine_s)}
+    latency = {"onnx_runtime_cuda_fp32": timed(lambda: lm.generate(prompts[0], a.latency_tokens))}
+    hf = load_model(a.merged).to("cuda").eval()
+    ids = torch.tensor([prompts[0]], device="cuda")
+
+    def hf_generate() -> None:
+        with torch.inference_mode():
+            hf.generate(ids, max_new_tokens=a.latency_tokens, min_new_tokens=a.latency_tokens, do_sample=False)
+        torch.cuda.synchronize()
+
+    latency["transformers_cuda_fp32"] = timed(hf_generate)
+    try:    # the engine is built for Qwen2's shapes; another architecture is recorded, not fatal
+        engine = Engine.from_pretrained(a.merged, dtype=torch.bfloat16, max_len=2048, fused=True, gemv=True)
+        latency["engine_bf16"] = timed(lambda: engine.generate_timed(prompts[0], a.latency_tokens))
+    except Exception as err:  # noqa: BLE001
+        result["engine_error"] = f"{type(err).__name__}: {err}"[:500]
+    result["latency_s"] = {k: v for k, v in latency.items()}
+    result["latency_p50_s"] = {k: statistics.median(v) for k, v in latency.items()}
+    result["latency_tokens"] = a.latency_tokens
     Path(a.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
 

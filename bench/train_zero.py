@@ -1,7 +1,8 @@
 """`ferrylm train` on 1, 2 or 4 GPUs with Qwen2.5-7B shapes: full fine-tune under ZeRO-2 / ZeRO-3,
 LoRA on 1, 2 and 4 GPUs (weak scaling; on one GPU with and without DeepSpeed, Liger, compiled
-layers, and an fp32 reference), the 4gpu-zero3-offload preset as shipped, and a 4-GPU
-ZeRO-3 run resumed on 2 GPUs. Tokens/s per GPU, MFU and peak memory per GPU against `ferrylm plan`.
+layers, and an fp32 reference), the 4gpu-zero3-offload preset as shipped, a 4-GPU
+ZeRO-3 run resumed on 2 GPUs, and two nodes of 2 GPUs on one 4-GPU host (against one node of 4; a node
+killed and the run launched again). Tokens/s per GPU, MFU and peak memory per GPU against `ferrylm plan`.
 
     python3 bench/train_zero.py --work /tmp/ft --out zero.json VARIANT [VARIANT ...]
 
@@ -215,12 +216,84 @@ def run_resume(work: Path, model_dir: Path, tokenizer: str) -> dict:
     return row
 
 
+# The same ZeRO-3 LoRA run as two nodes of 2 GPUs on this 4-GPU host (two `ferrylm launch` agents, the
+# rendezvous on the loopback address) beside one node of 4; then the two nodes again with node 1 killed
+# once checkpoint-5 is complete, and both launched again.
+TWO_NODES = "zero3-lora-two-nodes"
+
+
+def _agents(run: Path, data: Path, args: list[str], logs: Path) -> list[subprocess.Popen]:
+    import socket
+
+    for f in ("train.arrow", "eval.arrow", "record.json"):
+        (run / "data").mkdir(parents=True, exist_ok=True)
+        if not (run / "data" / f).exists():
+            (run / "data" / f).symlink_to(data / f)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        rdzv = f"127.0.0.1:{sock.getsockname()[1]}"
+    logs.mkdir(parents=True, exist_ok=True)
+    return [subprocess.Popen([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", "--nnodes", "2",
+                              "--node-rank", str(k), "--rdzv", rdzv, f"run_dir={run}", *args],
+                             env={**os.environ, "CUDA_VISIBLE_DEVICES": "0,1" if k == 0 else "2,3"},
+                             stdout=subprocess.DEVNULL, stderr=open(logs / f"node{k}.log", "w")) for k in (0, 1)]
+
+
+def _by_step(run: Path, key: str) -> dict:
+    return {line["step"]: line[key] for line in _history(run) if key in line}
+
+
+def run_two_nodes(work: Path, model_dir: Path, tokenizer: str) -> dict:
+    import psutil
+
+    data = work / f"data-{SEQ}"
+    make_data(data, tokenizer)
+    args = [f"model.path={model_dir}", *COMMON, *RESUME_OVERRIDES]
+    one, two, lost = (work / "runs" / f"{TWO_NODES}-{n}" for n in ("one", "two", "lost"))
+    for run in (one, two, lost):
+        shutil.rmtree(run, ignore_errors=True)
+    row: dict = {"variant": TWO_NODES, "overrides": RESUME_OVERRIDES}
+    t0 = time.time()
+    row["returncode_one_node"] = _launch(one, data, 4, args).returncode
+    row["wall_s_one_node"] = round(time.time() - t0, 1)
+    t0 = time.time()
+    row["returncodes_two_nodes"] = [a.wait() for a in _agents(two, data, args, work / "logs-two")]
+    row["wall_s_two_nodes"] = round(time.time() - t0, 1)
+    for name, run in (("one_node", one), ("two_nodes", two)):
+        speed = [line["tokens_per_s"] for line in _history(run) if "tokens_per_s" in line][1:]
+        row[f"tokens_per_s_per_gpu_{name}"] = statistics.median(speed) / 4 if speed else None
+        row[f"loss_{name}"] = _by_step(run, "loss")
+    l1, l2 = row["loss_one_node"], row["loss_two_nodes"]
+    row["max_abs_loss_diff_two_vs_one"] = max((abs(l1[s] - l2[s]) for s in l1 if s in l2), default=None)
+    # a node lost once checkpoint-5 is complete, then both nodes again
+    agents = _agents(lost, data, args, work / "logs-lost")
+    marker = lost / "train" / "checkpoints" / "checkpoint-5" / "COMPLETE"
+    while not marker.is_file() and agents[0].poll() is None:
+        time.sleep(0.5)
+    for proc in [psutil.Process(agents[1].pid), *psutil.Process(agents[1].pid).children(recursive=True)]:
+        proc.kill()
+    killed = time.monotonic()
+    row["survivor_returncode"] = agents[0].wait()
+    row["survivor_stopped_after_s"] = round(time.monotonic() - killed, 1)
+    said = [ln for ln in (work / "logs-lost" / "node0.log").read_text().splitlines() if ln.startswith("ferrylm: ")]
+    row["survivor_said"] = said[-1] if said else None
+    t0 = time.time()
+    row["returncodes_relaunched"] = [a.wait() for a in _agents(lost, data, args, work / "logs-again")]
+    row["wall_s_relaunched"] = round(time.time() - t0, 1)
+    m = json.loads((lost / "train" / "record.json").read_text())["metrics"] if (lost / "train" / "record.json").is_file() else {}
+    row.update(resumed_from=m.get("resumed_from"), steps=m.get("steps"), loss_resumed=_by_step(lost, "loss"))
+    resumed = row["loss_resumed"]
+    row["max_abs_loss_diff_resumed_vs_two_nodes"] = max((abs(resumed[s] - l2[s]) for s in range(6, 11)
+                                                         if s in resumed and s in l2), default=None)
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default="/tmp/ft")
     ap.add_argument("--tokenizer", default=None, help="a tokenizer directory (default: the embedded SmolLM2's)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("variants", nargs="+", choices=[*VARIANTS, *PRESETS, RESUME])
+    ap.add_argument("variants", nargs="+", choices=[*VARIANTS, *PRESETS, RESUME, TWO_NODES])
     a = ap.parse_args()
     work = Path(a.work)
     if a.tokenizer is None:
@@ -237,6 +310,7 @@ def main() -> None:
                "rows": []}
     for name in a.variants:
         row = (run_resume(work, model_dir, a.tokenizer) if name == RESUME
+               else run_two_nodes(work, model_dir, a.tokenizer) if name == TWO_NODES
                else run_variant(name, work, model_dir, a.tokenizer))
         results["rows"].append(row)
         Path(a.out).write_text(json.dumps(results, indent=1))

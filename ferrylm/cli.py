@@ -71,6 +71,8 @@ def _launch_args(p) -> None:
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--rdzv", default=None, help="HOST:PORT every node reaches (multi-node)")
+    p.add_argument("--node-timeout", type=float, default=30.0,
+                   help="multi-node: seconds a silent peer node may take before this node stops as lost")
     p.add_argument("--slurm", default=None, help="write an sbatch script here instead of launching")
     p.add_argument("--cpus-per-task", type=int, default=16, help="--slurm: CPUs SLURM gives each node's task")
     p.add_argument("--cpu", action="store_true", help="--slurm: ask SLURM for no GPUs (processes on CPUs, gloo)")
@@ -173,7 +175,7 @@ def _launch(args) -> int:
     if args.nnodes > 1:      # one node of several: say so when another is lost
         from .train.launch import run_node
 
-        return run_node(cmd, cfg.stage_dir("train") / "checkpoints")
+        return run_node(cmd, cfg.stage_dir("train") / "checkpoints", args.rdzv, args.nnodes, args.node_timeout)
     os.execv(cmd[0], cmd)
 
 

@@ -15,6 +15,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from ..log import get_logger
@@ -72,22 +74,108 @@ _LOST = ("Connection closed by peer", "Connection reset by peer", "remote proces
          "NCCL communicator was aborted", "ProcessGroupNCCL's watchdog")
 
 
-def run_node(cmd: list[str], checkpoints: Path) -> int:
-    """torchrun for one node of several, as a child: its output passed through, SIGTERM passed on, and
-    when it stops with an error one line saying whether a node was lost and which complete checkpoint
-    the run resumes from when launched again (torchrun itself would only print its workers' tracebacks)."""
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
-    signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+class PeerWatch:
+    """The agents of a multi-node run beat in the rendezvous's own store (torchrun hosts it at --rdzv):
+    a peer whose count stops moving, or a store that stops answering, for `lost_after_s` is a lost
+    node. NCCL between nodes that share a host never notices a dead peer until its timeout (minutes);
+    the agents, not the workers, beat, so a long checkpoint save on one rank is no silence."""
+
+    def __init__(self, rdzv: str, nnodes: int, lost_after_s: float = 30.0, beat_s: float = 2.0):
+        self.host, port = rdzv.rsplit(":", 1)
+        self.port, self.nnodes, self.lost_after_s, self.beat_s = int(port), nnodes, lost_after_s, beat_s
+        self.store, self.me, self.lost = None, None, None   # lost: what was lost, once it is
+        self._seen: dict[int, tuple[int, float]] = {}       # peer -> (its count, when it last moved)
+        self._quiet_since: float | None = None               # the store's first failure in a row
+
+    def connect(self) -> bool:
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+
+        try:
+            self.store = TCPStore(self.host, self.port, is_master=False, timeout=timedelta(seconds=5),
+                                  wait_for_workers=False)
+        except (RuntimeError, TimeoutError, ValueError):
+            return False   # the rendezvous is not up yet
+        self.me = self.store.add("ferrylm/agents", 1) - 1
+        return True
+
+    def beat(self, now: float) -> str | None:
+        """One beat; returns what was lost once a peer or the store has been silent too long."""
+        try:
+            self.store.add(f"ferrylm/beat/{self.me}", 1)
+            for peer in (j for j in range(self.nnodes) if j != self.me):
+                if self.store.add(f"ferrylm/failed/{peer}", 0):
+                    self.lost = f"training failed on node agent {peer}"
+                if self.store.add(f"ferrylm/done/{peer}", 0):
+                    continue   # finished and said so
+                count = self.store.add(f"ferrylm/beat/{peer}", 0)
+                last = self._seen.get(peer)
+                if count and (last is None or last[0] != count):
+                    self._seen[peer] = (count, now)
+                elif last and now - last[1] > self.lost_after_s:
+                    self.lost = f"node agent {peer} stopped beating for {now - last[1]:.0f} s"
+            self._quiet_since = None
+        except (RuntimeError, TimeoutError, ValueError):
+            self._quiet_since = self._quiet_since or now
+            if now - self._quiet_since > self.lost_after_s:
+                self.lost = f"the rendezvous at {self.host}:{self.port} stopped answering"
+        return self.lost
+
+    def done(self, code: int) -> None:
+        """Tell the peers this node finished (0) or failed (they stop at once instead of after the silence)."""
+        try:
+            self.store.add(f"ferrylm/{'failed' if code else 'done'}/{self.me}", 1)
+        except (RuntimeError, TimeoutError, ValueError, AttributeError):
+            pass
+
+    def watch(self, proc: subprocess.Popen) -> None:
+        """Beat until `proc` ends; when a peer is lost, stop `proc`'s whole session (torchrun and its workers)."""
+        while proc.poll() is None and not (self.store or self.connect()):
+            time.sleep(self.beat_s)
+        while proc.poll() is None and not self.beat(time.monotonic()):
+            time.sleep(self.beat_s)
+        if self.lost and proc.poll() is None:
+            _stop_session(proc)
+
+
+def _stop_session(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """SIGTERM to torchrun and its workers; after `grace_s`, or once torchrun is gone, SIGKILL to what is left."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace_s)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)   # a worker stuck in a collective ignores the first
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_node(cmd: list[str], checkpoints: Path, rdzv: str, nnodes: int, lost_after_s: float = 30.0) -> int:
+    """torchrun for one node of several, as a child in its own session: its output passed through,
+    SIGINT/SIGTERM passed on, its peers watched (PeerWatch), and when it stops with an error one line
+    saying whether a node was lost and which complete checkpoint the run resumes from when launched
+    again (torchrun itself would only print its workers' tracebacks, or wait out NCCL's timeout)."""
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1, start_new_session=True)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: proc.send_signal(signum))
+    peers = PeerWatch(rdzv, nnodes, lost_after_s)
+    watcher = threading.Thread(target=peers.watch, args=(proc,), daemon=True)
+    watcher.start()
     lost = False
     for line in proc.stderr:
         sys.stderr.write(line)
         lost = lost or any(m in line for m in _LOST)
     code = proc.wait()
+    peers.done(code)
     if code:
         from .checkpoints import latest_complete
 
         last = latest_complete(checkpoints)
-        what = "a node of the run was lost" if lost else "training stopped with an error on this node"
+        what = (f"a node of the run was lost ({peers.lost})" if peers.lost else
+                "a node of the run was lost" if lost else "training stopped with an error on this node")
         print(f"ferrylm: {what} (torchrun exit {code}); the last complete checkpoint is "
               f"{last or 'none yet'}: launch again on every node to resume from it", file=sys.stderr, flush=True)
     return code
