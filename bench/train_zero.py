@@ -244,8 +244,6 @@ def _by_step(run: Path, key: str) -> dict:
 
 
 def run_two_nodes(work: Path, model_dir: Path, tokenizer: str) -> dict:
-    import psutil
-
     data = work / f"data-{SEQ}"
     make_data(data, tokenizer)
     args = [f"model.path={model_dir}", *COMMON, *RESUME_OVERRIDES]
@@ -265,18 +263,9 @@ def run_two_nodes(work: Path, model_dir: Path, tokenizer: str) -> dict:
         row[f"loss_{name}"] = _by_step(run, "loss")
     l1, l2 = row["loss_one_node"], row["loss_two_nodes"]
     row["max_abs_loss_diff_two_vs_one"] = max((abs(l1[s] - l2[s]) for s in l1 if s in l2), default=None)
-    # a node lost once checkpoint-5 is complete, then both nodes again
-    agents = _agents(lost, data, args, work / "logs-lost")
-    marker = lost / "train" / "checkpoints" / "checkpoint-5" / "COMPLETE"
-    while not marker.is_file() and agents[0].poll() is None:
-        time.sleep(0.5)
-    for proc in [psutil.Process(agents[1].pid), *psutil.Process(agents[1].pid).children(recursive=True)]:
-        proc.kill()
-    killed = time.monotonic()
-    row["survivor_returncode"] = agents[0].wait()
-    row["survivor_stopped_after_s"] = round(time.monotonic() - killed, 1)
-    said = [ln for ln in (work / "logs-lost" / "node0.log").read_text().splitlines() if ln.startswith("ferrylm: ")]
-    row["survivor_said"] = said[-1] if said else None
+    # a node lost once checkpoint-5 is complete (the one not hosting the rendezvous: its peer's workers
+    # are left waiting in NCCL), then both nodes again; and a second run losing the rendezvous's host
+    row.update(_lose_node(lost, data, args, work / "logs-lost", kill_host=False))
     t0 = time.time()
     row["returncodes_relaunched"] = [a.wait() for a in _agents(lost, data, args, work / "logs-again")]
     row["wall_s_relaunched"] = round(time.time() - t0, 1)
@@ -285,7 +274,41 @@ def run_two_nodes(work: Path, model_dir: Path, tokenizer: str) -> dict:
     resumed = row["loss_resumed"]
     row["max_abs_loss_diff_resumed_vs_two_nodes"] = max((abs(resumed[s] - l2[s]) for s in range(6, 11)
                                                          if s in resumed and s in l2), default=None)
+    host_lost = work / "runs" / f"{TWO_NODES}-host-lost"
+    shutil.rmtree(host_lost, ignore_errors=True)
+    row["rendezvous_host_lost"] = _lose_node(host_lost, data, args, work / "logs-host-lost", kill_host=True)
     return row
+
+
+def _lose_node(run: Path, data: Path, args: list[str], logs: Path, kill_host: bool) -> dict:
+    """Two agents; once checkpoint-5 is complete, SIGKILL the whole tree of the agent that hosts the
+    rendezvous's store (kill_host) or of the other one; how long the survivor takes to stop, and its line."""
+    import psutil
+
+    agents = _agents(run, data, args, logs)
+    marker = run / "train" / "checkpoints" / "checkpoint-5" / "COMPLETE"
+    while not marker.is_file() and agents[0].poll() is None:
+        time.sleep(0.5)
+    trees = [[psutil.Process(a.pid), *psutil.Process(a.pid).children(recursive=True)] for a in agents]
+    hosts = [any(c.status == psutil.CONN_LISTEN and c.laddr.port == int(a.args[a.args.index("--rdzv") + 1].rsplit(":", 1)[1])
+                 for p in tree for c in _connections(p)) for a, tree in zip(agents, trees)]
+    victim = hosts.index(kill_host) if kill_host in hosts else 1
+    for proc in trees[victim]:
+        proc.kill()
+    killed = time.monotonic()
+    survivor = agents[1 - victim]
+    out = {"killed_node": victim, "killed_hosted_rendezvous": hosts[victim], "survivor_returncode": survivor.wait(),
+           "survivor_stopped_after_s": round(time.monotonic() - killed, 1)}
+    said = [ln for ln in (logs / f"node{1 - victim}.log").read_text().splitlines() if ln.startswith("ferrylm: ")]
+    out["survivor_said"] = said[-1] if said else None
+    return out
+
+
+def _connections(proc) -> list:
+    try:
+        return getattr(proc, "net_connections", proc.connections)(kind="tcp")
+    except Exception:  # noqa: BLE001 - a process gone in between
+        return []
 
 
 def main() -> None:

@@ -71,7 +71,8 @@ srun --kill-on-bad-exit=1 {line}
 
 # what a worker says when a peer on another node went away (gloo; NCCL with its watchdog)
 _LOST = ("Connection closed by peer", "Connection reset by peer", "remote process exited",
-         "NCCL communicator was aborted", "ProcessGroupNCCL's watchdog")
+         "NCCL communicator was aborted", "ProcessGroupNCCL's watchdog",
+         "RendezvousConnectionError")   # torchrun's own agent, when the node hosting the rendezvous went away
 
 
 class PeerWatch:
@@ -161,6 +162,8 @@ def run_node(cmd: list[str], checkpoints: Path, rdzv: str, nnodes: int, lost_aft
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1, start_new_session=True)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: proc.send_signal(signum))
+    if "torch" not in sys.modules:   # this process's store client only: its C++ warnings when a peer leaves
+        os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
     peers = PeerWatch(rdzv, nnodes, lost_after_s)
     watcher = threading.Thread(target=peers.watch, args=(proc,), daemon=True)
     watcher.start()
