@@ -78,7 +78,7 @@ def ratios(times: dict, base: str) -> dict:
 def main() -> None:
     from ferrylm.config import load_config
     from ferrylm.data.render import user_message
-    from ferrylm.eval.quality import LATENCY_PROMPT
+    from ferrylm.eval.latency import LATENCY_PROMPT
     from ferrylm.serve import free_port, server_for
 
     ap = argparse.ArgumentParser()

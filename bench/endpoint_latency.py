@@ -1,6 +1,6 @@
 """512 new tokens at batch 1 through a running `ferrylm serve` endpoint (vLLM's OpenAI API, or with
 --triton a ferrylm Triton model), measured as the eval stage measures its latency
-(`ferrylm.eval.quality.latency`: its prompt, greedy, ignore_eos, a short warm-up request, then --runs
+(`ferrylm.eval.latency.latency`: its prompt, greedy, ignore_eos, a short warm-up request, then --runs
 timed ones; TTFT, total and time per token as p50 / p95 / mean).
 
     python3 bench/endpoint_latency.py --url http://127.0.0.1:8311 --runs 3 --out latency.json
@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def main() -> None:
-    from ferrylm.eval.quality import latency
+    from ferrylm.eval.latency import latency
     from ferrylm.serve.client import timed_triton_stream
 
     ap = argparse.ArgumentParser()

@@ -1,6 +1,6 @@
 """The eval stage's held-out loss per example: batches in file order with logits at every position (the
 code before) against batches of like lengths with logits only where an answer is scored
-(ferrylm.eval.heldout_loss.example_losses), alternately, on a demo run's model and held-out rows; the
+(ferrylm.eval.heldout.loss.example_losses), alternately, on a demo run's model and held-out rows; the
 two must give the same losses.
 
     .venv/bin/python bench/heldout_loss_speed.py runs/default --rounds 3 --out bench/results/x.json
@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from ferrylm.data import read_jsonl
-from ferrylm.eval import heldout
-from ferrylm.eval.heldout_loss import answered, example_losses, padded
+from ferrylm.eval.heldout import examples as heldout
+from ferrylm.eval.heldout.loss import answered, example_losses, padded
 from ferrylm.manifest import read_record
 from ferrylm.models import load_model, load_tokenizer
 

@@ -10,7 +10,7 @@ import argparse
 import json
 import time
 
-from ferrylm.eval import humaneval_x as hx
+from ferrylm.eval.benchmarks import humaneval_x as hx
 
 
 def main() -> None:

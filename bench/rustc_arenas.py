@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def main() -> None:
-    from ferrylm.eval import humaneval_x as hx
+    from ferrylm.eval.benchmarks import humaneval_x as hx
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)

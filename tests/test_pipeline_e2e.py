@@ -21,7 +21,7 @@ from ferrylm.bench import load, run_bench
 from ferrylm.config import load_config
 from ferrylm.data import run_data
 from ferrylm.eval import GateFailed, humaneval, run_eval, smooth_bleu
-from ferrylm.eval.benchmark import summarise
+from ferrylm.eval.benchmarks.benchmark import summarise
 from ferrylm.eval.generators import EndpointGenerator
 from ferrylm.export import run_export
 from ferrylm.serve import ServeError, free_port

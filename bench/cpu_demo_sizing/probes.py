@@ -6,7 +6,7 @@ import time
 import urllib.request
 
 from ferrylm.data.render import user_message
-from ferrylm.eval import humaneval
+from ferrylm.eval.benchmarks import humaneval
 from ferrylm.eval.generators import EndpointGenerator
 
 URL = "http://127.0.0.1:8123"

@@ -42,7 +42,7 @@ def _plots(results: dict) -> dict[str, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..eval.figure import png
+    from ..eval.report.figure import png
 
     plots = {}
     done = [r for r in results["training"] if r.get("tokens_per_s") and _memory(r)]

@@ -1,5 +1,5 @@
-"""Eval stage: code benchmarks' Pass@k (HumanEval, HumanEval-X; see benchmark.py), the held-out
-repositories' code understanding and generation (heldout.py) and loss per example, latency against
+"""Eval stage: code benchmarks' Pass@k (HumanEval, HumanEval-X; see benchmarks/), the held-out
+repositories' code understanding and generation (heldout/) and loss per example, latency against
 live endpoints, training numbers, and the report — which opens with whether the fine-tune helped.
 
 With `eval.endpoint` set, the running endpoint is measured as the fine-tuned model; with

@@ -15,13 +15,15 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic, write_text_atomic
 from ..models import resolve_model_path
 from ..serve.client import use_api_key
-from . import benchmark, heldout, helped
-from .criteria import Criterion, load_criteria, per_track
-from .few_shot import FewShot, with_shots
+from .benchmarks import benchmark
 from .generators import EndpointGenerator, LocalGenerator, TritonGenerator
-from .heldout_loss import example_losses, losses_of
-from .quality import engine_latency, latency
-from .report import language_rows, write_report
+from .heldout import examples as heldout
+from .heldout.few_shot import FewShot, with_shots
+from .heldout.loss import example_losses, losses_of
+from .latency import engine_latency, latency
+from .report import helped
+from .report.criteria import Criterion, load_criteria, per_track
+from .report.render import language_rows, write_report
 
 log = get_logger("eval")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ferrylm.config import load_config
-from ferrylm.eval.criteria import load_criteria
-from ferrylm.eval.report import write_report
+from ferrylm.eval.report.criteria import load_criteria
+from ferrylm.eval.report.render import write_report
 from ferrylm.manifest import StageRecord
 
 HELD = [("python", "def add(a, b):\n    \"\"\"Sum.\"\"\"\n", "    return a + b\n", ["    return a + b\n", "    return a - b\n"]),

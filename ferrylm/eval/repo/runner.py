@@ -3,7 +3,7 @@
 The repository is bound into the jail read-only; each run copies it into the program's own
 directory, writes the replaced file there, and runs the test command from the copy's root. So the
 original checkout is never written, and a body that deletes files, forks or loops is contained as a
-HumanEval program is (sandbox.py). The run passes when the command exits 0 and the jail's token was
+HumanEval program is (execution/sandbox.py). The run passes when the command exits 0 and the jail's token was
 written: by pytest's last hook once every test passed (a body that ends the process early with status
 0 cannot pass), by the shell after any other command (Go's test binaries fail an `os.Exit(0)` during a
 test themselves).
@@ -21,7 +21,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from ..sandbox import Sandbox, _python
+from ..execution.sandbox import Sandbox, _python
 
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".tox", ".pytest_cache"}

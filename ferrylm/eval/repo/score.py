@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ...data.render import extract_code
-from ..benchmark import summarise
-from ..brace_replies import completion_from_reply
-from ..humaneval import SamplesError
+from ..benchmarks.benchmark import summarise
+from ..benchmarks.brace_replies import completion_from_reply
+from ..benchmarks.humaneval import SamplesError
 from . import runner
 
 
@@ -111,7 +111,7 @@ def execute(tasks: list[dict], samples: list[tuple[str, str]], workers: int = 2,
 
 def score(tasks_path: str | Path, samples_path: str | Path, workers: int = 2, unconfined: bool = False,
           ks: tuple[int, ...] = (1, 10, 100)) -> dict:
-    from ..score import read_samples
+    from ..benchmarks.score import read_samples
 
     tasks = read_tasks(tasks_path)
     path = Path(samples_path)

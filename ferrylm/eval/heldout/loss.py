@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data.render import render_messages
-from ..log import get_logger
+from ...data.render import render_messages
+from ...log import get_logger
 
 log = get_logger("eval")
 
@@ -61,7 +61,7 @@ def losses_of(model_dir: str | Path, rows: list[dict]) -> list[float | None]:
     (bf16 on a GPU, fp32 on the CPU) and freed afterwards."""
     import torch
 
-    from ..models import load_model, load_tokenizer
+    from ...models import load_model, load_tokenizer
 
     cuda = torch.cuda.is_available()
     model = load_model(model_dir, torch.bfloat16 if cuda else None).eval().to("cuda" if cuda else "cpu")

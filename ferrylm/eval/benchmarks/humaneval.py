@@ -13,8 +13,8 @@ import random
 import re
 from importlib import resources
 
-from ..data.render import extract_code
-from ..errors import FerryError
+from ...data.render import extract_code
+from ...errors import FerryError
 from . import benchmark
 from .benchmark import Track
 

@@ -10,7 +10,7 @@ repositories hold more than one.
 """
 from __future__ import annotations
 
-from .few_shot import shown_words
+from ..heldout.few_shot import shown_words
 from .paired import compare
 
 # (task, per-example key, label, higher is better)

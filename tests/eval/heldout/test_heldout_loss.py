@@ -4,7 +4,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ferrylm.data.render import render_messages
-from ferrylm.eval.heldout_loss import example_losses
+from ferrylm.eval.heldout.loss import example_losses
 
 
 def test_batched_losses_equal_each_example_alone(tiny_qwen2_dir):

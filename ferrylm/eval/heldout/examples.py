@@ -14,11 +14,11 @@ import re
 
 import sacrebleu
 
-from ..data.render import code_block_closed, extract_code
+from ...data.render import code_block_closed, extract_code
+from ..progress import pool_map
 from . import smooth_bleu
 from .explain_replies import summary_from_reply
 from .few_shot import with_shots
-from .progress import pool_map
 
 TASKS = ("explain", "generate")
 EXPLAIN_MAX_TOKENS = 96      # a summary is one or two sentences; a reply past this has not stopped

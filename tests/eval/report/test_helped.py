@@ -2,9 +2,10 @@
 verdict's wording for better / worse / no change, and the scoring of held-out replies."""
 import pytest
 
-from ferrylm.eval import helped, smooth_bleu
-from ferrylm.eval.heldout import kept_format, score_rows, select, summarize
-from ferrylm.eval.paired import bootstrap_interval, compare
+from ferrylm.eval.heldout import smooth_bleu
+from ferrylm.eval.heldout.examples import kept_format, score_rows, select, summarize
+from ferrylm.eval.report import helped
+from ferrylm.eval.report.paired import bootstrap_interval, compare
 
 
 def test_smoothed_bleu4_by_hand():

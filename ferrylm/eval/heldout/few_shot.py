@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..data.shots import read_shots
+from ...data.shots import read_shots
 
 
 class FewShot:

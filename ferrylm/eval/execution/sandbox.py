@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import FerryError
+from ...errors import FerryError
 
 _JAIL_SOURCE = Path(__file__).with_name("jail.py")
 _BASE_UID = 61000

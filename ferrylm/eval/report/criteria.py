@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from ..config import ConfigError
+from ...config import ConfigError
 
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 

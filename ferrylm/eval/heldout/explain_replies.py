@@ -4,7 +4,7 @@ Chat models answer "summarise this function" in many shapes: the bare sentence; 
 comment of any of the five languages (`\"\"\"...\"\"\"`, `/** ... */`, `///`, `//`, `#`), alone or on the
 function repeated whole; inside a fence; after a label ("Summary:", "**Description:**"), in bold or in
 quotes; after a lead-in line ("Here is the summary:"); followed by an explanation. Each of these must
-score as the bare summary does (tests/eval/test_explain_replies.py), so the summary is taken out the
+score as the bare summary does (tests/eval/heldout/test_explain_replies.py), so the summary is taken out the
 way the data stage took the reference out of the doc comment: markers off, the first paragraph, cut
 where parameter / return markup starts, inline markup reduced to its text.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..data.summary import comment_text, first_paragraph
+from ...data.summary import comment_text, first_paragraph
 
 _FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _TRIPLE = re.compile(r'[rRuUbB]?("""|\'\'\')(.*?)(?:\1|\Z)', re.S)

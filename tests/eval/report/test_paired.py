@@ -1,7 +1,7 @@
 """The report says whether a fine-tuned vs base difference could be chance, with exact numbers."""
 import pytest
 
-from ferrylm.eval.paired import bootstrap_interval, compare, mcnemar_exact, sentence
+from ferrylm.eval.report.paired import bootstrap_interval, compare, mcnemar_exact, sentence
 
 
 def test_mcnemar_exact_against_hand_computed_values():

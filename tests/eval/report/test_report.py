@@ -5,8 +5,8 @@ import subprocess
 import pytest
 
 from ferrylm.config import ConfigError
-from ferrylm.eval.criteria import load_criteria
-from ferrylm.eval.report import write_report
+from ferrylm.eval.report.criteria import load_criteria
+from ferrylm.eval.report.render import write_report
 
 MODELS = {
     "fine-tuned": {"loss": 1.5, "perplexity": 4.5, "grad_norm": 0.4, "gpu_memory_gib": None, "bleu": 0.12,
@@ -149,7 +149,7 @@ def test_a_subset_is_named_wherever_its_pass_at_1_is_shown(tmp_path):
 
 
 def test_each_humaneval_x_language_gets_the_pass_at_1_criterion_unless_the_file_sets_its_own(tmp_path):
-    from ferrylm.eval.criteria import per_track
+    from ferrylm.eval.report.criteria import per_track
 
     mine = tmp_path / "mine.yaml"
     mine.write_text("pass_at_1: {op: '>', target: 0.4}\npass_at_1_rust: {label: Rust, op: '>=', target: 0.1, gate: false}\n")
@@ -163,8 +163,8 @@ def test_each_humaneval_x_language_gets_the_pass_at_1_criterion_unless_the_file_
 
 
 def _helped_lines() -> list[dict]:
-    from ferrylm.eval import helped
-    from ferrylm.eval.paired import compare
+    from ferrylm.eval.report import helped
+    from ferrylm.eval.report.paired import compare
 
     better = compare({i: 20.0 + i % 3 for i in range(30)}, {i: 10.0 + i % 2 for i in range(30)})
     same = compare({i: [1.0, 2.0][i % 2] for i in range(30)}, {i: [2.0, 1.0][i % 2] for i in range(30)})
@@ -215,7 +215,7 @@ def test_the_verdict_is_the_first_thing_on_the_page_in_a_browser(tmp_path):
 
 
 def test_the_decode_floor_is_the_weights_read_a_token_over_the_card_s_bandwidth(tiny_qwen2_dir):
-    from ferrylm.eval.quality import decode_floor
+    from ferrylm.eval.latency import decode_floor
     from ferrylm.models import load_model
 
     model = load_model(tiny_qwen2_dir)

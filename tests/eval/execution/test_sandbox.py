@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from ferrylm.cli import main
-from ferrylm.eval.humaneval import SamplesError, completion_from_reply, execute, load_problems
-from ferrylm.eval.sandbox import Sandbox, SandboxError, run_program
-from ferrylm.eval.score import score
+from ferrylm.eval.benchmarks.humaneval import SamplesError, completion_from_reply, execute, load_problems
+from ferrylm.eval.benchmarks.score import score
+from ferrylm.eval.execution.sandbox import Sandbox, SandboxError, run_program
 
 ROOT = os.geteuid() == 0
 
@@ -109,7 +109,8 @@ def test_the_host_filesystem_is_not_there(box):
     beside_python = Path(sys.base_prefix).resolve().parent / f"ferrylm-test-{os.getpid()}"  # e.g. under /root
     beside_python.write_text("the evaluator's")
     try:
-        for path in (here, here.parents[2], "/etc/passwd", "/var/lib", "/run", beside_python):
+        root = next(p for p in here.parents if (p / "pyproject.toml").is_file())
+        for path in (here, root, "/etc/passwd", "/var/lib", "/run", beside_python):
             out = box.run(f"import os\nos.stat({str(path)!r})\n")
             assert out.status.startswith("failed: FileNotFoundError"), (path, out)
     finally:
@@ -181,7 +182,7 @@ def test_isolation_level_is_recorded(box):
 
 
 def test_without_bubblewrap_it_refuses_unless_asked(monkeypatch):
-    import ferrylm.eval.sandbox as sandbox
+    import ferrylm.eval.execution.sandbox as sandbox
 
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     with pytest.raises(SandboxError, match="needs bubblewrap .* eval.exec_unconfined=true"):

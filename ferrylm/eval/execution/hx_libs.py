@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import FerryError
+from ...errors import FerryError
 
 GO = "/usr/bin/go"
 GO_MODULE = "/tmp/ferrylm-go-module"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ferrylm.eval import brace_replies as br
-from ferrylm.eval import humaneval_x as hx
-from ferrylm.eval.sandbox import bwrap_command
+from ferrylm.eval.benchmarks import brace_replies as br
+from ferrylm.eval.benchmarks import humaneval_x as hx
+from ferrylm.eval.execution.sandbox import bwrap_command
 
 DATA = os.environ.get(hx.ENV)
 pytestmark = [pytest.mark.skipif(not DATA or not Path(DATA).is_dir(), reason=f"{hx.ENV} is not set to a "
@@ -292,7 +292,7 @@ def test_a_correct_answer_passes_in_every_shape_a_reply_takes(language):
     (Java's prompt leaves its class open too, so a body alone needs two braces)."""
     from types import SimpleNamespace
 
-    from ferrylm.eval import benchmark
+    from ferrylm.eval.benchmarks import benchmark
 
     e = SimpleNamespace(humaneval_x_languages=[language], humaneval_x_dir=None, humaneval_x_limit=1, subset_seed=None,
                         exec_timeout_s=20.0)
@@ -335,7 +335,7 @@ def test_real_smollm2_replies_become_programs_that_fail_only_for_the_models_reas
     import json
     from types import SimpleNamespace
 
-    from ferrylm.eval import benchmark
+    from ferrylm.eval.benchmarks import benchmark
 
     replies = json.loads((Path(__file__).parent / "data" / "smollm2_humaneval_x_replies.json").read_text())
     e = SimpleNamespace(humaneval_x_languages=[language], humaneval_x_dir=None, humaneval_x_limit=3, subset_seed=None,

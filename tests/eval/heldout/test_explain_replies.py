@@ -3,8 +3,8 @@ a reference, in each of the five languages' comment styles, gives back exactly t
 (the tolerance is zero: the same text, so the same smoothed BLEU-4)."""
 import pytest
 
-from ferrylm.eval import smooth_bleu
-from ferrylm.eval.explain_replies import summary_from_reply
+from ferrylm.eval.heldout import smooth_bleu
+from ferrylm.eval.heldout.explain_replies import summary_from_reply
 
 # References as the data stage makes them: a doc comment's first paragraph, one line.
 REFERENCES = {
@@ -74,7 +74,7 @@ DECLARATIONS = {
 @pytest.mark.parametrize("lang", sorted(DECLARATIONS))
 def test_a_crlf_reply_gives_the_program_an_lf_reply_gives(lang):
     """A reply whose lines end in CRLF: its closing fence must not be compiled as code."""
-    from ferrylm.eval.brace_replies import completion_from_reply
+    from ferrylm.eval.benchmarks.brace_replies import completion_from_reply
 
     problem = {"declaration": DECLARATIONS[lang]}
     body = {"go": "    return a + b\n}\n", "rust": "    a + b\n}\n"}.get(lang, "    return a + b;\n}\n")

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from ferrylm.data.shots import MAX_TOKENS, POOL
-from ferrylm.eval import benchmark, heldout
-from ferrylm.eval.few_shot import FewShot, shown_words
-
-from .test_repo_tasks import _four_repositories
+from ferrylm.eval.benchmarks import benchmark
+from ferrylm.eval.heldout import examples as heldout
+from ferrylm.eval.heldout.few_shot import FewShot, shown_words
+from tests.eval.test_repo_tasks import _four_repositories
 
 
 class Recorder:
