@@ -121,7 +121,7 @@ VARIANTS = {
 def int4_kernel_error(group: int) -> float:
     """Relative max error of the CUDA int4 layer against its own dequantized weights (7B MLP shape):
     checks the packing on the GPU, where the suite cannot run it."""
-    from ferrylm.engine.int4 import Int4WeightLinear, round_to_nearest_int4
+    from ferrylm.engine.kernels.int4 import Int4WeightLinear, round_to_nearest_int4
 
     w = torch.randn(INTERMEDIATE, HIDDEN, device="cuda", dtype=torch.bfloat16) * 0.02
     q, scale = round_to_nearest_int4(w, group)
@@ -135,9 +135,9 @@ def int4_kernel_error(group: int) -> float:
 def gemv4_kernel_error(group: int) -> float:
     """Relative max error of the 4-bit Triton kernel against its own dequantized weights (7B MLP shape,
     the gate/up product with its norm and SiLU epilogue)."""
-    from ferrylm.engine.gemv import SILU, Epilogue
-    from ferrylm.engine.gemv4 import gemv4, gemv4_reference, pack_int4
-    from ferrylm.engine.int4 import round_to_nearest_int4
+    from ferrylm.engine.kernels.gemv import SILU, Epilogue
+    from ferrylm.engine.kernels.gemv4 import gemv4, gemv4_reference, pack_int4
+    from ferrylm.engine.kernels.int4 import round_to_nearest_int4
 
     w = torch.randn(2 * INTERMEDIATE, HIDDEN, device="cuda", dtype=torch.bfloat16) * 0.02
     q, scale = round_to_nearest_int4(w, group)

@@ -10,7 +10,7 @@ and transformers' generate(), on one model (the Qwen2.5-7B shape of bench/make_q
 2. Triton (the repository `ferrylm export` writes, started as `ferrylm serve` starts it), with the tuning
    the first step saved: time to ready and its phases, 512 tokens three times through the HTTP client,
    then 1, 8, 32 and 64 streams at once (the queue bound raised to the largest level).
-3. The choices the first step saved, shipped (engine/defaults/<gpu>.json of this checkout) and the cache
+3. The choices the first step saved, shipped (engine/tuning/defaults/<gpu>.json of this checkout) and the cache
    emptied: a fresh server's time to ready, its phases and 512 tokens, under `serve.tune_budget_s`'s default.
    The file is copied to the output's folder for the repository.
 4. With --generate, transformers' generate() on the same weights at batch 1, 8, 32 and 64 (the prompt
@@ -131,7 +131,7 @@ def main() -> None:
     import torch
 
     from ferrylm.config import load_config
-    from ferrylm.engine.tuned import DEFAULTS, gpu_slug
+    from ferrylm.engine.tuning.cache import DEFAULTS, gpu_slug
     from ferrylm.export.triton import write_triton_repo
 
     out, levels = Path(a.out), [int(c) for c in a.levels.split(",") if c]

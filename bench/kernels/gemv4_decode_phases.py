@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-import ferrylm.engine.tuning as tuning
+import ferrylm.engine.tuning.choose as tuning
 from ferrylm.bench.shapes import qwen7b_model
 from ferrylm.engine import Engine
 

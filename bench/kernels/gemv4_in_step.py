@@ -46,7 +46,7 @@ def read_only_kernel():
     import importlib.util
     import tempfile
 
-    from ferrylm.engine import gemv4_kernel
+    from ferrylm.engine.kernels import gemv4_kernel
 
     src = Path(gemv4_kernel.__file__).read_text()
     start = src.index("@triton.jit\ndef _dot8")
@@ -96,7 +96,7 @@ def main() -> None:
     from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import configure
-    from ferrylm.engine.tuning import TUNE4, tune4_candidates
+    from ferrylm.engine.tuning.choose import TUNE4, tune4_candidates
 
     shapes = products()
     todo = {name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
@@ -135,7 +135,7 @@ def main() -> None:
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "chosen": chosen,
               "split_ms_chosen": split_step(engine), "in_step": {}}
     if args.read_only or args.empty:
-        from ferrylm.engine import gemv4
+        from ferrylm.engine.kernels import gemv4
 
         label = "read_only" if args.read_only else "empty"
         result["step_ms_chosen"] = step_with(chosen)

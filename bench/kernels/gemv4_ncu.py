@@ -12,9 +12,9 @@ import sys
 import torch
 
 from ferrylm.bench.shapes import PRODUCTS, epilogues
-from ferrylm.engine.gemv4 import gemv4, pack_int4
-from ferrylm.engine.int4 import round_to_nearest_int4
-from ferrylm.engine.tuning import tuning_inputs
+from ferrylm.engine.kernels.gemv4 import gemv4, pack_int4
+from ferrylm.engine.kernels.int4 import round_to_nearest_int4
+from ferrylm.engine.tuning.choose import tuning_inputs
 
 GROUP = 128
 SHAPES = {"w13": (*PRODUCTS["w13"], epilogues()["w13"], (16, 256, 4, 2)),

@@ -72,8 +72,8 @@ def stream(words: torch.Tensor, block: int = 4096) -> dict:
 def main() -> None:
     from triton.testing import do_bench
 
-    from ferrylm.engine.gemv4 import gemv4, pack_int4
-    from ferrylm.engine.int4 import round_to_nearest_int4
+    from ferrylm.engine.kernels.gemv4 import gemv4, pack_int4
+    from ferrylm.engine.kernels.int4 import round_to_nearest_int4
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)

@@ -23,7 +23,7 @@ def compile_sm90(block_n, block_k, warps, pair, sub, n, k, group=128, ahead=1):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from ferrylm.engine import gemv4_kernel
+    from ferrylm.engine.kernels import gemv4_kernel
 
     sig = {"x_ptr": "*bf16", "w_ptr": "*i32", "s_ptr": "*bf16", "g_ptr": "*bf16", "b_ptr": "*bf16", "r_ptr": "*bf16",
            "y_ptr": "*bf16", "pos_ptr": "*i64", "freq_ptr": "*fp32", "eps": "fp32", "rope_scale": "fp32"}

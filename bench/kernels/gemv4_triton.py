@@ -1,4 +1,4 @@
-"""The 4-bit matrix-vector kernel (ferrylm/engine/gemv4.py) per Qwen2.5-7B layer shape, beside torch's
+"""The 4-bit matrix-vector kernel (ferrylm/engine/kernels/gemv4.py) per Qwen2.5-7B layer shape, beside torch's
 int4 kernel (what `Engine(int4_group=...)` runs), one token, on a GPU.
 
     python3 bench/kernels/gemv4_triton.py --group 128 --out gemv4_triton_h100.json
@@ -34,9 +34,9 @@ def main() -> None:
     from triton.runtime.errors import OutOfResources
     from triton.testing import do_bench
 
-    from ferrylm.engine.gemv import CONFIG_KEYS
-    from ferrylm.engine.gemv4 import gemv4_reference
-    from ferrylm.engine.int4 import Int4WeightLinear
+    from ferrylm.engine.kernels.gemv import CONFIG_KEYS
+    from ferrylm.engine.kernels.gemv4 import gemv4_reference
+    from ferrylm.engine.kernels.int4 import Int4WeightLinear
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)

@@ -17,8 +17,8 @@ import torch
 
 from ferrylm.bench.shapes import PRODUCTS as SHAPES
 from ferrylm.bench.shapes import epilogues
-from ferrylm.engine.gemv import CONFIG_KEYS, ROPE, Epilogue, gemv
-from ferrylm.engine.tuning import candidates
+from ferrylm.engine.kernels.gemv import CONFIG_KEYS, ROPE, Epilogue, gemv
+from ferrylm.engine.tuning.choose import candidates
 
 PRODUCTS = {name: (*shape, epilogues()[name]) for name, shape in SHAPES.items()}
 

@@ -1,4 +1,4 @@
-"""The engine's Triton matrix-vector kernel (ferrylm/engine/gemv.py) against cuBLAS, for batch-1 bf16 decode.
+"""The engine's Triton matrix-vector kernel (ferrylm/engine/kernels/gemv.py) against cuBLAS, for batch-1 bf16 decode.
 
     python3 bench/kernels/gemv_triton.py --out gemv_h200.json [--decode]
 
@@ -34,7 +34,7 @@ PER_TOKEN = {"wqkv": 28, "wo": 28, "w13": 28, "w2": 28, "lm_head": 1}
 def sweep(pdl: bool) -> dict:
     from triton.testing import do_bench
 
-    from ferrylm.engine.tuning import tune
+    from ferrylm.engine.tuning.choose import tune
 
     out = {}
     for name, (n, k) in SHAPES.items():
@@ -57,7 +57,7 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
     from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import gemv_weights
-    from ferrylm.engine.gemv import supports_pdl
+    from ferrylm.engine.kernels.gemv import supports_pdl
 
     model = qwen7b_model()
     ids = torch.randint(100, 150000, (1, 128), generator=torch.Generator().manual_seed(1)).cuda()[0].tolist()
@@ -122,7 +122,7 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
 
 
 def main() -> None:
-    from ferrylm.engine.gemv import supports_pdl
+    from ferrylm.engine.kernels.gemv import supports_pdl
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -141,7 +141,7 @@ def main() -> None:
         result[f"{kind}_linear_ms_per_token"] = ms
         result[f"{kind}_linear_s_per_512_tokens"] = ms * 512 / 1e3
     if args.decode:
-        from ferrylm.engine.gemv import Epilogue
+        from ferrylm.engine.kernels.gemv import Epilogue
 
         configs = {(v["n"], v["k"], Epilogue()): v["config"] for v in result["shapes"].values()}
         result["decode_512"] = decode(configs, args.runs, [v.replace("+", ", ") for v in args.variants.split(",")])

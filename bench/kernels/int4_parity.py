@@ -105,8 +105,8 @@ def main() -> None:
                      "reference_margin_there": None if part is None else margin_at(kept["int4 (torch's kernel)"], prompts[i], a, part),
                      "text_int4_gemv4": tok.decode(b)[:200]})
     from ferrylm.engine.fused import FusedDecoder
-    from ferrylm.engine.gemv4 import Gemv4Linear
-    from ferrylm.engine.int4 import int4_weights
+    from ferrylm.engine.kernels.gemv4 import Gemv4Linear
+    from ferrylm.engine.kernels.int4 import int4_weights
 
     exact = FusedDecoder(model, max_len).to(model.device)
     int4_weights(exact, args.group, Gemv4Linear)    # unconfigured: every input through fp32 F.linear

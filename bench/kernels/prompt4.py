@@ -27,7 +27,7 @@ def sweep(x, packed, scales, want) -> list[dict]:
     from triton.runtime.errors import OutOfResources
     from triton.testing import do_bench
 
-    from ferrylm.engine.gemv4 import prompt4
+    from ferrylm.engine.kernels.gemv4 import prompt4
 
     out = []
     for bm, bn, nw in itertools.product((64, 128), (64, 128, 256), (4, 8)):
@@ -44,8 +44,8 @@ def sweep(x, packed, scales, want) -> list[dict]:
 def main() -> None:
     from triton.testing import do_bench
 
-    from ferrylm.engine.gemv4 import dequantize, pack_int4, prompt4
-    from ferrylm.engine.int4 import round_to_nearest_int4
+    from ferrylm.engine.kernels.gemv4 import dequantize, pack_int4, prompt4
+    from ferrylm.engine.kernels.int4 import round_to_nearest_int4
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)

@@ -23,9 +23,9 @@ def products() -> dict:
 
 def shape(name: str, group: int) -> dict:
     """One 7B product's weights, inputs and epilogue (seeded: every process builds the same)."""
-    from ferrylm.engine.gemv import ROPE
-    from ferrylm.engine.gemv4 import pack_int4
-    from ferrylm.engine.int4 import round_to_nearest_int4
+    from ferrylm.engine.kernels.gemv import ROPE
+    from ferrylm.engine.kernels.gemv4 import pack_int4
+    from ferrylm.engine.kernels.int4 import round_to_nearest_int4
 
     n, k, e = products()[name]
     torch.manual_seed(SHAPES.index(name))
@@ -41,7 +41,7 @@ def shape(name: str, group: int) -> dict:
 
 
 def run(sh: dict, group: int, cfg: dict) -> torch.Tensor:
-    from ferrylm.engine.gemv4 import gemv4
+    from ferrylm.engine.kernels.gemv4 import gemv4
 
     return gemv4(sh["x"], sh["packed"], sh["scales"], group, None, epilogue=sh["e"], norm_weight=sh["g"],
                  **sh["extra"], **cfg)
@@ -49,7 +49,7 @@ def run(sh: dict, group: int, cfg: dict) -> torch.Tensor:
 
 def configs(sh: dict, group: int, vary: list[str]) -> list[dict]:
     """The tuner's candidates for this shape, crossed with each `key=v1,v2` of `vary`."""
-    from ferrylm.engine.tuning import tune4_candidates
+    from ferrylm.engine.tuning.choose import tune4_candidates
 
     todo = list(tune4_candidates(sh["n"], sh["k"], group, sh["e"]))
     for item in vary:

@@ -33,7 +33,7 @@ def qwen7b_model(device: str = "cuda", seed: int = 0, **changes):
 
 def epilogues() -> dict:
     """Each product's epilogue in the fused one-token step (decode_step.epilogues on the 7B shape)."""
-    from ferrylm.engine.gemv import ROPE, SILU, Epilogue
+    from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue
 
     return {"wqkv": Epilogue(1e-6, ROPE, HEAD_DIM, (HEADS + KV_HEADS) * HEAD_DIM), "wo": Epilogue(residual=True),
             "w13": Epilogue(1e-6, SILU, 2 * INTERMEDIATE), "w2": Epilogue(residual=True), "lm_head": Epilogue(1e-6)}

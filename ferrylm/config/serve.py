@@ -65,7 +65,7 @@ class ServeConfig(_Section):
     refused at once with a "busy ... retry later" error (code UNAVAILABLE; HTTP 400) and nothing is generated for it."""
     tune_budget_s: float | None = Field(60, gt=0)
     """backend=triton, fused engine on a GPU: seconds the engine may spend tuning its kernels at start-up. Shapes
-    shipped for this GPU (engine/defaults/) or saved by an earlier start need none; past the budget a shape takes
+    shipped for this GPU (engine/tuning/defaults/) or saved by an earlier start need none; past the budget a shape takes
     its first candidate untimed, tuned by the next start. None: no limit."""
     drain_timeout_s: int = Field(60, ge=0)
     """On SIGTERM, requests in flight get this long to finish (vLLM's drain) before the server exits."""

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from .fused import layer_linears
-from .gemv import ROPE, SILU, Epilogue, GemvLinear, supports_pdl
+from .kernels.gemv import ROPE, SILU, Epilogue, GemvLinear, supports_pdl
 
 try:
     import triton
@@ -205,8 +205,8 @@ def gemv_weights(decoder: torch.nn.Module, pdl: bool | None = None, configs: dic
     ("int4", n, k, group, epilogue). With `fused_step`, one-token steps run `decode_step` (norms,
     rotary positions, SiLU gate and residual adds inside the kernels). A shape met once `budget`
     (tuning.Budget) is spent takes its first candidate untimed. Returns the configurations used."""
-    from .gemv4 import Gemv4Linear
-    from .tuning import Budget, candidates, tune, tune4, tune4_candidates, untimed
+    from .kernels.gemv4 import Gemv4Linear
+    from .tuning.choose import Budget, candidates, tune, tune4, tune4_candidates, untimed
 
     pdl = supports_pdl() if pdl is None else pdl
     configs = dict(configs or {})

@@ -83,14 +83,14 @@ class Engine:
         if compile and gemv:
             # The step is already its own Triton kernels: captured by hand (`_replay`), not compiled;
             # its greedy choice and the loop's state move in one more kernel (`greedy.py`).
-            from .greedy import Greedy
+            from .kernels.greedy import Greedy
 
             head = self.decoder.lm_head
             self._greedy = Greedy(head.weight.shape[0], self.device, head.pdl)
             self._step = self._replay
             self._refine()
             if self._tuned is not None and self.tuned_keys:
-                from .tuned import save
+                from .tuning.cache import save
 
                 save(self._tuned, self.gemv_configs)
         elif compile:
@@ -100,13 +100,13 @@ class Engine:
 
     def _fused_decoder(self, max_len, int4_group, w4a16_dir, gemv, gemv_fixed, tuned_dir):
         from .fused import FusedDecoder
-        from .int4 import int4_from_w4a16, int4_weights
+        from .kernels.int4 import int4_from_w4a16, int4_weights
 
         start = time.perf_counter()
         decoder = FusedDecoder(self.model, max_len)
         make = None
         if gemv:
-            from .gemv4 import Gemv4Linear as make
+            from .kernels.gemv4 import Gemv4Linear as make
         if w4a16_dir:
             int4_from_w4a16(decoder, w4a16_dir, make)
         elif int4_group:
@@ -114,9 +114,9 @@ class Engine:
         self._phase("convert", start)
         if gemv:
             from .decode_step import gemv_weights
-            from .gemv import supports_pdl
-            from .tuned import load, shipped, tuned_path
-            from .tuning import Budget
+            from .kernels.gemv import supports_pdl
+            from .tuning.cache import load, shipped, tuned_path
+            from .tuning.choose import Budget
 
             start = time.perf_counter()
             self._tuned = None if gemv_fixed or tuned_dir is False else tuned_path(supports_pdl(), tuned_dir or None)
@@ -195,7 +195,7 @@ class Engine:
         times a timing, from the same position each time; the cache it leaves is reset by the next
         prompt, and the graph is captured again at the first real step."""
         from .decode_step import configure
-        from .tuning import refine
+        from .tuning.choose import refine
 
         prompt = list(range(8))
         self.refine_log = []

@@ -21,7 +21,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 import torch.nn.functional as F
 from ferrylm.engine.decode_step import attention, gemv_weights
 from ferrylm.engine.fused import FusedDecoder
-from ferrylm.engine.gemv import ROPE, SILU, Epilogue, GemvLinear, gemv, gemv_reference
+from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue, GemvLinear, gemv, gemv_reference
 
 print("CHECK plain products, masked and whole tiles", flush=True)
 torch.manual_seed(0)
@@ -117,9 +117,9 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from ferrylm.engine.decode_step import gemv_weights
 from ferrylm.engine.fused import FusedDecoder
-from ferrylm.engine.gemv import ROPE, SILU, Epilogue
-from ferrylm.engine.gemv4 import Gemv4Linear, dequantize, gemv4, gemv4_reference, pack_int4, prompt4
-from ferrylm.engine.int4 import int4_weights, round_to_nearest_int4
+from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue
+from ferrylm.engine.kernels.gemv4 import Gemv4Linear, dequantize, gemv4, gemv4_reference, pack_int4, prompt4
+from ferrylm.engine.kernels.int4 import int4_weights, round_to_nearest_int4
 
 print("CHECK packing in strips, whole and masked tiles, groups, the norm's weight", flush=True)
 torch.manual_seed(0)

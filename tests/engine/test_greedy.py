@@ -4,7 +4,7 @@ from .test_gemv import _interpret
 
 CHECK = r"""
 import torch
-from ferrylm.engine.greedy import BLOCK, Greedy
+from ferrylm.engine.kernels.greedy import BLOCK, Greedy
 print("CHECK each block's first largest, then the blocks' in order, and the state moved", flush=True)
 torch.manual_seed(0)
 for vocab in (100, BLOCK, 3 * BLOCK + 5):

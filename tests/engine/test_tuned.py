@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
-from ferrylm.engine import tuned
-from ferrylm.engine.gemv import ROPE, Epilogue
+from ferrylm.engine.kernels.gemv import ROPE, Epilogue
+from ferrylm.engine.tuning import cache as tuned
 
 KEYS = {(152064, 3584, Epilogue(1e-6)): {"block_n": 1, "block_k": 1024, "num_warps": 8, "num_stages": 2, "ms": 0.35,
                                          "runners_up": [{"block_n": 2}]},
@@ -62,14 +62,15 @@ def test_the_file_is_named_by_the_gpu_the_kernels_code_and_launch(tmp_path, monk
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     sources = tmp_path / "engine"
-    shutil.copytree(Path(tuned.__file__).parent, sources)
+    shutil.copytree(Path(tuned.__file__).parents[1], sources)
     first = tuned.tuned_path(True, tmp_path, sources)
     assert first.parent == tmp_path and first == tuned.tuned_path(True, tmp_path, sources)
     assert tuned.tuned_path(False, tmp_path, sources) != first   # without programmatic dependent launch
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
     assert tuned.tuned_path(True, tmp_path, sources) != first    # another GPU
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
-    (sources / "gemv4_kernel.py").write_text((sources / "gemv4_kernel.py").read_text() + "\n# changed\n")
+    kernel = sources / "kernels" / "gemv4_kernel.py"
+    kernel.write_text(kernel.read_text() + "\n# changed\n")
     assert tuned.tuned_path(True, tmp_path, sources) != first    # the kernel's code changed
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert tuned.tuned_path(True).parent == tmp_path / "xdg" / "ferrylm" / "engine"
@@ -83,9 +84,9 @@ def test_an_untimed_choice_is_not_saved_so_the_next_engine_tunes_that_shape(tmp_
 
 
 def test_the_shipped_choices_are_read_by_the_gpu_s_name_and_each_is_a_candidate_of_its_shape():
-    """What ships for a GPU (engine/defaults/) is taken untried by an engine on that GPU: each must be one of
+    """What ships for a GPU (engine/tuning/defaults/) is taken untried by an engine on that GPU: each must be one of
     the configurations the tuner would time for its shape, so a kernel change that drops one fails here."""
-    from ferrylm.engine.tuning import TIMINGS, candidates, tune4_candidates
+    from ferrylm.engine.tuning.choose import TIMINGS, candidates, tune4_candidates
 
     assert tuned.gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
     assert tuned.shipped("A GPU nobody measured") == {}

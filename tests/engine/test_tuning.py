@@ -1,8 +1,8 @@
 """The tuner's step-level choice among runners-up (`tuning.refine`), on a made-up step whose time
 depends on the configurations applied: the engine calls it with the captured step's real timings on a
 GPU (bench/gpu_decode.py records them)."""
-from ferrylm.engine.gemv import SILU, Epilogue
-from ferrylm.engine.tuning import MAX_PER_THREAD, refine, tune4_candidates
+from ferrylm.engine.kernels.gemv import SILU, Epilogue
+from ferrylm.engine.tuning.choose import MAX_PER_THREAD, refine, tune4_candidates
 
 
 def _step(applied: dict, costs: dict):
@@ -67,7 +67,7 @@ class _Clock:
 
 
 def test_a_spent_budget_stops_refining_with_what_was_kept_so_far():
-    from ferrylm.engine.tuning import Budget
+    from ferrylm.engine.tuning.choose import Budget
 
     configs = {key: {"block_n": 8, "runners_up": [{"block_n": 16}, {"block_n": 32}]} for key in "ab"}
     applied = dict(configs)
@@ -83,7 +83,7 @@ def test_a_spent_budget_stops_refining_with_what_was_kept_so_far():
 
 
 def test_a_shape_met_after_the_budget_takes_its_first_candidate_marked_untimed():
-    from ferrylm.engine.tuning import Budget, untimed
+    from ferrylm.engine.tuning.choose import Budget, untimed
 
     clock = _Clock(10.0)
     budget = Budget(15.0, clock=clock)

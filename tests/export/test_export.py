@@ -206,7 +206,7 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
     assert manifest["method"].startswith("GPTQ") and manifest["calibration_rows"] == 128
     # GPTQ moved integers away from plain rounding; with export.w4a16_method=rtn the engine's own rounding
     # (used where no artifact is at hand, as in the GPU benchmark) gives the artifact's integers exactly.
-    from ferrylm.engine.int4 import read_w4a16, round_to_nearest_int4
+    from ferrylm.engine.kernels.int4 import read_w4a16, round_to_nearest_int4
 
     merged = AutoModelForCausalLM.from_pretrained(copy / "export" / "merged", dtype=torch.bfloat16)
     q, scale = round_to_nearest_int4(merged.model.layers[1].mlp.down_proj.weight, 32)

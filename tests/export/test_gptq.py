@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ferrylm.config.export import ExportConfig
-from ferrylm.engine.int4 import round_to_nearest_int4
+from ferrylm.engine.kernels.int4 import round_to_nearest_int4
 from ferrylm.export.gptq import gptq_weight
 from ferrylm.export.parity import compare, reference_outputs
 from ferrylm.export.vllm_quant import load_compressed, write_compressed

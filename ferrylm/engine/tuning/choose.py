@@ -20,8 +20,8 @@ import time
 
 import torch
 
-from .gemv import CONFIG_KEYS, ROPE, Epilogue, gemv, gemv_reference
-from .gemv4 import Gemv4Linear, gemv4, gemv4_reference
+from ..kernels.gemv import CONFIG_KEYS, ROPE, Epilogue, gemv, gemv_reference
+from ..kernels.gemv4 import Gemv4Linear, gemv4, gemv4_reference
 
 
 def _pow2(k: int) -> int:

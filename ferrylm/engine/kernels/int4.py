@@ -63,7 +63,7 @@ def int4_weights(decoder: torch.nn.Module, group_size: int, make=None) -> int:
     """Replace every linear layer of the fused decoder's layers (not the output layer) with a
     round-to-nearest 4-bit one, `make(q, scale, bias, group_size)` (default Int4WeightLinear; the
     Triton kernel's is gemv4.Gemv4Linear); returns how many."""
-    from .fused import layer_linears
+    from ..fused import layer_linears
 
     make = make or Int4WeightLinear
     replaced = layer_linears(decoder)
@@ -99,7 +99,7 @@ def read_w4a16(model_dir: str | Path) -> dict[str, tuple[torch.Tensor, torch.Ten
 def int4_from_w4a16(decoder: torch.nn.Module, model_dir: str | Path, make=None) -> int:
     """Give the fused decoder the artifact's own 4-bit weights (q/k/v and gate/up concatenated by rows,
     as the fused layers are) as `make` layers (see int4_weights); returns how many were replaced."""
-    from .fused import FUSED_FROM
+    from ..fused import FUSED_FROM
 
     make = make or Int4WeightLinear
     art = read_w4a16(model_dir)

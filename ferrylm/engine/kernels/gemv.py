@@ -210,7 +210,7 @@ def gemv_reference(x, w, bias=None, epilogue: Epilogue = Epilogue(), residual=No
         gate, up = y.chunk(2)
         return torch.nn.functional.silu(gate) * up
     if e.pair == ROPE:
-        from .fused import rotate_half
+        from ..fused import rotate_half
 
         angle = pos.float() * inv_freq.float()
         emb = torch.cat([angle, angle])

@@ -24,13 +24,14 @@ from ferrylm.log import get_logger
 from ferrylm.manifest import write_json_atomic
 from ferrylm.models import cache_root
 
-from .gemv import Epilogue
+from ..kernels.gemv import Epilogue
 
 log = get_logger(__name__)
-KERNELS = ("gemv.py", "gemv4.py", "gemv4_kernel.py", "decode_step.py", "tuning.py")   # what a choice depends on
+KERNELS = ("kernels/gemv.py", "kernels/gemv4.py", "kernels/gemv4_kernel.py", "decode_step.py",
+           "tuning/choose.py")   # what a choice depends on, under engine/
 
 
-def tuned_path(pdl: bool, root: str | Path | None = None, sources: Path = Path(__file__).parent) -> Path:
+def tuned_path(pdl: bool, root: str | Path | None = None, sources: Path = Path(__file__).parents[1]) -> Path:
     """This GPU's, kernels' (their files in `sources`) and libraries' file under `root` (default:
     ferrylm's cache, engine/)."""
     import triton
