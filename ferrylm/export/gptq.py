@@ -14,6 +14,7 @@ group of inputs): `quantize_model` leaves each linear's weight equal to q·scale
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -135,30 +136,42 @@ def _outputs(layer, inputs: list[tuple]) -> list[tuple]:
     return out
 
 
+def _cast(value, dtype: torch.dtype | None):
+    if dtype is None:
+        return value
+    if torch.is_tensor(value) and value.is_floating_point():
+        return value.to(dtype)
+    return tuple(_cast(v, dtype) for v in value) if isinstance(value, tuple) else value
+
+
+def _computing(layer, dtype: torch.dtype | None):
+    """`layer` itself, or a copy of it in `dtype` for the calibration passes (the weights stay as they are)."""
+    return layer if dtype is None else copy.deepcopy(layer).to(dtype)
+
+
 @torch.no_grad()
 def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> dict:
     """GPTQ every linear of every decoder layer of `model` in place (weights become q·scale, each
-    module's `weight_scale` is set); the output layer is left alone. Returns what the manifest says."""
+    module's `weight_scale` is set); the output layer is left alone. Returns what the manifest says.
+    On a CPU the calibration passes run in fp32: most CPUs have no bf16 arithmetic and emulate it many
+    times slower (the weights, scales and artifact are the same dtypes either way)."""
     layers = model.model.layers
     device = next(model.parameters()).device
+    dtype = torch.float32 if device.type == "cpu" else None
     quantized = [m for m in model.modules() if getattr(m, "quantization_scheme", None) is not None]
     for m in quantized:     # compressed-tensors would fake-quantize with scales not chosen yet
         m.quantization_enabled = False
-    inputs = _layer_inputs(model, layers, rows, device)
+    inputs = [(_cast(h, dtype), {k: _cast(v, dtype) for k, v in kw.items()})
+              for h, kw in _layer_inputs(model, layers, rows, device)]
     worst, quantized_layers = 0.0, 0
     for index, layer in enumerate(layers):
-        hessians = _hessians(layer, inputs)
-        for name, module in layer.named_modules():
-            if name not in hessians or getattr(module, "quantization_scheme", None) is None:
-                continue
-            q, scales = gptq_weight(module.weight, hessians[name], group_size, module.weight_scale.dtype)
-            x_err = _relative_error(module.weight.float(), q, hessians[name])
-            worst = max(worst, x_err)
-            module.weight.copy_(q.to(module.weight.dtype))
-            module.weight_scale.copy_(scales.to(module.weight_scale.dtype).reshape(module.weight_scale.shape))
-            module.weight_zero_point.zero_()
-            quantized_layers += 1
-        inputs = _outputs(layer, inputs)
+        hessians = _hessians(_computing(layer, dtype), inputs)
+        modules = {name: m for name, m in layer.named_modules()
+                   if name in hessians and getattr(m, "quantization_scheme", None) is not None}
+        for names in _sharing_inputs(hessians, modules):
+            worst = max(worst, _quantize_together([modules[n] for n in names], hessians[names[0]], group_size))
+            quantized_layers += len(names)
+        inputs = _outputs(_computing(layer, dtype), inputs)
         if log:
             log.info("gptq: layer %d/%d quantized", index + 1, len(layers))
     for m in quantized:
@@ -166,6 +179,32 @@ def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> d
     return {"method": "GPTQ (calibrated; per-group clipping chosen by input-weighted error)",
             "calibration_rows": len(rows), "calibration_tokens": sum(map(len, rows)),
             "worst_layer_output_error": worst, "layers_quantized": quantized_layers}
+
+
+def _sharing_inputs(hessians: dict[str, torch.Tensor], names) -> list[list[str]]:
+    """The linears that read the same input (q, k, v; gate, up): the same Hessian, bit for bit."""
+    groups: list[list[str]] = []
+    for name in names:
+        same = next((g for g in groups if torch.equal(hessians[g[0]], hessians[name])), None)
+        if same:
+            same.append(name)
+        else:
+            groups.append([name])
+    return groups
+
+
+def _quantize_together(modules: list, hessian: torch.Tensor, group_size: int) -> float:
+    """GPTQ on the rows of several linears stacked: GPTQ treats rows independently under one Hessian,
+    so this is each one quantized alone, in one pass over the columns. Returns the worst output error."""
+    sizes = [m.weight.shape[0] for m in modules]
+    q, scales = gptq_weight(torch.cat([m.weight for m in modules]), hessian, group_size, modules[0].weight_scale.dtype)
+    worst = 0.0
+    for module, mq, ms in zip(modules, q.split(sizes), scales.split(sizes)):
+        worst = max(worst, _relative_error(module.weight.float(), mq, hessian))
+        module.weight.copy_(mq.to(module.weight.dtype))
+        module.weight_scale.copy_(ms.to(module.weight_scale.dtype).reshape(module.weight_scale.shape))
+        module.weight_zero_point.zero_()
+    return worst
 
 
 def _relative_error(w: torch.Tensor, q: torch.Tensor, hessian: torch.Tensor) -> float:
