@@ -81,7 +81,7 @@ class EvalConfig(_Section):
     @classmethod
     def _known_benchmarks(cls, v: list[str]) -> list[str]:
         # Without importing the eval package (torch, the sandbox) just to read a config.
-        here = Path(__file__).parent.parent / "eval"
+        here = Path(__file__).parent.parent / "eval" / "benchmarks"
 
         def is_benchmark(p: Path) -> bool:
             return p.stem != "benchmark" and p.is_file() and "\ndef tracks(" in p.read_text()
