@@ -131,13 +131,18 @@ def _history(run: Path) -> list[dict]:
     return [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
 
 
-def _launch(run: Path, data: Path, gpus: int, args: list[str], preset: str | None = None,
-            launcher: bool = False) -> subprocess.CompletedProcess:
+def _link_data(run: Path, data: Path) -> None:
+    """The run reads the shared data stage's rows through links in its own data/."""
     (run / "data").mkdir(parents=True, exist_ok=True)
     for f in ("train.arrow", "eval.arrow", "record.json"):
         target = run / "data" / f
         if not target.exists():
             target.symlink_to(data / f)
+
+
+def _launch(run: Path, data: Path, gpus: int, args: list[str], preset: str | None = None,
+            launcher: bool = False) -> subprocess.CompletedProcess:
+    _link_data(run, data)
     config = ["--config", preset] if preset else []
     cmd = ([sys.executable, "-m", "ferrylm", "launch", "--nproc", str(gpus), *config, f"run_dir={run}", *args]
            if gpus > 1 or launcher else [sys.executable, "-m", "ferrylm", "train", *config, f"run_dir={run}", *args])
@@ -223,15 +228,10 @@ TWO_NODES = "zero3-lora-two-nodes"
 
 
 def _agents(run: Path, data: Path, args: list[str], logs: Path) -> list[subprocess.Popen]:
-    import socket
+    from ferrylm.serve import free_port
 
-    for f in ("train.arrow", "eval.arrow", "record.json"):
-        (run / "data").mkdir(parents=True, exist_ok=True)
-        if not (run / "data" / f).exists():
-            (run / "data" / f).symlink_to(data / f)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        rdzv = f"127.0.0.1:{sock.getsockname()[1]}"
+    _link_data(run, data)
+    rdzv = f"127.0.0.1:{free_port()}"
     logs.mkdir(parents=True, exist_ok=True)
     return [subprocess.Popen([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", "--nnodes", "2",
                               "--node-rank", str(k), "--rdzv", rdzv, f"run_dir={run}", *args],
