@@ -80,7 +80,10 @@ def test_an_interrupted_data_stage_leaves_nothing_the_train_stage_uses(tmp_path,
         _wait_for(lambda: any(data.glob(".train.arrow.*.tmp")), proc=proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    # The CLI returns 130; CPython may still end the process by SIGINT itself when the interrupt went
+    # through one of its own paths (seen once in CI). A shell reads both as "interrupted"; the line
+    # says the CLI took the interrupt rather than dying before its handler was installed.
+    assert proc.returncode in (130, -signal.SIGINT) and "ferrylm: interrupted" in err, (proc.returncode, err)
     assert not (data / "record.json").exists()      # the old record was withdrawn when the re-run began
     assert not list(data.glob(".*.tmp"))
     with pytest.raises(FileNotFoundError, match="record.json is missing"):
