@@ -1,8 +1,9 @@
 """A team's load on one GPU: the engine alone, the same engine behind `ferrylm serve serve.backend=triton`,
-and transformers' generate(), on one model (the Qwen2.5-7B shape of bench/make_qwen7b_shape.py).
+vLLM as the peer, and transformers' generate(), on one model (the Qwen2.5-7B shape of bench/make_qwen7b_shape.py).
 
     XDG_CACHE_HOME=/tmp/fcache python3 bench/serve_team.py --model /tmp/q7w4 --w4a16 --out /tmp/res/team_w4a16.json
     XDG_CACHE_HOME=/tmp/fcache python3 bench/serve_team.py --model /tmp/q7 --generate --out /tmp/res/team_bf16.json
+    python3 bench/serve_team.py --model /tmp/q7w4 --w4a16 --steps vllm --out /tmp/res/vllm_w4a16.json
 
 1. The engine alone, on a machine that has never tuned (the cache under XDG_CACHE_HOME empty): its start-up
    by phase, then 512 new tokens three times read without a host sync per token (`generate_timed`: the
@@ -15,6 +16,9 @@ and transformers' generate(), on one model (the Qwen2.5-7B shape of bench/make_q
    The file is copied to the output's folder for the repository.
 4. With --generate, transformers' generate() on the same weights at batch 1, 8, 32 and 64 (the prompt
    repeated): the whole batch's time, its first token's (a 1-token generate), aggregate tokens/s.
+5. With --vllm, the peer: vLLM's OpenAI server started as `ferrylm serve serve.backend=vllm` starts it (its
+   defaults: prefix caching on, CUDA graphs), time to ready, 512 tokens three times, then the same sweep.
+--steps picks which of engine (1), triton (2, 3) and vllm (5) run, in that order.
 """
 from __future__ import annotations
 
@@ -91,6 +95,30 @@ def served(repo: Path, name: str, runs: int, new_tokens: int, levels: list[int],
             "ttft_p50_s": statistics.median(r["ttft_s"] for r in single), "sweep": rows}
 
 
+def served_vllm(model_dir: str, runs: int, new_tokens: int, levels: list[int], log: Path) -> dict:
+    from ferrylm.bench.load import sweep
+    from ferrylm.serve import free_port
+    from ferrylm.serve.client import timed_chat_stream
+    from ferrylm.serve.vllm_server import Parallel, VllmServer
+
+    server = VllmServer(model_dir, "ferrylm", "127.0.0.1", free_port(), "bfloat16", 2048, 4, log, 1800,
+                        parallel=Parallel(gpu_memory_utilization=0.9))
+    start = time.perf_counter()
+    with server:
+        ready_s = time.perf_counter() - start
+
+        def request() -> dict:
+            t = timed_chat_stream(server.url, "ferrylm", MESSAGES, new_tokens)
+            return {"ttft_s": t.ttft_s, "total_s": t.total_s, "tokens": t.completion_tokens}
+
+        request()   # the first request after ready pays for lazy set-up the later ones do not
+        single = [request() for _ in range(runs)]
+        rows = sweep(request, levels)
+    return {"ready_s": ready_s, "total_s": [r["total_s"] for r in single],
+            "total_p50_s": statistics.median(r["total_s"] for r in single),
+            "ttft_p50_s": statistics.median(r["ttft_s"] for r in single), "sweep": rows}
+
+
 def generate_baseline(model_dir: str, new_tokens: int, levels: list[int]) -> list[dict]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -118,30 +146,15 @@ def generate_baseline(model_dir: str, new_tokens: int, levels: list[int]) -> lis
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--w4a16", action="store_true", help="--model is the export's W4A16 artifact")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--new-tokens", type=int, default=512)
-    ap.add_argument("--levels", default="1,8,32,64")
-    ap.add_argument("--generate", action="store_true", help="also transformers' generate() at each level")
-    a = ap.parse_args()
+def triton_steps(a, result: dict, levels: list[int], work: Path) -> None:
+    """Steps 2 and 3: Triton with the tuning step 1 saved, then with it shipped and the cache emptied."""
     import torch
 
     from ferrylm.config import load_config
     from ferrylm.engine.tuning.cache import DEFAULTS, gpu_slug
     from ferrylm.export.triton import write_triton_repo
 
-    out, levels = Path(a.out), [int(c) for c in a.levels.split(",") if c]
-    work = out.parent / f"{out.stem}-work"
-    work.mkdir(parents=True, exist_ok=True)
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "model": a.model, "w4a16": a.w4a16,
-              "new_tokens": a.new_tokens, "command": " ".join(__import__("sys").argv)}
-    result["engine_alone"] = engine_alone(a.model, a.w4a16, a.runs, a.new_tokens)
-    print("engine alone", json.dumps(result["engine_alone"]), flush=True)
-    _save(out, result)
+    out = Path(a.out)
     repo = write_triton_repo(work / "triton_models", "ferrylm", a.model, engine="fused", w4a16=a.w4a16).parent
     result["served_tuned_cache"] = served(repo, "ferrylm", a.runs, a.new_tokens, levels, work / "triton.log", None)
     print("served", json.dumps(result["served_tuned_cache"]), flush=True)
@@ -156,7 +169,37 @@ def main() -> None:
     budget = load_config("default").serve.tune_budget_s
     result["served_shipped_defaults"] = served(repo, "ferrylm", a.runs, a.new_tokens, [], work / "triton.log", budget)
     print("served (shipped)", json.dumps(result["served_shipped_defaults"]), flush=True)
-    _save(out, result)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--w4a16", action="store_true", help="--model is the export's W4A16 artifact")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--new-tokens", type=int, default=512)
+    ap.add_argument("--levels", default="1,8,32,64")
+    ap.add_argument("--generate", action="store_true", help="also transformers' generate() at each level")
+    ap.add_argument("--steps", default="engine,triton", help="of engine, triton (needs engine), vllm")
+    a = ap.parse_args()
+    import torch
+
+    out, levels, steps = Path(a.out), [int(c) for c in a.levels.split(",") if c], a.steps.split(",")
+    work = out.parent / f"{out.stem}-work"
+    work.mkdir(parents=True, exist_ok=True)
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "model": a.model, "w4a16": a.w4a16,
+              "new_tokens": a.new_tokens, "command": " ".join(__import__("sys").argv)}
+    if "engine" in steps:
+        result["engine_alone"] = engine_alone(a.model, a.w4a16, a.runs, a.new_tokens)
+        print("engine alone", json.dumps(result["engine_alone"]), flush=True)
+        _save(out, result)
+    if "triton" in steps:
+        triton_steps(a, result, levels, work)
+        _save(out, result)
+    if "vllm" in steps:
+        result["vllm"] = served_vllm(a.model, a.runs, a.new_tokens, levels, work / "vllm.log")
+        print("vllm", json.dumps(result["vllm"]), flush=True)
+        _save(out, result)
     if a.generate:
         result["generate"] = generate_baseline(a.model, a.new_tokens, levels)
         _save(out, result)
