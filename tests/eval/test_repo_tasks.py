@@ -112,6 +112,16 @@ def _samples(path: Path, rows) -> Path:
     return path
 
 
+def _passed(repo: Path, found, tmp_path: Path, rows) -> list[bool]:
+    """Each (task id, reply) of `rows` scored against the tasks `found`; the checkout must stay as it was."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in found.tasks))
+    before = _digest(repo)
+    out = score(tasks, _samples(tmp_path / "s.jsonl", rows))
+    assert _digest(repo) == before
+    return [json.loads(line)["passed"] for line in Path(out["results"]).read_text().splitlines()]
+
+
 def test_python_scoring_passes_the_reference_and_fails_wrong_bodies(py_tasks, tmp_path):
     repo, found, tasks = py_tasks
     before = _digest(repo)
@@ -292,19 +302,82 @@ def test_go_tasks_and_scoring(tmp_path):
     found = find_tasks(repo)
     assert found.command == "go test ./..." and sorted(t["name"] for t in found.tasks) == ["Fields", "Reverse"]
     assert found.dropped == {"its tests pass with a wrong value": 1}      # Shout's test checks nothing
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps(t) + "\n" for t in found.tasks))
-    before = _digest(repo)
     rows = [("gorepo/strs/strs.go::Reverse", "```go\nfunc Reverse(s string) string {\n\tr := []rune(s)\n"
                                               "\tfor i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {\n"
                                               "\t\tr[i], r[j] = r[j], r[i]\n\t}\n\treturn string(r)\n}\n```\r\n"),
             ("gorepo/strs/strs.go::Reverse", "\treturn s\n}"),
             ("gorepo/strs/strs.go::Fields", "```go\n\tf := strings.Fields(s)\n\treturn f, len(f) > 0\n}\n```")]
-    out = score(tasks, _samples(tmp_path / "s.jsonl", rows))
-    results = [json.loads(line) for line in Path(out["results"]).read_text().splitlines()]
-    assert [r["passed"] for r in results] == [True, False, True], results
-    assert _digest(repo) == before
+    assert _passed(repo, found, tmp_path, rows) == [True, False, True]
 
+
+RUST_LIB = """
+/// Adds one to each number and sums them.
+pub fn bump_sum(xs: &[i64]) -> i64 {
+    let mut total = 0;
+    for x in xs {
+        total += x + 1;
+    }
+    total
+}
+
+/// Joins words with a dash.
+pub fn dashed(words: &[&str]) -> String {
+    let parts: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+    parts.join("-")
+}
+
+/// Doubles a number; its test only checks that it does not panic.
+pub fn noisy(x: i32) -> i32 {
+    let y = x * 2;
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bump() {
+        assert_eq!(bump_sum(&[1, 2]), 5);
+    }
+
+    #[test]
+    fn dash() {
+        assert_eq!(dashed(&["a", "b"]), "a-b");
+    }
+
+    #[test]
+    fn noise() {
+        let _ = noisy(3);
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None or not Path("/usr/bin/cargo").exists(),
+                    reason="Cargo is not installed (make toolchains installs Debian's as root)")
+def test_rust_tasks_and_scoring(tmp_path):
+    repo = tmp_path / "rsrepo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "Cargo.toml").write_text('[package]\nname = "rsrepo"\nversion = "0.1.0"\nedition = "2021"\n')
+    (repo / "src" / "lib.rs").write_text(RUST_LIB)
+    found = find_tasks(repo)
+    assert found.command == "cargo test --offline -q" and found.language == "rust", found.summary()
+    assert sorted(t["name"] for t in found.tasks) == ["bump_sum", "dashed"], found.summary()
+    assert found.dropped == {"its tests pass with a wrong value": 1}      # noisy's test checks nothing
+    rows = [("rsrepo/src/lib.rs::bump_sum", "```rust\n/// Adds one.\npub fn bump_sum(xs: &[i64]) -> i64 {\n"
+                                            "    xs.iter().map(|x| x + 1).sum()\n}\n```"),
+            ("rsrepo/src/lib.rs::bump_sum", "    0\n}"),
+            ("rsrepo/src/lib.rs::dashed", "```rust\n    words.join(\"-\")\n}\n```")]
+    assert _passed(repo, found, tmp_path, rows) == [True, False, True]
+
+
+def test_rust_stubs_panic_or_return_a_wrong_value_of_the_same_type():
+    fns = {f.name: f for f in functions(RUST_LIB, "src/lib.rs", "rust")}
+    assert sorted(fns) == ["bump_sum", "dashed", "noisy"] and fns["dashed"].kind == "String"
+    assert 'panic!("blanked by ferrylm");\n}' in stub(fns["bump_sum"], "raising", RUST_LIB)
+    wrong = stub(fns["dashed"], "wrong", RUST_LIB)
+    assert 'let ferry_r: String = (|| -> String {\n    let parts' in wrong and 'ferry_r + "x"\n}' in wrong
 
 def _four_repositories(corpus: Path) -> Path:
     for i, name in enumerate(("alpha", "beta", "gamma", "delta")):

@@ -3,7 +3,7 @@
 A function here is one the data stage would make a *generate* example of (a doc comment and a body of
 a few lines): its prompt is that example's prompt (signature + doc comment) and its body the text the
 model must write, located by byte offsets in its file so that a reply can be spliced back in.
-Python and Go (tree-sitter's Go grammar, as the data stage uses).
+Python, Go and Rust (tree-sitter's grammars, as the data stage uses).
 
 Blanking proves a task's tests exercise its function, two ways (each must fail at least one test):
 - `raising`: the body raises (Python) or panics (Go);
@@ -11,19 +11,23 @@ Blanking proves a task's tests exercise its function, two ways (each must fail a
   +1, a string or bytes longer, a container one item shorter or one longer, a bool negated, a
   generator without its first item); a function that returns nothing does nothing. Go: the original's
   first non-error result changed the same way (numbers +1, strings longer, bools negated, slices one
-  shorter), other types their zero value; a function without results does nothing.
+  shorter), other types their zero value; a function without results does nothing. Rust: the original's
+  result changed (integers wrapping +1, floats +1, strings longer, bools and chars changed, a Vec or &str
+  one item shorter, an Option None, a Result's Ok value changed), other types `Default::default()`; a
+  function without a result does nothing. (A stub that does not compile makes no task.)
 """
 from __future__ import annotations
 
 import ast
 import re
 import warnings
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 from ...data.pairs import extract_pairs
 from ...data.pairs_ts import _parser, extract_pairs_ts
 
-LANGUAGES = {".py": "python", ".go": "go"}
+LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust"}
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ def functions(text: str, file: str, language: str, min_lines: int = 2, max_lines
     """The file's functions that the data stage would take, with their body spans."""
     if language == "python":
         return _python_functions(text, file, min_lines, max_lines)
-    return _go_functions(text, file, min_lines, max_lines)
+    return _brace_functions(text, file, language, min_lines, max_lines)
 
 
 def splice(text: str, fn: Function, body: str) -> str:
@@ -130,6 +134,8 @@ def stub(fn: Function, how: str, text: str) -> str:
     ind = _body_indent(fn)
     if fn.language == "go":
         return splice(text, fn, _go_stub(fn, how, ind))
+    if fn.language == "rust":
+        return splice(text, fn, _rust_stub(fn, how, ind))
     if how == "raising":
         return splice(text, fn, f'{ind}raise NotImplementedError("blanked by ferrylm")\n')
     if fn.kind == "procedure":
@@ -148,14 +154,22 @@ def stub(fn: Function, how: str, text: str) -> str:
 _GO_NUMBER = re.compile(r"^(?:u?int(?:8|16|32|64)?|uintptr|float(?:32|64)|complex(?:64|128)|byte|rune)$")
 
 
-def _go_functions(text: str, file: str, min_lines: int, max_lines: int) -> list[Function]:
-    pairs = {p.source.split("::", 1)[1]: p for p in extract_pairs_ts(text, file, "go", min_lines, max_lines)}
+# node types of a function, and the field that holds its result type
+_BRACE = {"go": ({"function_declaration", "method_declaration"}, "result"), "rust": ({"function_item"}, "return_type")}
+
+
+def _brace_functions(text: str, file: str, language: str, min_lines: int, max_lines: int) -> list[Function]:
+    found = extract_pairs_ts(text, file, language, min_lines, max_lines)
+    names = Counter(p.source.split("::", 1)[1] for p in found)
+    # a name twice in one file (methods of two types) cannot be told apart by id: neither is a task
+    pairs = {p.source.split("::", 1)[1]: p for p in found if names[p.source.split("::", 1)[1]] == 1}
+    kinds, result_field = _BRACE[language]
     src = text.encode()
     out = []
-    stack = [_parser("go").parse(src).root_node]
+    stack = [_parser(language).parse(src).root_node]
     while stack:
         node = stack.pop()
-        if node.type not in ("function_declaration", "method_declaration"):
+        if node.type not in kinds:
             stack.extend(node.children)
             continue
         name = node.child_by_field_name("name").text.decode()
@@ -163,8 +177,8 @@ def _go_functions(text: str, file: str, min_lines: int, max_lines: int) -> list[
         if name not in pairs or body is None:
             continue
         start = body.start_byte + 1 + (src[body.start_byte + 1:body.start_byte + 2] == b"\n")
-        result = node.child_by_field_name("result")
-        out.append(Function(file, name, "go", pairs[name].prompt_code, src[start:node.end_byte].decode(), start,
+        result = node.child_by_field_name(result_field)
+        out.append(Function(file, name, language, pairs[name].prompt_code, src[start:node.end_byte].decode(), start,
                             node.end_byte, "", result.text.decode() if result is not None else ""))
     return sorted(out, key=lambda f: f.start)
 
@@ -206,3 +220,60 @@ def _go_stub(fn: Function, how: str, ind: str) -> str:
     original = fn.body[:len(fn.body) - len(close)]
     return (f"{ind}{', '.join(names)} := func() {signature} {{\n{original}{ind}}}()\n"
             f"{ind}return {', '.join(values)}\n{close}")
+
+
+# Rust --------------------------------------------------------------------------------------------
+
+_RUST_INT = re.compile(r"^(?:[iu](?:8|16|32|64|128|size))$")
+
+
+def _rust_generic(typ: str, outer: str) -> str | None:
+    """T of `outer<T>` (Option<T>, Vec<T>), or None."""
+    typ = typ.replace(" ", "")
+    return typ[len(outer) + 1:-1] if typ.startswith(outer + "<") and typ.endswith(">") else None
+
+
+def _rust_wrong(name: str, typ: str) -> str:
+    """An expression of type `typ` that differs from `name`'s value where it can (see the module's docstring)."""
+    typ = typ.strip()
+    if _RUST_INT.match(typ):
+        return f"{name}.wrapping_add(1)"
+    if typ in ("f32", "f64"):
+        return f"{name} + 1.0"
+    if typ == "bool":
+        return f"!{name}"
+    if typ == "char":
+        return f"if {name} == 'x' {{ 'y' }} else {{ 'x' }}"
+    if typ == "String":
+        return f'{name} + "x"'
+    if typ.replace(" ", "").startswith("&") and typ.endswith("str"):
+        return f'match {name}.chars().next() {{ Some(c) => &{name}[c.len_utf8()..], None => "x" }}'
+    if _rust_generic(typ, "Vec") is not None:
+        return f"{{ let mut v = {name}; if !v.is_empty() {{ v.remove(0); }} v }}"
+    if _rust_generic(typ, "Option") is not None:
+        return f"{name}.and(None)"
+    if (inner := _rust_generic(typ, "Result")) is not None:
+        return f"{name}.map(|v| {_rust_wrong('v', _first_argument(inner))})"
+    return "Default::default()"
+
+
+def _first_argument(arguments: str) -> str:
+    """`Vec<u8>` of `Vec<u8>,String`: the first of a generic's arguments."""
+    depth = 0
+    for i, c in enumerate(arguments):
+        depth += (c in "<([") - (c in ">)]")
+        if c == "," and depth == 0:
+            return arguments[:i]
+    return arguments
+
+
+def _rust_stub(fn: Function, how: str, ind: str) -> str:
+    close = fn.body[fn.body.rstrip().rfind("}"):]
+    if how == "raising":
+        return f'{ind}panic!("blanked by ferrylm");\n{close}'
+    typ = fn.kind.removeprefix("->").strip()
+    if not typ or typ == "()":
+        return f"{ind}return;\n{close}"
+    original = fn.body[:len(fn.body) - len(close)]
+    return (f"{ind}let ferry_r: {typ} = (|| -> {typ} {{\n{original}{ind}}})();\n"
+            f"{ind}{_rust_wrong('ferry_r', typ)}\n{close}")

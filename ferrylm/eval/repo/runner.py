@@ -9,8 +9,9 @@ written: by pytest's last hook once every test passed (a body that ends the proc
 test themselves).
 
 Test commands: given per repository (the data manifest's `test:`), or detected — pytest (or
-unittest) for Python, `go test ./...` for Go. `python`, `python3` and `pytest` in a command are
-this interpreter, with its packages (pytest among them) visible; Go runs offline (GOPROXY=off).
+unittest) for Python, `go test ./...` for Go, `cargo test --offline` for Rust. `python`, `python3` and
+`pytest` in a command are this interpreter, with its packages (pytest among them) visible; Go and
+Cargo run offline (GOPROXY=off, CARGO_NET_OFFLINE), their caches inside the program's directory.
 """
 from __future__ import annotations
 
@@ -24,24 +25,50 @@ from pathlib import Path
 from ..execution.sandbox import Sandbox, _python
 
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
+CARGO_ENV = "CARGO_NET_OFFLINE=true CARGO_INCREMENTAL=0 CARGO_BUILD_JOBS=2 CARGO_TERM_COLOR=never MALLOC_ARENA_MAX=2"
+
+
+def _cargo_env() -> str:
+    # the jail has no /etc/alternatives, through which `cc` (rustc's default linker) points at gcc
+    return f'{CARGO_ENV} RUSTFLAGS="-C linker={os.path.realpath(shutil.which("cc") or "cc")}"'
+
+
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".tox", ".pytest_cache"}
 
 
+def skip_dirs(language: str) -> set[str]:
+    """Directories that hold no source of the repository's own (Cargo builds into target/)."""
+    return SKIP_DIRS | {"target"} if language == "rust" else SKIP_DIRS
+
+
 def test_files(repo: Path, language: str) -> list[str]:
-    """The repository's test files, relative to its root."""
+    """The repository's test files, relative to its root (Rust: its integration tests, under tests/)."""
     found = []
     for dirpath, dirnames, names in os.walk(repo):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if d not in skip_dirs(language) and not d.startswith("."))
         for n in sorted(names):
-            is_test = (n.startswith("test_") or n.endswith("_test.py")) and n.endswith(".py") if language == "python" \
-                else n.endswith("_test.go")
+            rel = Path(dirpath, n).relative_to(repo)
+            if language == "python":
+                is_test = (n.startswith("test_") or n.endswith("_test.py")) and n.endswith(".py")
+            elif language == "rust":
+                is_test = n.endswith(".rs") and "tests" in rel.parts[:-1]
+            else:
+                is_test = n.endswith("_test.go")
             if is_test:
-                found.append(str(Path(dirpath, n).relative_to(repo)))
+                found.append(str(rel))
     return found
 
 
+def _rust_unit_tests(repo: Path) -> bool:
+    return any("#[test]" in p.read_text(errors="replace") for p in repo.rglob("*.rs")
+               if "target" not in p.relative_to(repo).parts)
+
+
 def detect_command(repo: Path, language: str) -> str | None:
-    """The test command a repository of this language most likely runs, or None without test files."""
+    """The test command a repository of this language most likely runs, or None without tests."""
+    if language == "rust":
+        has_tests = (repo / "Cargo.toml").is_file() and (test_files(repo, language) or _rust_unit_tests(repo))
+        return "cargo test --offline -q" if has_tests else None
     if not test_files(repo, language):
         return None
     if language == "go":
@@ -98,7 +125,7 @@ def _prelude(repo_in_jail: str) -> str:
     site = os.pathsep.join(site_dirs())
     return ('mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/* && '
             f'export PATH="$PWD/bin:$PATH" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
-            f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} && '
+            f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} CARGO_HOME="$PWD/.cargo" {_cargo_env()} && '
             f"cp -r {shlex.quote(repo_in_jail)} r && chmod -R u+w r && cd r && "
             '{ [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"')
 

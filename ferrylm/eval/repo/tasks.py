@@ -4,8 +4,8 @@ For each function with a doc comment and a body (the data stage's generate examp
 1. the repository's tests must pass as checked out, in the jail, `runs` times (a suite that fails is
    skipped with its reason; one that passes only sometimes makes every task prove stability alone);
 2. a cheap first look at which functions the tests call at all (a profiler for Python, Go's coverage
-   profile), outside the jail on a copy;
-3. the tests that name the function (pytest: its test files; Go: its package) pass with the original
+   profile; none for Rust), outside the jail on a copy;
+3. the tests that name the function (pytest: its test files; Go: its package; Rust: the crate's) pass with the original
    body (`runs` times when the suite flaked), and fail with each of two blanked bodies — one that
    raises and one that returns a wrong value of the right type (functions.py). A test that passes on
    either is not proof, and the function is no task;
@@ -62,7 +62,7 @@ class RepoTasks:
 def language_of(repo: Path) -> str:
     counts = Counter(LANGUAGES[p.suffix] for p in repo.rglob("*") if p.suffix in LANGUAGES and p.is_file())
     if not counts:
-        raise RepoTaskError(f"{repo}: no Python or Go files (repository tasks read those two languages)")
+        raise RepoTaskError(f"{repo}: no Python, Go or Rust files (repository tasks read those three languages)")
     return counts.most_common(1)[0][0]
 
 
@@ -73,7 +73,7 @@ def source_functions(repo: Path, language: str) -> list[Function]:
     for path in sorted(repo.rglob(f"*{suffix}")):
         rel = str(path.relative_to(repo))
         # test code (test files, and helpers under tests/ or testing/) is never a task
-        if rel in tests or is_test_file(rel) or any(part.startswith(".") or part in runner.SKIP_DIRS
+        if rel in tests or is_test_file(rel) or any(part.startswith(".") or part in runner.skip_dirs(language)
                                                      for part in Path(rel).parts[:-1]):
             continue
         try:
@@ -93,11 +93,12 @@ def find_tasks(repo: str | Path, language: str | None = None, command: str | Non
         raise RepoTaskError(f"{repo}: not a directory")
     language = language or language_of(repo)
     if language not in LANGUAGES.values():
-        raise RepoTaskError(f"{repo}: repository tasks read Python and Go, not {language!r}")
+        raise RepoTaskError(f"{repo}: repository tasks read Python, Go and Rust, not {language!r}")
     command = command or runner.detect_command(repo, language)
     out = RepoTasks(repo.name, language, command)
     if command is None:
-        out.skipped = "no tests found (no test_*.py / *_test.go files); name its test command with `test:` in the manifest"
+        out.skipped = ("no tests found (no test_*.py / *_test.go files, no Cargo.toml with #[test] or tests/); "
+                       "name its test command with `test:` in the manifest")
         return out
     if why := runner.missing_tool(command):
         out.skipped = f"its test command {command!r}: {why}"
@@ -177,7 +178,7 @@ def _prove(box, repo: Path, fn: Function, command: str, runs: int, tests: dict[s
         if fn.language == "python" and not _parses(blanked):
             return None, f"its {how} stub does not compile"
         status = runner.run(box, repo, cmd, {fn.file: blanked}, timeout).status
-        if "[build failed]" in status:
+        if "[build failed]" in status or "could not compile" in status:
             return None, f"its {how} stub does not compile"
         if status == "passed":
             return None, "its tests pass with a raising body" if how == "raising" else "its tests pass with a wrong value"
@@ -211,6 +212,8 @@ atexit.register(lambda: json.dump(sorted(_seen), open(os.environ["FERRYLM_TRACE_
 def _called(repo: Path, language: str, command: str, out: RepoTasks, timeout_s: float) -> set[str] | None:
     """The ids (file::name) of the functions the suite calls, or None when that could not be seen
     (then every function goes on to the blanking, which decides alone)."""
+    if language == "rust":
+        return None       # no cheap coverage for Rust here
     with tempfile.TemporaryDirectory(prefix="ferrylm-trace-") as tmp:
         copy = Path(tmp) / "r"
         shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
