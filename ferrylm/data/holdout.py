@@ -14,7 +14,10 @@ import re
 
 from .clean import MinHasher, NearDuplicates
 
-TEST_FILE = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.py$|_test\.(?:py|go)$")
+# test directories; Python's test_*.py and *_test.py, Go's *_test.go, Java's *Test(s).java and Test*.java,
+# C++'s test_*.cc and *_test(s).cc (and .cpp, .cxx)
+TEST_FILE = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.(?:py|cc|cpp|cxx)$|_test\.(?:py|go)$"
+                       r"|_tests?\.(?:cc|cpp|cxx)$|Tests?\.java$|(?:^|/)Test[^/]*\.java$")
 
 
 def drawn(seed: int, source: str, share: float) -> bool:

@@ -379,6 +379,139 @@ def test_rust_stubs_panic_or_return_a_wrong_value_of_the_same_type():
     wrong = stub(fns["dashed"], "wrong", RUST_LIB)
     assert 'let ferry_r: String = (|| -> String {\n    let parts' in wrong and 'ferry_r + "x"\n}' in wrong
 
+JAVA_LIB = """package calc;
+
+public class Calc {
+    /** Adds one to each number and sums them. */
+    public static int bumpSum(int[] xs) {
+        int total = 0;
+        for (int x : xs) total += x + 1;
+        return total;
+    }
+
+    /** Joins words with a dash. */
+    public static String dashed(String[] words) {
+        String out = String.join("-", words);
+        return out;
+    }
+
+    /** Doubles a number; its test only checks that it does not throw. */
+    public static int noisy(int x) {
+        int y = x * 2;
+        return y;
+    }
+}
+"""
+JAVA_TESTS = """package calc;
+
+public class CalcTest {
+    public static void main(String[] args) {
+        check(Calc.bumpSum(new int[] {1, 2}) == 5, "bump");
+        check(Calc.dashed(new String[] {"a", "b"}).equals("a-b"), "dash");
+        Calc.noisy(3);
+    }
+
+    static void check(boolean ok, String what) {
+        if (!ok) throw new AssertionError(what);
+    }
+}
+"""
+CPP_LIB = """#include "calc.h"
+
+// Adds one to each number and sums them.
+int bump_sum(const std::vector<int>& xs) {
+    int total = 0;
+    for (int x : xs) total += x + 1;
+    return total;
+}
+
+// Joins words with a dash.
+std::string dashed(const std::vector<std::string>& words) {
+    std::string out;
+    for (size_t i = 0; i < words.size(); ++i) out += (i ? "-" : "") + words[i];
+    return out;
+}
+
+// Doubles a number; its test only checks that it does not throw.
+int noisy(int x) {
+    int y = x * 2;
+    return y;
+}
+"""
+CPP_HEADER = """#pragma once
+#include <string>
+#include <vector>
+int bump_sum(const std::vector<int>& xs);
+std::string dashed(const std::vector<std::string>& words);
+int noisy(int x);
+"""
+CPP_TESTS = """#include "../calc.h"
+
+int main() {
+    if (bump_sum({1, 2}) != 5) return 1;
+    if (dashed({"a", "b"}) != "a-b") return 2;
+    noisy(3);
+    return 0;
+}
+"""
+
+
+# per language: a right body of bumpSum (fenced, as a chat model writes it), a wrong one, a right body of dashed
+REPLIES = {
+    "java": ["```java\n        return java.util.Arrays.stream(xs).map(x -> x + 1).sum();\n    }\n```",
+             "        return 0;\n    }", '        return String.join("-", words);\n    }'],
+    "cpp": ["```cpp\n    int t = 0;\n    for (int x : xs) t += x + 1;\n    return t;\n}\n```",
+            "    return 0;\n}",
+            '    std::string s;\n    for (auto& w : words) s += (s.empty() ? "" : "-") + w;\n    return s;\n}'],
+}
+
+
+def _java_repo(root: Path) -> tuple[str, str]:
+    (root / "src/main/java/calc").mkdir(parents=True)
+    (root / "src/test/java/calc").mkdir(parents=True)
+    (root / "src/main/java/calc/Calc.java").write_text(JAVA_LIB)
+    (root / "src/test/java/calc/CalcTest.java").write_text(JAVA_TESTS)
+    return "mkdir -p out && javac -d out $(find src -name '*.java') && java -cp out calc.CalcTest", "src/main/java/calc/Calc.java"
+
+
+def _cpp_repo(root: Path) -> tuple[str, str]:
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.h").write_text(CPP_HEADER)
+    (root / "calc.cpp").write_text(CPP_LIB)
+    (root / "tests/test_calc.cc").write_text(CPP_TESTS)
+    return "g++ -std=c++17 -o t calc.cpp tests/test_calc.cc && ./t", "calc.cpp"
+
+
+@pytest.mark.parametrize("language", ["java", "cpp"])
+def test_java_and_cpp_tasks_through_a_given_test_command(tmp_path, language):
+    tool = {"java": "javac", "cpp": "g++"}[language]
+    if not Path(f"/usr/bin/{tool}").exists():
+        pytest.skip(f"{tool} is not installed (make toolchains installs it as root)")
+    repo = tmp_path / f"{language}repo"
+    command, file = (_java_repo if language == "java" else _cpp_repo)(repo)
+    assert "name it with `test:` in the manifest" in find_tasks(repo).skipped
+    found = find_tasks(repo, command=command)
+    names = {"java": ["bumpSum", "dashed"], "cpp": ["bump_sum", "dashed"]}[language]
+    assert found.language == language and sorted(t["name"] for t in found.tasks) == names, found.summary()
+    assert found.dropped == {"its tests pass with a wrong value": 1}      # noisy's test checks nothing
+    rows = [(f"{repo.name}/{file}::{names[0]}", reply) for reply in REPLIES[language][:2]]
+    rows.append((f"{repo.name}/{file}::dashed", REPLIES[language][2]))
+    assert _passed(repo, found, tmp_path, rows) == [True, False, True]
+
+
+def test_java_and_cpp_stubs_and_a_stub_that_does_not_compile_is_no_proof(tmp_path):
+    fns = {f.name: f for f in functions(JAVA_LIB, "Calc.java", "java")}
+    assert fns["bumpSum"].kind == "int" and "Supplier<Integer>" in stub(fns["bumpSum"], "wrong", JAVA_LIB)
+    assert 'throw new UnsupportedOperationException("blanked by ferrylm");\n    }' in stub(fns["dashed"], "raising", JAVA_LIB)
+    cpp = {f.name: f for f in functions(CPP_LIB, "calc.cpp", "cpp")}
+    assert cpp["dashed"].kind == "std::string" and 'return ferry_r + "x";\n}' in stub(cpp["dashed"], "wrong", CPP_LIB)
+    assert "throw 0;\n}" in stub(cpp["noisy"], "raising", CPP_LIB)
+    from ferrylm.eval.repo.tasks import _compile_error_in
+
+    assert _compile_error_in("failed: run step sh failed (exit code 1): calc.cpp:12:5: error: no match", "src/calc.cpp")
+    assert _compile_error_in("failed: (exit code 1): src/main/java/calc/Calc.java:7: error: incompatible types", "x/Calc.java")
+    assert not _compile_error_in("failed: (exit code 1): Exception in thread main java.lang.AssertionError", "Calc.java")
+
 def _four_repositories(corpus: Path) -> Path:
     for i, name in enumerate(("alpha", "beta", "gamma", "delta")):
         lib = LIB.replace("add", f"add_{name}").replace("words", f"words_{name}").replace("Counter", f"Counter{i}")

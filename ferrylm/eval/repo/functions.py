@@ -3,7 +3,7 @@
 A function here is one the data stage would make a *generate* example of (a doc comment and a body of
 a few lines): its prompt is that example's prompt (signature + doc comment) and its body the text the
 model must write, located by byte offsets in its file so that a reply can be spliced back in.
-Python, Go and Rust (tree-sitter's grammars, as the data stage uses).
+Python, Go, Rust, Java and C++ (tree-sitter's grammars, as the data stage uses).
 
 Blanking proves a task's tests exercise its function, two ways (each must fail at least one test):
 - `raising`: the body raises (Python) or panics (Go);
@@ -14,7 +14,10 @@ Blanking proves a task's tests exercise its function, two ways (each must fail a
   shorter), other types their zero value; a function without results does nothing. Rust: the original's
   result changed (integers wrapping +1, floats +1, strings longer, bools and chars changed, a Vec or &str
   one item shorter, an Option None, a Result's Ok value changed), other types `Default::default()`; a
-  function without a result does nothing. (A stub that does not compile makes no task.)
+  function without a result does nothing. Java: the original's result (primitives +1 or negated, a String
+  longer, a List one item shorter), other references null. C++: the original's result (arithmetic types +1,
+  bools negated, std::string longer, a vector one item shorter), other types value-initialised. Raising:
+  Java throws UnsupportedOperationException, C++ `throw 0`. (A stub that does not compile makes no task.)
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from dataclasses import asdict, dataclass
 from ...data.pairs import extract_pairs
 from ...data.pairs_ts import _parser, extract_pairs_ts
 
-LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust"}
+LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust", ".java": "java", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp"}
 
 
 @dataclass(frozen=True)
@@ -134,8 +137,8 @@ def stub(fn: Function, how: str, text: str) -> str:
     ind = _body_indent(fn)
     if fn.language == "go":
         return splice(text, fn, _go_stub(fn, how, ind))
-    if fn.language == "rust":
-        return splice(text, fn, _rust_stub(fn, how, ind))
+    if fn.language in _STUBS:
+        return splice(text, fn, _STUBS[fn.language](fn, how, ind))
     if how == "raising":
         return splice(text, fn, f'{ind}raise NotImplementedError("blanked by ferrylm")\n')
     if fn.kind == "procedure":
@@ -155,7 +158,14 @@ _GO_NUMBER = re.compile(r"^(?:u?int(?:8|16|32|64)?|uintptr|float(?:32|64)|comple
 
 
 # node types of a function, and the field that holds its result type
-_BRACE = {"go": ({"function_declaration", "method_declaration"}, "result"), "rust": ({"function_item"}, "return_type")}
+_BRACE = {"go": ({"function_declaration", "method_declaration"}, "result"), "rust": ({"function_item"}, "return_type"),
+          "java": ({"method_declaration", "constructor_declaration"}, "type"), "cpp": ({"function_definition"}, "type")}
+
+
+def _name(node) -> str:
+    """A function's name as the data stage's pairs give it (C++: its declarator up to the parameters)."""
+    named = node.child_by_field_name("name") or node.child_by_field_name("declarator")
+    return named.text.decode(errors="replace").split("(")[0] if named is not None else "?"
 
 
 def _brace_functions(text: str, file: str, language: str, min_lines: int, max_lines: int) -> list[Function]:
@@ -172,14 +182,18 @@ def _brace_functions(text: str, file: str, language: str, min_lines: int, max_li
         if node.type not in kinds:
             stack.extend(node.children)
             continue
-        name = node.child_by_field_name("name").text.decode()
+        name = _name(node)
         body = node.child_by_field_name("body")
         if name not in pairs or body is None:
             continue
         start = body.start_byte + 1 + (src[body.start_byte + 1:body.start_byte + 2] == b"\n")
         result = node.child_by_field_name(result_field)
+        kind = result.text.decode() if result is not None else ""
+        declarator = node.child_by_field_name("declarator")
+        if language == "cpp" and declarator is not None and declarator.type != "function_declarator":
+            kind += " " + declarator.text.decode().split(name.rsplit("::", 1)[-1])[0].strip()   # T* or T&
         out.append(Function(file, name, language, pairs[name].prompt_code, src[start:node.end_byte].decode(), start,
-                            node.end_byte, "", result.text.decode() if result is not None else ""))
+                            node.end_byte, "", kind))
     return sorted(out, key=lambda f: f.start)
 
 
@@ -206,8 +220,15 @@ def _go_wrong(name: str, typ: str) -> str:
     return f"*new({typ})"
 
 
+def _closing(body: str) -> str:
+    """The body's closing brace and what follows it, from the start of its line when the brace stands alone."""
+    at = body.rstrip().rfind("}")
+    line = body.rfind("\n", 0, at) + 1
+    return body[line:] if not body[line:at].strip() else body[at:]
+
+
 def _go_stub(fn: Function, how: str, ind: str) -> str:
-    close = fn.body[fn.body.rstrip().rfind("}"):]        # the closing brace and what follows it
+    close = _closing(fn.body)
     if how == "raising":
         return f'{ind}panic("blanked by ferrylm")\n{close}'
     if not fn.kind:
@@ -268,7 +289,7 @@ def _first_argument(arguments: str) -> str:
 
 
 def _rust_stub(fn: Function, how: str, ind: str) -> str:
-    close = fn.body[fn.body.rstrip().rfind("}"):]
+    close = _closing(fn.body)
     if how == "raising":
         return f'{ind}panic!("blanked by ferrylm");\n{close}'
     typ = fn.kind.removeprefix("->").strip()
@@ -277,3 +298,66 @@ def _rust_stub(fn: Function, how: str, ind: str) -> str:
     original = fn.body[:len(fn.body) - len(close)]
     return (f"{ind}let ferry_r: {typ} = (|| -> {typ} {{\n{original}{ind}}})();\n"
             f"{ind}{_rust_wrong('ferry_r', typ)}\n{close}")
+
+
+# Java and C++ ------------------------------------------------------------------------------------
+
+_JAVA_BOXED = {"int": "Integer", "long": "Long", "short": "Short", "byte": "Byte", "char": "Character",
+               "boolean": "Boolean", "double": "Double", "float": "Float"}
+_CPP_NUMBER = re.compile(r"^(?:(?:unsigned|signed|long|short|const)\s+)*(?:int|long|short|char|float|double|size_t|"
+                         r"std::size_t|u?int(?:8|16|32|64)_t|std::u?int(?:8|16|32|64)_t|unsigned|long long)$")
+
+
+def _java_wrong(name: str, typ: str) -> str:
+    if typ in ("int", "long", "short", "byte", "char"):
+        return f"({typ}) ({name} + 1)"
+    if typ in ("double", "float"):
+        return f"{name} + 1"
+    if typ == "boolean":
+        return f"!{name}"
+    if typ == "String":
+        return f'{name} + "x"'
+    if typ.startswith(("List<", "java.util.List<")):
+        return f"{name} == null || {name}.isEmpty() ? null : {name}.subList(1, {name}.size())"
+    return "null"
+
+
+def _java_stub(fn: Function, how: str, ind: str) -> str:
+    close = _closing(fn.body)
+    if how == "raising":
+        return f'{ind}throw new UnsupportedOperationException("blanked by ferrylm");\n{close}'
+    typ = fn.kind.strip()
+    if typ in ("", "void"):
+        return f"{ind}return;\n{close}"
+    original = fn.body[:len(fn.body) - len(close)]
+    boxed = _JAVA_BOXED.get(typ, typ)
+    return (f"{ind}{typ} ferryR = ((java.util.function.Supplier<{boxed}>) () -> {{\n{original}{ind}}}).get();\n"
+            f"{ind}return {_java_wrong('ferryR', typ)};\n{close}")
+
+
+def _cpp_wrong(name: str, typ: str) -> str:
+    bare = typ.replace("const ", "").strip()
+    if bare == "bool":
+        return f"!{name}"
+    if _CPP_NUMBER.match(bare):
+        return f"{name} + 1"
+    if bare in ("std::string", "string"):
+        return f'{name} + "x"'
+    if bare.startswith(("std::vector<", "vector<")):
+        return f"[&] {{ auto v = {name}; if (!v.empty()) v.erase(v.begin()); return v; }}()"
+    return f"{typ}{{}}"
+
+
+def _cpp_stub(fn: Function, how: str, ind: str) -> str:
+    close = _closing(fn.body)
+    if how == "raising":
+        return f"{ind}throw 0;\n{close}"
+    typ = fn.kind.strip()
+    if typ in ("", "void"):
+        return f"{ind}return;\n{close}"
+    original = fn.body[:len(fn.body) - len(close)]
+    return (f"{ind}auto ferry_r = [&]() -> {typ} {{\n{original}{ind}}}();\n"
+            f"{ind}return {_cpp_wrong('ferry_r', typ)};\n{close}")
+
+
+_STUBS = {"rust": _rust_stub, "java": _java_stub, "cpp": _cpp_stub}

@@ -8,8 +8,8 @@ written: by pytest's last hook once every test passed (a body that ends the proc
 0 cannot pass), by the shell after any other command (Go's test binaries fail an `os.Exit(0)` during a
 test themselves).
 
-Test commands: given per repository (the data manifest's `test:`), or detected — pytest (or
-unittest) for Python, `go test ./...` for Go, `cargo test --offline` for Rust. `python`, `python3` and
+Test commands: given per repository (the data manifest's `test:`; Java and C++ only so), or detected —
+pytest (or unittest) for Python, `go test ./...` for Go, `cargo test --offline` for Rust. `python`, `python3` and
 `pytest` in a command are this interpreter, with its packages (pytest among them) visible; Go and
 Cargo run offline (GOPROXY=off, CARGO_NET_OFFLINE), their caches inside the program's directory.
 """
@@ -22,15 +22,25 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from ...data.holdout import is_test_file
 from ..execution.sandbox import Sandbox, _python
 
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
 CARGO_ENV = "CARGO_NET_OFFLINE=true CARGO_INCREMENTAL=0 CARGO_BUILD_JOBS=2 CARGO_TERM_COLOR=never MALLOC_ARENA_MAX=2"
+# The JVM (javac's too) reserves address space by the machine's memory, not the jail's limit: these keep it under.
+JAVA_ENV = ('JAVA_TOOL_OPTIONS="-Xmx512m -Xss4m -XX:ReservedCodeCacheSize=64m -XX:MaxMetaspaceSize=256m '
+            '-XX:CompressedClassSpaceSize=64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CICompilerCount=1"')
 
 
-def _cargo_env() -> str:
-    # the jail has no /etc/alternatives, through which `cc` (rustc's default linker) points at gcc
-    return f'{CARGO_ENV} RUSTFLAGS="-C linker={os.path.realpath(shutil.which("cc") or "cc")}"'
+# Debian points these at their programs through /etc/alternatives, which the jail does not have
+ALTERNATIVES = ("cc", "c++", "gcc", "g++", "java", "javac", "jar", "ld")
+
+
+def _resolved_tools() -> str:
+    """Shell lines linking each of ALTERNATIVES that goes through /etc/alternatives to its program, in bin/."""
+    links = {t: os.path.realpath(p) for t in ALTERNATIVES if (p := shutil.which(t, path="/usr/bin:/bin"))
+             and os.path.realpath(p) != p}
+    return "".join(f" && ln -s {shlex.quote(target)} bin/{t}" for t, target in links.items())
 
 
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".tox", ".pytest_cache"}
@@ -52,6 +62,8 @@ def test_files(repo: Path, language: str) -> list[str]:
                 is_test = (n.startswith("test_") or n.endswith("_test.py")) and n.endswith(".py")
             elif language == "rust":
                 is_test = n.endswith(".rs") and "tests" in rel.parts[:-1]
+            elif language in ("java", "cpp"):
+                is_test = n.endswith((".java",) if language == "java" else (".cc", ".cpp", ".cxx")) and is_test_file(str(rel))
             else:
                 is_test = n.endswith("_test.go")
             if is_test:
@@ -65,7 +77,10 @@ def _rust_unit_tests(repo: Path) -> bool:
 
 
 def detect_command(repo: Path, language: str) -> str | None:
-    """The test command a repository of this language most likely runs, or None without tests."""
+    """The test command a repository of this language most likely runs, or None without tests (Java and
+    C++: always None, their builds vary too much; the manifest's `test:` names it)."""
+    if language in ("java", "cpp"):
+        return None
     if language == "rust":
         has_tests = (repo / "Cargo.toml").is_file() and (test_files(repo, language) or _rust_unit_tests(repo))
         return "cargo test --offline -q" if has_tests else None
@@ -121,11 +136,12 @@ def _tools() -> dict[str, str]:
 
 def _prelude(repo_in_jail: str) -> str:
     """Shell lines that put `python`, `python3` and `pytest` (this interpreter, pytest with the token
-    hook) first on PATH, set up Go's caches, then copy the repository and enter it."""
+    hook) and the compilers Debian links through /etc/alternatives first on PATH, set up Go's, Cargo's and
+    the JVM's settings, then copy the repository and enter it."""
     site = os.pathsep.join(site_dirs())
-    return ('mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/* && '
+    return (f'mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/*{_resolved_tools()} && '
             f'export PATH="$PWD/bin:$PATH" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
-            f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} CARGO_HOME="$PWD/.cargo" {_cargo_env()} && '
+            f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} CARGO_HOME="$PWD/.cargo" {CARGO_ENV} {JAVA_ENV} && '
             f"cp -r {shlex.quote(repo_in_jail)} r && chmod -R u+w r && cd r && "
             '{ [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"')
 
@@ -149,7 +165,8 @@ def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> 
     place = "".join(f" && cp ../replaced_{i} {shlex.quote(path)}" for i, path in enumerate(replaced or {}))
     script = (f"{_prelude(repo)}{place} && {{ {command} ; }} > ../test_output.txt 2>&1; code=$?; "
               'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
-              'grep -v -e "^[[:space:]]*$" -e "^FAIL$" ../test_output.txt | tail -n 1 > ../reason.txt; fi; exit $code')
+              '{ grep -m1 -E ":[0-9]+(:[0-9]+)?: (fatal )?error" ../test_output.txt || '
+              'grep -v -e "^[[:space:]]*$" -e "^FAIL$" ../test_output.txt | tail -n 1; } > ../reason.txt; fi; exit $code')
     return {"files": files, "steps": [["/bin/sh", "-c", script]]}
 
 

@@ -62,15 +62,14 @@ class RepoTasks:
 def language_of(repo: Path) -> str:
     counts = Counter(LANGUAGES[p.suffix] for p in repo.rglob("*") if p.suffix in LANGUAGES and p.is_file())
     if not counts:
-        raise RepoTaskError(f"{repo}: no Python, Go or Rust files (repository tasks read those three languages)")
+        raise RepoTaskError(f"{repo}: no Python, Go, Rust, Java or C++ files (repository tasks read those languages)")
     return counts.most_common(1)[0][0]
 
 
 def source_functions(repo: Path, language: str) -> list[Function]:
     tests = set(runner.test_files(repo, language))
-    suffix = {v: k for k, v in LANGUAGES.items()}[language]
     found = []
-    for path in sorted(repo.rglob(f"*{suffix}")):
+    for path in sorted(p for suffix, lang in LANGUAGES.items() if lang == language for p in repo.rglob(f"*{suffix}")):
         rel = str(path.relative_to(repo))
         # test code (test files, and helpers under tests/ or testing/) is never a task
         if rel in tests or is_test_file(rel) or any(part.startswith(".") or part in runner.skip_dirs(language)
@@ -93,9 +92,12 @@ def find_tasks(repo: str | Path, language: str | None = None, command: str | Non
         raise RepoTaskError(f"{repo}: not a directory")
     language = language or language_of(repo)
     if language not in LANGUAGES.values():
-        raise RepoTaskError(f"{repo}: repository tasks read Python, Go and Rust, not {language!r}")
+        raise RepoTaskError(f"{repo}: repository tasks read Python, Go, Rust, Java and C++, not {language!r}")
     command = command or runner.detect_command(repo, language)
     out = RepoTasks(repo.name, language, command)
+    if command is None and language in ("java", "cpp"):
+        out.skipped = f"a {language} repository's test command is not detected: name it with `test:` in the manifest"
+        return out
     if command is None:
         out.skipped = ("no tests found (no test_*.py / *_test.go files, no Cargo.toml with #[test] or tests/); "
                        "name its test command with `test:` in the manifest")
@@ -178,12 +180,17 @@ def _prove(box, repo: Path, fn: Function, command: str, runs: int, tests: dict[s
         if fn.language == "python" and not _parses(blanked):
             return None, f"its {how} stub does not compile"
         status = runner.run(box, repo, cmd, {fn.file: blanked}, timeout).status
-        if "[build failed]" in status or "could not compile" in status:
+        if "[build failed]" in status or "could not compile" in status or _compile_error_in(status, fn.file):
             return None, f"its {how} stub does not compile"
         if status == "passed":
             return None, "its tests pass with a raising body" if how == "raising" else "its tests pass with a wrong value"
     return {**fn.as_dict(), "id": fn.id, "command": cmd, "tests": files, "reference_s": round(reference_s, 2),
             "timeout_s": timeout, "file_sha256": hashlib.sha256(text.encode()).hexdigest()}, None
+
+
+def _compile_error_in(status: str, file: str) -> bool:
+    """A compiler's error (javac's `File.java:12: error`, g++'s `file.cc:12:5: error`) located in `file`."""
+    return bool(re.search(rf"(?:^|[\s/:]){re.escape(Path(file).name)}:\d+(?::\d+)?: (?:fatal )?error", status))
 
 
 def _parses(text: str) -> bool:
@@ -212,8 +219,8 @@ atexit.register(lambda: json.dump(sorted(_seen), open(os.environ["FERRYLM_TRACE_
 def _called(repo: Path, language: str, command: str, out: RepoTasks, timeout_s: float) -> set[str] | None:
     """The ids (file::name) of the functions the suite calls, or None when that could not be seen
     (then every function goes on to the blanking, which decides alone)."""
-    if language == "rust":
-        return None       # no cheap coverage for Rust here
+    if language not in ("python", "go"):
+        return None       # no cheap coverage for Rust, Java or C++ here
     with tempfile.TemporaryDirectory(prefix="ferrylm-trace-") as tmp:
         copy = Path(tmp) / "r"
         shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))

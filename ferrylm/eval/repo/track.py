@@ -16,7 +16,8 @@ from .tasks import find_tasks
 
 log = get_logger("eval")
 # base mode (raw completion): where a body ends
-_BASE_STOPS = {"python": ("\ndef ", "\nclass ", "\n@", "\nif __name__"), "go": ("\n}\n",), "rust": ("\n}\n",)}
+_BASE_STOPS = {"python": ("\ndef ", "\nclass ", "\n@", "\nif __name__"), "go": ("\n}\n",), "rust": ("\n}\n",),
+               "java": ("\n    }\n", "\n}\n"), "cpp": ("\n}\n",)}
 
 
 # which functions a track holds -> (its title, its criterion key's part)
