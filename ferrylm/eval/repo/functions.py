@@ -137,8 +137,8 @@ def stub(fn: Function, how: str, text: str) -> str:
     ind = _body_indent(fn)
     if fn.language == "go":
         return splice(text, fn, _go_stub(fn, how, ind))
-    if fn.language in _STUBS:
-        return splice(text, fn, _STUBS[fn.language](fn, how, ind))
+    if fn.language in _PANIC:
+        return splice(text, fn, _brace_stub(fn, how, ind))
     if how == "raising":
         return splice(text, fn, f'{ind}raise NotImplementedError("blanked by ferrylm")\n')
     if fn.kind == "procedure":
@@ -288,18 +288,6 @@ def _first_argument(arguments: str) -> str:
     return arguments
 
 
-def _rust_stub(fn: Function, how: str, ind: str) -> str:
-    close = _closing(fn.body)
-    if how == "raising":
-        return f'{ind}panic!("blanked by ferrylm");\n{close}'
-    typ = fn.kind.removeprefix("->").strip()
-    if not typ or typ == "()":
-        return f"{ind}return;\n{close}"
-    original = fn.body[:len(fn.body) - len(close)]
-    return (f"{ind}let ferry_r: {typ} = (|| -> {typ} {{\n{original}{ind}}})();\n"
-            f"{ind}{_rust_wrong('ferry_r', typ)}\n{close}")
-
-
 # Java and C++ ------------------------------------------------------------------------------------
 
 _JAVA_BOXED = {"int": "Integer", "long": "Long", "short": "Short", "byte": "Byte", "char": "Character",
@@ -322,19 +310,6 @@ def _java_wrong(name: str, typ: str) -> str:
     return "null"
 
 
-def _java_stub(fn: Function, how: str, ind: str) -> str:
-    close = _closing(fn.body)
-    if how == "raising":
-        return f'{ind}throw new UnsupportedOperationException("blanked by ferrylm");\n{close}'
-    typ = fn.kind.strip()
-    if typ in ("", "void"):
-        return f"{ind}return;\n{close}"
-    original = fn.body[:len(fn.body) - len(close)]
-    boxed = _JAVA_BOXED.get(typ, typ)
-    return (f"{ind}{typ} ferryR = ((java.util.function.Supplier<{boxed}>) () -> {{\n{original}{ind}}}).get();\n"
-            f"{ind}return {_java_wrong('ferryR', typ)};\n{close}")
-
-
 def _cpp_wrong(name: str, typ: str) -> str:
     bare = typ.replace("const ", "").strip()
     if bare == "bool":
@@ -348,16 +323,24 @@ def _cpp_wrong(name: str, typ: str) -> str:
     return f"{typ}{{}}"
 
 
-def _cpp_stub(fn: Function, how: str, ind: str) -> str:
+def _brace_stub(fn: Function, how: str, ind: str) -> str:
+    """Rust, Java and C++: a panic or throw; or the original run inside a closure and its result changed."""
     close = _closing(fn.body)
     if how == "raising":
-        return f"{ind}throw 0;\n{close}"
+        return f"{ind}{_PANIC[fn.language]}\n{close}"
     typ = fn.kind.strip()
-    if typ in ("", "void"):
+    if typ in ("", "()", "void"):
         return f"{ind}return;\n{close}"
     original = fn.body[:len(fn.body) - len(close)]
+    if fn.language == "rust":
+        return (f"{ind}let ferry_r: {typ} = (|| -> {typ} {{\n{original}{ind}}})();\n"
+                f"{ind}{_rust_wrong('ferry_r', typ)}\n{close}")
+    if fn.language == "java":
+        return (f"{ind}{typ} ferryR = ((java.util.function.Supplier<{_JAVA_BOXED.get(typ, typ)}>) () -> {{\n"
+                f"{original}{ind}}}).get();\n{ind}return {_java_wrong('ferryR', typ)};\n{close}")
     return (f"{ind}auto ferry_r = [&]() -> {typ} {{\n{original}{ind}}}();\n"
             f"{ind}return {_cpp_wrong('ferry_r', typ)};\n{close}")
 
 
-_STUBS = {"rust": _rust_stub, "java": _java_stub, "cpp": _cpp_stub}
+_PANIC = {"rust": 'panic!("blanked by ferrylm");', "java": 'throw new UnsupportedOperationException("blanked by ferrylm");',
+          "cpp": "throw 0;"}
