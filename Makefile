@@ -156,6 +156,7 @@ test: $(STAMP) chromium bubblewrap toolchains
 
 lint: $(STAMP)
 	$(PY) -m ruff check ferrylm tests bench
+	$(PY) -m ruff format --check ferrylm tests bench
 
 test-fast: $(STAMP) bubblewrap toolchains
 	$(PY) -m pytest -q -ra -m "not slow" $(ARGS)

@@ -15,6 +15,7 @@ The launcher is compared the same way across two servers started one after the o
 same model: vLLM's own command line started by hand (`subprocess`, the arguments ferrylm would
 pass) against `ferrylm.serve.server_for(...).start()`, each timed with the bare client.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def bare(url: str, messages: list[dict], n: int) -> float:
     t0 = time.perf_counter()
-    payload = {"model": "ferrylm", "messages": messages, "max_tokens": n, "temperature": 0, "ignore_eos": True,
-               "stream": True}
+    payload = {
+        "model": "ferrylm",
+        "messages": messages,
+        "max_tokens": n,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+    }
     with requests.post(f"{url}/v1/chat/completions", json=payload, stream=True, timeout=600) as r:
         for _ in r.iter_lines():
             pass
@@ -54,7 +61,8 @@ def openai_sdk(url: str, messages: list[dict], n: int) -> float:
 
     t0 = time.perf_counter()
     for _ in OpenAI(base_url=f"{url}/v1", api_key="none").chat.completions.create(
-            model="ferrylm", messages=messages, max_tokens=n, temperature=0, stream=True, extra_body={"ignore_eos": True}):
+        model="ferrylm", messages=messages, max_tokens=n, temperature=0, stream=True, extra_body={"ignore_eos": True}
+    ):
         pass
     return time.perf_counter() - t0
 
@@ -63,16 +71,21 @@ def rounds(url: str, clients: dict, messages: list[dict], n: int, count: int) ->
     names = list(clients)
     times = {k: [] for k in names}
     for i in range(count):
-        order = names[i % len(names):] + names[:i % len(names)]
+        order = names[i % len(names) :] + names[: i % len(names)]
         for name in order:
             times[name].append(clients[name](url, messages, n))
     return times
 
 
 def ratios(times: dict, base: str) -> dict:
-    return {k: {"median_s": statistics.median(v), "runs_s": v,
-                "median_ratio_to_bare": statistics.median(a / b for a, b in zip(v, times[base]))}
-            for k, v in times.items()}
+    return {
+        k: {
+            "median_s": statistics.median(v),
+            "runs_s": v,
+            "median_ratio_to_bare": statistics.median(a / b for a, b in zip(v, times[base])),
+        }
+        for k, v in times.items()
+    }
 
 
 def main() -> None:
@@ -110,11 +123,18 @@ def main() -> None:
     with server_for(cfg, args.model, port=free_port()) as managed:
         result["ferrylm_launch_startup_s"] = time.perf_counter() - t0
         # 2. Clients, interleaved on the launcher's server.
-        times = rounds(managed.url, {"bare": bare, "ferrylm": ferrylm_client, "openai": openai_sdk}, messages,
-                       args.new_tokens, args.rounds)
+        times = rounds(
+            managed.url,
+            {"bare": bare, "ferrylm": ferrylm_client, "openai": openai_sdk},
+            messages,
+            args.new_tokens,
+            args.rounds,
+        )
     result["ferrylm_launch"] = times["bare"]
     result["clients"] = ratios(times, "bare")
-    result["launcher_ratio_median"] = statistics.median(result["ferrylm_launch"]) / statistics.median(result["bare_launch"])
+    result["launcher_ratio_median"] = statistics.median(result["ferrylm_launch"]) / statistics.median(
+        result["bare_launch"]
+    )
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

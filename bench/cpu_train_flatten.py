@@ -6,6 +6,7 @@ flattened twice: with logits at every position, and (as training runs) only at s
 
 The model is the demo's (real SmolLM2, LoRA r8 on every linear layer, fp32); the losses of the two
 layouts are printed beside each other, since they must agree."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,20 +35,24 @@ def main() -> None:
     rows = examples(read_record(Path(a.run_dir) / "data")["outputs"]["train"])
     lengths = np.array([len(r) for r in rows["input_ids"]])
     order = np.random.default_rng(0).permutation(len(rows))
-    padding = [lengths[b].max() * len(b) / lengths[b].sum() for b in order[:20 * a.batch_size].reshape(20, -1)]
-    batches = [[rows[int(i)] for i in b] for b in order[:a.batches * a.batch_size].reshape(a.batches, -1)]
+    padding = [lengths[b].max() * len(b) / lengths[b].sum() for b in order[: 20 * a.batch_size].reshape(20, -1)]
+    batches = [[rows[int(i)] for i in b] for b in order[: a.batches * a.batch_size].reshape(a.batches, -1)]
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path("smollm2", None), dtype=torch.float32,
-                                                 attn_implementation="sdpa")
-    model.config.use_cache = False     # a cache object would hide the packed positions
+    model = AutoModelForCausalLM.from_pretrained(
+        resolve_model_path("smollm2", None), dtype=torch.float32, attn_implementation="sdpa"
+    )
+    model.config.use_cache = False  # a cache object would hide the packed positions
     model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules="all-linear"))
     model.train()
     out = {"padded_over_real_tokens": float(np.mean(padding)), "threads": torch.get_num_threads(), "rounds": []}
     for _ in range(a.rounds):
         got = {}
-        for name, collate in (("padded", PadCollator(0)), ("flattened", PadCollator(0, flatten=True, only_scored=False)),
-                              ("flattened, scored positions only", PadCollator(0, flatten=True))):
+        for name, collate in (
+            ("padded", PadCollator(0)),
+            ("flattened", PadCollator(0, flatten=True, only_scored=False)),
+            ("flattened, scored positions only", PadCollator(0, flatten=True)),
+        ):
             seconds, losses = 0.0, []
             for batch in batches:
                 inputs = collate(batch)

@@ -6,6 +6,7 @@
 Each source is a directory of repositories (every entry under it is one). Writes the stage's
 numbers and the wall time of the whole command (imports included) to bench/results/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,16 +35,31 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as run_dir:
         sources = "[" + ",".join(str(Path(s).resolve()) for s in args.source) + "]"
-        cfg = load_config("default", [f"run_dir={run_dir}", f"data.sources={sources}", f"data.format={args.format}",
-                                      f"data.max_seq_len={args.seq_len}", f"data.workers={args.workers}",
-                                      "data.max_pairs=1000000", "data.pack=true"])
+        cfg = load_config(
+            "default",
+            [
+                f"run_dir={run_dir}",
+                f"data.sources={sources}",
+                f"data.format={args.format}",
+                f"data.max_seq_len={args.seq_len}",
+                f"data.workers={args.workers}",
+                "data.max_pairs=1000000",
+                "data.pack=true",
+            ],
+        )
         rec = run_data(cfg)
         m = rec.metrics
         wall = time.perf_counter() - t_start
         result = {
-            "command": " ".join(sys.argv), "cpus": os.cpu_count(), "format": args.format,
-            "sources": args.source, "seq_len": args.seq_len, "wall_s": wall, "stage_s": m["elapsed_s"],
-            "input_mb": m["bytes_seen"] / 1e6, "kept_mb": m["bytes_kept"] / 1e6,
+            "command": " ".join(sys.argv),
+            "cpus": os.cpu_count(),
+            "format": args.format,
+            "sources": args.source,
+            "seq_len": args.seq_len,
+            "wall_s": wall,
+            "stage_s": m["elapsed_s"],
+            "input_mb": m["bytes_seen"] / 1e6,
+            "kept_mb": m["bytes_kept"] / 1e6,
             "input_mb_per_s_stage": m["bytes_seen"] / 1e6 / m["elapsed_s"],
             "input_mb_per_s_wall": m["bytes_seen"] / 1e6 / wall,
             "tokens_per_s_stage": (m["train_tokens"] + m["eval_tokens"]) / m["elapsed_s"],

@@ -6,6 +6,7 @@ timed ones; TTFT, total and time per token as p50 / p95 / mean).
     python3 bench/endpoint_latency.py --url http://127.0.0.1:8311 --runs 3 --out latency.json
     python3 bench/endpoint_latency.py --url http://127.0.0.1:8311 --triton --runs 3 --out latency.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    result = {"url": args.url, "backend": "triton" if args.triton else "vllm",
-              **latency(args.url, args.model, args.new_tokens, args.runs,
-                        timed=timed_triton_stream if args.triton else None)}
+    result = {
+        "url": args.url,
+        "backend": "triton" if args.triton else "vllm",
+        **latency(args.url, args.model, args.new_tokens, args.runs, timed=timed_triton_stream if args.triton else None),
+    }
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result), flush=True)
 

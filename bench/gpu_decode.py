@@ -9,6 +9,7 @@ inside the graph), on the transformers model or on `FusedDecoder`, in bf16 (cuBL
 matrix-vector kernel) or with 4-bit weights. Floor: the bytes of every weight read once per token (the embedding table is
 only gathered) over the GPU's peak HBM bandwidth.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,12 +64,18 @@ def step_vs_prompt(decoder, ids: torch.Tensor, logits: torch.Tensor, variant: st
     n = ids.shape[1]
     with torch.no_grad():
         decoder.reset()
-        decoder(ids[:, :n - steps], torch.arange(n - steps, device=ids.device))
-        got = torch.stack([decoder(ids[:, i:i + 1], torch.tensor([i], device=ids.device))[0, -1].float()
-                           for i in range(n - steps, n)])
-    want = logits[n - steps:]
-    return {f"step_vs_prompt_max_abs_{variant}": (got - want).abs().max().item(),
-            f"step_vs_prompt_argmax_agreement_{variant}": agreement(got, want)[1]}
+        decoder(ids[:, : n - steps], torch.arange(n - steps, device=ids.device))
+        got = torch.stack(
+            [
+                decoder(ids[:, i : i + 1], torch.tensor([i], device=ids.device))[0, -1].float()
+                for i in range(n - steps, n)
+            ]
+        )
+    want = logits[n - steps :]
+    return {
+        f"step_vs_prompt_max_abs_{variant}": (got - want).abs().max().item(),
+        f"step_vs_prompt_argmax_agreement_{variant}": agreement(got, want)[1],
+    }
 
 
 def agreement(logits: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
@@ -91,15 +98,21 @@ class Fp8W8A8Linear(torch.nn.Module):
         w = linear.weight.detach().float()
         scale = w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0
         self.weight = torch.nn.Parameter((w / scale).to(torch.float8_e4m3fn).t(), requires_grad=False)  # [in, out]
-        self.scale_w = torch.nn.Parameter(scale.t().contiguous(), requires_grad=False)                   # [1, out]
+        self.scale_w = torch.nn.Parameter(scale.t().contiguous(), requires_grad=False)  # [1, out]
         self.bias = linear.bias
 
     def forward(self, x):
         shape = x.shape
         x2 = x.reshape(-1, shape[-1])
         sx = x2.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12) / 448.0
-        out = torch._scaled_mm((x2 / sx).to(torch.float8_e4m3fn), self.weight, scale_a=sx, scale_b=self.scale_w,
-                               out_dtype=torch.bfloat16, bias=self.bias)
+        out = torch._scaled_mm(
+            (x2 / sx).to(torch.float8_e4m3fn),
+            self.weight,
+            scale_a=sx,
+            scale_b=self.scale_w,
+            out_dtype=torch.bfloat16,
+            bias=self.bias,
+        )
         return out.reshape(*shape[:-1], -1)
 
 
@@ -110,11 +123,18 @@ VARIANTS = {
     "fp8-w8a8": ("tuned + FP8 weights and activations through torch._scaled_mm", dict()),
     "fused": ("FusedDecoder (q/k/v and gate/up fused), tuned", dict(fused=True)),
     "fused-untuned": ("FusedDecoder, inductor defaults (cuBLAS matrix-vector)", dict(fused=True, tune=False)),
-    "gemv": ("FusedDecoder on the Triton matrix-vector kernel (gemv.py: tuned per shape, PDL on Hopper)",
-             dict(gemv=True, tune=False)),
-    "int4": ("FusedDecoder with W4A16 weights (round to nearest, --int4-group) on torch's int4 kernel", dict(fused=True)),
-    "int4-gemv": ("the same W4A16 weights on the 4-bit Triton matrix-vector kernel (gemv4.py) in the fused step",
-                  dict(gemv=True, tune=False)),
+    "gemv": (
+        "FusedDecoder on the Triton matrix-vector kernel (gemv.py: tuned per shape, PDL on Hopper)",
+        dict(gemv=True, tune=False),
+    ),
+    "int4": (
+        "FusedDecoder with W4A16 weights (round to nearest, --int4-group) on torch's int4 kernel",
+        dict(fused=True),
+    ),
+    "int4-gemv": (
+        "the same W4A16 weights on the 4-bit Triton matrix-vector kernel (gemv4.py) in the fused step",
+        dict(gemv=True, tune=False),
+    ),
 }
 
 
@@ -166,13 +186,20 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=512)
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--variants", default="tuned,fused,fused-untuned,int4",
-                    help="Engine variants in order: " + "; ".join(f"{k}: {v[0]}" for k, v in VARIANTS.items())
-                         + " (one FP8 kind per run: they replace the model's layers)")
+    ap.add_argument(
+        "--variants",
+        default="tuned,fused,fused-untuned,int4",
+        help="Engine variants in order: "
+        + "; ".join(f"{k}: {v[0]}" for k, v in VARIANTS.items())
+        + " (one FP8 kind per run: they replace the model's layers)",
+    )
     ap.add_argument("--int4-group", type=int, default=128)
     ap.add_argument("--skip-hf", action="store_true")
-    ap.add_argument("--tuned-dir", help="the kernel engine's saved configurations (read, and written where it tunes); "
-                                        "default: none, every run tunes")
+    ap.add_argument(
+        "--tuned-dir",
+        help="the kernel engine's saved configurations (read, and written where it tunes); "
+        "default: none, every run tunes",
+    )
     args = ap.parse_args()
     from ferrylm.engine import Engine
 
@@ -181,9 +208,15 @@ def main() -> None:
     ids = torch.randint(100, 150000, (1, args.prompt), generator=torch.Generator().manual_seed(1)).cuda()
     weight_bytes = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "embed_tokens" not in n)
     bw = next((v for k, v in PEAK_BANDWIDTH.items() if k in gpu), None)
-    result = {"gpu": gpu, "torch": torch.__version__, "prompt_tokens": args.prompt, "new_tokens": args.new_tokens,
-              "weight_gb_read_per_token": weight_bytes / 1e9,
-              "hbm_floor_s": weight_bytes * args.new_tokens / bw if bw else None, "engines": {}}
+    result = {
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "prompt_tokens": args.prompt,
+        "new_tokens": args.new_tokens,
+        "weight_gb_read_per_token": weight_bytes / 1e9,
+        "hbm_floor_s": weight_bytes * args.new_tokens / bw if bw else None,
+        "engines": {},
+    }
     n = args.new_tokens
 
     def hf(**kw):
@@ -211,8 +244,8 @@ def main() -> None:
             kwargs["tuned_dir"] = args.tuned_dir or False
         t0 = time.perf_counter()
         engine = Engine(model, max_len=args.prompt + n + 8, **kwargs)
-        extra[f"build_s_{variant}"] = time.perf_counter() - t0   # the kernel engine tunes here
-        if kwargs.get("gemv"):   # those not found among the saved configurations
+        extra[f"build_s_{variant}"] = time.perf_counter() - t0  # the kernel engine tunes here
+        if kwargs.get("gemv"):  # those not found among the saved configurations
             extra[f"tuned_keys_{variant}"] = len(engine.tuned_keys)
         t0 = time.perf_counter()
         engine.generate_timed(ids[0].tolist(), n)
@@ -223,44 +256,60 @@ def main() -> None:
         # As each variant ends: a run stopped at a time limit still says what it measured.
         print(variant, f"warm-up {extra[f'warmup_s_{variant}']:.0f} s", "runs", runs[f"Engine {variant}"], flush=True)
         tokens[variant] = timings[-1]["tokens"]
-        if engine._graph is not None:   # the hand-captured step replays what the eager one runs
+        if engine._graph is not None:  # the hand-captured step replays what the eager one runs
             extra[f"ttft_s_runs_{variant}"] = [t["ttft_s"] for t in timings]
             extra[f"prefill_captured_{variant}"] = bool(engine._prefills)
-            engine._prefills.clear()   # and its captured prefill what the same prefill runs eagerly,
-            engine._greedy = None      # its greedy kernel what torch's argmax chooses
+            engine._prefills.clear()  # and its captured prefill what the same prefill runs eagerly,
+            engine._greedy = None  # its greedy kernel what torch's argmax chooses
             engine._step = engine._advance
             eager = engine.generate_timed(ids[0].tolist(), 64)["tokens"]
             extra[f"graph_tokens_equal_eager_{variant}"] = eager == tokens[variant][:64]
         if getattr(engine, "gemv_configs", None):
             extra[f"gemv_configs_{variant}"] = {str(k): v for k, v in engine.gemv_configs.items()}
-        if getattr(engine, "refine_log", None):   # the step's time as tuned, then each runner-up's
+        if getattr(engine, "refine_log", None):  # the step's time as tuned, then each runner-up's
             extra[f"refine_log_{variant}"] = engine.refine_log
         extra[f"ttft_s_{variant}"] = statistics.median(t["ttft_s"] for t in timings)
         with torch.no_grad():
-            logits = (engine.decoder(ids, torch.arange(ids.shape[1], device=ids.device)) if engine.decoder is not None
-                      else model(ids, use_cache=False).logits)[0].float()
+            logits = (
+                engine.decoder(ids, torch.arange(ids.shape[1], device=ids.device))
+                if engine.decoder is not None
+                else model(ids, use_cache=False).logits
+            )[0].float()
         all_logits[variant] = logits
-        if kwargs.get("gemv"):   # the one-token step (its kernels, attention's chunks) against the prompt path
+        if kwargs.get("gemv"):  # the one-token step (its kernels, attention's chunks) against the prompt path
             extra.update(step_vs_prompt(engine.decoder, ids, logits, variant))
-        if variant == "int4-gemv" and "int4" in all_logits:   # the same 4-bit weights on two kernels
+        if variant == "int4-gemv" and "int4" in all_logits:  # the same 4-bit weights on two kernels
             extra["kl_int4_gemv_vs_int4"], extra["prompt_argmax_agreement_int4_gemv_vs_int4"] = agreement(
-                logits, all_logits["int4"])
-            extra["decoded_tokens_equal_int4_gemv_vs_int4"] = sum(a == b for a, b in zip(tokens["int4"], tokens[variant]))
+                logits, all_logits["int4"]
+            )
+            extra["decoded_tokens_equal_int4_gemv_vs_int4"] = sum(
+                a == b for a, b in zip(tokens["int4"], tokens[variant])
+            )
         if ref is None:
             ref = logits
         else:
             extra[f"kl_vs_first_variant_{variant}"], extra[f"argmax_agreement_vs_first_variant_{variant}"] = agreement(
-                logits, ref)
+                logits, ref
+            )
         read = engine.decoder if engine.decoder is not None else model
-        extra[f"weight_gb_read_per_token_{variant}"] = sum(
-            p.numel() * p.element_size() for n_, p in [*read.named_parameters(), *read.named_buffers()]
-            if "embed" not in n_ and "cache" not in n_) / 1e9
+        extra[f"weight_gb_read_per_token_{variant}"] = (
+            sum(
+                p.numel() * p.element_size()
+                for n_, p in [*read.named_parameters(), *read.named_buffers()]
+                if "embed" not in n_ and "cache" not in n_
+            )
+            / 1e9
+        )
         del engine
         torch.cuda.empty_cache()
     for name, ts in runs.items():
         med = statistics.median(ts)
-        result["engines"][name] = {"runs_s": ts, "median_s": med, "tokens_per_s": n / med,
-                                   "fraction_of_bf16_floor": (result["hbm_floor_s"] / med) if bw else None}
+        result["engines"][name] = {
+            "runs_s": ts,
+            "median_s": med,
+            "tokens_per_s": n / med,
+            "fraction_of_bf16_floor": (result["hbm_floor_s"] / med) if bw else None,
+        }
     result.update(extra)
     result["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
     Path(args.out).write_text(json.dumps(result, indent=2))

@@ -5,6 +5,7 @@ two must give the same losses.
 
     .venv/bin/python bench/heldout_loss_speed.py runs/default --rounds 3 --out bench/results/x.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,13 +28,14 @@ def every_position(model, tokenizer, rows: list[dict], batch: int = 8) -> list[f
     out: list[float | None] = [None] * len(rows)
     todo = answered(tokenizer, rows)
     for k in range(0, len(todo), batch):
-        chunk = todo[k:k + batch]
+        chunk = todo[k : k + batch]
         ids, labels, mask = padded([ex for _, ex in chunk], tokenizer.pad_token_id or 0)
         with torch.no_grad():
             logits = model(input_ids=ids, attention_mask=mask).logits.float()
         target = labels[:, 1:]
-        nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), target, ignore_index=-100,
-                                                reduction="none")
+        nll = torch.nn.functional.cross_entropy(
+            logits[:, :-1].transpose(1, 2), target, ignore_index=-100, reduction="none"
+        )
         for (i, _), v in zip(chunk, (nll.sum(1) / (target != -100).sum(1).clamp(min=1)).tolist()):
             out[i] = v
     return out

@@ -4,6 +4,7 @@ including the preparation of Go's and Rust's test libraries when they are not ca
 
     FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python bench/humaneval_x_canonical.py [--out FILE] [LANG ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,13 @@ def main() -> None:
             continue
         problems = hx.load_problems(lang)
         results = hx.execute(lang, problems, [p["canonical_solution"] for p in problems], workers=a.workers)
-        rows[lang] = {"passed": sum(r["passed"] for r in results), "tasks": len(problems),
-                      "wall_s": round(time.perf_counter() - t0, 1), "isolation": sorted({r["isolation"] for r in results}),
-                      "failures": {r["task_id"]: r["result"] for r in results if not r["passed"]}}
+        rows[lang] = {
+            "passed": sum(r["passed"] for r in results),
+            "tasks": len(problems),
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "isolation": sorted({r["isolation"] for r in results}),
+            "failures": {r["task_id"]: r["result"] for r in results if not r["passed"]},
+        }
         print(json.dumps({lang: rows[lang]}), flush=True)
     if a.out:
         with open(a.out, "w") as fh:

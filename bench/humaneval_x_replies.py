@@ -4,6 +4,7 @@ into tests/eval/benchmarks/data/smollm2_humaneval_x_replies.json, which the extr
 
     FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python bench/humaneval_x_replies.py
 """
+
 import json
 from pathlib import Path
 
@@ -21,8 +22,9 @@ def main(tasks_per_language: int = 3) -> None:
     for lang in hx.LANGUAGES:
         for p in hx.load_problems(lang)[:tasks_per_language]:
             message = user_message(hx.LANGUAGES[lang].prompt(p), lang)
-            replies[p["task_id"]] = generator.chat([{"role": "user", "content": message}], 200, 0.0,
-                                                   until=code_block_closed)[0]
+            replies[p["task_id"]] = generator.chat(
+                [{"role": "user", "content": message}], 200, 0.0, until=code_block_closed
+            )[0]
             print(p["task_id"], replies[p["task_id"]][:60].replace("\n", " "), flush=True)
     OUT.write_text(json.dumps(replies, indent=1) + "\n")
 

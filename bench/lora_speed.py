@@ -13,6 +13,7 @@ a 70 % prompt and a 30 % answer, at F = 0.3, as in the demo's data), and the "sc
 variants compute the output layer and the loss only there, as a one-row micro-batch does in training
 (`ferrylm.train.dataset.scored_positions`); the loss is the same.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,14 +35,20 @@ def build(liger: bool):
     if liger:
         from liger_kernel.transformers import apply_liger_kernel_to_qwen2
 
-        apply_liger_kernel_to_qwen2(rope=True, rms_norm=True, swiglu=True, cross_entropy=False,
-                                    fused_linear_cross_entropy=True)
+        apply_liger_kernel_to_qwen2(
+            rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=True
+        )
     config = qwen7b_config(use_cache=False, attn_implementation="sdpa")
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = Qwen2ForCausalLM(config).to(torch.bfloat16)
-    lora = LoraConfig(r=R, lora_alpha=32, lora_dropout=0.0, task_type="CAUSAL_LM",
-                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    lora = LoraConfig(
+        r=R,
+        lora_alpha=32,
+        lora_dropout=0.0,
+        task_type="CAUSAL_LM",
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    )
     return get_peft_model(model, lora)
 
 
@@ -57,8 +64,15 @@ def labels_and_kept(ids: torch.Tensor, answer_share: float, example: int = 512) 
     return labels, {"logits_to_keep": keep, "shift_labels": targets[keep].unsqueeze(0)}
 
 
-def run(name: str, liger: bool, ckpt_fraction: float, compile_layers: bool = False, scored: bool = False,
-        answer_share: float = 1.0, steps: int = 6) -> dict:
+def run(
+    name: str,
+    liger: bool,
+    ckpt_fraction: float,
+    compile_layers: bool = False,
+    scored: bool = False,
+    answer_share: float = 1.0,
+    steps: int = 6,
+) -> dict:
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     model = build(liger)
@@ -67,14 +81,16 @@ def run(name: str, liger: bool, ckpt_fraction: float, compile_layers: bool = Fal
         model.enable_input_require_grads()
         layers = model.base_model.model.model.layers
         keep = round(ckpt_fraction * len(layers))
-        for i, layer in enumerate(layers):      # selective: only the first `keep` layers recompute
+        for i, layer in enumerate(layers):  # selective: only the first `keep` layers recompute
             layer.gradient_checkpointing = i < keep
-    if compile_layers:   # regional compilation: each decoder layer, not the whole model
+    if compile_layers:  # regional compilation: each decoder layer, not the whole model
         for layer in model.base_model.model.model.layers:
             layer.compile()
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    ids = torch.randint(0, model.config.vocab_size, (1, SEQ), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    ids = torch.randint(
+        0, model.config.vocab_size, (1, SEQ), device="cuda", generator=torch.Generator("cuda").manual_seed(0)
+    )
     labels, kept = labels_and_kept(ids, answer_share)
     kept = kept if scored else {}
     times, first_loss = [], None
@@ -83,19 +99,27 @@ def run(name: str, liger: bool, ckpt_fraction: float, compile_layers: bool = Fal
         t0 = time.perf_counter()
         loss = model(input_ids=ids, labels=labels, **kept).loss
         if first_loss is None:
-            first_loss = float(loss)      # same weights, same tokens: equal across correct variants
+            first_loss = float(loss)  # same weights, same tokens: equal across correct variants
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         if step >= 2:
             times.append(time.perf_counter() - t0)
-    out = {"variant": name, "liger": liger, "checkpoint_fraction": ckpt_fraction, "compiled_layers": compile_layers,
-           "answer_share": answer_share, "scored_positions_only": scored,
-           "tokens_per_s": SEQ * len(times) / sum(times), "step_s": sum(times) / len(times),
-           "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
-           "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30, "first_loss": first_loss,
-           "loss_after_steps": float(loss)}
+    out = {
+        "variant": name,
+        "liger": liger,
+        "checkpoint_fraction": ckpt_fraction,
+        "compiled_layers": compile_layers,
+        "answer_share": answer_share,
+        "scored_positions_only": scored,
+        "tokens_per_s": SEQ * len(times) / sum(times),
+        "step_s": sum(times) / len(times),
+        "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30,
+        "first_loss": first_loss,
+        "loss_after_steps": float(loss),
+    }
     print(json.dumps(out), flush=True)
     del model, opt, loss
     gc.collect()
@@ -126,8 +150,14 @@ def main() -> None:
     ap.add_argument("--answer-share", type=float, default=1.0, help="the share of positions the labels score")
     args = ap.parse_args()
     names = args.only.split(";") if args.only else list(VARIANTS)
-    results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "seq_len": SEQ, "lora_r": R,
-               "answer_share": args.answer_share, "runs": []}
+    results = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "seq_len": SEQ,
+        "lora_r": R,
+        "answer_share": args.answer_share,
+        "runs": [],
+    }
     # Liger patches Qwen2's classes in place: every non-Liger variant runs first.
     for name in sorted(names, key=lambda n: VARIANTS[n][0]):
         try:

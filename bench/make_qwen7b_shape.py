@@ -9,6 +9,7 @@ fall inside Qwen's vocabulary. With W4A16_GROUP (e.g. 128), the model is written
 W4A16 artifact (compressed-tensors pack-quantized, round-to-nearest at that group size: random weights
 leave nothing to calibrate on), quantized on the GPU by the export's own code.
 """
+
 import sys
 import time
 

@@ -7,6 +7,7 @@ tokens, three optimizer steps per configuration (the first allocates the optimiz
 torch's peak reserved memory plus the CUDA context (what the card really has to hold), and peak
 allocated for reference.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,16 @@ def run(spec: dict, context_gib: float) -> dict:
     setup = Setup(**spec, gpu_memory_gib=139.8)
     model = build()
     if setup.method == "lora":
-        model = get_peft_model(model, LoraConfig(r=setup.lora_r, lora_alpha=2 * setup.lora_r, lora_dropout=setup.lora_dropout,
-                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=setup.lora_r,
+                lora_alpha=2 * setup.lora_r,
+                lora_dropout=setup.lora_dropout,
+                target_modules="all-linear",
+                task_type="CAUSAL_LM",
+            ),
+        )
     if setup.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if setup.method == "lora":
@@ -85,10 +94,14 @@ def run(spec: dict, context_gib: float) -> dict:
     secs = (time.perf_counter() - t) / 3
     measured = torch.cuda.max_memory_reserved() / GiB + context_gib
     plan = estimate(setup)
-    row = {**spec, "measured_gib": round(measured, 2),
-           "allocated_peak_gib": round(torch.cuda.max_memory_allocated() / GiB, 2),
-           "predicted_gib": round(plan.total_gib, 2), "error_pct": round(100 * (plan.total_gib / measured - 1), 1),
-           "tokens_per_s": round(setup.seq_len * setup.micro_batch / secs)}
+    row = {
+        **spec,
+        "measured_gib": round(measured, 2),
+        "allocated_peak_gib": round(torch.cuda.max_memory_allocated() / GiB, 2),
+        "predicted_gib": round(plan.total_gib, 2),
+        "error_pct": round(100 * (plan.total_gib / measured - 1), 1),
+        "tokens_per_s": round(setup.seq_len * setup.micro_batch / secs),
+    }
     del model, opt, params, loss, ids
     gc.collect()
     torch.cuda.empty_cache()
@@ -112,7 +125,9 @@ def main() -> None:
             gc.collect()
             torch.cuda.empty_cache()
         print(json.dumps(rows[-1]), flush=True)
-    json.dump({"gpu": torch.cuda.get_device_name(), "context_gib": context, "rows": rows}, open(args.out, "w"), indent=2)
+    json.dump(
+        {"gpu": torch.cuda.get_device_name(), "context_gib": context, "rows": rows}, open(args.out, "w"), indent=2
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ tensor by tensor, never the whole model in memory — and a random LoRA adapter 
 layers, PEFT's file format), then runs `ferrylm.export.merge.stream_merge` in a child process and
 reports its wall time and peak resident memory; spot-checks a merged weight against W + s·B@A.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,15 @@ from ferrylm.bench.shapes import INTERMEDIATE as INTER
 
 REPO = Path(__file__).resolve().parents[1]
 KV = KV_HEADS * HEAD_DIM
-LINEAR = {"self_attn.q_proj": (H, H), "self_attn.k_proj": (KV, H), "self_attn.v_proj": (KV, H),
-          "self_attn.o_proj": (H, H), "mlp.gate_proj": (INTER, H), "mlp.up_proj": (INTER, H), "mlp.down_proj": (H, INTER)}
+LINEAR = {
+    "self_attn.q_proj": (H, H),
+    "self_attn.k_proj": (KV, H),
+    "self_attn.v_proj": (KV, H),
+    "self_attn.o_proj": (H, H),
+    "mlp.gate_proj": (INTER, H),
+    "mlp.up_proj": (INTER, H),
+    "mlp.down_proj": (H, INTER),
+}
 
 
 def shapes() -> list[tuple[str, tuple[int, ...]]]:
@@ -47,9 +55,19 @@ def write_base(d: Path, shard_bytes: int = 4 << 30) -> None:
     if (d / "model.safetensors.index.json").is_file():
         return
     d.mkdir(parents=True, exist_ok=True)
-    Qwen2Config(vocab_size=VOCAB, hidden_size=H, intermediate_size=INTER, num_hidden_layers=LAYERS, num_attention_heads=28,
-                num_key_value_heads=4, max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6,
-                tie_word_embeddings=False, torch_dtype="bfloat16").to_json_file(d / "config.json")
+    Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=H,
+        intermediate_size=INTER,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        max_position_embeddings=32768,
+        rope_theta=1e6,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+    ).to_json_file(d / "config.json")
     g = torch.Generator().manual_seed(0)
     groups, cur, size = [], [], 0
     for name, shape in shapes():
@@ -68,7 +86,9 @@ def write_base(d: Path, shard_bytes: int = 4 << 30) -> None:
         total += sum(t.numel() * 2 for t in tensors.values())
         weight_map.update({name: fname for name in tensors})
         del tensors
-    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    (d / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
+    )
 
 
 def write_adapter(d: Path, r: int = 16) -> None:
@@ -86,9 +106,20 @@ def write_adapter(d: Path, r: int = 16) -> None:
             tensors[f"{key}.lora_A.weight"] = torch.randn(r, in_f, generator=g) * 0.01
             tensors[f"{key}.lora_B.weight"] = torch.randn(out_f, r, generator=g) * 0.01
     save_file(tensors, str(d / "adapter_model.safetensors"))
-    (d / "adapter_config.json").write_text(json.dumps({
-        "peft_type": "LORA", "r": r, "lora_alpha": 32, "target_modules": sorted({n.split(".")[1] for n in LINEAR}),
-        "use_rslora": False, "use_dora": False, "fan_in_fan_out": False, "task_type": "CAUSAL_LM"}))
+    (d / "adapter_config.json").write_text(
+        json.dumps(
+            {
+                "peft_type": "LORA",
+                "r": r,
+                "lora_alpha": 32,
+                "target_modules": sorted({n.split(".")[1] for n in LINEAR}),
+                "use_rslora": False,
+                "use_dora": False,
+                "fan_in_fan_out": False,
+                "task_type": "CAUSAL_LM",
+            }
+        )
+    )
 
 
 def child(base: str, adapter: str, out: str, dtype: str) -> None:
@@ -135,13 +166,29 @@ def main() -> None:
 
     shutil.rmtree(work / "merged", ignore_errors=True)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--child", str(work / "base"), str(work / "adapter"),
-                           str(work / "merged"), args.dtype], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            str(work / "base"),
+            str(work / "adapter"),
+            str(work / "merged"),
+            args.dtype,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     wall = time.perf_counter() - t0
     info = json.loads(proc.stdout.strip().splitlines()[-1])
-    info.update(command=" ".join(sys.argv), wall_s_with_interpreter=wall, prepare_s=prep,
-                base_gib=sum(p.stat().st_size for p in (work / "base").glob("*.safetensors")) / 2**30,
-                spot_check_max_abs_diff=spot_check(work / "base", work / "adapter", work / "merged"))
+    info.update(
+        command=" ".join(sys.argv),
+        wall_s_with_interpreter=wall,
+        prepare_s=prep,
+        base_gib=sum(p.stat().st_size for p in (work / "base").glob("*.safetensors")) / 2**30,
+        spot_check_max_abs_diff=spot_check(work / "base", work / "adapter", work / "merged"),
+    )
     out = REPO / "bench" / "results" / "merge_7b.json"
     out.write_text(json.dumps(info, indent=2))
     print(json.dumps(info, indent=2))

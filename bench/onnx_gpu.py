@@ -8,6 +8,7 @@ ferrylm's engine on the same weights, in the same run.
 The reference is the merged model in fp32 (on the CPU: a reference, not a speed); the artifact is the
 export's fp32 ONNX graph, exported into --work if it is not there. Prompts: fixed chat requests.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,10 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-PROMPTS = ["Write a Python function that returns the n-th Fibonacci number, with a docstring.",
-           "Explain what this code does:\n\ndef f(xs):\n    return sorted(set(xs))[-2]",
-           "Write a Go function that reverses a slice of ints in place.",
-           "Write a Rust function that counts the vowels in a string."]
+PROMPTS = [
+    "Write a Python function that returns the n-th Fibonacci number, with a docstring.",
+    "Explain what this code does:\n\ndef f(xs):\n    return sorted(set(xs))[-2]",
+    "Write a Go function that reverses a slice of ints in place.",
+    "Write a Rust function that counts the vowels in a string.",
+]
 
 
 def main() -> None:
@@ -41,7 +44,7 @@ def main() -> None:
     from ferrylm.models import load_model, load_tokenizer
 
     if hasattr(ort, "preload_dlls"):
-        ort.preload_dlls()   # CUDA's and cuDNN's libraries from the nvidia-* wheels torch brought
+        ort.preload_dlls()  # CUDA's and cuDNN's libraries from the nvidia-* wheels torch brought
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         raise SystemExit(f"onnxruntime {ort.__version__} has no CUDA provider here: {ort.get_available_providers()}")
     onnx_dir = Path(a.work) / "fp32"
@@ -49,22 +52,35 @@ def main() -> None:
         export_onnx(a.merged, onnx_dir)
         copy_tokenizer(Path(a.merged), onnx_dir)
     tok = load_tokenizer(a.merged)
-    prompts = [tok(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False),
-                   add_special_tokens=False)["input_ids"] for p in PROMPTS]
+    prompts = [
+        tok(
+            tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False),
+            add_special_tokens=False,
+        )["input_ids"]
+        for p in PROMPTS
+    ]
     eos = tok.eos_token_id
     ref = reference_outputs(load_model(a.merged), prompts, a.new_tokens, tok.pad_token_id, eos)
     lm = OnnxCausalLM(onnx_dir, providers=["CUDAExecutionProvider"])
     if lm.session.get_providers()[0] != "CUDAExecutionProvider":
         raise SystemExit(f"the session fell back to {lm.session.get_providers()}: no CUDA there")
     parity = compare(ref, onnx_outputs(lm, prompts, a.new_tokens, (eos,), [r[1] for r in ref]), a.new_tokens)
-    result = {"command": " ".join(sys.argv), "gpu": torch.cuda.get_device_name(), "onnxruntime": ort.__version__,
-              "providers": lm.session.get_providers(), "io_binding": lm.bound,
-              "parity": {"greedy_tokens_equal": f"{parity.greedy_tokens_equal}/{parity.prompts}",
-                         "max_abs_logit_diff": parity.max_abs_logit_diff, "forced_agreement": parity.forced_agreement,
-                         "mean_kl": parity.mean_kl}}
+    result = {
+        "command": " ".join(sys.argv),
+        "gpu": torch.cuda.get_device_name(),
+        "onnxruntime": ort.__version__,
+        "providers": lm.session.get_providers(),
+        "io_binding": lm.bound,
+        "parity": {
+            "greedy_tokens_equal": f"{parity.greedy_tokens_equal}/{parity.prompts}",
+            "max_abs_logit_diff": parity.max_abs_logit_diff,
+            "forced_agreement": parity.forced_agreement,
+            "mean_kl": parity.mean_kl,
+        },
+    }
 
     def timed(run) -> list[float]:
-        run()   # warm-up
+        run()  # warm-up
         out = []
         for _ in range(a.runs):
             start = time.perf_counter()
@@ -82,7 +98,7 @@ def main() -> None:
         torch.cuda.synchronize()
 
     latency["transformers_cuda_fp32"] = timed(hf_generate)
-    try:    # the engine is built for Qwen2's shapes; another architecture is recorded, not fatal
+    try:  # the engine is built for Qwen2's shapes; another architecture is recorded, not fatal
         engine = Engine.from_pretrained(a.merged, dtype=torch.bfloat16, max_len=2048, fused=True, gemv=True)
         latency["engine_bf16"] = timed(lambda: engine.generate_timed(prompts[0], a.latency_tokens))
     except Exception as err:  # noqa: BLE001

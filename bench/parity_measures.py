@@ -10,6 +10,7 @@ SmolLM2-135M-Instruct as shipped (not fine-tuned), group 32; calibration: 32 fil
 (512 tokens each); 8 other files as "Explain this code" chat prompts, 32 greedy tokens each, against
 the fp32 model (ONNX: its fp32 export, then each variant). Each method's row is written as soon as it is measured.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,12 +44,26 @@ def main() -> None:
     files = sorted(glob.glob(str(Path(args.stdlib) / "*.py")))
     texts = [Path(f).read_text() for f in random.Random(0).sample(files, 60)]
     calibration = [tok(t)["input_ids"][:512] for t in texts[:32]]
-    prompts = [list(tok.apply_chat_template([{"role": "user", "content": "Explain this code:\n" + t[:600]}],
-                                            add_generation_prompt=True, return_dict=True)["input_ids"]) for t in texts[32:40]]
+    prompts = [
+        list(
+            tok.apply_chat_template(
+                [{"role": "user", "content": "Explain this code:\n" + t[:600]}],
+                add_generation_prompt=True,
+                return_dict=True,
+            )["input_ids"]
+        )
+        for t in texts[32:40]
+    ]
     reference = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
     ref = reference_outputs(reference, prompts, args.new_tokens, tok.pad_token_id, tok.eos_token_id)
-    out = {"model": "SmolLM2-135M-Instruct", "group_size": 32, "prompts": len(prompts), "new_tokens": args.new_tokens,
-           "calibration_rows": len(calibration), "methods": {}}
+    out = {
+        "model": "SmolLM2-135M-Instruct",
+        "group_size": 32,
+        "prompts": len(prompts),
+        "new_tokens": args.new_tokens,
+        "calibration_rows": len(calibration),
+        "methods": {},
+    }
     forced = [r[1] for r in ref]
     onnx_dir = tempfile.TemporaryDirectory()
     for method in args.methods.split(","):
@@ -57,17 +72,23 @@ def main() -> None:
             if not (Path(onnx_dir.name) / "fp32").is_dir():
                 export_onnx(base, Path(onnx_dir.name) / "fp32")
             quantize(Path(onnx_dir.name) / "fp32", Path(onnx_dir.name) / method, method[5:])
-            got = onnx_outputs(OnnxCausalLM(Path(onnx_dir.name) / method), prompts, args.new_tokens,
-                               (tok.eos_token_id,), forced)
+            got = onnx_outputs(
+                OnnxCausalLM(Path(onnx_dir.name) / method), prompts, args.new_tokens, (tok.eos_token_id,), forced
+            )
         else:
             with tempfile.TemporaryDirectory() as d:
                 write_compressed(base, d, "w4a16", 32, calibration if method == "gptq" else None)
-                got = reference_outputs(load_compressed(d), prompts, args.new_tokens, tok.pad_token_id,
-                                        tok.eos_token_id, forced)
+                got = reference_outputs(
+                    load_compressed(d), prompts, args.new_tokens, tok.pad_token_id, tok.eos_token_id, forced
+                )
         p = compare(ref, got, args.new_tokens)
-        out["methods"][method] = {"agreement_free_running": p.token_agreement, "greedy_equal": p.greedy_tokens_equal,
-                                  "agreement_forced_prefix": p.forced_agreement, "mean_kl": p.mean_kl,
-                                  "seconds": round(time.time() - t0)}
+        out["methods"][method] = {
+            "agreement_free_running": p.token_agreement,
+            "greedy_equal": p.greedy_tokens_equal,
+            "agreement_forced_prefix": p.forced_agreement,
+            "mean_kl": p.mean_kl,
+            "seconds": round(time.time() - t0),
+        }
         print(method, out["methods"][method], flush=True)
         Path(args.out).write_text(json.dumps(out, indent=1))
 

@@ -9,6 +9,7 @@ tests with the learning rate 10 % higher.
 
     .venv/bin/python bench/pin_spread.py --out bench/results/pin_spread_<cpu>.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,13 @@ def run_variant(env_extra: dict[str, str]) -> dict[str, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "pins.jsonl"
         env = {**os.environ, **env_extra, "FERRYLM_PIN_LOG": str(log)}
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS], cwd=ROOT, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return {r["name"]: r for r in rows}
 
@@ -76,14 +82,18 @@ def main(argv=None) -> int:
         base = seen["this machine"]
         changed = flat(runs["lr +10 %"][name]["got"]) if name in runs["lr +10 %"] else None
         table[name] = {
-            "family": first["family"], "pin": want, "values": seen,
+            "family": first["family"],
+            "pin": want,
+            "values": seen,
             "max_from_pin": max(abs(a - b) for vals in seen.values() for a, b in zip(vals, want)),
             "max_between_variants": max(abs(a - b) for vals in seen.values() for a, b in zip(vals, base)),
             "real_change_moves": None if changed is None else max(abs(a - b) for a, b in zip(changed, base)),
         }
         t = table[name]
-        print(f"{name:28s} {t['family']:12s} from pin {t['max_from_pin']:.2e}  between variants "
-              f"{t['max_between_variants']:.2e}  lr +10 % moves {t['real_change_moves'] or float('nan'):.2e}")
+        print(
+            f"{name:28s} {t['family']:12s} from pin {t['max_from_pin']:.2e}  between variants "
+            f"{t['max_between_variants']:.2e}  lr +10 % moves {t['real_change_moves'] or float('nan'):.2e}"
+        )
     if args.out:
         args.out.write_text(json.dumps({"cpu": cpu_name(), "isa": isa, "pins": table}, indent=1) + "\n")
     return 0

@@ -5,6 +5,7 @@ all pass, so the run also checks the scoring path end to end.
     .venv/bin/python bench/repo_tasks_speed.py runs/default/data/repositories.json \
         --out bench/results/repo_tasks_speed_demo.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,18 +32,29 @@ def main(argv=None) -> int:
             continue
         t0 = time.perf_counter()
         found = find_tasks(repo["root"], command=repo.get("test"), only=only, limit=args.limit)
-        rows.append({**found.summary(), "split": repo["split"], "find_s": round(time.perf_counter() - t0, 1),
-                     "reference_s": [t["reference_s"] for t in found.tasks]})
+        rows.append(
+            {
+                **found.summary(),
+                "split": repo["split"],
+                "find_s": round(time.perf_counter() - t0, 1),
+                "reference_s": [t["reference_s"] for t in found.tasks],
+            }
+        )
         tasks += found.tasks
         print(json.dumps(rows[-1]), flush=True)
-    scored = tasks[:args.score]
+    scored = tasks[: args.score]
     t0 = time.perf_counter()
     results = execute(scored, [(t["task_id"], t["body"]) for t in scored])
     score_s = time.perf_counter() - t0
     passed = sum(r["passed"] for r in results)
-    summary = {"find_s": round(sum(r["find_s"] for r in rows), 1), "tasks": len(tasks), "scored": len(scored),
-               "score_s": round(score_s, 1), "reference_bodies_passed": passed,
-               "failures": [r for r in results if not r["passed"]]}
+    summary = {
+        "find_s": round(sum(r["find_s"] for r in rows), 1),
+        "tasks": len(tasks),
+        "scored": len(scored),
+        "score_s": round(score_s, 1),
+        "reference_bodies_passed": passed,
+        "failures": [r for r in results if not r["passed"]],
+    }
     print(json.dumps(summary))
     if args.out:
         args.out.write_text(json.dumps({"repositories": rows, **summary}, indent=1) + "\n")

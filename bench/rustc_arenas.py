@@ -4,6 +4,7 @@ HumanEval-X canonical solution pass at each limit. On a loaded machine the defau
 
     FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python bench/rustc_arenas.py --runs 8 --out rustc_arenas.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,12 +27,23 @@ def main() -> None:
     for limit in map(int, args.limits.split(",")):
         for name, arenas in (("glibc default", []), ("MALLOC_ARENA_MAX=2", two)):
             hx._FEW_ARENAS = arenas
-            results = hx.execute("rust", [first] * args.runs, [first["canonical_solution"]] * args.runs, memory_mb=limit)
-            rows.append({"memory_mb": limit, "arenas": name, "passed": sum(r["passed"] for r in results),
-                         "runs": args.runs, "failures": sorted({r["result"][:120] for r in results if not r["passed"]})})
+            results = hx.execute(
+                "rust", [first] * args.runs, [first["canonical_solution"]] * args.runs, memory_mb=limit
+            )
+            rows.append(
+                {
+                    "memory_mb": limit,
+                    "arenas": name,
+                    "passed": sum(r["passed"] for r in results),
+                    "runs": args.runs,
+                    "failures": sorted({r["result"][:120] for r in results if not r["passed"]}),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     hx._FEW_ARENAS = two
-    Path(args.out).write_text(json.dumps({"cpus": os.cpu_count(), "load_1min": os.getloadavg()[0], "rows": rows}, indent=2))
+    Path(args.out).write_text(
+        json.dumps({"cpus": os.cpu_count(), "load_1min": os.getloadavg()[0], "rows": rows}, indent=2)
+    )
 
 
 if __name__ == "__main__":

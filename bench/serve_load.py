@@ -8,6 +8,7 @@
    aggregate tokens/s, through ferrylm's client; at concurrency 1 also through the OpenAI SDK
    (the client overhead check).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,17 +64,27 @@ def main() -> None:
             with ThreadPoolExecutor(c) as pool:
                 runs = list(pool.map(lambda _: timed_chat_stream(url, "ferrylm", messages, args.new_tokens), range(c)))
             wall = time.perf_counter() - t0
-            result["latency"].append({
-                "concurrency": c, "ttft_s": statistics.median(r.ttft_s for r in runs),
-                "tpot_ms": statistics.median(1000 / r.tokens_per_s for r in runs if r.tokens_per_s),
-                "total_s": statistics.median(r.total_s for r in runs),
-                "aggregate_tokens_per_s": sum(r.completion_tokens for r in runs) / wall})
+            result["latency"].append(
+                {
+                    "concurrency": c,
+                    "ttft_s": statistics.median(r.ttft_s for r in runs),
+                    "tpot_ms": statistics.median(1000 / r.tokens_per_s for r in runs if r.tokens_per_s),
+                    "total_s": statistics.median(r.total_s for r in runs),
+                    "aggregate_tokens_per_s": sum(r.completion_tokens for r in runs) / wall,
+                }
+            )
         from openai import OpenAI
 
         sdk = OpenAI(base_url=f"{url}/v1", api_key="none")
         t0 = time.perf_counter()
-        stream = sdk.chat.completions.create(model="ferrylm", messages=messages, max_tokens=args.new_tokens, temperature=0,
-                                             stream=True, extra_body={"ignore_eos": True})
+        stream = sdk.chat.completions.create(
+            model="ferrylm",
+            messages=messages,
+            max_tokens=args.new_tokens,
+            temperature=0,
+            stream=True,
+            extra_body={"ignore_eos": True},
+        )
         first = None
         for chunk in stream:
             if first is None and chunk.choices and chunk.choices[0].delta.content:

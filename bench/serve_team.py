@@ -20,6 +20,7 @@ vLLM as the peer, and transformers' generate(), on one model (the Qwen2.5-7B sha
    defaults: prefix caching on, CUDA graphs), time to ready, 512 tokens three times, then the same sweep.
 --steps picks which of engine (1), triton (2, 3) and vllm (5) run, in that order.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,11 +31,13 @@ import statistics
 import time
 from pathlib import Path
 
-MESSAGES = [{"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number, with a docstring."}]
+MESSAGES = [
+    {"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number, with a docstring."}
+]
 
 
 def _save(out: Path, result: dict) -> None:
-    out.write_text(json.dumps(result, indent=1))   # after each step: what ran is kept if a later step fails
+    out.write_text(json.dumps(result, indent=1))  # after each step: what ran is kept if a later step fails
 
 
 def engine_alone(model_dir: str, w4a16: bool, runs: int, new_tokens: int) -> dict:
@@ -44,10 +47,12 @@ def engine_alone(model_dir: str, w4a16: bool, runs: int, new_tokens: int) -> dic
     from ferrylm.engine import Engine
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    ids = tok(tok.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=False),
-              add_special_tokens=False)["input_ids"]
-    engine = Engine.from_pretrained(model_dir, dtype=torch.bfloat16, max_len=2048, fused=True,
-                                    w4a16_dir=model_dir if w4a16 else None, gemv=True)
+    ids = tok(tok.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=False), add_special_tokens=False)[
+        "input_ids"
+    ]
+    engine = Engine.from_pretrained(
+        model_dir, dtype=torch.bfloat16, max_len=2048, fused=True, w4a16_dir=model_dir if w4a16 else None, gemv=True
+    )
     engine.warm_up(ids)
     timed = [engine.generate_timed(ids, new_tokens) for _ in range(runs)]
     streamed = []
@@ -57,26 +62,42 @@ def engine_alone(model_dir: str, w4a16: bool, runs: int, new_tokens: int) -> dic
             first = first or time.perf_counter()
             tokens.append(t)
         streamed.append({"ttft_s": first - start, "total_s": time.perf_counter() - start, "tokens": tokens})
-    result = {"prompt_tokens": len(ids), "phases_s": engine.phases, "tuned_file": str(engine._tuned),
-              "generate_timed_s": [r["total_s"] for r in timed], "stream_s": [r["total_s"] for r in streamed],
-              "generate_timed_p50_s": statistics.median(r["total_s"] for r in timed),
-              "stream_p50_s": statistics.median(r["total_s"] for r in streamed),
-              "stream_ttft_p50_s": statistics.median(r["ttft_s"] for r in streamed),
-              "stream_tokens_equal_generate_timed": all(r["tokens"] == timed[0]["tokens"] for r in streamed)}
+    result = {
+        "prompt_tokens": len(ids),
+        "phases_s": engine.phases,
+        "tuned_file": str(engine._tuned),
+        "generate_timed_s": [r["total_s"] for r in timed],
+        "stream_s": [r["total_s"] for r in streamed],
+        "generate_timed_p50_s": statistics.median(r["total_s"] for r in timed),
+        "stream_p50_s": statistics.median(r["total_s"] for r in streamed),
+        "stream_ttft_p50_s": statistics.median(r["ttft_s"] for r in streamed),
+        "stream_tokens_equal_generate_timed": all(r["tokens"] == timed[0]["tokens"] for r in streamed),
+    }
     del engine
     torch.cuda.empty_cache()
     return result
 
 
-def served(repo: Path, name: str, runs: int, new_tokens: int, levels: list[int], log: Path,
-           tune_budget_s: float | None) -> dict:
+def served(
+    repo: Path, name: str, runs: int, new_tokens: int, levels: list[int], log: Path, tune_budget_s: float | None
+) -> dict:
     from ferrylm.bench.load import sweep
     from ferrylm.models import cache_root
     from ferrylm.serve import TritonServer, free_port
     from ferrylm.serve.client import timed_triton_stream
 
-    server = TritonServer(repo, name, "127.0.0.1", free_port(count=3), log, 1800, 30, cache_root(),
-                          max_queue=max(levels, default=16), tune_budget_s=tune_budget_s)
+    server = TritonServer(
+        repo,
+        name,
+        "127.0.0.1",
+        free_port(count=3),
+        log,
+        1800,
+        30,
+        cache_root(),
+        max_queue=max(levels, default=16),
+        tune_budget_s=tune_budget_s,
+    )
     log_from = log.stat().st_size if log.exists() else 0
     start = time.perf_counter()
     with server:
@@ -90,9 +111,14 @@ def served(repo: Path, name: str, runs: int, new_tokens: int, levels: list[int],
 
         single = [request() for _ in range(runs)]
         rows = sweep(request, levels)
-    return {"ready_s": ready_s, "phases_s": phases, "total_s": [r["total_s"] for r in single],
-            "total_p50_s": statistics.median(r["total_s"] for r in single),
-            "ttft_p50_s": statistics.median(r["ttft_s"] for r in single), "sweep": rows}
+    return {
+        "ready_s": ready_s,
+        "phases_s": phases,
+        "total_s": [r["total_s"] for r in single],
+        "total_p50_s": statistics.median(r["total_s"] for r in single),
+        "ttft_p50_s": statistics.median(r["ttft_s"] for r in single),
+        "sweep": rows,
+    }
 
 
 def served_vllm(model_dir: str, runs: int, new_tokens: int, levels: list[int], log: Path) -> dict:
@@ -101,8 +127,18 @@ def served_vllm(model_dir: str, runs: int, new_tokens: int, levels: list[int], l
     from ferrylm.serve.client import timed_chat_stream
     from ferrylm.serve.vllm_server import Parallel, VllmServer
 
-    server = VllmServer(model_dir, "ferrylm", "127.0.0.1", free_port(), "bfloat16", 2048, 4, log, 1800,
-                        parallel=Parallel(gpu_memory_utilization=0.9))
+    server = VllmServer(
+        model_dir,
+        "ferrylm",
+        "127.0.0.1",
+        free_port(),
+        "bfloat16",
+        2048,
+        4,
+        log,
+        1800,
+        parallel=Parallel(gpu_memory_utilization=0.9),
+    )
     start = time.perf_counter()
     with server:
         ready_s = time.perf_counter() - start
@@ -111,12 +147,16 @@ def served_vllm(model_dir: str, runs: int, new_tokens: int, levels: list[int], l
             t = timed_chat_stream(server.url, "ferrylm", MESSAGES, new_tokens)
             return {"ttft_s": t.ttft_s, "total_s": t.total_s, "tokens": t.completion_tokens}
 
-        request()   # the first request after ready pays for lazy set-up the later ones do not
+        request()  # the first request after ready pays for lazy set-up the later ones do not
         single = [request() for _ in range(runs)]
         rows = sweep(request, levels)
-    return {"ready_s": ready_s, "total_s": [r["total_s"] for r in single],
-            "total_p50_s": statistics.median(r["total_s"] for r in single),
-            "ttft_p50_s": statistics.median(r["ttft_s"] for r in single), "sweep": rows}
+    return {
+        "ready_s": ready_s,
+        "total_s": [r["total_s"] for r in single],
+        "total_p50_s": statistics.median(r["total_s"] for r in single),
+        "ttft_p50_s": statistics.median(r["ttft_s"] for r in single),
+        "sweep": rows,
+    }
 
 
 def generate_baseline(model_dir: str, new_tokens: int, levels: list[int]) -> list[dict]:
@@ -134,14 +174,21 @@ def generate_baseline(model_dir: str, new_tokens: int, levels: list[int]) -> lis
             torch.cuda.synchronize()
             start = time.perf_counter()
             with torch.no_grad():
-                model.generate(**batch, max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                               pad_token_id=tok.pad_token_id or tok.eos_token_id)
+                model.generate(
+                    **batch,
+                    max_new_tokens=n,
+                    min_new_tokens=n,
+                    do_sample=False,
+                    pad_token_id=tok.pad_token_id or tok.eos_token_id,
+                )
             torch.cuda.synchronize()
             return time.perf_counter() - start
 
-        run(2)   # warm-up
+        run(2)  # warm-up
         ttft, total = run(1), run(new_tokens)
-        rows.append({"concurrency": c, "ttft_s": ttft, "total_s": total, "aggregate_tokens_per_s": c * new_tokens / total})
+        rows.append(
+            {"concurrency": c, "ttft_s": ttft, "total_s": total, "aggregate_tokens_per_s": c * new_tokens / total}
+        )
         print("generate()", json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -162,10 +209,13 @@ def triton_steps(a, result: dict, levels: list[int], work: Path) -> None:
     tuned = Path(result["engine_alone"]["tuned_file"])
     shipped = DEFAULTS / f"{gpu_slug(torch.cuda.get_device_name())}.json"
     shipped.parent.mkdir(exist_ok=True)
-    shipped.write_text(json.dumps([*json.loads(shipped.read_text()), *json.loads(tuned.read_text())], indent=1)
-                       if shipped.exists() else tuned.read_text())
+    shipped.write_text(
+        json.dumps([*json.loads(shipped.read_text()), *json.loads(tuned.read_text())], indent=1)
+        if shipped.exists()
+        else tuned.read_text()
+    )
     shutil.copy(shipped, out.parent / shipped.name)
-    shutil.rmtree(tuned.parent)   # a machine that has never tuned, with the choices shipped
+    shutil.rmtree(tuned.parent)  # a machine that has never tuned, with the choices shipped
     budget = load_config("default").serve.tune_budget_s
     result["served_shipped_defaults"] = served(repo, "ferrylm", a.runs, a.new_tokens, [], work / "triton.log", budget)
     print("served (shipped)", json.dumps(result["served_shipped_defaults"]), flush=True)
@@ -187,8 +237,14 @@ def main() -> None:
     out, levels, steps = Path(a.out), [int(c) for c in a.levels.split(",") if c], a.steps.split(",")
     work = out.parent / f"{out.stem}-work"
     work.mkdir(parents=True, exist_ok=True)
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "model": a.model, "w4a16": a.w4a16,
-              "new_tokens": a.new_tokens, "command": " ".join(__import__("sys").argv)}
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "model": a.model,
+        "w4a16": a.w4a16,
+        "new_tokens": a.new_tokens,
+        "command": " ".join(__import__("sys").argv),
+    }
     if "engine" in steps:
         result["engine_alone"] = engine_alone(a.model, a.w4a16, a.runs, a.new_tokens)
         print("engine alone", json.dumps(result["engine_alone"]), flush=True)

@@ -12,6 +12,7 @@ artifact (ONNX Runtime engine) and, with --w4a16, the W4A16 artifact on the fuse
 The ONNX artifact is exported from --merged into --work if it is not there. Each request: the
 demo's chat prompt, 512 new tokens (ignore_eos), greedy; TTFT = request sent → first text piece.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,9 @@ from ferrylm.serve import TritonServer, free_port
 from ferrylm.serve.client import triton_stream
 
 CACHE = Path(".cache/ferrylm")
-MESSAGES = [{"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number, with a docstring."}]
+MESSAGES = [
+    {"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number, with a docstring."}
+]
 
 
 def one_request(url: str, name: str, new_tokens: int) -> dict:
@@ -51,13 +54,26 @@ def measure(repo: Path, name: str, runs: int, new_tokens: int, log: Path, concur
             with ThreadPoolExecutor(c) as pool:
                 rs = list(pool.map(lambda _: one_request(server.url, name, new_tokens), range(c)))
             wall = time.perf_counter() - t0
-            sweep.append({"concurrency": c, "wall_s": wall, "ttft_p50_s": statistics.median(r["ttft_s"] for r in rs),
-                          "ttft_max_s": max(r["ttft_s"] for r in rs), "total_p50_s": statistics.median(r["total_s"] for r in rs),
-                          "total_max_s": max(r["total_s"] for r in rs), "aggregate_tokens_per_s": c * new_tokens / wall})
+            sweep.append(
+                {
+                    "concurrency": c,
+                    "wall_s": wall,
+                    "ttft_p50_s": statistics.median(r["ttft_s"] for r in rs),
+                    "ttft_max_s": max(r["ttft_s"] for r in rs),
+                    "total_p50_s": statistics.median(r["total_s"] for r in rs),
+                    "total_max_s": max(r["total_s"] for r in rs),
+                    "aggregate_tokens_per_s": c * new_tokens / wall,
+                }
+            )
             print(name, json.dumps(sweep[-1]), flush=True)
-    return {"startup_s": startup, "runs": rows, "total_p50_s": statistics.median(r["total_s"] for r in rows),
-            "ttft_p50_s": statistics.median(r["ttft_s"] for r in rows),
-            "tokens_per_s_p50": new_tokens / statistics.median(r["total_s"] for r in rows), "concurrency": sweep}
+    return {
+        "startup_s": startup,
+        "runs": rows,
+        "total_p50_s": statistics.median(r["total_s"] for r in rows),
+        "ttft_p50_s": statistics.median(r["ttft_s"] for r in rows),
+        "tokens_per_s_p50": new_tokens / statistics.median(r["total_s"] for r in rows),
+        "concurrency": sweep,
+    }
 
 
 def in_process(model_dir: str, w4a16: bool, runs: int, new_tokens: int) -> dict:
@@ -69,8 +85,14 @@ def in_process(model_dir: str, w4a16: bool, runs: int, new_tokens: int) -> dict:
 
     cuda = torch.cuda.is_available()
     tok = AutoTokenizer.from_pretrained(model_dir)
-    engine = Engine.from_pretrained(model_dir, dtype=torch.bfloat16 if cuda else torch.float32, max_len=2048,
-                                    fused=True, w4a16_dir=model_dir if w4a16 else None, gemv=cuda)
+    engine = Engine.from_pretrained(
+        model_dir,
+        dtype=torch.bfloat16 if cuda else torch.float32,
+        max_len=2048,
+        fused=True,
+        w4a16_dir=model_dir if w4a16 else None,
+        gemv=cuda,
+    )
     ids = tok.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=False)
     ids = tok(ids, add_special_tokens=False)["input_ids"]
     list(engine.stream(ids, 2))
@@ -84,8 +106,11 @@ def in_process(model_dir: str, w4a16: bool, runs: int, new_tokens: int) -> dict:
     del engine
     if cuda:
         torch.cuda.empty_cache()
-    return {"runs": rows, "total_p50_s": statistics.median(r["total_s"] for r in rows),
-            "ttft_p50_s": statistics.median(r["ttft_s"] for r in rows)}
+    return {
+        "runs": rows,
+        "total_p50_s": statistics.median(r["total_s"] for r in rows),
+        "ttft_p50_s": statistics.median(r["ttft_s"] for r in rows),
+    }
 
 
 def main() -> None:
@@ -116,18 +141,31 @@ def main() -> None:
         write_triton_repo(repo, "ferrylm-w4a16", a.w4a16, engine="fused", w4a16=True)
     import torch
 
-    results = {"threads": torch.get_num_threads(), "new_tokens": a.new_tokens, "engines": {},
-               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
+    results = {
+        "threads": torch.get_num_threads(),
+        "new_tokens": a.new_tokens,
+        "engines": {},
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+    }
     if a.in_process:
         results["in_process"] = {}
         for name, art, w4 in (("ferrylm-fused", a.merged, False), ("ferrylm-w4a16", a.w4a16, True)):
             if name in a.engines.split(",") and art:
                 results["in_process"][name] = in_process(art, w4, a.runs, a.new_tokens)
-                print("in-process", name, json.dumps({k: v for k, v in results["in_process"][name].items() if k != "runs"}), flush=True)
-                Path(a.out).write_text(json.dumps(results, indent=1))   # kept if a server below cannot start
+                print(
+                    "in-process",
+                    name,
+                    json.dumps({k: v for k, v in results["in_process"][name].items() if k != "runs"}),
+                    flush=True,
+                )
+                Path(a.out).write_text(json.dumps(results, indent=1))  # kept if a server below cannot start
     concurrency = [int(c) for c in a.concurrency.split(",") if c]
-    engines = (("ferrylm", "transformers (merged, fp32 eager)"), ("ferrylm-fused", "ferrylm fused engine (merged)"),
-               ("ferrylm-onnx", "ONNX Runtime (fp32, KV cache)"), ("ferrylm-w4a16", "ferrylm fused engine (W4A16 artifact)"))
+    engines = (
+        ("ferrylm", "transformers (merged, fp32 eager)"),
+        ("ferrylm-fused", "ferrylm fused engine (merged)"),
+        ("ferrylm-onnx", "ONNX Runtime (fp32, KV cache)"),
+        ("ferrylm-w4a16", "ferrylm fused engine (W4A16 artifact)"),
+    )
     for name, engine in engines:
         if name not in a.engines.split(","):
             continue

@@ -4,6 +4,7 @@ held-out examples and latency; the held-out losses computed before any server).
 
     .venv/bin/python bench/stage_times.py runs/default
 """
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,15 @@ from datetime import datetime
 from pathlib import Path
 
 # (the log line that starts a phase, its name); a phase ends where the next begins
-PHASES = ((r"INFO ferrylm\.export: parity", "held-out losses, in-process, before any server"),
-          (r"starting vLLM", "server start"),
-          (r"vLLM ready", "benchmarks: generation and execution"),
-          (r"\] \d+ held-out examples", "held-out examples"),
-          (r"\] latency of", "latency"),
-          (r"vLLM stopped", "between servers"),
-          (r"report: ", None))
+PHASES = (
+    (r"INFO ferrylm\.export: parity", "held-out losses, in-process, before any server"),
+    (r"starting vLLM", "server start"),
+    (r"vLLM ready", "benchmarks: generation and execution"),
+    (r"\] \d+ held-out examples", "held-out examples"),
+    (r"\] latency of", "latency"),
+    (r"vLLM stopped", "between servers"),
+    (r"report: ", None),
+)
 
 
 def eval_phases(log: Path) -> dict[str, float]:
@@ -29,7 +32,7 @@ def eval_phases(log: Path) -> dict[str, float]:
     for line in log.read_text(errors="replace").splitlines():
         for i, (pattern, name) in enumerate(PHASES):
             if re.search(pattern, line):
-                if i == 0:   # the log goes on over runs: the last run's eval only
+                if i == 0:  # the log goes on over runs: the last run's eval only
                     marks = []
                 marks.append((datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f"), name))
                 break
@@ -55,14 +58,18 @@ def main(run_dir: str) -> None:
             note = f"{m['files_kept']} files, {m['train_examples']} train / {m['eval_examples']} eval pairs"
         elif stage == "train":
             tps = m["tokens_seen"] / m["train_runtime_s"] if m.get("train_runtime_s") else 0
-            note = (f"{m['steps']} steps, {m['tokens_seen']} tokens, {tps:.0f} tok/s, "
-                    f"eval loss {m['base_eval_loss']:.3f} → {m['eval_loss']:.3f}")
+            note = (
+                f"{m['steps']} steps, {m['tokens_seen']} tokens, {tps:.0f} tok/s, "
+                f"eval loss {m['base_eval_loss']:.3f} → {m['eval_loss']:.3f}"
+            )
         elif stage == "export":
             p = m["parity"]
             note = f"parity {p['greedy_tokens_equal']}/{p['prompts']}, max Δlogit {p['max_abs_logit_diff']:.1e}"
         else:
-            note = "; ".join(f"{k}: " + ", ".join(f"{c}={v:.3g}" for c, v in vals.items() if v is not None)
-                             for k, vals in m["models"].items())
+            note = "; ".join(
+                f"{k}: " + ", ".join(f"{c}={v:.3g}" for c, v in vals.items() if v is not None)
+                for k, vals in m["models"].items()
+            )
         print(f"| {stage} | {rec['seconds']:.0f} | {note} |")
     print(f"| total (stages) | {total:.0f} | |")
     log = Path(run_dir) / "ferrylm.log"

@@ -12,6 +12,7 @@ prompt log-probabilities on three code prompts are compared with:
 - Z: the bf16 model.
 The noise floor: vLLM serving the bf16 model itself against transformers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,11 +25,13 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 
-PROMPTS = ["def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return",   # the end-to-end test's
-           "import os\n\n\ndef list_python_files(root):\n    \"\"\"Return every .py file under root.\"\"\"\n    out = []\n"
-           "    for dirpath, _, names in os.walk(root):",
-           "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n"
-           "        self.items.append(x)\n\n    def pop(self):"]
+PROMPTS = [
+    "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return",  # the end-to-end test's
+    'import os\n\n\ndef list_python_files(root):\n    """Return every .py file under root."""\n    out = []\n'
+    "    for dirpath, _, names in os.walk(root):",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n"
+    "        self.items.append(x)\n\n    def pop(self):",
+]
 
 
 def transformers_logprobs(model, prompts: list[list[int]]) -> list[list[float]]:
@@ -69,12 +72,17 @@ def main() -> None:
     base = convert_embedded(REPO / ".cache" / "ferrylm")
     tok = load_tokenizer(base)
     prompts = [tok(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
-    text = "".join(Path(sysconfig.get_paths()["stdlib"], n).read_text() for n in ("textwrap.py", "shlex.py", "fractions.py"))
+    text = "".join(
+        Path(sysconfig.get_paths()["stdlib"], n).read_text() for n in ("textwrap.py", "shlex.py", "fractions.py")
+    )
     ids = tok(text, add_special_tokens=False)["input_ids"]
-    calibration = [ids[i * 512:(i + 1) * 512] for i in range(16)]
+    calibration = [ids[i * 512 : (i + 1) * 512] for i in range(16)]
     bf16 = transformers_logprobs(AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16).eval(), prompts)
-    result = {"cpu_amx": torch.cpu._is_amx_tile_supported(), "tokens": [len(p) - 1 for p in prompts],
-              "bf16 served vs transformers (noise floor)": distance(served_logprobs(base, prompts, base, work), bf16)}
+    result = {
+        "cpu_amx": torch.cpu._is_amx_tile_supported(),
+        "tokens": [len(p) - 1 for p in prompts],
+        "bf16 served vs transformers (noise floor)": distance(served_logprobs(base, prompts, base, work), bf16),
+    }
     print(json.dumps(result), flush=True)
     for method, calib in (("round-to-nearest", None), ("gptq, 16 rows", calibration)):
         art = work / method.split(",")[0]
@@ -83,10 +91,12 @@ def main() -> None:
         reading = transformers_logprobs(load_compressed(art), prompts)
         row = {"Y reading vs bf16": distance(reading, bf16)}
         for w4a8 in ("1", "0"):
-            os.environ["VLLM_CPU_INT4_W4A8"] = w4a8   # the server's environment starts from ours
+            os.environ["VLLM_CPU_INT4_W4A8"] = w4a8  # the server's environment starts from ours
             served = served_logprobs(art, prompts, base, work)
-            row[f"VLLM_CPU_INT4_W4A8={w4a8}"] = {"X served vs reading": distance(served, reading),
-                                                 "Z served vs bf16": distance(served, bf16)}
+            row[f"VLLM_CPU_INT4_W4A8={w4a8}"] = {
+                "X served vs reading": distance(served, reading),
+                "Z served vs bf16": distance(served, bf16),
+            }
         result[method] = row
         print(method, json.dumps(row), flush=True)
     Path(args.out).write_text(json.dumps(result, indent=2))

@@ -8,6 +8,7 @@ with (a) the same artifact read by transformers' compressed-tensors loader (the 
 reader) and (b) the merged bf16 model. Also records start-up time, the kernel vLLM chose, and the
 512-token latency of one request.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,11 @@ def greedy_transformers(model, prompts: list[list[int]], n: int) -> list[list[in
     with torch.no_grad():
         for ids in prompts:
             x = torch.tensor([ids])
-            outs.append(model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, min_new_tokens=n,
-                                       do_sample=False)[0, len(ids):].tolist())
+            outs.append(
+                model.generate(
+                    x, attention_mask=torch.ones_like(x), max_new_tokens=n, min_new_tokens=n, do_sample=False
+                )[0, len(ids) :].tolist()
+            )
     return outs
 
 
@@ -59,13 +63,24 @@ def main() -> None:
     tok = load_tokenizer(merged)
     rows = read_jsonl(run / "data" / "eval.jsonl", args.prompts)
     # Held-out rows carry their chat messages (older runs: the prompt code only).
-    messages = [r.get("messages") or [{"role": "user", "content": user_message(r["prompt_code"], "python")}] for r in rows]
-    prompts = [tok(tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False),
-                   add_special_tokens=False)["input_ids"] for m in messages]
+    messages = [
+        r.get("messages") or [{"role": "user", "content": user_message(r["prompt_code"], "python")}] for r in rows
+    ]
+    prompts = [
+        tok(tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False), add_special_tokens=False)[
+            "input_ids"
+        ]
+        for m in messages
+    ]
     n = args.new_tokens
     merged_tokens = greedy_transformers(AutoModelForCausalLM.from_pretrained(merged, dtype=torch.bfloat16), prompts, n)
-    result = {"run": str(run), "prompts": len(prompts), "new_tokens": n, "torch_threads": torch.get_num_threads(),
-              "artifacts": {}}
+    result = {
+        "run": str(run),
+        "prompts": len(prompts),
+        "new_tokens": n,
+        "torch_threads": torch.get_num_threads(),
+        "artifacts": {},
+    }
     for kind in args.kinds.split(","):
         art = Path(args.work) / kind
         shutil.rmtree(art, ignore_errors=True)
@@ -81,13 +96,31 @@ def main() -> None:
                 rec["startup_s"] = time.perf_counter() - t0
                 vllm_tokens = []
                 for ids in prompts:
-                    body = requests.post(f"{server.url}/v1/completions", timeout=600, json={
-                        "model": "q", "prompt": ids, "max_tokens": n, "min_tokens": n, "temperature": 0,
-                        "return_token_ids": True}).json()
+                    body = requests.post(
+                        f"{server.url}/v1/completions",
+                        timeout=600,
+                        json={
+                            "model": "q",
+                            "prompt": ids,
+                            "max_tokens": n,
+                            "min_tokens": n,
+                            "temperature": 0,
+                            "return_token_ids": True,
+                        },
+                    ).json()
                     vllm_tokens.append(body["choices"][0]["token_ids"])
                 t1 = time.perf_counter()
-                requests.post(f"{server.url}/v1/completions", timeout=900, json={
-                    "model": "q", "prompt": "def fibonacci(n):", "max_tokens": 512, "ignore_eos": True, "temperature": 0})
+                requests.post(
+                    f"{server.url}/v1/completions",
+                    timeout=900,
+                    json={
+                        "model": "q",
+                        "prompt": "def fibonacci(n):",
+                        "max_tokens": 512,
+                        "ignore_eos": True,
+                        "temperature": 0,
+                    },
+                )
                 rec["latency_512_s"] = time.perf_counter() - t1
         except Exception as err:  # the record says what failed; the other kind still runs
             rec["error"] = f"{type(err).__name__}: {err}"

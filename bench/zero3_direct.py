@@ -13,6 +13,7 @@ time of the timed steps (each ends with a synchronise and the loss read back, as
 line does); peak memory is rank 0's. On a machine without CUDA it runs on CPU with gloo and torch's
 AdamW, which only checks that the script works.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,19 @@ def parse_value(text: str):
 
 
 def ds_config(cuda: bool, lr: float, zero: dict) -> dict:
-    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
-              "bf16": {"enabled": True}, "steps_per_print": 10**9, "zero_optimization": {"stage": 3, **zero}}
+    config = {
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": 1.0,
+        "bf16": {"enabled": True},
+        "steps_per_print": 10**9,
+        "zero_optimization": {"stage": 3, **zero},
+    }
     if cuda:
-        config["optimizer"] = {"type": "AdamW", "params": {"lr": lr, "betas": [0.9, 0.999], "eps": 1e-8,
-                                                           "weight_decay": 0.0}}
+        config["optimizer"] = {
+            "type": "AdamW",
+            "params": {"lr": lr, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0},
+        }
     else:
         config.update(zero_allow_untested_optimizer=True, zero_force_ds_cpu_optimizer=False)
     return config
@@ -55,8 +64,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0, help="the rows' seed (ferrylm bench uses train.seed)")
     ap.add_argument("--lr", type=float, default=1e-5)
-    ap.add_argument("--zero", action="append", default=[], metavar="KEY=VALUE",
-                    help="a zero_optimization setting over DeepSpeed's defaults (repeatable)")
+    ap.add_argument(
+        "--zero",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a zero_optimization setting over DeepSpeed's defaults (repeatable)",
+    )
     args = ap.parse_args()
 
     cuda = torch.cuda.is_available()
@@ -82,10 +96,11 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16, attn_implementation="sdpa")
     model.config.use_cache = False
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.train()   # from_pretrained returns eval mode, where transformers skips checkpointing
+    model.train()  # from_pretrained returns eval mode, where transformers skips checkpointing
     optimizer = None if cuda else torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config,
-                                      model_parameters=model.parameters() if cuda else None)
+    engine, *_ = deepspeed.initialize(
+        model=model, optimizer=optimizer, config=config, model_parameters=model.parameters() if cuda else None
+    )
 
     # Setup data: the rows ferrylm bench's synthetic source writes first, this rank's share of them.
     vocab = AutoConfig.from_pretrained(args.model).vocab_size
@@ -108,18 +123,26 @@ def main() -> None:
         times.append(now - last)
         last = now
 
-    timed = times[args.warmup:]
+    timed = times[args.warmup :]
     if rank == 0:
         result = {
             "recipe": "DeepSpeed driven directly (torchrun + deepspeed.initialize), ZeRO-3, bf16, non-reentrant "
-                      "gradient checkpointing, SDPA, micro-batch 1",
-            "deepspeed": deepspeed.__version__, "torch": torch.__version__, "world_size": world,
-            "device": torch.cuda.get_device_name(0) if cuda else "cpu", "seq_len": args.seq_len,
-            "warmup_steps": args.warmup, "steps_timed": len(timed), "step_s": times,
-            "tokens_per_s_per_gpu": args.seq_len / statistics.median(timed), "losses": losses, "loss": losses[-1],
+            "gradient checkpointing, SDPA, micro-batch 1",
+            "deepspeed": deepspeed.__version__,
+            "torch": torch.__version__,
+            "world_size": world,
+            "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+            "seq_len": args.seq_len,
+            "warmup_steps": args.warmup,
+            "steps_timed": len(timed),
+            "step_s": times,
+            "tokens_per_s_per_gpu": args.seq_len / statistics.median(timed),
+            "losses": losses,
+            "loss": losses[-1],
             "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
             "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if cuda else None,
-            "zero_overrides": zero, "ds_config": config,
+            "zero_overrides": zero,
+            "ds_config": config,
         }
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

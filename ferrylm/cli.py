@@ -6,6 +6,7 @@
 Known failures (bad config, missing paths, empty corpus, occupied port, parity) print one line
 and exit 2 (a failed gating criterion exits 3, after the report is written); nothing half-written is left behind by the stages.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,9 @@ STAGES = ("data", "train", "export", "serve", "eval", "run")
 
 def _parser() -> argparse.ArgumentParser:
     """One subcommand per row of COMMANDS (at the end of this module): its help, its arguments, its handler."""
-    p = argparse.ArgumentParser(prog="ferrylm", description="Carry a code LM from data to a served, evaluated endpoint.")
+    p = argparse.ArgumentParser(
+        prog="ferrylm", description="Carry a code LM from data to a served, evaluated endpoint."
+    )
     sub = p.add_subparsers(dest="command", required=True)
     for name, (help_text, arguments, _) in COMMANDS.items():
         arguments(sub.add_parser(name, help=help_text))
@@ -34,7 +37,9 @@ def _config_args(p, example: str = "train.max_steps=20") -> None:
 
 def _doctor_args(p) -> None:
     _config_args(p, "train.liger=true")
-    p.add_argument("--pins-only", action="store_true", help="only compare installed packages with the install profile's pins")
+    p.add_argument(
+        "--pins-only", action="store_true", help="only compare installed packages with the install profile's pins"
+    )
 
 
 def _review_args(p) -> None:
@@ -60,7 +65,9 @@ def _talk_args(p, system: bool) -> None:
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--triton", action="store_true", help="the endpoint is Triton (ferrylm serve serve.backend=triton)")
-    p.add_argument("--api-key-env", default="FERRYLM_API_KEY", help="the variable holding the endpoint's key (serve.api_key_env)")
+    p.add_argument(
+        "--api-key-env", default="FERRYLM_API_KEY", help="the variable holding the endpoint's key (serve.api_key_env)"
+    )
     if system:
         p.add_argument("--system", default=None, help="a system message")
 
@@ -71,8 +78,12 @@ def _launch_args(p) -> None:
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--rdzv", default=None, help="HOST:PORT every node reaches (multi-node)")
-    p.add_argument("--node-timeout", type=float, default=30.0,
-                   help="multi-node: seconds a silent peer node may take before this node stops as lost")
+    p.add_argument(
+        "--node-timeout",
+        type=float,
+        default=30.0,
+        help="multi-node: seconds a silent peer node may take before this node stops as lost",
+    )
     p.add_argument("--slurm", default=None, help="write an sbatch script here instead of launching")
     p.add_argument("--cpus-per-task", type=int, default=16, help="--slurm: CPUs SLURM gives each node's task")
     p.add_argument("--cpu", action="store_true", help="--slurm: ask SLURM for no GPUs (processes on CPUs, gloo)")
@@ -89,15 +100,20 @@ def _samples_args(p) -> None:
     p.add_argument("--samples", required=True, help='JSONL of {"task_id", "completion"} lines')
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per program (> 0)")
     p.add_argument("--workers", type=int, default=2, help="programs run at once (>= 1)")
-    p.add_argument("--unconfined", action="store_true",
-                   help="run the programs without the bubblewrap jail (limits only; the host is visible to them)")
+    p.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="run the programs without the bubblewrap jail (limits only; the host is visible to them)",
+    )
 
 
 def _score_args(p) -> None:
     p.add_argument("--benchmark", default="humaneval", help="humaneval, humaneval-x or repo")
     p.add_argument("--tasks", default=None, help="repo: the tasks file ferrylm eval repo-tasks wrote")
     p.add_argument("--language", default=None, help="HumanEval-X: cpp, java, go or rust")
-    p.add_argument("--data", default=None, help="HumanEval-X's folder (default eval.humaneval_x_dir / $FERRYLM_HUMANEVAL_X)")
+    p.add_argument(
+        "--data", default=None, help="HumanEval-X's folder (default eval.humaneval_x_dir / $FERRYLM_HUMANEVAL_X)"
+    )
     _samples_args(p)
 
 
@@ -161,18 +177,27 @@ def _launch(args) -> int:
     from .config import load_config
     from .train.launch import sbatch_script, torchrun_command
 
-    cfg = load_config(args.config, args.overrides)   # a bad key fails here, not on every rank
+    cfg = load_config(args.config, args.overrides)  # a bad key fails here, not on every rank
     if args.slurm:
         with open(args.slurm, "w") as fh:
-            fh.write(sbatch_script(args.nproc, args.nnodes, args.config, args.overrides, workdir=os.getcwd(),
-                                   cpus_per_task=args.cpus_per_task, gpus=not args.cpu))
+            fh.write(
+                sbatch_script(
+                    args.nproc,
+                    args.nnodes,
+                    args.config,
+                    args.overrides,
+                    workdir=os.getcwd(),
+                    cpus_per_task=args.cpus_per_task,
+                    gpus=not args.cpu,
+                )
+            )
         print(f"ferrylm: wrote {args.slurm}; submit it with: sbatch {args.slurm}")
         return 0
     cmd = torchrun_command(args.nproc, args.config, args.overrides, args.nnodes, args.node_rank, args.rdzv)
     if args.dry_run:
         print(" ".join(cmd))
         return 0
-    if args.nnodes > 1:      # one node of several: say so when another is lost
+    if args.nnodes > 1:  # one node of several: say so when another is lost
         from .train.launch import run_node
 
         return run_node(cmd, cfg.stage_dir("train") / "checkpoints", args.rdzv, args.nnodes, args.node_timeout)
@@ -188,7 +213,7 @@ def _talk(args) -> int:
     if args.command == "chat":
         system = [{"role": "system", "content": args.system}] if args.system else []
         kwargs = {"messages": system + [{"role": "user", "content": text}]}
-    if args.triton:   # greedy, as the Triton model decodes
+    if args.triton:  # greedy, as the Triton model decodes
         pieces = triton_stream(args.url.rstrip("/"), args.model, args.max_tokens, **kwargs)
     else:
         pieces = stream_text(args.url.rstrip("/"), args.model, args.max_tokens, temperature=args.temperature, **kwargs)
@@ -221,16 +246,29 @@ def _score(args) -> int:
             raise FileNotFoundError("--benchmark repo needs --tasks (the file ferrylm eval repo-tasks wrote)")
         print(json.dumps(score_repo(args.tasks, args.samples, args.workers, args.unconfined), indent=2))
         return 0
-    print(json.dumps(score(args.benchmark, args.samples, args.language, args.timeout, workers=args.workers,
-                           unconfined=args.unconfined, data=args.data), indent=2))
+    print(
+        json.dumps(
+            score(
+                args.benchmark,
+                args.samples,
+                args.language,
+                args.timeout,
+                workers=args.workers,
+                unconfined=args.unconfined,
+                data=args.data,
+            ),
+            indent=2,
+        )
+    )
     return 0
 
 
 def _repo_tasks(args) -> int:
     from .eval.repo import write_tasks
 
-    found = write_tasks(args.repos, args.output, args.test, args.runs, args.limit, args.workers, args.unconfined,
-                        args.suite_timeout)
+    found = write_tasks(
+        args.repos, args.output, args.test, args.runs, args.limit, args.workers, args.unconfined, args.suite_timeout
+    )
     for r in found:
         print(json.dumps(r.summary()))
     print(f"ferrylm: {sum(len(r.tasks) for r in found)} tasks written to {args.output}")
@@ -266,8 +304,10 @@ def _bench(args) -> int:
 
     record = run_bench(load_config(args.config, args.overrides))
     failed = record.metrics["failed"]
-    print(f"ferrylm: bench report at {record.outputs['md']} (also {record.outputs['html']})"
-          + (f"; not measured: {', '.join(failed)} (reasons in the report)" if failed else ""))
+    print(
+        f"ferrylm: bench report at {record.outputs['md']} (also {record.outputs['html']})"
+        + (f"; not measured: {', '.join(failed)} (reasons in the report)" if failed else "")
+    )
     return 0
 
 
@@ -298,23 +338,42 @@ COMMANDS = {
     "run": ("run every stage in order", _config_args, _stage),
     "doctor": ("check this machine against a config, one line per check (exit 1 if one fails)", _doctor_args, _doctor),
     "review": ("serve the blind side-by-side review page for a run's eval outputs (loopback)", _review_args, _review),
-    "report": ("re-write the eval report with the review votes so far (nothing re-generated)",
-               lambda p: _config_args(p, "review.samples=40"), _report),
-    "bench": ("measure the training strategies that apply here and decoding of each exported artifact: "
-              "<run>/bench/bench.{md,html,json}", lambda p: _config_args(p, "bench.decode=false"), _bench),
+    "report": (
+        "re-write the eval report with the review votes so far (nothing re-generated)",
+        lambda p: _config_args(p, "review.samples=40"),
+        _report,
+    ),
+    "bench": (
+        "measure the training strategies that apply here and decoding of each exported artifact: "
+        "<run>/bench/bench.{md,html,json}",
+        lambda p: _config_args(p, "bench.decode=false"),
+        _bench,
+    ),
     "presets": ("list the presets shipped in the package", _no_args, _presets),
     "plan": ("predict per-GPU peak memory of a run config's training (Qwen2.5-7B shapes)", _plan_args, _plan),
-    "chat": ("send a chat message (the server applies the chat template); streams the reply from a running endpoint",
-             lambda p: _talk_args(p, system=True), _talk),
-    "complete": ("complete a raw prompt (no chat template); streams the reply from a running endpoint",
-                 lambda p: _talk_args(p, system=False), _talk),
+    "chat": (
+        "send a chat message (the server applies the chat template); streams the reply from a running endpoint",
+        lambda p: _talk_args(p, system=True),
+        _talk,
+    ),
+    "complete": (
+        "complete a raw prompt (no chat template); streams the reply from a running endpoint",
+        lambda p: _talk_args(p, system=False),
+        _talk,
+    ),
     "launch": ("train on several processes / nodes (torchrun), or write a SLURM script", _launch_args, _launch),
-    "manifest": ("write a repository manifest (data.manifest) from a <priority>/<language>/<repo> tree", _manifest_args,
-                 _manifest),
+    "manifest": (
+        "write a repository manifest (data.manifest) from a <priority>/<language>/<repo> tree",
+        _manifest_args,
+        _manifest,
+    ),
     "score": ("score any generator's sample file in the jail (also: ferrylm eval score ...)", _score_args, _score),
     "humaneval": ("score a HumanEval sample file (ferrylm eval score --benchmark humaneval)", _humaneval_args, _score),
-    "repo-tasks": ("tasks from repositories and their own tests (also: ferrylm eval repo-tasks)", _repo_tasks_args,
-                   _repo_tasks),
+    "repo-tasks": (
+        "tasks from repositories and their own tests (also: ferrylm eval repo-tasks)",
+        _repo_tasks_args,
+        _repo_tasks,
+    ),
 }
 
 

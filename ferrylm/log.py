@@ -1,4 +1,5 @@
 """Logging: one format for every stage, to stderr and optionally to a file in the run directory."""
+
 from __future__ import annotations
 
 import logging

@@ -4,6 +4,7 @@ A record says what a stage read (by hash), what it wrote, and what it measured, 
 can be traced back to its data and config. Records are written atomically: a killed stage leaves
 the previous record or none, never half of one.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -81,8 +82,8 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
 class StageRecord:
     stage: str
     config_digest: str
-    inputs: dict[str, str] = field(default_factory=dict)    # name -> sha256 (or a path for large trees)
-    outputs: dict[str, str] = field(default_factory=dict)   # name -> path
+    inputs: dict[str, str] = field(default_factory=dict)  # name -> sha256 (or a path for large trees)
+    outputs: dict[str, str] = field(default_factory=dict)  # name -> path
     metrics: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
     seconds: float = 0.0
@@ -104,7 +105,7 @@ def read_record(stage_dir: str | Path) -> dict:
     for name, out in record.get("outputs", {}).items():
         if not isinstance(out, str):
             continue
-        moved = here / Path(out).name   # a run directory that was copied or moved reads its own files
+        moved = here / Path(out).name  # a run directory that was copied or moved reads its own files
         if not Path(out).resolve().is_relative_to(here) and moved.exists():
             record["outputs"][name] = out = str(moved)
         if os.path.isfile(out) and os.stat(out).st_mtime > written + 1:
@@ -132,11 +133,18 @@ def stage_lock(stage_dir: str | Path, stage: str, withdraw: bool = True) -> Iter
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
-            raise StageBusy(f"{stage_dir} is being written by {holder}; wait for it to finish or use another "
-                            f"run_dir") from None
+            raise StageBusy(
+                f"{stage_dir} is being written by {holder}; wait for it to finish or use another run_dir"
+            ) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, (f"`ferrylm {stage}` (pid {os.getpid()} on {socket.gethostname()}, since "
-                       f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(sys.argv[:3])})").encode(), 0)
+        os.pwrite(
+            fd,
+            (
+                f"`ferrylm {stage}` (pid {os.getpid()} on {socket.gethostname()}, since "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(sys.argv[:3])})"
+            ).encode(),
+            0,
+        )
         if withdraw:
             (stage_dir / "record.json").unlink(missing_ok=True)
         yield
@@ -146,10 +154,13 @@ def stage_lock(stage_dir: str | Path, stage: str, withdraw: bool = True) -> Iter
 
 def locked_stage(stage: str):
     """Decorator for a stage's entry function `run_<stage>(cfg, ...)`: it runs under stage_lock."""
+
     def wrap(fn):
         @functools.wraps(fn)
         def run(cfg, *args, **kwargs):
             with stage_lock(cfg.stage_dir(stage), stage):
                 return fn(cfg, *args, **kwargs)
+
         return run
+
     return wrap

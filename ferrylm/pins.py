@@ -1,5 +1,6 @@
 """The install profiles (cpu, gpu, system): what each requires, as ferrylm declares it, and which one this
 environment holds. `ferrylm doctor` checks them (`doctor.pin_checks`); the install tests read them."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -33,8 +34,10 @@ def _declared_requirements() -> list[str]:
         import tomllib
 
         project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
-        return [*project["dependencies"], *(f"{r}; extra == '{extra}'" for extra, reqs in
-                                            project["optional-dependencies"].items() for r in reqs)]
+        return [
+            *project["dependencies"],
+            *(f"{r}; extra == '{extra}'" for extra, reqs in project["optional-dependencies"].items() for r in reqs),
+        ]
 
 
 def requirements(extra: str, core: bool = True) -> list:
@@ -42,4 +45,6 @@ def requirements(extra: str, core: bool = True) -> list:
     from packaging.requirements import Requirement
 
     reqs = [Requirement(text) for text in _declared_requirements()]
-    return [r for r in reqs if (r.marker is None and core) or (r.marker is not None and r.marker.evaluate({"extra": extra}))]
+    return [
+        r for r in reqs if (r.marker is None and core) or (r.marker is not None and r.marker.evaluate({"extra": extra}))
+    ]

@@ -1,4 +1,5 @@
 """`ferrylm run`: every stage in order, each reading what the previous one wrote."""
+
 from __future__ import annotations
 
 from .config import Config

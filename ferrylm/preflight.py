@@ -1,6 +1,7 @@
 """Cheap checks of a stage's inputs, made by the CLI before the stage's heavy imports (torch,
 transformers, vLLM): a wrong path or a missing upstream stage is one line within a second, not
 after ten seconds of imports. The stages make the same checks again where they read."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,10 @@ def _sources(cfg: Config) -> None:
 
 # What an export option needs installed: (module, pip name with the version the install profiles pin).
 # The doctor reports the same table.
-EXPORT_PACKAGES = {"vllm_quantize": ("compressed_tensors", "compressed-tensors==0.17.0"),
-                    "onnx": ("onnxruntime", "onnxruntime")}
+EXPORT_PACKAGES = {
+    "vllm_quantize": ("compressed_tensors", "compressed-tensors==0.17.0"),
+    "onnx": ("onnxruntime", "onnxruntime"),
+}
 
 
 def _export_packages(cfg: Config) -> None:
@@ -43,8 +46,10 @@ def _export_packages(cfg: Config) -> None:
 
     for key, (module, pip_name) in EXPORT_PACKAGES.items():
         if getattr(cfg.export, key) and importlib.util.find_spec(module) is None:
-            raise MissingInput(f"export.{key}: needs {pip_name.split('==')[0]}, which is not installed "
-                               f"(pip install {pip_name}; `make install` does it)")
+            raise MissingInput(
+                f"export.{key}: needs {pip_name.split('==')[0]}, which is not installed "
+                f"(pip install {pip_name}; `make install` does it)"
+            )
 
 
 def check_inputs(stage: str, cfg: Config) -> None:

@@ -1,4 +1,5 @@
 """Shared fixtures: the real SmolLM2 (converted once into the repo's cache) and a tiny random Qwen2."""
+
 from __future__ import annotations
 
 import os
@@ -54,11 +55,23 @@ def tiny_data_run(tmp_path_factory, tiny_qwen2_dir, tiny_corpus):
 
 def tiny_overrides(run_dir, model_dir, corpus) -> list[str]:
     """The default preset made small: the tiny Qwen2 on a stdlib slice, a few steps."""
-    return [f"run_dir={run_dir}", f"model.path={model_dir}", f"data.sources=[{corpus}]",
-            "data.max_pairs=200", "data.eval_fraction=0.3", "data.max_seq_len=256",
-            "train.max_steps=8", "train.per_device_batch_size=2", "train.logging_steps=1", "train.save_steps=4",
-            learning_rate(), "train.lora_dropout=0", "train.warmup_steps=0", "train.eval_batches=4",
-            f"export.triton_dir={run_dir}/triton_models"]
+    return [
+        f"run_dir={run_dir}",
+        f"model.path={model_dir}",
+        f"data.sources=[{corpus}]",
+        "data.max_pairs=200",
+        "data.eval_fraction=0.3",
+        "data.max_seq_len=256",
+        "train.max_steps=8",
+        "train.per_device_batch_size=2",
+        "train.logging_steps=1",
+        "train.save_steps=4",
+        learning_rate(),
+        "train.lora_dropout=0",
+        "train.warmup_steps=0",
+        "train.eval_batches=4",
+        f"export.triton_dir={run_dir}/triton_models",
+    ]
 
 
 def tiny_config(run_dir, model_dir, corpus, *overrides):
@@ -68,10 +81,12 @@ def tiny_config(run_dir, model_dir, corpus, *overrides):
 @pytest.fixture
 def copy_run(tiny_data_run, tmp_path):
     """A private copy of the prepared run directory."""
+
     def _copy() -> Path:
         dst = tmp_path / "run"
         shutil.copytree(tiny_data_run, dst)
         return dst
+
     return _copy
 
 

@@ -12,6 +12,7 @@ How to pin a number:
 - The margin must stay well below what a real change moves: each family's entry names the smallest
   real change measured and how far it moves the number.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,13 +25,21 @@ import pytest
 # MKL's SSE4.2 and AVX kernels) against pins made on an Intel Xeon with AMX, and the AMD EPYC with
 # AVX-512 of issue 50; docs/notes/pinned_numbers.md has the table.
 SPREAD = {
-    "train-loss": (2.5e-4, "fp32 losses: at most 4.6e-5 from the pins; lr +10 % moves the LoRA curve by "
-                           "6.9e-3 and the two-step CPT losses by 7.2e-4"),
-    "fp8-curve": (1.5e-3, "LoRA on an FP8 base, where a last-bit difference flips an e4m3 rounding: at most "
-                          "6.2e-4 from the pins (AVX2; AVX-512 5e-4)"),
+    "train-loss": (
+        2.5e-4,
+        "fp32 losses: at most 4.6e-5 from the pins; lr +10 % moves the LoRA curve by "
+        "6.9e-3 and the two-step CPT losses by 7.2e-4",
+    ),
+    "fp8-curve": (
+        1.5e-3,
+        "LoRA on an FP8 base, where a last-bit difference flips an e4m3 rounding: at most "
+        "6.2e-4 from the pins (AVX2; AVX-512 5e-4)",
+    ),
     "zero3-loss": (1e-4, "ZeRO-3's losses: at most 5.4e-6 from the pins; lr +10 % moves them by 3.0e-2"),
-    "quant-error": (2e-4, "layer output errors: at most 5e-5 from the pins (their rounding); RTN's 0.1046 "
-                          "against GPTQ's 0.0091"),
+    "quant-error": (
+        2e-4,
+        "layer output errors: at most 5e-5 from the pins (their rounding); RTN's 0.1046 against GPTQ's 0.0091",
+    ),
 }
 
 

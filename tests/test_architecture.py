@@ -2,6 +2,7 @@
 count: a cycle hidden in a function is still one), the engine and the export stage import nothing
 of serve/, no function is longer than ~60 lines except the GPU kernels, and each stage's entry
 function lives in its own module (the README's table from command to function), not in `__init__.py`."""
+
 import ast
 import re
 from pathlib import Path
@@ -44,7 +45,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(n)
         for m in sorted(graph.get(n, ())):
             if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
+                return stack[stack.index(m) :] + [m]
             if m not in state and (found := visit(m)):
                 return found
         state[n] = 2
@@ -99,7 +100,7 @@ def test_each_stage_lives_in_its_own_module_and_init_only_re_exports():
         assert function == f"run_{stage}" and function in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         init = ast.parse((PACKAGE / stage / "__init__.py").read_text())
         defined = [n.name for n in init.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-        assert defined in ([], ["__getattr__"]), (stage, defined)    # train's loads its recipe on first use
+        assert defined in ([], ["__getattr__"]), (stage, defined)  # train's loads its recipe on first use
 
 
 def test_no_benchmark_script_edits_sys_path():
@@ -115,8 +116,13 @@ def test_no_benchmark_script_imports_another():
     importing = []
     for path in sorted(bench.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             importing += [f"{path.relative_to(bench)} imports {n}" for n in names if n.split(".")[0] in scripts]
     assert importing == []
 
@@ -131,6 +137,9 @@ def test_every_name_a_benchmark_script_takes_from_ferrylm_exists():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("ferrylm"):
                 module = importlib.import_module(node.module)
-                missing += [f"{path.relative_to(bench)}: {node.module}.{a.name}" for a in node.names
-                            if not hasattr(module, a.name) and importlib.util.find_spec(f"{node.module}.{a.name}") is None]
+                missing += [
+                    f"{path.relative_to(bench)}: {node.module}.{a.name}"
+                    for a in node.names
+                    if not hasattr(module, a.name) and importlib.util.find_spec(f"{node.module}.{a.name}") is None
+                ]
     assert missing == []

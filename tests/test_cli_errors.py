@@ -1,4 +1,5 @@
 """Expected failures are one line, exit 2, and answered before any heavy import (torch, transformers)."""
+
 import json
 import re
 import subprocess
@@ -17,16 +18,19 @@ print(json.dumps({"code": code, "heavy": sorted(m for m in ("torch", "transforme
 """
 
 
-@pytest.mark.parametrize("args, says", [
-    (["train", "train.lora_rr=3"], "train.lora_rr: unknown key"),
-    (["data", "data.sources=[/no/such/dir]"], "data.sources: /no/such/dir is not a directory"),
-    (["train", "model.path=/no/such/model"], "model.path: /no/such/model is not a Hugging Face model directory"),
-    (["train", "run_dir={tmp}"], "data/record.json is missing: run `ferrylm data` first"),
-    (["export", "run_dir={tmp}"], "data/record.json is missing: run `ferrylm data` first"),
-    (["serve", "run_dir={tmp}"], "export/record.json is missing: run `ferrylm export` first"),
-    (["eval", "run_dir={tmp}"], "data/record.json is missing: run `ferrylm data` first"),
-    (["humaneval", "--samples", "{tmp}/none.jsonl"], "--samples: "),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["train", "train.lora_rr=3"], "train.lora_rr: unknown key"),
+        (["data", "data.sources=[/no/such/dir]"], "data.sources: /no/such/dir is not a directory"),
+        (["train", "model.path=/no/such/model"], "model.path: /no/such/model is not a Hugging Face model directory"),
+        (["train", "run_dir={tmp}"], "data/record.json is missing: run `ferrylm data` first"),
+        (["export", "run_dir={tmp}"], "data/record.json is missing: run `ferrylm data` first"),
+        (["serve", "run_dir={tmp}"], "export/record.json is missing: run `ferrylm export` first"),
+        (["eval", "run_dir={tmp}"], "data/record.json is missing: run `ferrylm data` first"),
+        (["humaneval", "--samples", "{tmp}/none.jsonl"], "--samples: "),
+    ],
+)
 def test_config_and_path_errors_are_one_line_without_heavy_imports(tmp_path, args, says):
     args = [a.format(tmp=tmp_path) for a in args]
     done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=120)
@@ -62,9 +66,15 @@ def test_an_export_option_whose_package_is_missing_is_one_line_before_any_work(t
     """Seen on a GPU machine: compressed-tensors absent, the export merged and checked the model and then
     died in a traceback. Now it is refused first, naming the key and what to install."""
     hide = "import sys; sys.modules['compressed_tensors'] = None\n"
-    done = subprocess.run([sys.executable, "-c", hide + _PROBE, "export", f"run_dir={tmp_path}",
-                           "export.vllm_quantize=[w4a16]"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", hide + _PROBE, "export", f"run_dir={tmp_path}", "export.vllm_quantize=[w4a16]"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"code": 2, "heavy": []}, done.stderr
     err = [line for line in done.stderr.splitlines() if line.startswith("ferrylm:")]
-    assert err == ["ferrylm: error: export.vllm_quantize: needs compressed-tensors, which is not installed "
-                   "(pip install compressed-tensors==0.17.0; `make install` does it)"], done.stderr
+    assert err == [
+        "ferrylm: error: export.vllm_quantize: needs compressed-tensors, which is not installed "
+        "(pip install compressed-tensors==0.17.0; `make install` does it)"
+    ], done.stderr

@@ -1,5 +1,6 @@
 """Runs cannot corrupt each other: one writer per stage directory, outputs published before their
 record, a shared model cache built once, and a killed stage that leaves nothing a later stage uses."""
+
 import os
 import signal
 import subprocess
@@ -23,14 +24,27 @@ def _as_foreground() -> None:
 
 
 def _ferrylm(*args, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ferrylm", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **(env or {})}, preexec_fn=_as_foreground)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ferrylm", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        preexec_fn=_as_foreground,
+    )
 
 
 def _overrides(run_dir, model_dir, corpus) -> list[str]:
     """The command-line twin of tiny_config's data settings."""
-    return [f"run_dir={run_dir}", f"model.path={model_dir}", f"data.sources=[{corpus}]", "data.max_pairs=200",
-            "data.max_seq_len=256", "data.eval_fraction=0.3", "data.workers=1"]
+    return [
+        f"run_dir={run_dir}",
+        f"model.path={model_dir}",
+        f"data.sources=[{corpus}]",
+        "data.max_pairs=200",
+        "data.max_seq_len=256",
+        "data.eval_fraction=0.3",
+        "data.workers=1",
+    ]
 
 
 def _wait_for(predicate, timeout=120.0, proc=None):
@@ -67,7 +81,7 @@ def test_an_interrupted_data_stage_leaves_nothing_the_train_stage_uses(tmp_path,
 
     run = tmp_path / "run"
     cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "data.workers=1")
-    run_data(cfg)                                  # a finished run ...
+    run_data(cfg)  # a finished run ...
     # ... then a re-run, killed while its rows are open. It scans a whole standard library: with the
     # tiny corpus that window was shorter than one scheduling delay of this test on a loaded 2-core
     # machine, and the run had finished before the signal was sent.
@@ -84,7 +98,7 @@ def test_an_interrupted_data_stage_leaves_nothing_the_train_stage_uses(tmp_path,
     # through one of its own paths (seen once in CI). A shell reads both as "interrupted"; the line
     # says the CLI took the interrupt rather than dying before its handler was installed.
     assert proc.returncode in (130, -signal.SIGINT) and "ferrylm: interrupted" in err, (proc.returncode, err)
-    assert not (data / "record.json").exists()      # the old record was withdrawn when the re-run began
+    assert not (data / "record.json").exists()  # the old record was withdrawn when the re-run began
     assert not list(data.glob(".*.tmp"))
     with pytest.raises(FileNotFoundError, match="record.json is missing"):
         run_train(cfg)
@@ -125,8 +139,12 @@ def test_concurrent_first_time_builds_share_one_result(tmp_path):
     leftover = tmp_path / "cache" / "model.tmp_killed"
     leftover.mkdir()
     (leftover / "half.bin").write_bytes(b"x")
-    procs = [subprocess.Popen([sys.executable, "-c", _BUILD, str(target), name], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _BUILD, str(target), name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for name in ("a", "b")
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert {o.strip() for o, _ in outs} == {str(target)}

@@ -12,19 +12,22 @@ def test_default_preset_loads_with_overrides():
     assert "default" in preset_names()
 
 
-@pytest.mark.parametrize("override, message", [
-    ("train.learnig_rate=1e-4", "train.learnig_rate: unknown key"),
-    ("train.max_steps=-3", "train.max_steps: Input should be greater than 0 (got -3)"),
-    ("train.precision=fp8", "train.precision: Input should be 'auto', 'bf16', 'fp16' or 'fp32' (got 'fp8')"),
-    ("serve.port=70000", "serve.port: Input should be less than 65536 (got 70000)"),
-    ("nonsense", "override 'nonsense': expected key=value"),
-    ("train.offload_optimizer=true", "train.offload_optimizer: optimizer offload is DeepSpeed's"),
-    ("train.offload_params=true", "train.offload_params: parameter offload needs train.deepspeed=zero3"),
-    ("hardware.gpus=0", "hardware.gpus: Input should be greater than 0"),
-    ("train.base_precision=int4", "train.base_precision: Input should be 'model' or 'fp8' (got 'int4')"),
-    ("eval.benchmarks=[humaneval,mbpp]", "eval.benchmarks: unknown benchmark mbpp (known: humaneval, humaneval-x)"),
-    ("eval.benchmarks=[benchmark]", "eval.benchmarks: unknown benchmark benchmark"),   # the seam is not a benchmark
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.learnig_rate=1e-4", "train.learnig_rate: unknown key"),
+        ("train.max_steps=-3", "train.max_steps: Input should be greater than 0 (got -3)"),
+        ("train.precision=fp8", "train.precision: Input should be 'auto', 'bf16', 'fp16' or 'fp32' (got 'fp8')"),
+        ("serve.port=70000", "serve.port: Input should be less than 65536 (got 70000)"),
+        ("nonsense", "override 'nonsense': expected key=value"),
+        ("train.offload_optimizer=true", "train.offload_optimizer: optimizer offload is DeepSpeed's"),
+        ("train.offload_params=true", "train.offload_params: parameter offload needs train.deepspeed=zero3"),
+        ("hardware.gpus=0", "hardware.gpus: Input should be greater than 0"),
+        ("train.base_precision=int4", "train.base_precision: Input should be 'model' or 'fp8' (got 'int4')"),
+        ("eval.benchmarks=[humaneval,mbpp]", "eval.benchmarks: unknown benchmark mbpp (known: humaneval, humaneval-x)"),
+        ("eval.benchmarks=[benchmark]", "eval.benchmarks: unknown benchmark benchmark"),  # the seam is not a benchmark
+    ],
+)
 def test_bad_values_name_the_key_in_one_line(override, message):
     with pytest.raises(ConfigError) as e:
         load_config("default", [override])
@@ -41,9 +44,19 @@ def test_combinations_that_cannot_run_are_refused():
     cfg = load_config("default", ["train.deepspeed=zero3", "train.offload_params=true", "train.offload_optimizer=true"])
     assert cfg.train.offload_params and cfg.train.offload_optimizer
     # DeepSpeed cannot gather a leaf layer's adapter weights in a backward without recomputation.
-    with pytest.raises(ConfigError, match="train.zero3_leaf_layers: with an adapter only when every layer is checkpointed"):
-        load_config("default", ["train.deepspeed=zero3", "train.zero3_leaf_layers=true", "train.method=lora",
-                                "train.gradient_checkpointing=true", "train.checkpoint_fraction=0.5"])
+    with pytest.raises(
+        ConfigError, match="train.zero3_leaf_layers: with an adapter only when every layer is checkpointed"
+    ):
+        load_config(
+            "default",
+            [
+                "train.deepspeed=zero3",
+                "train.zero3_leaf_layers=true",
+                "train.method=lora",
+                "train.gradient_checkpointing=true",
+                "train.checkpoint_fraction=0.5",
+            ],
+        )
 
 
 def test_yaml_file_errors(tmp_path):
@@ -67,5 +80,8 @@ def test_cli_prints_one_line_and_exits_2(capsys):
 def test_missing_model_path_is_one_clear_error(tmp_path, capsys):
     assert main(["data", f"run_dir={tmp_path / 'run'}", f"model.path={tmp_path / 'no-model'}"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"ferrylm: error: model.path: {tmp_path / 'no-model'} is not a Hugging Face model directory (no config.json)"
+    assert (
+        err
+        == f"ferrylm: error: model.path: {tmp_path / 'no-model'} is not a Hugging Face model directory (no config.json)"
+    )
     assert not (tmp_path / "run" / "data").exists()

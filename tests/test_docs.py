@@ -1,5 +1,6 @@
 """The docs stay in step with the code: every option described, every options table current, every
 benchmark results file cited and every cited one present."""
+
 import re
 from pathlib import Path
 
@@ -12,8 +13,13 @@ CITED = re.compile(r"bench/results/[A-Za-z0-9_./-]*[A-Za-z0-9_/]")
 
 
 def _docs() -> dict[Path, str]:
-    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", ROOT / "bench" / "kernels" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-             *sorted((ROOT / "docs" / "notes").glob("*.md"))]
+    pages = [
+        ROOT / "README.md",
+        ROOT / "bench" / "README.md",
+        ROOT / "bench" / "kernels" / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "docs" / "notes").glob("*.md")),
+    ]
     return {p: p.read_text() for p in pages}
 
 
@@ -55,20 +61,27 @@ def test_the_performance_page_is_one_page_of_claims_each_with_its_section():
     for row in table.strip().splitlines()[1:]:
         section = row.rstrip(" |").rsplit("|", 1)[1].strip()
         linked = re.search(r"\]\(([^)]+)\)", section)
-        assert (linked and (ROOT / "docs" / linked.group(1)).is_file()) or \
-            any(section.strip("`").lower() in h for h in headings), f"the claims table names no section: {section}"
+        assert (linked and (ROOT / "docs" / linked.group(1)).is_file()) or any(
+            section.strip("`").lower() in h for h in headings
+        ), f"the claims table names no section: {section}"
 
 
 def test_every_section_the_code_names_exists():
     # `docs/<page>.md, "<title>"` in a comment or docstring: the page holds a heading or a bold lead of that title
     ref = re.compile(r'(docs/[\w/]+\.md)[,:]? \(?"([^"]+)"')
-    sources = [*(ROOT / "ferrylm").rglob("*.py"), *(ROOT / "ferrylm").rglob("*.yaml"), *(ROOT / "bench").rglob("*.py"),
-               *(ROOT / "bench").rglob("*.sh")]
+    sources = [
+        *(ROOT / "ferrylm").rglob("*.py"),
+        *(ROOT / "ferrylm").rglob("*.yaml"),
+        *(ROOT / "bench").rglob("*.py"),
+        *(ROOT / "bench").rglob("*.sh"),
+    ]
     missing = []
     for path in sources:
         for page, title in ref.findall(re.sub(r"\n\s*#?\s*", " ", path.read_text())):
             doc = (ROOT / page).read_text() if (ROOT / page).is_file() else ""
-            titles = [t.strip().lower() for t in re.findall(r"^#{1,4} (.+)$", doc, re.M) + re.findall(r"\*\*([^*]+)\*\*", doc)]
+            titles = [
+                t.strip().lower() for t in re.findall(r"^#{1,4} (.+)$", doc, re.M) + re.findall(r"\*\*([^*]+)\*\*", doc)
+            ]
             if not any(t.startswith(title.lower()) for t in titles):
                 missing.append(f"{path.relative_to(ROOT)}: {page}, {title!r}")
     assert not missing, missing

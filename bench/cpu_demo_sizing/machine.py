@@ -1,5 +1,6 @@
 """This machine's memory bandwidth and fp32 matmul rate, as torch sees them.
-    .venv/bin/python bench/cpu_demo_sizing/machine.py"""
+.venv/bin/python bench/cpu_demo_sizing/machine.py"""
+
 import time
 
 import torch
@@ -13,4 +14,4 @@ x, y = torch.randn(1024, 1024), torch.randn(1024, 1024)
 t = time.time()
 for _ in range(20):
     x @ y
-print(f"matmul {20 * 2 * 1024 ** 3 / (time.time() - t) / 1e9:.1f} GFLOPS")
+print(f"matmul {20 * 2 * 1024**3 / (time.time() - t) / 1e9:.1f} GFLOPS")

@@ -1,4 +1,5 @@
 """The probes vllm_probe.sh runs against a vLLM server on 127.0.0.1:8123 (served name "m")."""
+
 import concurrent.futures as cf
 import json
 import sys
@@ -19,8 +20,17 @@ def _post(path: str, body: dict) -> dict:
 
 def throughput() -> None:
     def one(i):
-        return _post("/v1/completions", {"model": "m", "prompt": f'def function_{i}(x):\n    """Sort the list x."""\n',
-                                         "max_tokens": 128, "min_tokens": 128, "temperature": 0})["usage"]["completion_tokens"]
+        return _post(
+            "/v1/completions",
+            {
+                "model": "m",
+                "prompt": f'def function_{i}(x):\n    """Sort the list x."""\n',
+                "max_tokens": 128,
+                "min_tokens": 128,
+                "temperature": 0,
+            },
+        )["usage"]["completion_tokens"]
+
     for conc in (1, 8, 16):
         t = time.time()
         with cf.ThreadPoolExecutor(conc) as ex:
@@ -30,12 +40,20 @@ def throughput() -> None:
 
 def fence() -> None:
     def one(p):
-        r = _post("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": user_message(p["prompt"])}],
-                                           "max_tokens": 192, "temperature": 0})
+        r = _post(
+            "/v1/chat/completions",
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": user_message(p["prompt"])}],
+                "max_tokens": 192,
+                "temperature": 0,
+            },
+        )
         text, toks = r["choices"][0]["message"]["content"], r["usage"]["completion_tokens"]
         i = text.find("```")
         j = text.find("\n```", i + 3) if i >= 0 else -1
         return toks, (j + 4) / len(text) if j >= 0 else 1.0
+
     with cf.ThreadPoolExecutor(16) as ex:
         rows = list(ex.map(one, humaneval.load_problems()[::8]))
     total = sum(t for t, _ in rows)

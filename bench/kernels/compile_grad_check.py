@@ -6,6 +6,7 @@ Same weights, same tokens: one forward/backward eager, one with each decoder lay
 bf16 and in fp32; compares the loss and every LoRA gradient (relative L2 difference), then runs
 8 AdamW steps both ways and compares the losses.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,11 +28,16 @@ def build(dtype):
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = Qwen2ForCausalLM(config).to(dtype)
-    lora = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, task_type="CAUSAL_LM",
-                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    lora = LoraConfig(
+        r=16,
+        lora_alpha=32,
+        lora_dropout=0.0,
+        task_type="CAUSAL_LM",
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    )
     model = get_peft_model(model, lora)
     torch.manual_seed(1)
-    for n, p in model.named_parameters():      # non-zero B so every LoRA gradient is non-trivial
+    for n, p in model.named_parameters():  # non-zero B so every LoRA gradient is non-trivial
         if "lora_B" in n:
             torch.nn.init.normal_(p, std=0.01)
     return model
@@ -71,9 +77,15 @@ def main() -> None:
         lc, gc = grads(compiled, ids)
         rel = {n: ((ge[n] - gc[n]).norm() / ge[n].norm().clamp(min=1e-30)).item() for n in ge}
         worst = max(rel, key=rel.get)
-        result[str(dtype)] = {"loss_eager": le, "loss_compiled": lc, "max_rel_grad_diff": rel[worst],
-                              "worst_param": worst, "median_rel_grad_diff": sorted(rel.values())[len(rel) // 2],
-                              "losses_eager_8_steps": steps(eager, ids), "losses_compiled_8_steps": steps(compiled, ids)}
+        result[str(dtype)] = {
+            "loss_eager": le,
+            "loss_compiled": lc,
+            "max_rel_grad_diff": rel[worst],
+            "worst_param": worst,
+            "median_rel_grad_diff": sorted(rel.values())[len(rel) // 2],
+            "losses_eager_8_steps": steps(eager, ids),
+            "losses_compiled_8_steps": steps(compiled, ids),
+        }
         print(json.dumps({str(dtype): result[str(dtype)]}), flush=True)
         del eager, compiled
         torch._dynamo.reset()

@@ -5,6 +5,7 @@ of its start-up timed as it ends, then 512-token decodes: where the start-up goe
     python3 bench/kernels/gemv4_decode_phases.py OUT.json eager            # no compile: a Python launch per kernel
     python3 bench/kernels/gemv4_decode_phases.py OUT.json compile fixed    # one fixed configuration, no tuning
 """
+
 import json
 import sys
 import time
@@ -38,8 +39,15 @@ model = qwen7b_model()
 lap("model")
 ids = torch.randint(100, 150000, (1, 128), generator=torch.Generator().manual_seed(1)).cuda()
 fixed = {"block_n": 4, "block_k": 1024, "num_warps": 4, "num_stages": 1} if sys.argv[3:] == ["fixed"] else None
-engine = Engine(model, max_len=128 + 512 + 8, gemv=True, tune=False, int4_group=128, compile=sys.argv[2] == "compile",
-                gemv_fixed=fixed)
+engine = Engine(
+    model,
+    max_len=128 + 512 + 8,
+    gemv=True,
+    tune=False,
+    int4_group=128,
+    compile=sys.argv[2] == "compile",
+    gemv_fixed=fixed,
+)
 lap("engine (4-bit layers, tuning)")
 with torch.no_grad():
     engine.decoder(ids, torch.arange(ids.shape[1], device=ids.device))
@@ -53,5 +61,13 @@ engine.generate_timed(ids[0].tolist(), 512)
 lap("second generate")
 runs = [engine.generate_timed(ids[0].tolist(), 512)["total_s"] for _ in range(3)]
 print("runs", runs, flush=True)
-Path(sys.argv[1]).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "runs_s": runs,
-                                         "configs": {str(k): v for k, v in engine.gemv_configs.items()}}, indent=1))
+Path(sys.argv[1]).write_text(
+    json.dumps(
+        {
+            "gpu": torch.cuda.get_device_name(),
+            "runs_s": runs,
+            "configs": {str(k): v for k, v in engine.gemv_configs.items()},
+        },
+        indent=1,
+    )
+)

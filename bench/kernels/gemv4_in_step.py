@@ -22,6 +22,7 @@ numbers it writes are wrong), so each product's reads alone in the step are meas
 the same with kernels that do none of the work (`_gemv4_kernel_empty`): what the step's chain of
 launches costs by itself.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,15 @@ def read_only_kernel():
     src = Path(gemv4_kernel.__file__).read_text()
     start = src.index("@triton.jit\ndef _dot8")
     end = src.index("@triton.jit", start + 1)
-    src = src[:start] + (
-        "@triton.jit\ndef _dot8(p, s, x):\n"
-        "    return (p ^ (x[1][:, :, None].to(tl.int32, bitcast=True))).to(tl.float32, bitcast=True)"
-        " * s.to(tl.float32)[:, None, :]\n\n\n") + src[end:]
+    src = (
+        src[:start]
+        + (
+            "@triton.jit\ndef _dot8(p, s, x):\n"
+            "    return (p ^ (x[1][:, :, None].to(tl.int32, bitcast=True))).to(tl.float32, bitcast=True)"
+            " * s.to(tl.float32)[:, None, :]\n\n\n"
+        )
+        + src[end:]
+    )
     path = Path(tempfile.mkdtemp()) / "_gemv4_read_only.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("ferrylm.engine._gemv4_read_only", path)
@@ -65,15 +71,38 @@ def read_only_kernel():
 
 
 @triton.jit
-def _gemv4_kernel_empty(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
-                        K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr, HAS_BIAS: tl.constexpr,
-                        NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr, ROPE_ROWS: tl.constexpr,
-                        RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
-                        SUB: tl.constexpr, B: tl.constexpr, AHEAD: tl.constexpr = 1):
+def _gemv4_kernel_empty(
+    x_ptr,
+    w_ptr,
+    s_ptr,
+    g_ptr,
+    b_ptr,
+    r_ptr,
+    y_ptr,
+    pos_ptr,
+    freq_ptr,
+    eps,
+    rope_scale,
+    K: tl.constexpr,
+    GROUP: tl.constexpr,
+    HAS_G: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    NORM: tl.constexpr,
+    PAIR: tl.constexpr,
+    PERIOD: tl.constexpr,
+    ROPE_ROWS: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
+    SUB: tl.constexpr,
+    B: tl.constexpr,
+    AHEAD: tl.constexpr = 1,
+):
     """The 4-bit kernel's launch, grid and dependencies with none of its work: it waits for the kernel
     before it (as the real one does before reading x), lets the next one start, and writes zeros to
     as many outputs (its own rows or not: only the count matters here)."""
-    W: tl.constexpr = BLOCK_N * SUB * (1 + PAIR // 2)   # outputs a program: rotary pairs write both halves
+    W: tl.constexpr = BLOCK_N * SUB * (1 + PAIR // 2)  # outputs a program: rotary pairs write both halves
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
@@ -99,15 +128,17 @@ def main() -> None:
     from ferrylm.engine.tuning.choose import TUNE4, tune4_candidates
 
     shapes = products()
-    todo = {name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
-            for name, (n_, k_, e) in shapes.items()}
+    todo = {
+        name: list(tune4_candidates(n_, k_, 128, e, WIDE if args.wide else TUNE4))
+        for name, (n_, k_, e) in shapes.items()
+    }
     if args.products:
         todo = {name: cfgs for name, cfgs in todo.items() if name in args.products.split(",")}
     cross_key, values = args.cross.split("=") if args.cross else (None, "")
     values = [int(v) for v in values.split(",") if v]
     if cross_key:
         todo = {name: [{**cfg, cross_key: v} for cfg in cfgs for v in values] for name, cfgs in todo.items()}
-    if args.workers > 1:   # before the model: each worker holds its own copy of one product's weights
+    if args.workers > 1:  # before the model: each worker holds its own copy of one product's weights
         # the engine's launches (PDL on), so the engine finds them in Triton's cache
         jobs = [(name, 128, {**cfg, "pdl": True}) for name in todo for cfg in todo[name]]
         with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
@@ -119,8 +150,10 @@ def main() -> None:
     engine = Engine(model, max_len=128 + n + 8, gemv=True, tune=False, int4_group=128, tuned_dir=False)
     names = {(n_, k_): name for name, (n_, k_, _) in shapes.items()}
     keys = {names[key[1], key[2]]: key for key in engine.gemv_configs if key[0] == "int4"}
-    chosen = {name: {k: v for k, v in engine.gemv_configs[key].items() if k not in ("ms", "runners_up", "step_ms")}
-              for name, key in keys.items()}
+    chosen = {
+        name: {k: v for k, v in engine.gemv_configs[key].items() if k not in ("ms", "runners_up", "step_ms")}
+        for name, key in keys.items()
+    }
     engine._prefill(list(range(8)), 20)
     start = engine._pos.clone()
 
@@ -132,8 +165,13 @@ def main() -> None:
         engine._replay()
         return engine.step_ms(start)
 
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "chosen": chosen,
-              "split_ms_chosen": split_step(engine), "in_step": {}}
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "chosen": chosen,
+        "split_ms_chosen": split_step(engine),
+        "in_step": {},
+    }
     if args.read_only or args.empty:
         from ferrylm.engine.kernels import gemv4
 
@@ -147,9 +185,10 @@ def main() -> None:
         return
     engine._prefill(list(range(8)), 20)
     result["step_ms_chosen"] = step_with(chosen)
-    if cross_key:   # every product at one value, its configuration as chosen
-        result["step_ms_all_at"] = {v: step_with({name: {**cfg, cross_key: v} for name, cfg in chosen.items()})
-                                    for v in values}
+    if cross_key:  # every product at one value, its configuration as chosen
+        result["step_ms_all_at"] = {
+            v: step_with({name: {**cfg, cross_key: v} for name, cfg in chosen.items()}) for v in values
+        }
         print(f"all products at each {cross_key}:", result["step_ms_all_at"], flush=True)
     best = dict(chosen)
     for name, cfgs in todo.items():
@@ -157,7 +196,7 @@ def main() -> None:
         for cfg in cfgs:
             try:
                 ms = step_with({**chosen, name: cfg})
-            except Exception as exc:   # out of resources on this GPU: not a candidate
+            except Exception as exc:  # out of resources on this GPU: not a candidate
                 print(name, cfg, type(exc).__name__, flush=True)
                 continue
             rows.append({**cfg, "step_ms": ms})
@@ -165,7 +204,7 @@ def main() -> None:
         rows.sort(key=lambda r: r["step_ms"])
         result["in_step"][name] = rows
         best[name] = {k: v for k, v in rows[0].items() if k != "step_ms"}
-        result["step_ms_chosen_again"] = step_with(chosen)   # drift check
+        result["step_ms_chosen_again"] = step_with(chosen)  # drift check
     result["best_in_step"] = best
     result["step_ms_best"] = step_with(best)
     ids = torch.randint(100, 150000, (128,), generator=torch.Generator().manual_seed(1)).tolist()

@@ -8,6 +8,7 @@ without do_bench's flush.
 
     python3 bench/kernels/gemv4_read_floor.py --out gemv4_read_floor_h100.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,17 @@ from ferrylm.bench.shapes import HIDDEN, PRODUCTS, VOCAB, epilogues
 
 
 @triton.jit
-def _read_only(w_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               B: tl.constexpr, TILED: tl.constexpr, AHEAD: tl.constexpr):
+def _read_only(
+    w_ptr,
+    y_ptr,
+    N: tl.constexpr,
+    K: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    B: tl.constexpr,
+    TILED: tl.constexpr,
+    AHEAD: tl.constexpr,
+):
     """B: strips of B rows ([N/B, K/8, B]; B = N is plain input-major [K/8, N]); TILED: strips of 8 rows
     cut into chunks of BLOCK_K inputs, chunk-major ([K/BLOCK_K, N/8, BLOCK_K/8, 8]), so the programs
     running together read one contiguous span. AHEAD: tiles in flight (1, as the kernel, or 2)."""
@@ -46,7 +56,7 @@ def _read_only(w_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, BLOCK_N: tl.const
             u = v
         acc ^= u
     else:
-        for i in range(1, K // BLOCK_K):   # one tile ahead, as the kernel reads
+        for i in range(1, K // BLOCK_K):  # one tile ahead, as the kernel reads
             u = tl.load(w + i * step)
             acc ^= t
             t = u
@@ -62,8 +72,10 @@ def stream(words: torch.Tensor, block: int = 4096) -> dict:
     flat = words.reshape(-1)[: words.numel() // block * block]
     y = torch.empty(flat.numel() // block, device=flat.device, dtype=torch.int32)
     out = {}
-    for label, fn in (("stream_1d", lambda: _stream[(y.numel(),)](flat, y, block, num_warps=8)),
-                      ("torch_sum", lambda: flat.view(torch.float32).sum())):
+    for label, fn in (
+        ("stream_1d", lambda: _stream[(y.numel(),)](flat, y, block, num_warps=8)),
+        ("torch_sum", lambda: flat.view(torch.float32).sum()),
+    ):
         ms = do_bench(fn)
         out[label] = {"us": ms * 1e3, "tb_s": flat.numel() * 4 / ms / 1e9}
     return out
@@ -93,18 +105,21 @@ def main() -> None:
         # The same bytes read in each layout's order (what they hold does not matter here).
         # (block_k divides K in every row: the loop reads whole tiles only.)
         for label, block_n, block_k, nw, b, tiled, ahead in (
-                ("read_only_strips", bn, bk, warps, 8, False, 1),
-                ("read_only_strips_two_ahead", bn, bk, warps, 8, False, 2),
-                ("read_only_strips_block_n_16_8_warps", 16, bk, 8, 8, False, 1),
-                ("read_only_strips_block_k_128", bn, 128, warps, 8, False, 1),
-                ("read_only_input_major", bn, bk, warps, n, False, 1),
-                ("read_only_chunk_major", bn, bk, warps, 8, True, 1),
-                ("read_only_chunk_major_block_n_32", 32, bk, warps, 8, True, 1)):
-            ms = do_bench(lambda: _read_only[(n // block_n,)](packed, y, n, k, block_n, block_k, b, tiled, ahead,
-                                                              num_warps=nw))
+            ("read_only_strips", bn, bk, warps, 8, False, 1),
+            ("read_only_strips_two_ahead", bn, bk, warps, 8, False, 2),
+            ("read_only_strips_block_n_16_8_warps", 16, bk, 8, 8, False, 1),
+            ("read_only_strips_block_k_128", bn, 128, warps, 8, False, 1),
+            ("read_only_input_major", bn, bk, warps, n, False, 1),
+            ("read_only_chunk_major", bn, bk, warps, 8, True, 1),
+            ("read_only_chunk_major_block_n_32", 32, bk, warps, 8, True, 1),
+        ):
+            ms = do_bench(
+                lambda: _read_only[(n // block_n,)](packed, y, n, k, block_n, block_k, b, tiled, ahead, num_warps=nw)
+            )
             row[label] = {"us": ms * 1e3, "tb_s": row["bytes"] / ms / 1e9}
-        ms = do_bench(lambda: gemv4(x, packed, scales, 128, None, bn, bk, warps, 1, epilogue=e, norm_weight=g,
-                                    sub=sub, **extra))
+        ms = do_bench(
+            lambda: gemv4(x, packed, scales, 128, None, bn, bk, warps, 1, epilogue=e, norm_weight=g, sub=sub, **extra)
+        )
         row["gemv4"] = {"us": ms * 1e3, "tb_s": row["bytes"] / ms / 1e9}
         row.update(stream(packed))
         # The same back to back on copies of the words (the scales shared: 3 % of the bytes).
@@ -112,17 +127,58 @@ def main() -> None:
         flat = [c.reshape(-1)[: c.numel() // 4096 * 4096] for c in copies]
         ys = torch.empty(flat[0].numel() // 4096, device="cuda", dtype=torch.int32)
         for label, run in (
-                ("b2b_stream_1d", lambda i: _stream[(ys.numel(),)](flat[i], ys, 4096, num_warps=8)),
-                ("b2b_read_only_strips", lambda i: _read_only[(n // bn,)](copies[i], y, n, k, bn, bk, 8, False, 1,
-                                                                          num_warps=warps)),
-                ("b2b_gemv4", lambda i: gemv4(x, copies[i], scales, 128, None, bn, bk, warps, 1, epilogue=e,
-                                              norm_weight=g, sub=sub, **extra)),
-                ("b2b_gemv4_pdl", lambda i: gemv4(x, copies[i], scales, 128, None, bn, bk, warps, 1, pdl=True,
-                                                  epilogue=e, norm_weight=g, sub=sub, **extra)),
-                ("b2b_gemv4_ahead_2", lambda i: gemv4(x, copies[i], scales, 128, None, bn, bk, warps, 1, epilogue=e,
-                                                      norm_weight=g, sub=sub, ahead=2, **extra))):
+            ("b2b_stream_1d", lambda i: _stream[(ys.numel(),)](flat[i], ys, 4096, num_warps=8)),
+            (
+                "b2b_read_only_strips",
+                lambda i: _read_only[(n // bn,)](copies[i], y, n, k, bn, bk, 8, False, 1, num_warps=warps),
+            ),
+            (
+                "b2b_gemv4",
+                lambda i: gemv4(
+                    x, copies[i], scales, 128, None, bn, bk, warps, 1, epilogue=e, norm_weight=g, sub=sub, **extra
+                ),
+            ),
+            (
+                "b2b_gemv4_pdl",
+                lambda i: gemv4(
+                    x,
+                    copies[i],
+                    scales,
+                    128,
+                    None,
+                    bn,
+                    bk,
+                    warps,
+                    1,
+                    pdl=True,
+                    epilogue=e,
+                    norm_weight=g,
+                    sub=sub,
+                    **extra,
+                ),
+            ),
+            (
+                "b2b_gemv4_ahead_2",
+                lambda i: gemv4(
+                    x,
+                    copies[i],
+                    scales,
+                    128,
+                    None,
+                    bn,
+                    bk,
+                    warps,
+                    1,
+                    epilogue=e,
+                    norm_weight=g,
+                    sub=sub,
+                    ahead=2,
+                    **extra,
+                ),
+            ),
+        ):
             row[label] = back_to_back(run, len(copies), row["bytes"])
-        copies = flat = None   # their memory back before the next shape (the lambdas above are done with them)
+        copies = flat = None  # their memory back before the next shape (the lambdas above are done with them)
         rows[name] = row
         print(name, json.dumps(row), flush=True)
     # The bf16 output layer's size (1.09 GB): the same reads long enough for the launch and ramp not to count.
@@ -130,7 +186,8 @@ def main() -> None:
     rows["lm_head_bytes"] = stream(big[0])
     ys = torch.empty(big[0].numel() // 4096, device="cuda", dtype=torch.int32)
     rows["lm_head_bytes"]["b2b_stream_1d"] = back_to_back(
-        lambda i: _stream[(ys.numel(),)](big[i], ys, 4096, num_warps=8), 2, big[0].numel() * 4, rounds=5)
+        lambda i: _stream[(ys.numel(),)](big[i], ys, 4096, num_warps=8), 2, big[0].numel() * 4, rounds=5
+    )
     print("lm_head_bytes", json.dumps(rows["lm_head_bytes"]), flush=True)
     Path(args.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "shapes": rows}, indent=2))
 

@@ -15,6 +15,7 @@ warp count and two stages. With `--vary key=v1,v2` (repeatable): every candidate
 values. `--workers` processes compile the configurations into Triton's cache first; this one then
 times them one at a time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,12 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=128)
     ap.add_argument("--workers", type=int, default=1, help="processes compiling the configurations first")
     ap.add_argument("--shapes", default=",".join(SHAPES))
-    ap.add_argument("--vary", action="append", default=[],
-                    help="key=v1,v2: every candidate at each of these values (e.g. num_warps=4,8)")
+    ap.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        help="key=v1,v2: every candidate at each of these values (e.g. num_warps=4,8)",
+    )
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
     bw = next((v for k, v in PEAK_BANDWIDTH.items() if k in gpu), None)
@@ -57,8 +62,15 @@ def main() -> None:
         torch_int4 = Int4WeightLinear(sh["q"], sh["s"], None, args.group)
         x2 = sh["x"].view(1, -1)
         ms_torch = do_bench(lambda: torch_int4(x2), warmup=5, rep=50)
-        row = {"n": n, "k": k, "epilogue": str(e), "bytes": nbytes, "torch_int4_ms": ms_torch,
-               "floor_ms": nbytes / bw * 1e3 if bw else None, "configs": []}
+        row = {
+            "n": n,
+            "k": k,
+            "epilogue": str(e),
+            "bytes": nbytes,
+            "torch_int4_ms": ms_torch,
+            "floor_ms": nbytes / bw * 1e3 if bw else None,
+            "configs": [],
+        }
         want = gemv4_reference(sh["x"], sh["packed"], sh["scales"], args.group, None, e, sh["g"], **sh["extra"])
         todo = configs(sh, args.group, args.vary)
         if args.workers > 1:
@@ -77,23 +89,30 @@ def main() -> None:
             row["configs"].append({**kw, "ms": ms, "gb_s": nbytes / ms / 1e6, "rel_error": err})
             print(name, kw, f"{ms * 1e3:.1f} us", f"{nbytes / ms / 1e6:.0f} GB/s", f"err {err:.2e}", flush=True)
 
-        for cfg in todo:    # without --vary: what the engine's tuner times
+        for cfg in todo:  # without --vary: what the engine's tuner times
             measure(cfg)
         if not args.vary:
             for top in sorted(row["configs"], key=lambda c: c["ms"])[:2]:
                 for warps, stages in ((4 if top["num_warps"] == 8 else 8, 1), (top["num_warps"], 2)):
-                    measure({**{key: top[key] for key in (*CONFIG_KEYS, "sub")}, "num_warps": warps,
-                             "num_stages": stages})
+                    measure(
+                        {**{key: top[key] for key in (*CONFIG_KEYS, "sub")}, "num_warps": warps, "num_stages": stages}
+                    )
         row["best"] = min(row["configs"], key=lambda c: c["ms"])
-        print(name, "torch int4", f"{ms_torch * 1e3:.1f} us; best gemv4 {row['best']['ms'] * 1e3:.1f} us; floor "
-              f"{row['floor_ms'] * 1e3:.1f} us", flush=True)
+        print(
+            name,
+            "torch int4",
+            f"{ms_torch * 1e3:.1f} us; best gemv4 {row['best']['ms'] * 1e3:.1f} us; floor "
+            f"{row['floor_ms'] * 1e3:.1f} us",
+            flush=True,
+        )
         rows[name] = row
         # Written after each shape: a run stopped at a time limit keeps the shapes it finished.
         result = {"gpu": gpu, "torch": torch.__version__, "group": args.group, "vary": args.vary, "shapes": rows}
         if len(rows) == len(SHAPES):
             result["layer_products_ms_per_token"] = {
                 kind: 28 * sum(r[key] if key == "torch_int4_ms" else r[key]["ms"] for r in rows.values())
-                for kind, key in (("torch_int4", "torch_int4_ms"), ("gemv4", "best"))}
+                for kind, key in (("torch_int4", "torch_int4_ms"), ("gemv4", "best"))
+            }
             print(json.dumps(result["layer_products_ms_per_token"]), flush=True)
         Path(args.out).write_text(json.dumps(result, indent=2))
 

@@ -6,6 +6,7 @@ one-token step's products faster? Qwen2.5-7B shapes with the epilogues `decode_s
 For each product: the best of `tuning.candidates` (what the engine tunes over) and the best of a wider
 set (block_n up to 8, block_k from 256, num_stages up to 4), timed like `tuning.tune` (L2 flushed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,16 +50,19 @@ def main() -> None:
         for cfg in wide(n, k, e):
             try:
                 ms = do_bench(lambda: gemv(x, w, None, pdl=True, epilogue=e, **extra, **cfg), warmup=5, rep=30)
-            except Exception as err:   # out of resources: skipped
+            except Exception as err:  # out of resources: skipped
                 print(name, cfg, type(err).__name__, flush=True)
                 continue
             timed.append((ms, cfg))
         timed.sort(key=lambda t: t[0])
         current = [t for t in timed if t[1] in list(candidates(n, k, e))]
-        result[name] = {"gb": n * k * 2 / 1e9, "best_current": {"ms": current[0][0], **current[0][1]},
-                        "best_wide": [{"ms": ms, **cfg} for ms, cfg in timed[:5]]}
+        result[name] = {
+            "gb": n * k * 2 / 1e9,
+            "best_current": {"ms": current[0][0], **current[0][1]},
+            "best_wide": [{"ms": ms, **cfg} for ms, cfg in timed[:5]],
+        }
         print(name, json.dumps(result[name]), flush=True)
-        Path(args.out).write_text(json.dumps(result, indent=2))   # after each product: a long sweep may be cut off
+        Path(args.out).write_text(json.dumps(result, indent=2))  # after each product: a long sweep may be cut off
 
 
 if __name__ == "__main__":

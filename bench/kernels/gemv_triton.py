@@ -13,6 +13,7 @@
 (Earlier versions of this script, with their results in git history: commit df96597 swept a simpler
 kernel without masking or PDL; commit 8dcc055 fused the norms and the SiLU gate into the kernel.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,16 @@ def sweep(pdl: bool) -> dict:
         cublas_ms = do_bench(lambda: torch.nn.functional.linear(x, w), warmup=10, rep=100)
         t0 = time.perf_counter()
         best = tune(w, pdl)
-        out[name] = {"n": n, "k": k, "cublas_ms": cublas_ms, "cublas_gb_s": gb / cublas_ms * 1e3,
-                     "gemv_ms": best["ms"], "gemv_gb_s": gb / best["ms"] * 1e3, "config": best,
-                     "tune_s": time.perf_counter() - t0}
+        out[name] = {
+            "n": n,
+            "k": k,
+            "cublas_ms": cublas_ms,
+            "cublas_gb_s": gb / cublas_ms * 1e3,
+            "gemv_ms": best["ms"],
+            "gemv_gb_s": gb / best["ms"] * 1e3,
+            "config": best,
+            "tune_s": time.perf_counter() - t0,
+        }
         print(name, json.dumps(out[name]), flush=True)
     return out
 
@@ -71,12 +79,12 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
     for variant, (pdl, inductor_pdl, fused_step) in variants.items():
         torch._dynamo.reset()
         engine = Engine(model, max_len=128 + 512 + 8, fused=True, tune=False)
-        if has_inductor_pdl:   # after Engine(), which sets it for its own choice
+        if has_inductor_pdl:  # after Engine(), which sets it for its own choice
             inductor.triton.enable_pdl = inductor_pdl
         t_tune = time.perf_counter()
         used = gemv_weights(engine.decoder, pdl, configs, fused_step=fused_step) if pdl is not None else {}
         t_tune = time.perf_counter() - t_tune
-        with torch.no_grad():   # the first decode step, eagerly: logits after the prompt
+        with torch.no_grad():  # the first decode step, eagerly: logits after the prompt
             first = engine._prefill(ids, 1)
             logits = engine.decoder(first, torch.tensor([len(ids)], device="cuda"))[0, -1].float()
         t0 = time.perf_counter()
@@ -85,23 +93,32 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
         warm = time.perf_counter() - t0
         timings = [engine.generate_timed(ids, 512) for _ in range(runs)]
         times = [t["total_s"] for t in timings]
-        rec = {"runs_s": times, "median_s": statistics.median(times), "warmup_s": warm, "tune_s": t_tune,
-               "ttft_s": statistics.median(t["ttft_s"] for t in timings),
-               "kernels": {f"{n}x{k} {e}": cfg for (n, k, e), cfg in used.items()}}
+        rec = {
+            "runs_s": times,
+            "median_s": statistics.median(times),
+            "warmup_s": warm,
+            "tune_s": t_tune,
+            "ttft_s": statistics.median(t["ttft_s"] for t in timings),
+            "kernels": {f"{n}x{k} {e}": cfg for (n, k, e), cfg in used.items()},
+        }
         if ref_logits is None:
             ref_logits, ref_tokens = logits, timings[0]["tokens"]
         else:
             rec["first_step_max_logit_diff_vs_cublas"] = (logits - ref_logits).abs().max().item()
             rec["first_step_logit_scale"] = ref_logits.abs().max().item()
             rec["greedy_tokens_equal_to_cublas"] = sum(a == b for a, b in zip(timings[0]["tokens"], ref_tokens))
-        if fused_step:   # the captured loop's tokens against the same kernels run eagerly, token by token
+        if fused_step:  # the captured loop's tokens against the same kernels run eagerly, token by token
             with torch.no_grad():
                 token, eager = engine._prefill(ids, 64), []
                 for i in range(64):
                     eager.append(int(token))
-                    token = engine.decoder(token.view(1, 1), torch.tensor([len(ids) + i], device="cuda"))[:, -1].argmax(-1)
+                    token = engine.decoder(token.view(1, 1), torch.tensor([len(ids) + i], device="cuda"))[:, -1].argmax(
+                        -1
+                    )
             rec["first_64_tokens_equal_to_eager_steps"] = sum(a == b for a, b in zip(eager, timings[0]["tokens"]))
-            rec["first_64_tokens_equal_to_stream"] = sum(a == b for a, b in zip(engine.stream(ids, 64), timings[0]["tokens"]))
+            rec["first_64_tokens_equal_to_stream"] = sum(
+                a == b for a, b in zip(engine.stream(ids, 64), timings[0]["tokens"])
+            )
         result[variant] = rec
         first_logits[variant] = logits
         print(variant, json.dumps(rec), flush=True)
@@ -128,13 +145,20 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--decode", action="store_true")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--variants", default="cuBLAS,gemv,gemv, fused step".replace(", ", "+"),
-                    help="decode variants, comma-separated: cuBLAS, gemv (every product on the kernel, PDL on "
-                         "Hopper), gemv+fused step (norms, rotary positions, SiLU gate, residual adds and "
-                         "attention in the kernels of ferrylm/engine/decode_step.py)")
+    ap.add_argument(
+        "--variants",
+        default="cuBLAS,gemv,gemv, fused step".replace(", ", "+"),
+        help="decode variants, comma-separated: cuBLAS, gemv (every product on the kernel, PDL on "
+        "Hopper), gemv+fused step (norms, rotary positions, SiLU gate, residual adds and "
+        "attention in the kernels of ferrylm/engine/decode_step.py)",
+    )
     args = ap.parse_args()
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "pdl": supports_pdl()}
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "pdl": supports_pdl(),
+    }
     result["shapes"] = sweep(supports_pdl())
     for kind in ("cublas", "gemv"):
         ms = sum(result["shapes"][s][f"{kind}_ms"] * c for s, c in PER_TOKEN.items())

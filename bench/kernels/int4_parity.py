@@ -15,6 +15,7 @@ compared with those of the same decoder whose 4-bit layers compute in fp32 on th
 (`gemv4.Gemv4Linear` left unconfigured: its prompt path for every input, exact products summed in
 fp32): argmax agreement, the largest logit difference and the mean KL divergence.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,10 +55,14 @@ def forced_logits(decoder, ids: list[int], tokens: list[int]) -> torch.Tensor:
 
 
 def against(logits: torch.Tensor, exact: torch.Tensor) -> dict:
-    kl = torch.nn.functional.kl_div(logits.log_softmax(-1), exact.log_softmax(-1), log_target=True,
-                                    reduction="none").sum(-1)
-    return {"argmax_agreement": (logits.argmax(-1) == exact.argmax(-1)).float().mean().item(),
-            "max_abs_logit_difference": (logits - exact).abs().max().item(), "mean_kl": kl.mean().item()}
+    kl = torch.nn.functional.kl_div(
+        logits.log_softmax(-1), exact.log_softmax(-1), log_target=True, reduction="none"
+    ).sum(-1)
+    return {
+        "argmax_agreement": (logits.argmax(-1) == exact.argmax(-1)).float().mean().item(),
+        "max_abs_logit_difference": (logits - exact).abs().max().item(),
+        "mean_kl": kl.mean().item(),
+    }
 
 
 def margin_at(engine, ids: list[int], tokens: list[int], at: int) -> float:
@@ -82,15 +87,19 @@ def main() -> None:
     path = convert_embedded()
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda().eval()
-    texts = [tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
-             for p in PROMPTS]
+    texts = [
+        tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+        for p in PROMPTS
+    ]
     prompts = [tok(t, add_special_tokens=False).input_ids for t in texts]
     max_len = max(map(len, prompts)) + args.new_tokens + 8
     # Uncompiled and one fixed kernel configuration: the same kernels as the served engine, without
     # minutes of tuning and capture for a parity check.
-    engines = {"int4 (torch's kernel)": dict(int4_group=args.group, compile=False),
-               "int4 (gemv4)": dict(int4_group=args.group, gemv=True, compile=False, gemv_fixed=FIXED),
-               "bf16 (gemv)": dict(gemv=True, compile=False, gemv_fixed=FIXED)}
+    engines = {
+        "int4 (torch's kernel)": dict(int4_group=args.group, compile=False),
+        "int4 (gemv4)": dict(int4_group=args.group, gemv=True, compile=False, gemv_fixed=FIXED),
+        "bf16 (gemv)": dict(gemv=True, compile=False, gemv_fixed=FIXED),
+    }
     out, kept = {}, {}
     for name, kw in engines.items():
         torch._dynamo.reset()
@@ -101,32 +110,53 @@ def main() -> None:
     rows = []
     for i, (a, b) in enumerate(zip(ref, new)):
         part = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), None)
-        rows.append({"prompt": PROMPTS[i], "equal": a == b, "first_difference": part,
-                     "reference_margin_there": None if part is None else margin_at(kept["int4 (torch's kernel)"], prompts[i], a, part),
-                     "text_int4_gemv4": tok.decode(b)[:200]})
+        rows.append(
+            {
+                "prompt": PROMPTS[i],
+                "equal": a == b,
+                "first_difference": part,
+                "reference_margin_there": None
+                if part is None
+                else margin_at(kept["int4 (torch's kernel)"], prompts[i], a, part),
+                "text_int4_gemv4": tok.decode(b)[:200],
+            }
+        )
     from ferrylm.engine.fused import FusedDecoder
     from ferrylm.engine.kernels.gemv4 import Gemv4Linear
     from ferrylm.engine.kernels.int4 import int4_weights
 
     exact = FusedDecoder(model, max_len).to(model.device)
-    int4_weights(exact, args.group, Gemv4Linear)    # unconfigured: every input through fp32 F.linear
+    int4_weights(exact, args.group, Gemv4Linear)  # unconfigured: every input through fp32 F.linear
     paths = ("int4 (torch's kernel)", "int4 (gemv4)")
     forced = {name: [] for name in paths}
     for ids, tokens in zip(prompts, ref):
         want = forced_logits(exact, ids, tokens)
         for name in paths:
             forced[name].append(against(forced_logits(kept[name].decoder, ids, tokens), want))
-    forced_summary = {name: {"argmax_agreement": sum(r["argmax_agreement"] for r in rs) / len(rs),
-                             "max_abs_logit_difference": max(r["max_abs_logit_difference"] for r in rs),
-                             "mean_kl": sum(r["mean_kl"] for r in rs) / len(rs)} for name, rs in forced.items()}
+    forced_summary = {
+        name: {
+            "argmax_agreement": sum(r["argmax_agreement"] for r in rs) / len(rs),
+            "max_abs_logit_difference": max(r["max_abs_logit_difference"] for r in rs),
+            "mean_kl": sum(r["mean_kl"] for r in rs) / len(rs),
+        }
+        for name, rs in forced.items()
+    }
     bf = out["bf16 (gemv)"]
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "group": args.group, "kernel_config": FIXED,
-              "new_tokens": args.new_tokens, "prompts": len(prompts),
-              "sequences_equal_gemv4_vs_torch_int4": sum(r["equal"] for r in rows),
-              "token_agreement_gemv4_vs_torch_int4": sum(x == y for a, b in zip(ref, new) for x, y in zip(a, b)) / sum(map(len, ref)),
-              "sequences_equal_torch_int4_vs_bf16": sum(a == b for a, b in zip(ref, bf)),
-              "sequences_equal_gemv4_vs_bf16": sum(a == b for a, b in zip(new, bf)),
-              "forced_vs_fp32_dequantized": forced_summary, "rows": rows}
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "group": args.group,
+        "kernel_config": FIXED,
+        "new_tokens": args.new_tokens,
+        "prompts": len(prompts),
+        "sequences_equal_gemv4_vs_torch_int4": sum(r["equal"] for r in rows),
+        "token_agreement_gemv4_vs_torch_int4": sum(x == y for a, b in zip(ref, new) for x, y in zip(a, b))
+        / sum(map(len, ref)),
+        "sequences_equal_torch_int4_vs_bf16": sum(a == b for a, b in zip(ref, bf)),
+        "sequences_equal_gemv4_vs_bf16": sum(a == b for a, b in zip(new, bf)),
+        "forced_vs_fp32_dequantized": forced_summary,
+        "rows": rows,
+    }
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
     for r in rows:

@@ -10,6 +10,7 @@ against the fp32 product first).
 Round-to-nearest 4-bit weights (group 128) of random bf16 matrices, bf16 x; times from
 triton.testing.do_bench; the error is the largest difference from the fp32 product over its largest value.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,16 +61,25 @@ def main() -> None:
         x = torch.randn(args.tokens, k, device="cuda", dtype=torch.bfloat16)
         want = torch.nn.functional.linear(x.float(), dequantize(packed, scales, 128))
         got = prompt4(x, packed, scales, 128)
-        rows[name] = {"n": n, "k": k, "rel_error": ((got - want).abs().max() / want.abs().max()).item(),
-                      "prompt4_ms": do_bench(lambda: prompt4(x, packed, scales, 128)),
-                      "dequantize_fp32_linear_ms": do_bench(
-                          lambda: torch.nn.functional.linear(x.float(), dequantize(packed, scales, 128)))}
+        rows[name] = {
+            "n": n,
+            "k": k,
+            "rel_error": ((got - want).abs().max() / want.abs().max()).item(),
+            "prompt4_ms": do_bench(lambda: prompt4(x, packed, scales, 128)),
+            "dequantize_fp32_linear_ms": do_bench(
+                lambda: torch.nn.functional.linear(x.float(), dequantize(packed, scales, 128))
+            ),
+        }
         if args.sweep:
             rows[name]["sweep"] = sweep(x, packed, scales, want)
         print(name, rows[name], flush=True)
     per_layer = {key: sum(r[key] for r in rows.values()) for key in ("prompt4_ms", "dequantize_fp32_linear_ms")}
-    result = {"gpu": torch.cuda.get_device_name(), "tokens": args.tokens, "shapes": rows,
-              "28_layers_ms": {key: 28 * v for key, v in per_layer.items()}}
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "tokens": args.tokens,
+        "shapes": rows,
+        "28_layers_ms": {key: 28 * v for key, v in per_layer.items()},
+    }
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result["28_layers_ms"]))
 

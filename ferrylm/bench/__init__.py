@@ -7,6 +7,7 @@ random tokens (rows.py); then batch-1 decoding of every artifact the export stag
 fails or does not fit is a row with its reason. `load` probes a served endpoint with load and bad
 input (the end-to-end test and bench/serve_load.py).
 """
+
 from .stage import run_bench
 
 __all__ = ["run_bench"]

@@ -5,6 +5,7 @@
 Every decoder produces exactly `tokens` new tokens (end-of-sequence ignored) from the same prompt,
 after one untimed warm-up run (the engine compiles and captures its step there).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ PROMPT = 'def quicksort(values: list[int]) -> list[int]:\n    """Return the valu
 class Target:
     name: str
     what: str
-    kind: str                      # transformers | engine | onnx
+    kind: str  # transformers | engine | onnx
     path: str
     options: dict = field(default_factory=dict)
 
@@ -29,15 +30,39 @@ def targets(export: dict, has_cuda: bool) -> tuple[list[Target], dict[str, str]]
     out = export["outputs"]
     run = [Target("merged/transformers", "merged model, transformers generate()", "transformers", out["merged"])]
     skipped = {}
-    engine = [Target("merged/engine-bf16", "merged model, batch-1 engine (fused, CUDA graphs)", "engine", out["merged"],
-                     {"fused": True}),
-              Target("merged/engine-gemv", "merged model, batch-1 engine (Triton matrix-vector kernels)", "engine",
-                     out["merged"], {"gemv": True})]
+    engine = [
+        Target(
+            "merged/engine-bf16",
+            "merged model, batch-1 engine (fused, CUDA graphs)",
+            "engine",
+            out["merged"],
+            {"fused": True},
+        ),
+        Target(
+            "merged/engine-gemv",
+            "merged model, batch-1 engine (Triton matrix-vector kernels)",
+            "engine",
+            out["merged"],
+            {"gemv": True},
+        ),
+    ]
     if "vllm_w4a16" in out:
-        engine += [Target("w4a16/engine", "W4A16 artifact's 4-bit weights, batch-1 engine (torch's int4 kernel)",
-                          "engine", out["vllm_w4a16"], {"w4a16_dir": out["vllm_w4a16"]}),
-                   Target("w4a16/engine-gemv4", "W4A16 artifact's 4-bit weights, batch-1 engine (Triton 4-bit kernel)",
-                          "engine", out["vllm_w4a16"], {"w4a16_dir": out["vllm_w4a16"], "gemv": True})]
+        engine += [
+            Target(
+                "w4a16/engine",
+                "W4A16 artifact's 4-bit weights, batch-1 engine (torch's int4 kernel)",
+                "engine",
+                out["vllm_w4a16"],
+                {"w4a16_dir": out["vllm_w4a16"]},
+            ),
+            Target(
+                "w4a16/engine-gemv4",
+                "W4A16 artifact's 4-bit weights, batch-1 engine (Triton 4-bit kernel)",
+                "engine",
+                out["vllm_w4a16"],
+                {"w4a16_dir": out["vllm_w4a16"], "gemv": True},
+            ),
+        ]
     for t in engine:
         if has_cuda:
             run.append(t)
@@ -45,8 +70,11 @@ def targets(export: dict, has_cuda: bool) -> tuple[list[Target], dict[str, str]]
             skipped[t.name] = "the engine's compiled decode step needs a CUDA GPU"
     if "vllm_fp8" in out:
         skipped["fp8/engine"] = "the package's engine has no FP8 path (vLLM serves the FP8 artifact)"
-    run += [Target(f"onnx-{key[5:]}/onnxruntime", f"ONNX {key[5:]}, ONNX Runtime", "onnx", path)
-            for key, path in sorted(out.items()) if key.startswith("onnx_")]
+    run += [
+        Target(f"onnx-{key[5:]}/onnxruntime", f"ONNX {key[5:]}, ONNX Runtime", "onnx", path)
+        for key, path in sorted(out.items())
+        if key.startswith("onnx_")
+    ]
     return run, skipped
 
 
@@ -94,14 +122,17 @@ def _decode(spec: dict) -> dict:
             got = model.generate(prompt, max_new_tokens=count, min_new_tokens=count, do_sample=False)
             sync()
             return first, time.perf_counter() - t0, got.shape[1] - len(ids)
-    timed(min(n, 8) if spec["kind"] != "engine" else n)   # the engine compiles for its step, not the length
+
+    timed(min(n, 8) if spec["kind"] != "engine" else n)  # the engine compiles for its step, not the length
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     first, total, got = timed(n)
     out = {"tokens": got, "ttft_s": first, "total_s": total, "ms_per_token": 1000 * total / got}
     if cuda:
-        out.update(peak_allocated_gib=torch.cuda.max_memory_allocated() / 2**30,
-                   peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30)
+        out.update(
+            peak_allocated_gib=torch.cuda.max_memory_allocated() / 2**30,
+            peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30,
+        )
     return out
 
 

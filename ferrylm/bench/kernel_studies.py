@@ -2,6 +2,7 @@
 4-bit inputs and one launch of each (gemv4_triton.py, gemv4_in_step.py), a captured step split among its
 kernels (gemv4_in_step.py, gemv_step_floor.py), and weight reads timed back to back (gemv4_read_floor.py,
 gemv_step_floor.py). GPU only; importing it needs only torch and triton."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -11,7 +12,7 @@ import triton
 import triton.language as tl
 
 SHAPES = ("wqkv", "wo", "w13", "w2")
-STEP_PRODUCTS = ("q/k/v", "o", "gate/up", "down")   # a layer's products in launch order, as split_step names them
+STEP_PRODUCTS = ("q/k/v", "o", "gate/up", "down")  # a layer's products in launch order, as split_step names them
 
 
 def products() -> dict:
@@ -35,16 +36,26 @@ def shape(name: str, group: int) -> dict:
     extra = {"residual": torch.randn(n, device="cuda", dtype=torch.bfloat16)} if e.residual else {}
     if e.pair == ROPE:
         extra.update(pos=torch.tensor([100], device="cuda"), inv_freq=torch.rand(64, device="cuda"))
-    return dict(n=n, k=k, e=e, q=q, s=s, packed=packed, scales=st, extra=extra,
-                x=torch.randn(k, device="cuda", dtype=torch.bfloat16),
-                g=torch.rand(k, device="cuda", dtype=torch.bfloat16) + 0.5 if e.norm_eps is not None else None)
+    return dict(
+        n=n,
+        k=k,
+        e=e,
+        q=q,
+        s=s,
+        packed=packed,
+        scales=st,
+        extra=extra,
+        x=torch.randn(k, device="cuda", dtype=torch.bfloat16),
+        g=torch.rand(k, device="cuda", dtype=torch.bfloat16) + 0.5 if e.norm_eps is not None else None,
+    )
 
 
 def run(sh: dict, group: int, cfg: dict) -> torch.Tensor:
     from ferrylm.engine.kernels.gemv4 import gemv4
 
-    return gemv4(sh["x"], sh["packed"], sh["scales"], group, None, epilogue=sh["e"], norm_weight=sh["g"],
-                 **sh["extra"], **cfg)
+    return gemv4(
+        sh["x"], sh["packed"], sh["scales"], group, None, epilogue=sh["e"], norm_weight=sh["g"], **sh["extra"], **cfg
+    )
 
 
 def configs(sh: dict, group: int, vary: list[str]) -> list[dict]:
@@ -68,7 +79,7 @@ def _compile(job) -> str:
         run(_cache[name], group, cfg)
         torch.cuda.synchronize()
         return "ok"
-    except Exception as exc:   # reported, then skipped in the timed pass
+    except Exception as exc:  # reported, then skipped in the timed pass
         return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
@@ -79,8 +90,9 @@ def split_events(events, kind_of, steps: int) -> dict:
     """ms per step of each kind (`kind_of(name)`, called in launch order) of the CUDA kernels among
     profiler events: each kernel's end minus the previous end (kernels overlap under PDL), the gaps
     between them as "idle"."""
-    kernels = sorted((e for e in events if e.device_type == torch.autograd.DeviceType.CUDA),
-                     key=lambda e: e.time_range.start)
+    kernels = sorted(
+        (e for e in events if e.device_type == torch.autograd.DeviceType.CUDA), key=lambda e: e.time_range.start
+    )
     per_kind, last_end = defaultdict(float), None
     for e in kernels:
         kind = kind_of(e.name)
@@ -89,7 +101,7 @@ def split_events(events, kind_of, steps: int) -> dict:
             per_kind[kind] += max(end - max(start, last_end), 0) / 1e3
             per_kind["idle"] += max(start - last_end, 0) / 1e3
         last_end = max(end, last_end or end)
-    return {k: v / steps for k, v in per_kind.items()}   # ms per one-token step
+    return {k: v / steps for k, v in per_kind.items()}  # ms per one-token step
 
 
 def split_step(engine, steps: int = 32) -> dict:
@@ -111,6 +123,7 @@ def split_step(engine, steps: int = 32) -> dict:
             return name.split("(")[0].strip()
         state["product"] = 0
         return "other (the prompt's kernels, the embedding, the argmax)"
+
     return split_events(prof.events(), kind_of, steps - 1)
 
 
@@ -128,7 +141,7 @@ def back_to_back(run, copies: int, nbytes: int, rounds: int = 20) -> dict:
     """run(i) launched on copy i of the words, copy after copy, captured in a CUDA graph as the decode
     step is: no flush (whose dirty lines do_bench's reads would write back), no Python between the
     launches, and each launch's data not in the L2 (the copies together are several times its size)."""
-    for i in range(copies):   # compiled before the capture
+    for i in range(copies):  # compiled before the capture
         run(i)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

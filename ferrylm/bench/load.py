@@ -5,6 +5,7 @@ And a concurrency sweep's bookkeeping (`sweep`, `summarize`): bench/serve_team.p
 Every malformed kind must get a 4xx with a message, nothing may get a 5xx, and the server must
 answer /health afterwards with no request left running.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,16 @@ def _send(url: str, path: str, body, timeout: float) -> tuple[int, str]:
         return -1, str(e)[:500]
 
 
-def hammer(url: str, model: str, total: int, concurrency: int, malformed_fraction: float = 0.2,
-           max_tokens: int = 4, max_model_len: int = 2048, timeout: float = 300) -> dict:
+def hammer(
+    url: str,
+    model: str,
+    total: int,
+    concurrency: int,
+    malformed_fraction: float = 0.2,
+    max_tokens: int = 4,
+    max_model_len: int = 2048,
+    timeout: float = 300,
+) -> dict:
     """Send `total` requests, every 1/malformed_fraction-th one malformed (kinds in turn)."""
     if urlparse(url).hostname not in LOOPBACK:
         raise ValueError(f"{url}: load is only ever sent to loopback")
@@ -59,8 +68,18 @@ def hammer(url: str, model: str, total: int, concurrency: int, malformed_fractio
             kind = kinds[(i // every) % len(kinds)]
             plan.append((kind, *bad[kind]))
         else:
-            plan.append(("valid", "/v1/chat/completions", {"model": model, "max_tokens": max_tokens, "temperature": 0,
-                                                           "messages": [{"role": "user", "content": f"Count to {i % 7 + 2}."}]}))
+            plan.append(
+                (
+                    "valid",
+                    "/v1/chat/completions",
+                    {
+                        "model": model,
+                        "max_tokens": max_tokens,
+                        "temperature": 0,
+                        "messages": [{"role": "user", "content": f"Count to {i % 7 + 2}."}],
+                    },
+                )
+            )
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         results = list(pool.map(lambda p: (p[0], *_send(url, p[1], p[2], timeout)), plan))
@@ -71,12 +90,19 @@ def hammer(url: str, model: str, total: int, concurrency: int, malformed_fractio
         statuses[kind][status] += 1
         if kind != "valid" and 400 <= status < 500 and not _has_message(text):
             unexplained.append(kind)
-    return {"requests": total, "concurrency": concurrency, "elapsed_s": elapsed,
-            "requests_per_s": total / elapsed, "statuses": {k: dict(v) for k, v in statuses.items()},
-            "server_errors": sum(n for k, v in statuses.items() for s, n in v.items() if s >= 500 or s < 0),
-            "malformed_not_4xx": sum(n for k, v in statuses.items() if k != "valid" for s, n in v.items() if not 400 <= s < 500),
-            "valid_not_200": sum(n for s, n in statuses.get("valid", {}).items() if s != 200),
-            "4xx_without_message": len(unexplained)}
+    return {
+        "requests": total,
+        "concurrency": concurrency,
+        "elapsed_s": elapsed,
+        "requests_per_s": total / elapsed,
+        "statuses": {k: dict(v) for k, v in statuses.items()},
+        "server_errors": sum(n for k, v in statuses.items() for s, n in v.items() if s >= 500 or s < 0),
+        "malformed_not_4xx": sum(
+            n for k, v in statuses.items() if k != "valid" for s, n in v.items() if not 400 <= s < 500
+        ),
+        "valid_not_200": sum(n for s, n in statuses.get("valid", {}).items() if s != 200),
+        "4xx_without_message": len(unexplained),
+    }
 
 
 def _has_message(text: str) -> bool:
@@ -92,9 +118,18 @@ def hang_up_mid_stream(url: str, model: str, clients: int = 4, max_tokens: int =
     """Open streams, read a little of each, close the connections; returns the chunks read."""
     read = 0
     for _ in range(clients):
-        r = requests.post(f"{url}/v1/chat/completions", stream=True, timeout=120,
-                          json={"model": model, "max_tokens": max_tokens, "stream": True, "ignore_eos": True,
-                                "messages": [{"role": "user", "content": "Write a long story."}]})
+        r = requests.post(
+            f"{url}/v1/chat/completions",
+            stream=True,
+            timeout=120,
+            json={
+                "model": model,
+                "max_tokens": max_tokens,
+                "stream": True,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": "Write a long story."}],
+            },
+        )
         for i, _line in enumerate(r.iter_lines()):
             read += 1
             if i >= 3:

@@ -1,5 +1,6 @@
 """bench.json (every number), bench.md and bench.html (the tables and two plots: training speed against
 peak memory, and decoding ms/token per artifact)."""
+
 from __future__ import annotations
 
 import html
@@ -7,13 +8,28 @@ from pathlib import Path
 
 from ..manifest import write_json_atomic, write_text_atomic
 
-TRAIN_COLUMNS = [("strategy", "strategy"), ("tokens_per_s", "tokens/s"), ("tokens_per_s_per_gpu", "tokens/s per GPU"),
-                 ("mfu", "MFU"), ("peak_allocated_gib", "peak allocated GiB"), ("peak_reserved_gib", "peak reserved GiB"),
-                 ("planned_gib", "plan GiB"), ("host_rss_gib", "host RSS GiB"), ("loss", "loss after timed steps"),
-                 ("status", "status")]
-DECODE_COLUMNS = [("artifact", "artifact"), ("tokens", "new tokens"), ("total_s", "time s"),
-                  ("ms_per_token", "ms/token"), ("ttft_s", "first token s"), ("peak_allocated_gib", "peak allocated GiB"),
-                  ("host_rss_gib", "host RSS GiB"), ("status", "status")]
+TRAIN_COLUMNS = [
+    ("strategy", "strategy"),
+    ("tokens_per_s", "tokens/s"),
+    ("tokens_per_s_per_gpu", "tokens/s per GPU"),
+    ("mfu", "MFU"),
+    ("peak_allocated_gib", "peak allocated GiB"),
+    ("peak_reserved_gib", "peak reserved GiB"),
+    ("planned_gib", "plan GiB"),
+    ("host_rss_gib", "host RSS GiB"),
+    ("loss", "loss after timed steps"),
+    ("status", "status"),
+]
+DECODE_COLUMNS = [
+    ("artifact", "artifact"),
+    ("tokens", "new tokens"),
+    ("total_s", "time s"),
+    ("ms_per_token", "ms/token"),
+    ("ttft_s", "first token s"),
+    ("peak_allocated_gib", "peak allocated GiB"),
+    ("host_rss_gib", "host RSS GiB"),
+    ("status", "status"),
+]
 
 
 def _cell(row: dict, key: str) -> str:
@@ -50,8 +66,9 @@ def _plots(results: dict) -> dict[str, str]:
         fig, ax = plt.subplots(figsize=(6.5, 3.8))
         for r in done:
             ax.scatter(_memory(r), r["tokens_per_s"])
-            ax.annotate(r["strategy"], (_memory(r), r["tokens_per_s"]), fontsize=7, xytext=(3, 3),
-                        textcoords="offset points")
+            ax.annotate(
+                r["strategy"], (_memory(r), r["tokens_per_s"]), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            )
         gpu = any(r.get("peak_allocated_gib") for r in done)
         ax.set_xlabel("peak GPU memory allocated, GiB" if gpu else "peak host memory (RSS), GiB")
         ax.set_ylabel("training tokens/s")
@@ -69,13 +86,17 @@ def _plots(results: dict) -> dict[str, str]:
 
 def _heading(results: dict) -> list[str]:
     m, rows = results["machine"], results.get("rows") or {}
-    lines = [f"Machine: {m['device']}, {m['gpus']} GPU(s) visible; torch {m['torch']}.",
-             f"Model: {results['model']}. Each strategy: {results['warmup_steps']} untimed + {results['steps']} timed "
-             f"steps in its own process; tokens/s is the median of the timed steps. Plan: `ferrylm plan`'s "
-             f"allocated peak for the strategy (bf16 strategies on a GPU)."]
+    lines = [
+        f"Machine: {m['device']}, {m['gpus']} GPU(s) visible; torch {m['torch']}.",
+        f"Model: {results['model']}. Each strategy: {results['warmup_steps']} untimed + {results['steps']} timed "
+        f"steps in its own process; tokens/s is the median of the timed steps. Plan: `ferrylm plan`'s "
+        f"allocated peak for the strategy (bf16 strategies on a GPU).",
+    ]
     if rows:
-        lines.append(f"Rows: {rows['kind']} ({rows['seq_len']} tokens), micro-batch {results['micro_batch']} × "
-                     f"accumulation {results['accumulation']}.")
+        lines.append(
+            f"Rows: {rows['kind']} ({rows['seq_len']} tokens), micro-batch {results['micro_batch']} × "
+            f"accumulation {results['accumulation']}."
+        )
     return lines
 
 
@@ -85,8 +106,10 @@ def _skipped(skipped: dict[str, str]) -> list[str]:
 
 def _sections(results: dict):
     """(title, rows, columns, {name: why not measured}) for the training and the decoding table."""
-    return (("Training strategies", results["training"], TRAIN_COLUMNS, results["skipped"]),
-            ("Decoding", results["decoding"], DECODE_COLUMNS, results["decode_skipped"]))
+    return (
+        ("Training strategies", results["training"], TRAIN_COLUMNS, results["skipped"]),
+        ("Decoding", results["decoding"], DECODE_COLUMNS, results["decode_skipped"]),
+    )
 
 
 def markdown(results: dict) -> str:
@@ -103,20 +126,29 @@ def markdown(results: dict) -> str:
 def _html(results: dict, plots: dict[str, str]) -> str:
     def table(rows, columns) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
-                       for cells in _table(rows, columns))
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for cells in _table(rows, columns)
+        )
         return f"<table><tr>{head}</tr>{body}</table>"
 
     parts = [f"<p>{html.escape(ln)}</p>" for ln in _heading(results)]
     for title, rows, columns, skipped in _sections(results):
-        parts.append(f"<h2>{title}</h2>" + (table(rows, columns) if rows else "" if skipped else "<p>None in this run.</p>"))
+        parts.append(
+            f"<h2>{title}</h2>" + (table(rows, columns) if rows else "" if skipped else "<p>None in this run.</p>")
+        )
         parts += [f"<p>{html.escape(ln[2:])}</p>" for ln in _skipped(skipped)]
-    parts += [f'<h2>{html.escape(t)}</h2><img alt="{html.escape(t)}" src="data:image/png;base64,{b64}">'
-              for t, b64 in plots.items()]
-    style = ("body{font-family:sans-serif;margin:2em;max-width:75em}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child{text-align:left}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>ferrylm bench</title><style>{style}</style>"
-            f"</head><body><h1>ferrylm bench</h1>{''.join(parts)}</body></html>")
+    parts += [
+        f'<h2>{html.escape(t)}</h2><img alt="{html.escape(t)}" src="data:image/png;base64,{b64}">'
+        for t, b64 in plots.items()
+    ]
+    style = (
+        "body{font-family:sans-serif;margin:2em;max-width:75em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child{text-align:left}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>ferrylm bench</title><style>{style}</style>"
+        f"</head><body><h1>ferrylm bench</h1>{''.join(parts)}</body></html>"
+    )
 
 
 def write(out: Path, results: dict) -> dict[str, str]:

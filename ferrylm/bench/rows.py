@@ -3,6 +3,7 @@
 Either way a trial finds them as the train stage always does, through a data record in its run
 directory; that record here points at the source's files instead of copying them.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ def source(cfg: Config, out: Path, rows_needed: int) -> dict:
     b = cfg.bench
     has_data = (cfg.stage_dir("data") / "record.json").is_file()
     if b.rows == "data" or (b.rows == "auto" and has_data):
-        data = read_record(cfg.stage_dir("data"))["outputs"]   # one clear line when it is missing
+        data = read_record(cfg.stage_dir("data"))["outputs"]  # one clear line when it is missing
         return {"kind": "data", "train": data["train"], "eval": data["eval"], "seq_len": cfg.data.max_seq_len}
     return synthetic(cfg, out / "rows", rows_needed, b.seq_len or cfg.data.max_seq_len)
 

@@ -1,14 +1,29 @@
 """Qwen2.5-7B's shapes, the one place the benchmarks take them from: its config, a random model of them,
 and the products of one decode step (weight [n, k]) with the epilogues the fused step gives them."""
+
 from __future__ import annotations
 
 HIDDEN, INTERMEDIATE, VOCAB, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 3584, 18944, 152064, 28, 28, 4, 128
-QWEN7B = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTERMEDIATE, num_hidden_layers=LAYERS,
-              num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, max_position_embeddings=32768,
-              rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=False)
+QWEN7B = dict(
+    vocab_size=VOCAB,
+    hidden_size=HIDDEN,
+    intermediate_size=INTERMEDIATE,
+    num_hidden_layers=LAYERS,
+    num_attention_heads=HEADS,
+    num_key_value_heads=KV_HEADS,
+    max_position_embeddings=32768,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=False,
+)
 # One decode step's products, as the fused decoder lays them out: q/k/v in one, gate/up in one.
-PRODUCTS = {"wqkv": ((HEADS + 2 * KV_HEADS) * HEAD_DIM, HIDDEN), "wo": (HIDDEN, HIDDEN),
-            "w13": (2 * INTERMEDIATE, HIDDEN), "w2": (HIDDEN, INTERMEDIATE), "lm_head": (VOCAB, HIDDEN)}
+PRODUCTS = {
+    "wqkv": ((HEADS + 2 * KV_HEADS) * HEAD_DIM, HIDDEN),
+    "wo": (HIDDEN, HIDDEN),
+    "w13": (2 * INTERMEDIATE, HIDDEN),
+    "w2": (HIDDEN, INTERMEDIATE),
+    "lm_head": (VOCAB, HIDDEN),
+}
 LAYER = tuple(PRODUCTS[name] for name in ("wqkv", "wo", "w13", "w2"))
 
 
@@ -35,5 +50,10 @@ def epilogues() -> dict:
     """Each product's epilogue in the fused one-token step (decode_step.epilogues on the 7B shape)."""
     from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue
 
-    return {"wqkv": Epilogue(1e-6, ROPE, HEAD_DIM, (HEADS + KV_HEADS) * HEAD_DIM), "wo": Epilogue(residual=True),
-            "w13": Epilogue(1e-6, SILU, 2 * INTERMEDIATE), "w2": Epilogue(residual=True), "lm_head": Epilogue(1e-6)}
+    return {
+        "wqkv": Epilogue(1e-6, ROPE, HEAD_DIM, (HEADS + KV_HEADS) * HEAD_DIM),
+        "wo": Epilogue(residual=True),
+        "w13": Epilogue(1e-6, SILU, 2 * INTERMEDIATE),
+        "w2": Epilogue(residual=True),
+        "lm_head": Epilogue(1e-6),
+    }

@@ -5,6 +5,7 @@ A process per trial is what lets a strategy that runs out of memory, or cannot r
 row with its reason while the others still run; the parent also reads each child's peak resident
 memory from the kernel (wait4), the one peak that covers every process a launcher starts.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,9 +51,13 @@ def run_process(cmd: list[str], log_path: Path, timeout_s: float) -> dict:
             timed_out = True
             break
         time.sleep(0.2)
-    proc.returncode = os.waitstatus_to_exitcode(status)   # Popen must not wait for it again
-    return {"returncode": proc.returncode, "wall_s": round(time.monotonic() - t0, 1),
-            "host_rss_gib": usage.ru_maxrss / 2**20, "timed_out": timed_out}
+    proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait for it again
+    return {
+        "returncode": proc.returncode,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "host_rss_gib": usage.ru_maxrss / 2**20,
+        "timed_out": timed_out,
+    }
 
 
 def _descendants(root: int) -> list[int]:
@@ -63,7 +68,7 @@ def _descendants(root: int) -> list[int]:
             continue
         try:
             ppid = int(Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):   # gone meanwhile
+        except (OSError, IndexError, ValueError):  # gone meanwhile
             continue
         children.setdefault(ppid, []).append(int(entry))
     found, todo = [], [root]
@@ -87,18 +92,34 @@ def failure_reason(log_path: Path, timed_out: bool, timeout_s: float) -> str:
         return own[-1].removeprefix("ferrylm: error:").strip()[:300]
     # A raised exception's own line ("[rank0]: RuntimeError: ..." under a launcher), not the
     # launcher's trailer that follows it.
-    raised = [ln for ln in lines if re.match(r"(\[rank\d+\]: )?[\w.]*(Error|Exception)\b.*:", ln)
-              and "elastic" not in ln and "ChildFailedError" not in ln]
+    raised = [
+        ln
+        for ln in lines
+        if re.match(r"(\[rank\d+\]: )?[\w.]*(Error|Exception)\b.*:", ln)
+        and "elastic" not in ln
+        and "ChildFailedError" not in ln
+    ]
     errors = raised or [ln for ln in lines if "Error" in ln or "error" in ln]
     return (errors or lines or ["exited with no output"])[-1][:300]
 
 
 def trial_config(cfg: Config, strategy: Strategy, trial_dir: Path) -> Config:
     b = cfg.bench
-    return derive(cfg, [f"run_dir={trial_dir}", *strategy.overrides(), f"train.max_steps={b.warmup_steps + b.steps}",
-                        "train.logging_steps=1", "train.save_steps=0", "train.eval_batches=1", "train.report_to=[]",
-                        "train.resume=false", "train.keep_best=false",
-                        "train.save_final=false"])   # a trial keeps its numbers, not a 15 GB model
+    return derive(
+        cfg,
+        [
+            f"run_dir={trial_dir}",
+            *strategy.overrides(),
+            f"train.max_steps={b.warmup_steps + b.steps}",
+            "train.logging_steps=1",
+            "train.save_steps=0",
+            "train.eval_batches=1",
+            "train.report_to=[]",
+            "train.resume=false",
+            "train.keep_best=false",
+            "train.save_final=false",
+        ],
+    )  # a trial keeps its numbers, not a 15 GB model
 
 
 def train_trial(cfg: Config, strategy: Strategy, trial_dir: Path, rows: dict, gpus: int) -> dict:
@@ -114,14 +135,18 @@ def train_trial(cfg: Config, strategy: Strategy, trial_dir: Path, rows: dict, gp
     hand_over(rows, trial_dir)
     config_path = trial_dir / "config.yaml"
     config_path.write_text(yaml.safe_dump(tcfg.model_dump(mode="json"), sort_keys=False))
-    cmd = ([sys.executable, "-m", "ferrylm", "launch", "--nproc", str(gpus), "--config", str(config_path)]
-           if strategy.needs == "gpus" else [sys.executable, "-m", "ferrylm", "train", "--config", str(config_path)])
+    cmd = (
+        [sys.executable, "-m", "ferrylm", "launch", "--nproc", str(gpus), "--config", str(config_path)]
+        if strategy.needs == "gpus"
+        else [sys.executable, "-m", "ferrylm", "train", "--config", str(config_path)]
+    )
     proc = run_process(cmd, trial_dir / "log.txt", cfg.bench.trial_timeout_s)
     row.update(wall_s=proc["wall_s"], host_rss_gib=proc["host_rss_gib"])
     row.update(_measured(trial_dir / "train", cfg.bench.warmup_steps))
     if proc["returncode"] != 0:
-        row.update(status="failed", reason=failure_reason(trial_dir / "log.txt", proc["timed_out"],
-                                                          cfg.bench.trial_timeout_s))
+        row.update(
+            status="failed", reason=failure_reason(trial_dir / "log.txt", proc["timed_out"], cfg.bench.trial_timeout_s)
+        )
     else:
         row["status"] = "ok"
     return row
@@ -142,11 +167,15 @@ def _measured(train_dir: Path, warmup: int) -> dict:
     record = train_dir / "record.json"
     if record.is_file():
         m = json.loads(record.read_text())["metrics"]
-        out.update(loss=m["final_train_loss"], peak_allocated_gib=m["peak_gpu_memory_gib"],
-                   peak_reserved_gib=m.get("peak_gpu_reserved_gib"), precision=m["precision"],
-                   world_size=m["world_size"],
-                   # The planner models bf16 training; its figure for an fp32 or fp16 run would mislead.
-                   planned_gib=m["planned_peak_gib"] if m["precision"] == "bf16" else None)
+        out.update(
+            loss=m["final_train_loss"],
+            peak_allocated_gib=m["peak_gpu_memory_gib"],
+            peak_reserved_gib=m.get("peak_gpu_reserved_gib"),
+            precision=m["precision"],
+            world_size=m["world_size"],
+            # The planner models bf16 training; its figure for an fp32 or fp16 run would mislead.
+            planned_gib=m["planned_peak_gib"] if m["precision"] == "bf16" else None,
+        )
         if out.get("tokens_per_s") is not None and m["peak_gpu_memory_gib"] is not None:
             out["tokens_per_s_per_gpu"] = out["tokens_per_s"] / m["world_size"]
     return out
@@ -157,8 +186,13 @@ def decode_trial(target, prompt_ids: list[int], tokens: int, trial_dir: Path, ti
     tokens, peak memory; or its reason for failing."""
     row = {"artifact": target.name, "what": target.what}
     trial_dir.mkdir(parents=True, exist_ok=True)
-    spec = {"kind": target.kind, "path": target.path, "options": target.options, "prompt_ids": prompt_ids,
-            "tokens": tokens}
+    spec = {
+        "kind": target.kind,
+        "path": target.path,
+        "options": target.options,
+        "prompt_ids": prompt_ids,
+        "tokens": tokens,
+    }
     log = trial_dir / "log.txt"
     proc = run_process([sys.executable, "-m", "ferrylm.bench.decode", json.dumps(spec)], log, timeout_s)
     row.update(wall_s=proc["wall_s"], host_rss_gib=proc["host_rss_gib"])

@@ -3,6 +3,7 @@
 Every stage takes the whole validated `Config` and reads its own section, so a run is described by
 one file. A typo or a bad value raises `ConfigError` with one line that names the key.
 """
+
 from __future__ import annotations
 
 from .base import ConfigError
@@ -17,6 +18,21 @@ from .review import ReviewConfig
 from .serve import ServeConfig
 from .train import TrainConfig
 
-__all__ = ["BenchConfig", "Config", "ConfigError", "DataConfig", "DEFAULT_EXTENSIONS", "EvalConfig", "ExportConfig",
-           "HardwareConfig", "ModelConfig", "ReviewConfig", "SEED_EXTENSIONS", "ServeConfig", "TrainConfig", "derive",
-           "load_config", "preset_names"]
+__all__ = [
+    "BenchConfig",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "DEFAULT_EXTENSIONS",
+    "EvalConfig",
+    "ExportConfig",
+    "HardwareConfig",
+    "ModelConfig",
+    "ReviewConfig",
+    "SEED_EXTENSIONS",
+    "ServeConfig",
+    "TrainConfig",
+    "derive",
+    "load_config",
+    "preset_names",
+]

@@ -1,4 +1,5 @@
 """What every section shares: one line per error, no unknown keys."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict

@@ -1,4 +1,5 @@
 """`bench`: short measured trials of training strategies and decoding."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -11,6 +12,7 @@ from .base import _Section
 class BenchConfig(_Section):
     """`ferrylm bench`: short measured trials of training strategies on the config's model, and decoding
     of every artifact the export stage wrote."""
+
     strategies: list[str] | Literal["auto"] = "auto"
     """auto: every strategy that applies on this machine"""
     warmup_steps: int = Field(1, ge=0)

@@ -1,4 +1,5 @@
 """`data`: what the data stage reads and builds."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -68,7 +69,8 @@ class DataConfig(_Section):
     workers: int = Field(0, ge=0)
     """Worker processes for scanning and cleaning, threads for tokenizing; 0 = every CPU."""
     tasks: dict[Literal["generate", "explain"], float] = Field(
-        default_factory=lambda: {"generate": 1.0, "explain": 1.0})
+        default_factory=lambda: {"generate": 1.0, "explain": 1.0}
+    )
     """format=sft: the tasks each function with a doc comment teaches, and the share of functions that give an
     example of each (seeded per function): "generate" doc comment + signature → body, "explain" the code →
     the doc comment's summary (code understanding, CodeXGLUE's code-to-text). A list names tasks at share 1."""
@@ -107,5 +109,7 @@ class DataConfig(_Section):
     @classmethod
     def _task_shares(cls, v: dict) -> dict:
         if not v or not any(share > 0 for share in v.values()) or any(not 0 <= s <= 1 for s in v.values()):
-            raise ValueError("each task's share must be in [0, 1] and at least one above 0, e.g. {generate: 1, explain: 1}")
+            raise ValueError(
+                "each task's share must be in [0, 1] and at least one above 0, e.g. {generate: 1, explain: 1}"
+            )
         return v

@@ -1,4 +1,5 @@
 """`eval`: benchmarks, held-out measures, latency, criteria."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,7 +28,8 @@ class EvalConfig(_Section):
     "humaneval-x" (the same tasks in the languages below, compiled and run in the sandbox; data from
     humaneval_x_dir or $FERRYLM_HUMANEVAL_X)."""
     humaneval_x_languages: list[Literal["cpp", "java", "go", "rust"]] = Field(
-        default_factory=lambda: ["cpp", "java", "go", "rust"])
+        default_factory=lambda: ["cpp", "java", "go", "rust"]
+    )
     """benchmarks with humaneval-x: the languages run."""
     humaneval_x_dir: str | None = None
     """Local copy of HumanEval-X (None: $FERRYLM_HUMANEVAL_X)."""

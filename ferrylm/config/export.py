@@ -1,4 +1,5 @@
 """`export`: the artifacts and the parity each must hold."""
+
 from __future__ import annotations
 
 from typing import Literal

@@ -1,4 +1,5 @@
 """`hardware`: the machine a run is planned for (`ferrylm plan`)."""
+
 from __future__ import annotations
 
 from pydantic import Field

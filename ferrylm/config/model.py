@@ -1,4 +1,5 @@
 """`model`: which weights the run starts from."""
+
 from __future__ import annotations
 
 from .base import _Section

@@ -5,6 +5,7 @@
 
 A page holds a table where it says `<!-- options: train hardware -->`, up to `<!-- /options -->`.
 """
+
 from __future__ import annotations
 
 import re
@@ -71,8 +72,7 @@ def main(argv: list[str]) -> int:
             if "--check" not in argv:
                 page.write_text(new)
     if stale and "--check" in argv:
-        print(f"options tables out of step with the config in {', '.join(stale)}: "
-              "run python -m ferrylm.config.options")
+        print(f"options tables out of step with the config in {', '.join(stale)}: run python -m ferrylm.config.options")
         return 1
     return 0
 

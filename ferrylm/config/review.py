@@ -1,4 +1,5 @@
 """`review`: the human verdict's page and who may vote."""
+
 from __future__ import annotations
 
 from pydantic import Field

@@ -1,4 +1,5 @@
 """`serve`: vLLM or tritonserver on the export's artifacts."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -60,6 +61,7 @@ class ServeConfig(_Section):
     def _flags_as_text(cls, v):
         # YAML reads `--max-num-seqs, 64` as a string and an int; a command line is all text.
         return [str(a) for a in v] if isinstance(v, list) else v
+
     max_queue: int = Field(16, ge=0)
     """backend=triton: requests that may wait while one streams (the engine runs one at a time); one more is
     refused at once with a "busy ... retry later" error (code UNAVAILABLE; HTTP 400) and nothing is generated for it."""

@@ -1,4 +1,5 @@
 """`train`: the recipe, its precision, memory and parallelism knobs, checkpoints."""
+
 from __future__ import annotations
 
 from typing import Literal

@@ -8,6 +8,7 @@ packed, position_ids), eval.jsonl (held-out prompts and references for parity an
 (a few training examples per task and language, for the eval's few-shot base), stats.json /
 stats.md / lengths.png.
 """
+
 from .stage import EmptyCorpus, eval_units, read_jsonl, run_data
 
 __all__ = ["EmptyCorpus", "eval_units", "read_jsonl", "run_data"]

@@ -4,6 +4,7 @@ Workers read and clean files and compute their MinHash signatures (and, for sft,
 the parent keeps the order of the scan, drops exact duplicates by content key and near-duplicates
 through the LSH index, and counts everything it drops by reason.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -34,12 +35,16 @@ class CleanStats:
     near_duplicates: int = 0
     secrets: Counter = field(default_factory=Counter)
     files_with_secrets: int = 0
-    parse_failures: Counter = field(default_factory=Counter)   # files whose pairs could not be read, by reason
+    parse_failures: Counter = field(default_factory=Counter)  # files whose pairs could not be read, by reason
 
     def as_dict(self) -> dict:
-        return {"exact_duplicates_removed": self.exact_duplicates, "near_duplicates_removed": self.near_duplicates,
-                "secrets_scrubbed": dict(self.secrets), "files_with_secrets": self.files_with_secrets,
-                "pair_extraction_failures": dict(self.parse_failures)}
+        return {
+            "exact_duplicates_removed": self.exact_duplicates,
+            "near_duplicates_removed": self.near_duplicates,
+            "secrets_scrubbed": dict(self.secrets),
+            "files_with_secrets": self.files_with_secrets,
+            "pair_extraction_failures": dict(self.parse_failures),
+        }
 
 
 _state: dict = {}
@@ -54,7 +59,7 @@ def _init_worker(cfg: DataConfig, want_pairs: bool) -> None:
     # handler that raises inside the worker's result write is caught there and the worker blocks for
     # good (seen: a test process holding the serve stage's stop handler hung the data stage).
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C reaches the parent, which stops the pool
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the pool
     _init(cfg, want_pairs)
 
 
@@ -106,8 +111,9 @@ def collect(cfg: DataConfig, stats: ScanStats, clean: CleanStats, want_pairs: bo
         _init(cfg, want_pairs)
     results = pool.imap(_process, refs, chunksize=16) if pool else map(_process, refs)
     try:
-        for ref, size, reason, payload in tqdm(results, total=len(refs), desc="scan+clean", unit="file",
-                                               disable=None, mininterval=2):
+        for ref, size, reason, payload in tqdm(
+            results, total=len(refs), desc="scan+clean", unit="file", disable=None, mininterval=2
+        ):
             stats.bytes_seen += size
             if reason:
                 stats.dropped[reason] += 1

@@ -8,6 +8,7 @@ looked — and the scan goes on.
 A source directory holds repositories: each entry directly under it is one repository, the unit of
 the train/eval split. A manifest names repositories one by one, with priority and language.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,8 +25,21 @@ import yaml
 from ..config import DataConfig
 from ..errors import FerryError
 
-LANGUAGES = {".py": "python", ".java": "java", ".go": "go", ".rs": "rust", ".c": "c", ".h": "c",
-             ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp", ".ipp": "cpp"}
+LANGUAGES = {
+    ".py": "python",
+    ".java": "java",
+    ".go": "go",
+    ".rs": "rust",
+    ".c": "c",
+    ".h": "c",
+    ".cpp": "cpp",
+    ".cc": "cpp",
+    ".cxx": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".hxx": "cpp",
+    ".ipp": "cpp",
+}
 _CPP_CLAIMS = {"cpp", "c++", "cxx", "cc"}
 
 
@@ -38,17 +52,17 @@ class Tree:
     root: Path
     name: str
     priority: str = "-"
-    language: str | None = None   # a manifest's claim; files are still labelled by extension
-    repo_per_entry: bool = True   # a directory of repositories, or (manifest) one repository
+    language: str | None = None  # a manifest's claim; files are still labelled by extension
+    repo_per_entry: bool = True  # a directory of repositories, or (manifest) one repository
     excludes: tuple[str, ...] = ()
-    test: str | None = None       # a manifest's test command, run from the repository's root
+    test: str | None = None  # a manifest's test command, run from the repository's root
 
 
 @dataclass(frozen=True)
 class FileRef:
     path: str
-    rel: str        # "<tree name>/<path in tree>": unique across trees, stable across machines
-    repo: str       # the split unit (same-named repositories of two sources share a side)
+    rel: str  # "<tree name>/<path in tree>": unique across trees, stable across machines
+    repo: str  # the split unit (same-named repositories of two sources share a side)
     priority: str
     language: str
 
@@ -62,13 +76,19 @@ class ScanStats:
     dropped: Counter = field(default_factory=Counter)
     by_language: Counter = field(default_factory=Counter)
     by_priority: Counter = field(default_factory=Counter)
-    skipped: Counter = field(default_factory=Counter)   # directories not entered, by reason
+    skipped: Counter = field(default_factory=Counter)  # directories not entered, by reason
 
     def as_dict(self) -> dict:
-        return {"files_seen": self.seen, "files_kept": self.kept, "bytes_seen": self.bytes_seen,
-                "bytes_kept": self.bytes_kept, "files_dropped": dict(self.dropped),
-                "files_by_language": dict(self.by_language), "files_by_priority": dict(self.by_priority),
-                "directories_skipped": dict(self.skipped)}
+        return {
+            "files_seen": self.seen,
+            "files_kept": self.kept,
+            "bytes_seen": self.bytes_seen,
+            "bytes_kept": self.bytes_kept,
+            "files_dropped": dict(self.dropped),
+            "files_by_language": dict(self.by_language),
+            "files_by_priority": dict(self.by_priority),
+            "directories_skipped": dict(self.skipped),
+        }
 
 
 def trees(cfg: DataConfig) -> list[Tree]:
@@ -77,8 +97,9 @@ def trees(cfg: DataConfig) -> list[Tree]:
         if source == "stdlib":
             # The interpreter's own standard library: real code nobody here wrote, on every machine.
             # Its top-level modules and packages play the part of repositories.
-            out.append(Tree(Path(sysconfig.get_paths()["stdlib"]), "stdlib",
-                            excludes=("site-packages", "dist-packages")))
+            out.append(
+                Tree(Path(sysconfig.get_paths()["stdlib"]), "stdlib", excludes=("site-packages", "dist-packages"))
+            )
             continue
         if source == "site-packages":
             # The packages installed for this interpreter (each one a repository): a larger real corpus.
@@ -128,15 +149,25 @@ def load_manifest(path: str | Path) -> list[Tree]:
             raise ManifestError(f"data.manifest: entry {i} of {path} needs a 'path'")
         unknown = sorted(set(e) - _ENTRY_KEYS)
         if unknown:
-            raise ManifestError(f"data.manifest: entry {i} of {path} has an unknown key {unknown[0]!r} "
-                                f"(known: {', '.join(sorted(_ENTRY_KEYS))})")
+            raise ManifestError(
+                f"data.manifest: entry {i} of {path} has an unknown key {unknown[0]!r} "
+                f"(known: {', '.join(sorted(_ENTRY_KEYS))})"
+            )
         if e.get("test") is not None and not (isinstance(e["test"], str) and e["test"].strip()):
             raise ManifestError(f"data.manifest: entry {i} of {path}: 'test' must be a shell command")
-        root = (path.parent / Path(e["path"]).expanduser())
+        root = path.parent / Path(e["path"]).expanduser()
         if not root.is_dir():
             raise FileNotFoundError(f"data.manifest: entry {i} ({e['path']}) is not a directory")
-        out.append(Tree(root, str(e.get("name") or root.name), str(e.get("priority", "-")),
-                        e.get("language"), repo_per_entry=False, test=e.get("test")))
+        out.append(
+            Tree(
+                root,
+                str(e.get("name") or root.name),
+                str(e.get("priority", "-")),
+                e.get("language"),
+                repo_per_entry=False,
+                test=e.get("test"),
+            )
+        )
     return out
 
 
@@ -149,8 +180,14 @@ def manifest_from_layout(root: str | Path) -> dict:
     for prio in sorted(p for p in root.iterdir() if p.is_dir()):
         for lang in sorted(p for p in prio.iterdir() if p.is_dir()):
             for repo in sorted(p for p in lang.iterdir() if p.is_dir()):
-                repos.append({"path": str(repo.resolve()), "name": f"{lang.name}/{repo.name}",
-                              "priority": prio.name, "language": lang.name})
+                repos.append(
+                    {
+                        "path": str(repo.resolve()),
+                        "name": f"{lang.name}/{repo.name}",
+                        "priority": prio.name,
+                        "language": lang.name,
+                    }
+                )
     if not repos:
         raise ManifestError(f"{root} holds no <priority>/<language>/<repo> directories")
     return {"repositories": repos}
@@ -185,15 +222,19 @@ def walk(tree: Tree, cfg: DataConfig, stats: ScanStats) -> Iterator[FileRef]:
             repo = rel.split(os.sep, 1)[0] if tree.repo_per_entry else tree.name
             language = LANGUAGES.get(ext, ext.lstrip("."))
             if ext == ".h" and (tree.language or "").lower() in _CPP_CLAIMS:
-                language = "cpp"   # the manifest says this repository is C++
+                language = "cpp"  # the manifest says this repository is C++
             yield FileRef(os.path.join(dirpath, name), f"{tree.name}/{rel}", repo, tree.priority, language)
 
 
 def cpp_headers(refs: list[FileRef]) -> list[FileRef]:
     """`.h` files of a repository that holds C++ sources are C++ (Google style names them so)."""
     cpp_repos = {r.repo for r in refs if r.language == "cpp"}
-    return [dataclasses.replace(r, language="cpp") if r.language == "c" and r.path.endswith(".h")
-            and r.repo in cpp_repos else r for r in refs]
+    return [
+        dataclasses.replace(r, language="cpp")
+        if r.language == "c" and r.path.endswith(".h") and r.repo in cpp_repos
+        else r
+        for r in refs
+    ]
 
 
 def read_checked(path: str, cfg: DataConfig) -> tuple[str, int, str | None]:
@@ -203,7 +244,7 @@ def read_checked(path: str, cfg: DataConfig) -> tuple[str, int, str | None]:
         if stat.S_ISLNK(st.st_mode):
             return "", 0, "symlink"
         if not stat.S_ISREG(st.st_mode):
-            return "", 0, "not_regular_file"      # FIFOs, sockets, devices: opening could block
+            return "", 0, "not_regular_file"  # FIFOs, sockets, devices: opening could block
         if st.st_size >= cfg.max_file_bytes:
             return "", st.st_size, "too_large_bytes"
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

@@ -5,6 +5,7 @@ the same vocabulary runs in tiktoken about 4× faster than in `tokenizers` (benc
 twin, checks it gives identical ids on the first documents it sees, and falls back to the
 tokenizer itself (logged) on any difference or any tokenizer it cannot mirror.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,10 @@ from .render import IGNORE_INDEX
 log = get_logger("data")
 
 _GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-_FIM_NAMES = [("<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"),   # Qwen2.5
-              ("<fim_prefix>", "<fim_middle>", "<fim_suffix>")]          # StarCoder family
+_FIM_NAMES = [
+    ("<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"),  # Qwen2.5
+    ("<fim_prefix>", "<fim_middle>", "<fim_suffix>"),
+]  # StarCoder family
 
 
 def _tiktoken_twin(tokenizer):
@@ -41,13 +44,16 @@ def _tiktoken_twin(tokenizer):
         return None, None
     if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
         pattern = _GPT2_PATTERN
-    elif (pre.get("type") == "Sequence" and len(pre["pretokenizers"]) == 2
-          and pre["pretokenizers"][0].get("type") == "Split"
-          and pre["pretokenizers"][0].get("behavior") == "Isolated"
-          and "Regex" in pre["pretokenizers"][0].get("pattern", {})
-          and pre["pretokenizers"][1].get("type") == "ByteLevel"
-          and not pre["pretokenizers"][1].get("use_regex", True)):
-        pattern = pre["pretokenizers"][0]["pattern"]["Regex"]          # Qwen2's split
+    elif (
+        pre.get("type") == "Sequence"
+        and len(pre["pretokenizers"]) == 2
+        and pre["pretokenizers"][0].get("type") == "Split"
+        and pre["pretokenizers"][0].get("behavior") == "Isolated"
+        and "Regex" in pre["pretokenizers"][0].get("pattern", {})
+        and pre["pretokenizers"][1].get("type") == "ByteLevel"
+        and not pre["pretokenizers"][1].get("use_regex", True)
+    ):
+        pattern = pre["pretokenizers"][0]["pattern"]["Regex"]  # Qwen2's split
     else:
         return None, None
     if norm is not None and norm.get("type") != "NFC":
@@ -117,8 +123,16 @@ def document_end_id(tokenizer) -> int:
     return vocab.get("<|endoftext|>", tokenizer.eos_token_id)
 
 
-def cpt_examples(texts: list[str], keys: list[str], encoder: Encoder, fim: tuple[int, int, int] | None,
-                 end_id: int, fim_rate: float, spm_rate: float, seed: int) -> list[tuple[list[int], list[int]]]:
+def cpt_examples(
+    texts: list[str],
+    keys: list[str],
+    encoder: Encoder,
+    fim: tuple[int, int, int] | None,
+    end_id: int,
+    fim_rate: float,
+    spm_rate: float,
+    seed: int,
+) -> list[tuple[list[int], list[int]]]:
     """(input_ids, labels) per document; with FIM, a document is cut at two random characters into
     prefix/middle/suffix and rendered PSM (<pre>p<suf>s<mid>m) or SPM (<pre><suf>s<mid>p m)."""
     pieces, plans = [], []
@@ -142,8 +156,8 @@ def cpt_examples(texts: list[str], keys: list[str], encoder: Encoder, fim: tuple
             parts = [[p], pre, [s], suf, [m], mid] if kind == "psm" else [[p, s], suf, [m], pre, mid]
         seq = np.empty(sum(map(len, parts)) + 1, dtype=np.int32)
         at = 0
-        for part in parts:      # each list converted once, straight into the row's array
-            seq[at:at + len(part)] = part
+        for part in parts:  # each list converted once, straight into the row's array
+            seq[at : at + len(part)] = part
             at += len(part)
         seq[-1] = end_id
         # The first token is never a target: in a packed row it would be predicted from the
@@ -164,13 +178,13 @@ class Packer:
 
     def __init__(self, max_len: int, open_rows: int = 16):
         self.max_len, self.open_rows = max_len, open_rows
-        self._rows: list[list] = []        # [tokens so far, [(ids, labels) pieces]]
+        self._rows: list[list] = []  # [tokens so far, [(ids, labels) pieces]]
         self.examples = 0
 
     def add(self, ids, labels) -> Iterator[dict]:
         ids, labels = np.asarray(ids, dtype=np.int32), np.asarray(labels, dtype=np.int32)
         for start in range(0, len(ids), self.max_len):
-            piece, lab = ids[start:start + self.max_len], labels[start:start + self.max_len]
+            piece, lab = ids[start : start + self.max_len], labels[start : start + self.max_len]
             if start:
                 lab = lab.copy()
                 lab[0] = IGNORE_INDEX
@@ -191,8 +205,11 @@ class Packer:
 
 
 def _packed(pieces: list[tuple[np.ndarray, np.ndarray]]) -> dict:
-    return {"input_ids": np.concatenate([p for p, _ in pieces]), "labels": np.concatenate([lab for _, lab in pieces]),
-            "position_ids": np.concatenate([np.arange(len(p), dtype=np.int32) for p, _ in pieces])}
+    return {
+        "input_ids": np.concatenate([p for p, _ in pieces]),
+        "labels": np.concatenate([lab for _, lab in pieces]),
+        "position_ids": np.concatenate([np.arange(len(p), dtype=np.int32) for p, _ in pieces]),
+    }
 
 
 class ArrowRows:
@@ -218,7 +235,7 @@ class ArrowRows:
         if not self._buf:
             return
         arrays = []
-        for c in self.columns:      # one int32 buffer and its offsets per column: no Python int is touched
+        for c in self.columns:  # one int32 buffer and its offsets per column: no Python int is touched
             values = [np.asarray(r[c], dtype=np.int32) for r in self._buf]
             offsets = np.zeros(len(values) + 1, dtype=np.int32)
             np.cumsum([len(v) for v in values], out=offsets[1:])

@@ -6,6 +6,7 @@ openai:   {"messages": [{"role": "system"|"user"|"assistant", "content"}]}
 
 A row that is not valid JSON or fits no form is counted under a reason and skipped, never fatal.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,16 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-_SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant",
-                   "assistant": "assistant", "chatgpt": "assistant", "bing": "assistant", "bard": "assistant"}
+_SHAREGPT_ROLES = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bard": "assistant",
+}
 
 
 class RowError(ValueError):
@@ -40,8 +49,10 @@ def to_messages(row: dict, fmt: str = "auto") -> list[dict]:
         if not isinstance(instruction, str) or not isinstance(output, str) or not isinstance(extra, str):
             raise RowError("wrong_types")
         msgs = [{"role": "system", "content": row["system"]}] if isinstance(row.get("system"), str) else []
-        msgs += [{"role": "user", "content": f"{instruction}\n\n{extra}" if extra else instruction},
-                 {"role": "assistant", "content": output}]
+        msgs += [
+            {"role": "user", "content": f"{instruction}\n\n{extra}" if extra else instruction},
+            {"role": "assistant", "content": output},
+        ]
     elif fmt == "sharegpt":
         turns = row.get("conversations")
         if not isinstance(turns, list):
@@ -57,8 +68,11 @@ def to_messages(row: dict, fmt: str = "auto") -> list[dict]:
             raise RowError("wrong_types")
         msgs = []
         for t in turns:
-            if (not isinstance(t, dict) or t.get("role") not in ("system", "user", "assistant")
-                    or not isinstance(t.get("content"), str)):
+            if (
+                not isinstance(t, dict)
+                or t.get("role") not in ("system", "user", "assistant")
+                or not isinstance(t.get("content"), str)
+            ):
                 raise RowError("bad_turn")
             msgs.append({"role": t["role"], "content": t["content"]})
     else:

@@ -6,6 +6,7 @@ nearly duplicate a held-out body are dropped (MinHash of word 5-grams, the data 
 and a training repository's test files give no example (they would show the held-out functions'
 expected behaviour).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,8 +17,10 @@ from .clean import MinHasher, NearDuplicates
 
 # test directories; Python's test_*.py and *_test.py, Go's *_test.go, Java's *Test(s).java and Test*.java,
 # C++'s test_*.cc and *_test(s).cc (and .cpp, .cxx)
-TEST_FILE = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.(?:py|cc|cpp|cxx)$|_test\.(?:py|go)$"
-                       r"|_tests?\.(?:cc|cpp|cxx)$|Tests?\.java$|(?:^|/)Test[^/]*\.java$")
+TEST_FILE = re.compile(
+    r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.(?:py|cc|cpp|cxx)$|_test\.(?:py|go)$"
+    r"|_tests?\.(?:cc|cpp|cxx)$|Tests?\.java$|(?:^|/)Test[^/]*\.java$"
+)
 
 
 def drawn(seed: int, source: str, share: float) -> bool:
@@ -34,7 +37,9 @@ class HeldOutFunctions:
     """The held-out functions of the training repositories, and the near-duplicate check against them."""
 
     def __init__(self, pairs: list, held_repos: set[str], share: float, seed: int, threshold: float, perms: int):
-        self.sources = {p.source for p, ref in pairs if ref.repo not in held_repos and share and drawn(seed, p.source, share)}
+        self.sources = {
+            p.source for p, ref in pairs if ref.repo not in held_repos and share and drawn(seed, p.source, share)
+        }
         self._hasher = MinHasher(perms)
         self._index = NearDuplicates(threshold, perms)
         for p, _ in pairs:

@@ -6,6 +6,7 @@ the rest of the body, exactly as written. Methods count wherever they stand (Jav
 bodies, Go receivers, Rust `impl` blocks). The explain task's prompt is the function without its doc
 comment, dedented; its answer the comment's summary. Same `Pair` shape as the Python extractor.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -16,14 +17,18 @@ from .summary import comment_text, dedent, summary
 
 # language → (grammar module, function node types, comment node types, doc comment prefixes)
 _SPECS = {
-    "java": ("tree_sitter_java", {"method_declaration", "constructor_declaration"},
-             {"block_comment", "line_comment"}, ("/**",)),
+    "java": (
+        "tree_sitter_java",
+        {"method_declaration", "constructor_declaration"},
+        {"block_comment", "line_comment"},
+        ("/**",),
+    ),
     "go": ("tree_sitter_go", {"function_declaration", "method_declaration"}, {"comment"}, ("//", "/*")),
     "rust": ("tree_sitter_rust", {"function_item"}, {"line_comment", "block_comment"}, ("///", "/**")),
     "c": ("tree_sitter_c", {"function_definition"}, {"comment"}, ("//", "/*")),
     "cpp": ("tree_sitter_cpp", {"function_definition"}, {"comment"}, ("//", "/*")),
 }
-_ATTRIBUTES = {"attribute_item", "marker_annotation", "annotation"}   # may sit between doc and fn
+_ATTRIBUTES = {"attribute_item", "marker_annotation", "annotation"}  # may sit between doc and fn
 
 
 @cache
@@ -71,7 +76,7 @@ def _doc_span(node, comments, prefixes) -> tuple[int, int] | None:
         body = cur.text.decode(errors="replace").lstrip()
         if not body.startswith(prefixes):
             break
-        end = end if end is not None else cur.end_byte          # the comment nearest the function
+        end = end if end is not None else cur.end_byte  # the comment nearest the function
         start, row, cur = cur.start_byte, cur.start_point[0], cur.prev_sibling
     return None if start is None else (start, end)
 
@@ -92,7 +97,7 @@ def _is_function(node) -> bool:
 
 def _pair(node, src: bytes, source: str, comments, prefixes, min_lines: int, max_lines: int) -> Pair | None:
     body = node.child_by_field_name("body")
-    if body is None or not src[body.start_byte:body.start_byte + 1] == b"{" or not _is_function(node):
+    if body is None or not src[body.start_byte : body.start_byte + 1] == b"{" or not _is_function(node):
         return None
     anchor = node.parent if node.parent is not None and node.parent.type == "template_declaration" else node
     span = _doc_span(anchor, comments, prefixes)
@@ -100,17 +105,17 @@ def _pair(node, src: bytes, source: str, comments, prefixes, min_lines: int, max
         return None
     line_start = src.rfind(b"\n", 0, span[0]) + 1
     split = body.start_byte + 1
-    if src[split:split + 1] == b"\n":
+    if src[split : split + 1] == b"\n":
         split += 1
-    answer = src[split:node.end_byte].decode(errors="replace")
-    code_lines = [ln for ln in answer.splitlines()[:-1] if ln.strip()]   # without the closing brace
+    answer = src[split : node.end_byte].decode(errors="replace")
+    code_lines = [ln for ln in answer.splitlines()[:-1] if ln.strip()]  # without the closing brace
     if not (min_lines <= len(code_lines) <= max_lines):
         return None
     name_node = node.child_by_field_name("name") or node.child_by_field_name("declarator")
     name = name_node.text.decode(errors="replace").split("(")[0] if name_node is not None else "?"
-    code_start = src.find(b"\n", span[1]) + 1                    # the line after the doc comment,
-    code_start = min(code_start, anchor.start_byte) if code_start > 0 else anchor.start_byte   # or its own
+    code_start = src.find(b"\n", span[1]) + 1  # the line after the doc comment,
+    code_start = min(code_start, anchor.start_byte) if code_start > 0 else anchor.start_byte  # or its own
     column = anchor.start_point[1]
-    code = dedent(" " * column + src[code_start:node.end_byte].decode(errors="replace").lstrip(" \t"), column) + "\n"
-    doc = summary(comment_text(src[span[0]:span[1]].decode(errors="replace")))
+    code = dedent(" " * column + src[code_start : node.end_byte].decode(errors="replace").lstrip(" \t"), column) + "\n"
+    doc = summary(comment_text(src[span[0] : span[1]].decode(errors="replace")))
     return Pair(f"{source}::{name}", src[line_start:split].decode(errors="replace"), answer + "\n", doc, code)

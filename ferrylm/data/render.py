@@ -3,6 +3,7 @@
 The same wording is used by the eval stage when it asks an endpoint for a completion, so the
 prompt the server builds at inference is token-for-token the prompt the model was trained on.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,10 @@ _CODE_BLOCK = re.compile(r"```[\w+#.-]*[ \t]*\n(.*?)(?:```|\Z)", re.S)
 
 
 def user_message(prompt_code: str, language: str = "python") -> str:
-    return (f"Complete the body of this {_NAMES.get(language, language)} function. Reply with the body only, "
-            f"in a ```{language} block.\n\n```{language}\n{prompt_code}```")
+    return (
+        f"Complete the body of this {_NAMES.get(language, language)} function. Reply with the body only, "
+        f"in a ```{language} block.\n\n```{language}\n{prompt_code}```"
+    )
 
 
 def assistant_message(body: str, language: str = "python") -> str:
@@ -23,8 +26,10 @@ def assistant_message(body: str, language: str = "python") -> str:
 
 
 def explain_message(code: str, language: str = "python") -> str:
-    return (f"Summarize what this {_NAMES.get(language, language)} function does, as its doc comment's first "
-            f"sentence would. Reply with the summary only.\n\n```{language}\n{code}```")
+    return (
+        f"Summarize what this {_NAMES.get(language, language)} function does, as its doc comment's first "
+        f"sentence would. Reply with the summary only.\n\n```{language}\n{code}```"
+    )
 
 
 def task_turns(task: str, pair, language: str) -> tuple[str, str]:
@@ -59,8 +64,13 @@ def chat_prompt(tokenizer, prompt_code: str, language: str = "python") -> str:
 
 def render_example(tokenizer, prompt_code: str, body: str, language: str = "python") -> dict:
     """input_ids and labels for one pair: labels are IGNORE_INDEX over the prompt."""
-    return render_messages(tokenizer, [{"role": "user", "content": user_message(prompt_code, language)},
-                                       {"role": "assistant", "content": assistant_message(body, language)}])
+    return render_messages(
+        tokenizer,
+        [
+            {"role": "user", "content": user_message(prompt_code, language)},
+            {"role": "assistant", "content": assistant_message(body, language)},
+        ],
+    )
 
 
 def render_messages(tokenizer, messages: list[dict]) -> dict:
@@ -73,7 +83,7 @@ def render_messages(tokenizer, messages: list[dict]) -> dict:
     """
     ids: list[int] = []
     labels: list[int] = []
-    done = ""        # text already turned into ids
+    done = ""  # text already turned into ids
     for i, msg in enumerate(messages):
         if msg["role"] != "assistant":
             continue
@@ -81,10 +91,10 @@ def render_messages(tokenizer, messages: list[dict]) -> dict:
         full = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)
         if not prompt.startswith(done) or not full.startswith(prompt):
             raise ValueError("the chat template renders earlier turns differently in a longer conversation")
-        answer = full[len(prompt):].rstrip()
+        answer = full[len(prompt) :].rstrip()
         if not answer.startswith(msg["content"].rstrip()):
             raise ValueError("the chat template alters the assistant's content")
-        context = tokenizer(prompt[len(done):], add_special_tokens=False)["input_ids"]
+        context = tokenizer(prompt[len(done) :], add_special_tokens=False)["input_ids"]
         target = tokenizer(answer, add_special_tokens=False)["input_ids"]
         ids += context + target
         labels += [IGNORE_INDEX] * len(context) + target

@@ -2,6 +2,7 @@
 per task and language, the first few training examples in this stage's seeded order that fit a short
 prompt. Only the training side offers them, so no held-out repository or function is ever shown, and
 the same data gives the same examples on every run."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ from pathlib import Path
 
 from ..manifest import write_text_atomic
 
-POOL = 8            # kept per (task, language); eval.few_shot shows the first k of them
-MAX_TOKENS = 384    # a longer example would crowd a small model's prompt and slow every request
+POOL = 8  # kept per (task, language); eval.few_shot shows the first k of them
+MAX_TOKENS = 384  # a longer example would crowd a small model's prompt and slow every request
 
 
 class ShotPool:

@@ -1,5 +1,6 @@
 """`run_data(cfg)`: the data stage's entry function and its helpers (what the stage does: the
 package's docstring)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -98,9 +99,9 @@ def run_data(cfg: Config) -> StageRecord:
     out.mkdir(parents=True, exist_ok=True)
     pack_len = d.max_seq_len if (d.pack or d.format == "cpt") else None
     held_out: list[dict] = []
-    shots = ShotPool()      # training examples the eval may show the base model (eval.few_shot)
+    shots = ShotPool()  # training examples the eval may show the base model (eval.few_shot)
     stats: dict = {"format": d.format}
-    (out / "repositories.json").unlink(missing_ok=True)    # written again for a corpus of repositories
+    (out / "repositories.json").unlink(missing_ok=True)  # written again for a corpus of repositories
 
     def partial() -> None:
         # by name, not through `writers`: an interrupt can land before the writers are all bound;
@@ -110,8 +111,11 @@ def run_data(cfg: Config) -> StageRecord:
 
     try:
         # a full disk: the split already published goes too (its record is withdrawn; it only takes room)
-        with out_of_space("the data stage's Arrow rows", out,
-                          lambda: [partial(), *(p.unlink(missing_ok=True) for p in out.glob("*.arrow"))]):
+        with out_of_space(
+            "the data stage's Arrow rows",
+            out,
+            lambda: [partial(), *(p.unlink(missing_ok=True) for p in out.glob("*.arrow"))],
+        ):
             paths = _write_rows(cfg, tokenizer, out, pack_len, held_out, stats, shots)
     except BaseException:
         partial()
@@ -120,10 +124,14 @@ def run_data(cfg: Config) -> StageRecord:
 
     stats["elapsed_s"] = time.perf_counter() - t0
     stats["mb_per_s"] = stats.get("bytes_seen", 0) / 1e6 / stats["elapsed_s"]
-    record.outputs = {"train": str(paths["train"]), "eval": str(paths["eval"]), "eval_prompts": str(out / "eval.jsonl"),
-                      **({"repositories": str(out / "repositories.json")} if (out / "repositories.json").is_file() else {}),
-                      **({"shots": str(shots.write(out / "shots.jsonl"))} if shots.rows else {}),
-                      **write_report(out, stats, paths.pop("lengths"))}
+    record.outputs = {
+        "train": str(paths["train"]),
+        "eval": str(paths["eval"]),
+        "eval_prompts": str(out / "eval.jsonl"),
+        **({"repositories": str(out / "repositories.json")} if (out / "repositories.json").is_file() else {}),
+        **({"shots": str(shots.write(out / "shots.jsonl"))} if shots.rows else {}),
+        **write_report(out, stats, paths.pop("lengths")),
+    }
     record.inputs = {f"source:{s}": "tree" for s in d.sources}
     if d.manifest:
         record.inputs["manifest"] = sha256_file(d.manifest)
@@ -132,13 +140,19 @@ def run_data(cfg: Config) -> StageRecord:
     tok_json = Path(model_dir) / "tokenizer.json"
     record.inputs["tokenizer"] = sha256_file(tok_json) if tok_json.is_file() else str(model_dir)
     record.metrics = stats
-    log.info("data: %s examples %d train / %d eval, %.1f s", d.format, stats["train_examples"],
-             stats["eval_examples"], stats["elapsed_s"])
+    log.info(
+        "data: %s examples %d train / %d eval, %.1f s",
+        d.format,
+        stats["train_examples"],
+        stats["eval_examples"],
+        stats["elapsed_s"],
+    )
     return record.finish(out)
 
 
-def _write_rows(cfg: Config, tokenizer, out: Path, pack_len: int | None, held_out: list[dict], stats: dict,
-                shots: ShotPool) -> dict:
+def _write_rows(
+    cfg: Config, tokenizer, out: Path, pack_len: int | None, held_out: list[dict], stats: dict, shots: ShotPool
+) -> dict:
     """Every example into train.arrow / eval.arrow (published by rename once whole), its counts into `stats`."""
     writers = {s: _Writer(out / f"{s}.arrow", pack_len) for s in ("train", "eval")}
     if cfg.data.format == "jsonl":
@@ -146,8 +160,10 @@ def _write_rows(cfg: Config, tokenizer, out: Path, pack_len: int | None, held_ou
     else:
         _from_code(cfg, tokenizer, writers, held_out, stats, shots)
     if writers["train"].examples == 0 or writers["eval"].examples == 0:
-        raise EmptyCorpus(f"data: the split left train={writers['train'].examples} "
-                          f"eval={writers['eval'].examples} examples; add sources or change data.eval_fraction")
+        raise EmptyCorpus(
+            f"data: the split left train={writers['train'].examples} "
+            f"eval={writers['eval'].examples} examples; add sources or change data.eval_fraction"
+        )
     paths = {s: w.close() for s, w in writers.items()}
     for s, w in writers.items():
         stats[f"{s}_examples"] = w.examples
@@ -168,28 +184,71 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
     stats.update(scan.as_dict())
     stats.update(clean.as_dict())
     if not docs:
-        raise EmptyCorpus(f"data.sources: no code files passed the filters in {d.sources or d.manifest} "
-                          f"(seen {scan.seen}, dropped {dict(scan.dropped)})")
+        raise EmptyCorpus(
+            f"data.sources: no code files passed the filters in {d.sources or d.manifest} "
+            f"(seen {scan.seen}, dropped {dict(scan.dropped)})"
+        )
     held = eval_units([doc.ref.repo for doc in docs], d.eval_fraction, d.seed)
     repos = sorted({doc.ref.repo for doc in docs})
     stats["train_repositories"] = len(repos) - len(held)
     stats["eval_repositories"] = len(held)
-    write_json_atomic(cfg.stage_dir("data") / "splits.json",
-                      {"train": [r for r in repos if r not in held], "eval": [r for r in repos if r in held]})
-    roots = repository_roots(d)     # where each repository's tests can run (the eval's executed Pass@1)
+    write_json_atomic(
+        cfg.stage_dir("data") / "splits.json",
+        {"train": [r for r in repos if r not in held], "eval": [r for r in repos if r in held]},
+    )
+    roots = repository_roots(d)  # where each repository's tests can run (the eval's executed Pass@1)
     functions: dict[str, list[str]] = {}
     if d.format == "sft":
         functions = _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots)
     else:
         _cpt(cfg, tokenizer, docs, held, writers, held_out, stats)
-    write_json_atomic(cfg.stage_dir("data") / "repositories.json",
-                      [{"name": r, "split": "eval" if r in held else "train", **roots[r],
-                        "held_out_functions": sorted(functions.get(r, []))} for r in repos if r in roots])
+    write_json_atomic(
+        cfg.stage_dir("data") / "repositories.json",
+        [
+            {
+                "name": r,
+                "split": "eval" if r in held else "train",
+                **roots[r],
+                "held_out_functions": sorted(functions.get(r, [])),
+            }
+            for r in repos
+            if r in roots
+        ],
+    )
 
 
 def _in_repo(ref, roots: dict) -> str:
     """A file's path inside its repository."""
     return os.path.relpath(ref.path, roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
+
+
+def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict) -> tuple[list, HeldOutFunctions]:
+    """The pairs drawn (data.max_pairs), without the training repositories' test files and the near
+    duplicates of their held-out functions (data.holdout_functions), and those held-out functions."""
+    random.Random(d.seed).shuffle(pairs)
+    # the held-out functions of the user's own repositories are all kept, whatever max_pairs draws
+    own = {
+        id(p)
+        for p, ref in pairs
+        if d.holdout_functions
+        and ref.repo in roots
+        and ref.repo not in held
+        and drawn(d.seed, p.source, d.holdout_functions)
+    }
+    if d.max_pairs:
+        pairs = [x for x in pairs if id(x[0]) in own] + [x for x in pairs if id(x[0]) not in own][: d.max_pairs]
+    if d.holdout_functions:  # a training repository's tests would show its held-out functions' behaviour
+        kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(_in_repo(ref, roots))]
+        stats["test_file_pairs_dropped"] = len(pairs) - len(kept_pairs)
+        pairs = kept_pairs
+    kept = HeldOutFunctions(pairs, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms)
+    if d.holdout_functions:
+        near = {
+            p.source for p, ref in pairs if ref.repo not in held and p.source not in kept.sources and kept.near(p.body)
+        }
+        pairs = [(p, ref) for p, ref in pairs if p.source not in near]
+        stats.update(held_out_functions=len(kept.sources), pairs_near_held_out=len(near))
+    return pairs, kept
 
 
 def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> dict[str, list[str]]:
@@ -201,24 +260,12 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
     stats["pairs_extracted"] = len(pairs)
     stats["pairs_by_language"] = dict(Counter(ref.language for _, ref in pairs))
     if not pairs:
-        raise EmptyCorpus(f"data.sources: {len(docs)} code files but no function with a doc comment "
-                          f"and a {d.min_body_lines}–{d.max_body_lines} line body")
-    random.Random(d.seed).shuffle(pairs)
-    # the held-out functions of the user's own repositories are all kept, whatever max_pairs draws
-    own = {id(p) for p, ref in pairs if d.holdout_functions and ref.repo in roots and ref.repo not in held
-           and drawn(d.seed, p.source, d.holdout_functions)}
-    if d.max_pairs:
-        pairs = [x for x in pairs if id(x[0]) in own] + [x for x in pairs if id(x[0]) not in own][: d.max_pairs]
+        raise EmptyCorpus(
+            f"data.sources: {len(docs)} code files but no function with a doc comment "
+            f"and a {d.min_body_lines}–{d.max_body_lines} line body"
+        )
+    pairs, kept = _chosen_pairs(d, pairs, held, roots, stats)
     too_long, no_summary, examples = 0, 0, Counter()
-    if d.holdout_functions:     # a training repository's tests would show its held-out functions' behaviour
-        kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(_in_repo(ref, roots))]
-        stats["test_file_pairs_dropped"] = len(pairs) - len(kept_pairs)
-        pairs = kept_pairs
-    kept = HeldOutFunctions(pairs, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms)
-    if d.holdout_functions:
-        near = {p.source for p, ref in pairs if ref.repo not in held and p.source not in kept.sources and kept.near(p.body)}
-        pairs = [(p, ref) for p, ref in pairs if p.source not in near]
-        stats.update(held_out_functions=len(kept.sources), pairs_near_held_out=len(near))
     for p, ref in pairs:
         lang = ref.language
         draw = random.Random(f"{d.seed}:{p.source}")
@@ -238,13 +285,22 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             writers[split].add(ex["input_ids"], ex["labels"])
             examples[f"{split}/{task}/{lang}"] += 1
             if split == "train":
-                shots.offer(task, lang, messages, len(ex["input_ids"]), source=p.source, prompt_code=p.prompt_code,
-                            body=p.body)
+                shots.offer(
+                    task, lang, messages, len(ex["input_ids"]), source=p.source, prompt_code=p.prompt_code, body=p.body
+                )
             else:
-                held_out.append({"source": p.source, "language": lang, "task": task, "messages": messages[:1],
-                                 "answer": answer, "reference": p.summary if task == "explain" else p.body,
-                                 "prompt_code": p.prompt_code,
-                                 "split": "repositories" if ref.repo in held else "functions"})
+                held_out.append(
+                    {
+                        "source": p.source,
+                        "language": lang,
+                        "task": task,
+                        "messages": messages[:1],
+                        "answer": answer,
+                        "reference": p.summary if task == "explain" else p.body,
+                        "prompt_code": p.prompt_code,
+                        "split": "repositories" if ref.repo in held else "functions",
+                    }
+                )
     stats["pairs_too_long"] = too_long
     stats["functions_without_summary"] = no_summary
     stats["examples_by_task"] = dict(sorted(examples.items()))
@@ -270,10 +326,18 @@ def _cpt(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
     from tqdm import tqdm
 
     def examples_of(chunk):
-        return cpt_examples([doc.text for doc in chunk], [doc.ref.rel for doc in chunk], encoder, fim,
-                            end_id, d.fim_rate, d.fim_spm_rate, d.seed)
+        return cpt_examples(
+            [doc.text for doc in chunk],
+            [doc.ref.rel for doc in chunk],
+            encoder,
+            fim,
+            end_id,
+            d.fim_rate,
+            d.fim_spm_rate,
+            d.seed,
+        )
 
-    chunks = [docs[i:i + 256] for i in range(0, len(docs), 256)]
+    chunks = [docs[i : i + 256] for i in range(0, len(docs), 256)]
     t0 = time.perf_counter()
     # The next batch is tokenized (the tokenizer releases the GIL) while this one is packed and written.
     with ThreadPoolExecutor(1) as ahead:
@@ -287,10 +351,22 @@ def _cpt(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
         if doc.ref.repo in held and len(held_out) < 256:
             lines = doc.text.splitlines(keepends=True)
             cut = min(30, len(lines) // 2)
-            held_out.append({"source": doc.ref.rel, "language": doc.ref.language, "reference": "".join(lines[cut:cut + 30]),
-                             "messages": [{"role": "user", "content": "Continue this code. Reply with the next lines "
-                                           f"only, in a ```{doc.ref.language} block.\n\n```{doc.ref.language}\n"
-                                           + "".join(lines[:cut]) + "```"}]})
+            held_out.append(
+                {
+                    "source": doc.ref.rel,
+                    "language": doc.ref.language,
+                    "reference": "".join(lines[cut : cut + 30]),
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": "Continue this code. Reply with the next lines "
+                            f"only, in a ```{doc.ref.language} block.\n\n```{doc.ref.language}\n"
+                            + "".join(lines[:cut])
+                            + "```",
+                        }
+                    ],
+                }
+            )
     stats["tokenizer_engine"] = encoder.engine
     stats["tokenize_s"] = encoder.seconds
     stats["tokenize_pack_write_s"] = time.perf_counter() - t0

@@ -1,5 +1,6 @@
 """The data stage's report: files by language and priority, drops by reason, duplicates, secrets,
 tokens, and a histogram of example lengths (PNG)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,8 +41,10 @@ def _tasks(counts: dict) -> list[str]:
         return []
     rows = sorted({tuple(k.split("/")[1:]) for k in counts})
     lines = ["### Examples by task and language", "", "| task | language | train | eval |", "|---|---|---:|---:|"]
-    lines += [f"| {t} | {lang} | {counts.get(f'train/{t}/{lang}', 0):,} | {counts.get(f'eval/{t}/{lang}', 0):,} |"
-              for t, lang in rows]
+    lines += [
+        f"| {t} | {lang} | {counts.get(f'train/{t}/{lang}', 0):,} | {counts.get(f'eval/{t}/{lang}', 0):,} |"
+        for t, lang in rows
+    ]
     return lines + [""]
 
 
@@ -50,11 +53,13 @@ def write_report(out: Path, stats: dict, lengths: list[int]) -> dict:
     paths = {"stats_json": out / "stats.json", "stats_md": out / "stats.md"}
     write_json_atomic(paths["stats_json"], stats)
     if lengths:
-        paths["length_histogram"] = length_histogram(lengths, out / "lengths.png",
-                                                     f"{stats.get('format', '')} examples by length")
+        paths["length_histogram"] = length_histogram(
+            lengths, out / "lengths.png", f"{stats.get('format', '')} examples by length"
+        )
     mb_seen = stats.get("bytes_seen", 0) / 1e6
     lines = [
-        "# Data report", "",
+        "# Data report",
+        "",
         f"- format: {stats.get('format')}",
         f"- files: {stats.get('files_seen', 0):,} seen ({mb_seen:,.1f} MB), {stats.get('files_kept', 0):,} kept "
         f"({stats.get('bytes_kept', 0) / 1e6:,.1f} MB)",
@@ -67,16 +72,20 @@ def write_report(out: Path, stats: dict, lengths: list[int]) -> dict:
         f"- repositories: {stats.get('train_repositories', 0):,} train / {stats.get('eval_repositories', 0):,} eval",
         f"- tokenizer engine: {stats.get('tokenizer_engine', '-')}; packed: {stats.get('packed', False)}"
         + (f", rows {stats['packed_rows']:,}, fill {stats['pack_fill']:.1%}" if stats.get("packed") else ""),
-        f"- elapsed: {stats.get('elapsed_s', 0):.1f} s ({stats.get('mb_per_s', 0):.2f} MB/s of input)", "",
+        f"- elapsed: {stats.get('elapsed_s', 0):.1f} s ({stats.get('mb_per_s', 0):.2f} MB/s of input)",
+        "",
     ]
     lines += _table("Files by language", stats.get("files_by_language", {}))
     lines += _table("Files by priority", stats.get("files_by_priority", {}))
     lines += _table("Files dropped, by reason", stats.get("files_dropped", {}))
     lines += _table("Rows dropped, by reason", stats.get("rows_dropped", {}), "rows")
-    lines += _table("Functions with a doc comment (pairs), by language", stats.get("pairs_by_language", {}), "functions")
+    lines += _table(
+        "Functions with a doc comment (pairs), by language", stats.get("pairs_by_language", {}), "functions"
+    )
     lines += _tasks(stats.get("examples_by_task", {}))
-    lines += _table("Files whose pairs could not be read (kept as code), by reason",
-                    stats.get("pair_extraction_failures", {}))
+    lines += _table(
+        "Files whose pairs could not be read (kept as code), by reason", stats.get("pair_extraction_failures", {})
+    )
     if lengths:
         lines += ["![lengths](lengths.png)", ""]
     write_text_atomic(paths["stats_md"], "\n".join(lines))

@@ -5,6 +5,7 @@ all five languages: the comment markers go (`///`, `//`, `/** * */`), then the f
 where the parameter / return / example markup starts (`@param`, `:param x:`, `Args:`, `# Arguments`,
 `>>>`), with inline markup reduced to its text (`{@code x}`, `:class:`x``, ``x``, HTML tags).
 """
+
 from __future__ import annotations
 
 import re
@@ -16,14 +17,17 @@ _SECTION = re.compile(
     r"|(?:Args|Arguments|Parameters|Params|Returns?|Yields?|Raises|Throws|Examples?|Notes?|See Also|Attributes"
     r"|Warning|Usage|Panics|Errors|Safety)\s*:?\s*$"
     r"|#\s+(?:Arguments|Parameters|Returns?|Examples?|Panics|Errors|Safety|Notes?)\b"
-    r"|>>>|-{3,}\s*$|={3,}\s*$)")
+    r"|>>>|-{3,}\s*$|={3,}\s*$)"
+)
 _INLINE = [
-    (re.compile(r"\{@(?:code|link|linkplain|literal|value)\s+([^}\s]*)(?:\s+([^}]*))?\}"),
-     lambda m: m.group(2) or m.group(1)),                              # Javadoc inline tags: the label or the name
-    (re.compile(r":[\w:]+:`~?([^`]+)`"), lambda m: m.group(1)),       # reST roles
+    (
+        re.compile(r"\{@(?:code|link|linkplain|literal|value)\s+([^}\s]*)(?:\s+([^}]*))?\}"),
+        lambda m: m.group(2) or m.group(1),
+    ),  # Javadoc inline tags: the label or the name
+    (re.compile(r":[\w:]+:`~?([^`]+)`"), lambda m: m.group(1)),  # reST roles
     (re.compile(r"``([^`]+)``"), lambda m: m.group(1)),
-    (re.compile(r"</?[a-zA-Z][^>]*>"), lambda m: " "),                 # HTML in Javadoc
-    (re.compile(r"^\s*[@\\]brief\s+"), lambda m: ""),                  # Doxygen
+    (re.compile(r"</?[a-zA-Z][^>]*>"), lambda m: " "),  # HTML in Javadoc
+    (re.compile(r"^\s*[@\\]brief\s+"), lambda m: ""),  # Doxygen
 ]
 
 
@@ -32,8 +36,8 @@ def comment_text(raw: str) -> str:
     lines = []
     for line in raw.strip().splitlines():
         s = line.strip()
-        s = re.sub(r"^/\*+!?|\*+/$", "", s).strip()          # /** ... */ openers and closers
-        s = re.sub(r"^(?://[/!]?|\*(?!\*))\s?", "", s)        # ///, //!, //, a leading * of a block
+        s = re.sub(r"^/\*+!?|\*+/$", "", s).strip()  # /** ... */ openers and closers
+        s = re.sub(r"^(?://[/!]?|\*(?!\*))\s?", "", s)  # ///, //!, //, a leading * of a block
         lines.append(s.rstrip())
     return "\n".join(lines).strip("\n")
 

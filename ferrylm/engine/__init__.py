@@ -5,6 +5,7 @@ the greedy choice, torch's int4 layers) and their configurations per GPU (tuning
 (ferrylm.serve) and the Triton inference server's model (templates/triton_model.py) use it; it
 imports nothing from them. Measurements: docs/performance.md.
 """
+
 from .engine import Engine
 
 __all__ = ["Engine"]

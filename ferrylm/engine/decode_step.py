@@ -28,6 +28,7 @@ eighth of the bf16 one (3.2 MB; more of its four times the bytes, or larger read
 What each part gained is measured in docs/performance.md. The prompt still runs through
 `FusedDecoder.forward` (F.linear on the folded weights).
 """
+
 from __future__ import annotations
 
 import torch
@@ -42,7 +43,7 @@ try:
 except ImportError:  # the CPU-only install: never called there
     triton = None
 
-BLOCK_L = 64   # cache positions per attention program
+BLOCK_L = 64  # cache positions per attention program
 # What attention's prefetching programs read for the o product after it (the module's docstring):
 # (words a program reads in one load, the share of o's words from their start). Each engine's best
 # measured on an H100 (docs/performance.md): for 4-bit, half the block was as fast in some runs and
@@ -55,7 +56,9 @@ def _words(linear) -> torch.Tensor:
     """A product's weight as int32 words (the 4-bit one's packed words as they are)."""
     return linear.packed.view(-1) if hasattr(linear, "packed") else linear.weight.view(torch.int32).view(-1)
 
+
 if triton is not None:
+
     @triton.jit
     def _prefetch(ptr, n, sink_ptr, p, BLOCK: tl.constexpr):
         """Program p reads block p of the n words at ptr (nothing past them), kept in the L2 (evict_last)
@@ -65,17 +68,38 @@ if triton is not None:
         tl.store(sink_ptr + p, tl.xor_sum(words, axis=0))
 
     @triton.jit
-    def _attend_chunk(qkv_ptr, k_ptr, v_ptr, pos_ptr, acc_ptr, m_ptr, l_ptr, pf_ptr, pf_n, sink_ptr, layer_offset,
-                      scale, H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, MAX_LEN: tl.constexpr,
-                      GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_L: tl.constexpr, CHUNKS: tl.constexpr,
-                      PF: tl.constexpr, PF_BLOCK: tl.constexpr, PDL: tl.constexpr):
+    def _attend_chunk(
+        qkv_ptr,
+        k_ptr,
+        v_ptr,
+        pos_ptr,
+        acc_ptr,
+        m_ptr,
+        l_ptr,
+        pf_ptr,
+        pf_n,
+        sink_ptr,
+        layer_offset,
+        scale,
+        H: tl.constexpr,
+        KV: tl.constexpr,
+        D: tl.constexpr,
+        MAX_LEN: tl.constexpr,
+        GROUP: tl.constexpr,
+        BLOCK_G: tl.constexpr,
+        BLOCK_L: tl.constexpr,
+        CHUNKS: tl.constexpr,
+        PF: tl.constexpr,
+        PF_BLOCK: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         kv_head, chunk = tl.program_id(0), tl.program_id(1)
-        if PDL:   # the combining kernel, then the o product, may launch now and start reading their weights
+        if PDL:  # the combining kernel, then the o product, may launch now and start reading their weights
             tl.extra.cuda.gdc_launch_dependents()
         if PF > 0:
-            if chunk >= CHUNKS:   # PF programs a KV head past the chunks: the next weights into the L2
+            if chunk >= CHUNKS:  # PF programs a KV head past the chunks: the next weights into the L2
                 _prefetch(pf_ptr, pf_n, sink_ptr, kv_head * PF + chunk - CHUNKS, PF_BLOCK)
-        pos = tl.load(pos_ptr)   # written before this step (by the previous one), not by the q/k/v kernel
+        pos = tl.load(pos_ptr)  # written before this step (by the previous one), not by the q/k/v kernel
         if chunk * BLOCK_L <= pos and chunk < CHUNKS:
             d = tl.arange(0, D)
             g = tl.arange(0, BLOCK_G)
@@ -94,11 +118,11 @@ if triton is not None:
             v = tl.where(is_new, tl.load(qkv_ptr + (H + KV + kv_head) * D + d)[None, :], v)
             tl.store(k_ptr + cache, k, mask=is_new)
             tl.store(v_ptr + cache, v, mask=is_new)
-            scores = tl.dot(q, tl.trans(k)) * scale                              # [BLOCK_G, BLOCK_L]
+            scores = tl.dot(q, tl.trans(k)) * scale  # [BLOCK_G, BLOCK_L]
             scores = tl.where(filled[None, :], scores, float("-inf"))
             m = tl.max(scores, axis=1)
             p = tl.exp(scores - m[:, None])
-            acc = tl.dot(p.to(v.dtype), v)                                        # [BLOCK_G, D]
+            acc = tl.dot(p.to(v.dtype), v)  # [BLOCK_G, D]
             heads = kv_head * GROUP + g
             real = g < GROUP
             tl.store(acc_ptr + (heads[:, None] * CHUNKS + chunk) * D + d[None, :], acc, mask=real[:, None])
@@ -106,8 +130,18 @@ if triton is not None:
             tl.store(l_ptr + heads * CHUNKS + chunk, tl.sum(p, axis=1), mask=real)
 
     @triton.jit
-    def _combine_chunks(acc_ptr, m_ptr, l_ptr, pos_ptr, out_ptr, CHUNKS: tl.constexpr, BLOCK_C: tl.constexpr,
-                        D: tl.constexpr, BLOCK_L: tl.constexpr, PDL: tl.constexpr):
+    def _combine_chunks(
+        acc_ptr,
+        m_ptr,
+        l_ptr,
+        pos_ptr,
+        out_ptr,
+        CHUNKS: tl.constexpr,
+        BLOCK_C: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK_L: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         head = tl.program_id(0)
         if PDL:
             tl.extra.cuda.gdc_launch_dependents()
@@ -122,9 +156,17 @@ if triton is not None:
         tl.store(out_ptr + head * D + d, (tl.sum(weight[:, None] * acc, axis=0) / total).to(out_ptr.dtype.element_ty))
 
 
-def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
-              n_heads: int, pdl: bool = False, prefetch: torch.Tensor | None = None,
-              prefetch_block: int = PREFETCH_INT4[0]) -> torch.Tensor:
+def attention(
+    qkv: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    pos: torch.Tensor,
+    layer: int,
+    n_heads: int,
+    pdl: bool = False,
+    prefetch: torch.Tensor | None = None,
+    prefetch_block: int = PREFETCH_INT4[0],
+) -> torch.Tensor:
     """One token's attention in `layer` for its q/k/v vector (rotary positions applied) at position
     pos [1]: writes the new key and value into the caches [layers, 1, KV, max_len, D]; [H * D].
     With `prefetch` (int32 words: the next product's weights), more programs, one for each
@@ -136,20 +178,50 @@ def attention(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, p
     m, l_ = (torch.empty(n_heads, chunks, device=qkv.device, dtype=torch.float32) for _ in range(2))
     out = torch.empty(n_heads * d, device=qkv.device, dtype=qkv.dtype)
     launch = {"launch_pdl": True} if pdl else {}
-    pf = triton.cdiv(triton.cdiv(prefetch.numel(), prefetch_block), kv) if prefetch is not None else 0   # a KV head
+    pf = triton.cdiv(triton.cdiv(prefetch.numel(), prefetch_block), kv) if prefetch is not None else 0  # a KV head
     sink = torch.empty(max(kv * pf, 1), device=qkv.device, dtype=torch.int32)
-    _attend_chunk[(kv, chunks + pf)](qkv, k_cache, v_cache, pos, acc, m, l_, sink if prefetch is None else prefetch,
-                                     0 if prefetch is None else prefetch.numel(), sink, layer * kv * max_len * d,
-                                     d ** -0.5, n_heads, kv, d, max_len, group, max(16, triton.next_power_of_2(group)),
-                                     BLOCK_L, chunks, pf, prefetch_block, pdl, **launch)
-    _combine_chunks[(n_heads,)](acc, m, l_, pos, out, chunks, triton.next_power_of_2(chunks), d, BLOCK_L, pdl,
-                                **launch)
+    _attend_chunk[(kv, chunks + pf)](
+        qkv,
+        k_cache,
+        v_cache,
+        pos,
+        acc,
+        m,
+        l_,
+        sink if prefetch is None else prefetch,
+        0 if prefetch is None else prefetch.numel(),
+        sink,
+        layer * kv * max_len * d,
+        d**-0.5,
+        n_heads,
+        kv,
+        d,
+        max_len,
+        group,
+        max(16, triton.next_power_of_2(group)),
+        BLOCK_L,
+        chunks,
+        pf,
+        prefetch_block,
+        pdl,
+        **launch,
+    )
+    _combine_chunks[(n_heads,)](acc, m, l_, pos, out, chunks, triton.next_power_of_2(chunks), d, BLOCK_L, pdl, **launch)
     return out
 
 
 @torch.library.custom_op("ferrylm::decode_attention", mutates_args=("k_cache", "v_cache"))
-def attention_op(qkv: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor, layer: int,
-                 n_heads: int, pdl: bool, prefetch: torch.Tensor | None, prefetch_block: int) -> torch.Tensor:
+def attention_op(
+    qkv: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    pos: torch.Tensor,
+    layer: int,
+    n_heads: int,
+    pdl: bool,
+    prefetch: torch.Tensor | None,
+    prefetch_block: int,
+) -> torch.Tensor:
     return attention(qkv, k_cache, v_cache, pos, layer, n_heads, pdl, prefetch, prefetch_block)
 
 
@@ -161,13 +233,16 @@ def _(qkv, k_cache, v_cache, pos, layer, n_heads, pdl, prefetch, prefetch_block)
 def fold_norms(decoder) -> None:
     """Fold each RMS norm's weight into the columns of the matrix it feeds (q/k/v, gate/up, the
     output layer): W (g * x) = (W diag g) x. The decoder's own norms then skip their weights."""
+
     def fold(owner, name, g):
         linear = getattr(owner, name)
-        if hasattr(linear, "norm_weight"):   # 4-bit integers cannot take it: the kernel multiplies x instead
+        if hasattr(linear, "norm_weight"):  # 4-bit integers cannot take it: the kernel multiplies x instead
             linear.norm_weight = g
             return
-        linear.weight = torch.nn.Parameter((linear.weight.float() * g.float()).to(linear.weight.dtype),
-                                           requires_grad=False)   # a new tensor: the model's stays as it was
+        linear.weight = torch.nn.Parameter(
+            (linear.weight.float() * g.float()).to(linear.weight.dtype), requires_grad=False
+        )  # a new tensor: the model's stays as it was
+
     for layer in decoder.layers:
         fold(layer, "wqkv", layer.norm_in)
         fold(layer, "w13", layer.norm_post)
@@ -178,27 +253,46 @@ def fold_norms(decoder) -> None:
 def epilogues(decoder) -> dict:
     """Each fused matrix's epilogue in `decode_step`."""
     eps, d = decoder.eps, decoder.head_dim
-    return {"wqkv": Epilogue(eps, ROPE, d, (decoder.n_heads + decoder.n_kv) * d, decoder.rope_scale),
-            "wo": Epilogue(residual=True), "w13": Epilogue(eps, SILU, decoder.layers[0].w13.out_features),
-            "w2": Epilogue(residual=True), "lm_head": Epilogue(eps)}
+    return {
+        "wqkv": Epilogue(eps, ROPE, d, (decoder.n_heads + decoder.n_kv) * d, decoder.rope_scale),
+        "wo": Epilogue(residual=True),
+        "w13": Epilogue(eps, SILU, decoder.layers[0].w13.out_features),
+        "w2": Epilogue(residual=True),
+        "lm_head": Epilogue(eps),
+    }
 
 
 def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """One token through a decoder prepared by `gemv.gemv_weights(fused_step=True)`: logits [1, 1, vocab]."""
     pdl, (block, share) = dec.lm_head.pdl, dec.attention_prefetch
-    n = int(share * _words(dec.layers[0].wo).numel()) if block else 0   # words of o read ahead
+    n = int(share * _words(dec.layers[0].wo).numel()) if block else 0  # words of o read ahead
     x = F.embedding(ids, dec.embed).reshape(-1)
     for i, layer in enumerate(dec.layers):
         qkv = layer.wqkv.step(x, pos=pos, inv_freq=dec.inv_freq)
-        att = attention_op(qkv, dec.k_cache, dec.v_cache, pos, i, dec.n_heads, pdl,
-                           _words(layer.wo)[:n] if n else None, block or PREFETCH_INT4[0])
+        att = attention_op(
+            qkv,
+            dec.k_cache,
+            dec.v_cache,
+            pos,
+            i,
+            dec.n_heads,
+            pdl,
+            _words(layer.wo)[:n] if n else None,
+            block or PREFETCH_INT4[0],
+        )
         x = layer.wo.step(att, residual=x)
         x = layer.w2.step(layer.w13.step(x), residual=x)
     return dec.lm_head.step(x).view(1, 1, -1)
 
 
-def gemv_weights(decoder: torch.nn.Module, pdl: bool | None = None, configs: dict | None = None,
-                 fused_step: bool = True, fixed: dict | None = None, budget=None) -> dict:
+def gemv_weights(
+    decoder: torch.nn.Module,
+    pdl: bool | None = None,
+    configs: dict | None = None,
+    fused_step: bool = True,
+    fixed: dict | None = None,
+    budget=None,
+) -> dict:
     """Put every linear layer of the fused decoder (and its output layer) on `gemv`, one tuned
     configuration per weight shape and epilogue (or `configs` {(n, k, epilogue): cfg}, or one `fixed`
     configuration for all); 4-bit layers (gemv4.Gemv4Linear) on `gemv4` likewise, keyed
@@ -211,7 +305,7 @@ def gemv_weights(decoder: torch.nn.Module, pdl: bool | None = None, configs: dic
     pdl = supports_pdl() if pdl is None else pdl
     configs = dict(configs or {})
     budget = budget or Budget()
-    decoder.gemv_layers = {}   # key -> its layers, for `configure`
+    decoder.gemv_layers = {}  # key -> its layers, for `configure`
     if fused_step:
         fold_norms(decoder)
     kinds = epilogues(decoder) if fused_step else {}
@@ -220,8 +314,11 @@ def gemv_weights(decoder: torch.nn.Module, pdl: bool | None = None, configs: dic
         epilogue = kinds.get(name, Epilogue())
         key = (*linear.weight.shape, epilogue)
         if key not in configs:
-            configs[key] = fixed or (tune(linear.weight.detach(), pdl, epilogue) if budget.left()
-                                     else untimed(candidates(*linear.weight.shape, epilogue)))
+            configs[key] = fixed or (
+                tune(linear.weight.detach(), pdl, epilogue)
+                if budget.left()
+                else untimed(candidates(*linear.weight.shape, epilogue))
+            )
         setattr(owner, name, GemvLinear(linear, configs[key], pdl, epilogue))
         decoder.gemv_layers.setdefault(key, []).append(getattr(owner, name))
     for layer in decoder.layers:
@@ -230,8 +327,13 @@ def gemv_weights(decoder: torch.nn.Module, pdl: bool | None = None, configs: dic
                 epilogue = kinds.get(name, Epilogue())
                 key = ("int4", child.out_features, child.in_features, child.group_size, epilogue)
                 if key not in configs:
-                    configs[key] = fixed or (tune4(child, pdl, epilogue) if budget.left() else untimed(
-                        tune4_candidates(child.out_features, child.in_features, child.group_size, epilogue)))
+                    configs[key] = fixed or (
+                        tune4(child, pdl, epilogue)
+                        if budget.left()
+                        else untimed(
+                            tune4_candidates(child.out_features, child.in_features, child.group_size, epilogue)
+                        )
+                    )
                 child.configure(configs[key], pdl, epilogue)
                 decoder.gemv_layers.setdefault(key, []).append(child)
     if fused_step:

@@ -10,6 +10,7 @@ engine (`gemv=True`), whose step is Triton kernels already, captures that step i
 instead of compiling it. On CPU it runs the same loop uncompiled (tests check it gives `generate()`'s
 tokens).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,13 +39,25 @@ class Engine:
     prompts of one bucket share a prefill captured in a CUDA graph (padding after the prompt is never
     attended to: each later step overwrites its own position first); elsewhere, given, it pads only."""
 
-    def __init__(self, model, max_len: int = 2048, compile: bool | None = None, tune: bool = True,
-                 fused: bool = False, int4_group: int | None = None, w4a16_dir: str | None = None,
-                 gemv: bool = False, gemv_fixed: dict | None = None, tuned_dir: str | bool | None = None,
-                 prefill_bucket: int | None = None, tune_budget_s: float | None = None, progress=None):
+    def __init__(
+        self,
+        model,
+        max_len: int = 2048,
+        compile: bool | None = None,
+        tune: bool = True,
+        fused: bool = False,
+        int4_group: int | None = None,
+        w4a16_dir: str | None = None,
+        gemv: bool = False,
+        gemv_fixed: dict | None = None,
+        tuned_dir: str | bool | None = None,
+        prefill_bucket: int | None = None,
+        tune_budget_s: float | None = None,
+        progress=None,
+    ):
         from transformers import StaticCache
 
-        if int4_group and w4a16_dir:    # each gives the decoder its 4-bit weights: one would silently win
+        if int4_group and w4a16_dir:  # each gives the decoder its 4-bit weights: one would silently win
             raise ValueError("Engine: int4_group and w4a16_dir each choose the decoder's 4-bit weights; give one")
         import torch._inductor.config as inductor
 
@@ -63,23 +76,30 @@ class Engine:
         compile = self.device.type == "cuda" if compile is None else compile
         if fused or int4_group or w4a16_dir or gemv:
             # Only a captured kernel engine's choice is kept: it alone is refined in its step.
-            self.decoder = self._fused_decoder(max_len, int4_group, w4a16_dir, gemv, gemv_fixed,
-                                               tuned_dir if compile else False)
+            self.decoder = self._fused_decoder(
+                max_len, int4_group, w4a16_dir, gemv, gemv_fixed, tuned_dir if compile else False
+            )
         else:
             self.cache = StaticCache(config=model.config, max_cache_len=max_len)
         if self.decoder is not None:
-            self.decoder.static_shapes = compile and not gemv   # only a compiled forward needs them
+            self.decoder.static_shapes = compile and not gemv  # only a compiled forward needs them
+        self._decode_state(max_len)
+        self.prefill_bucket = prefill_bucket or (64 if compile and gemv else None)
+        self._choose_step(compile, gemv)
+
+    def _decode_state(self, max_len: int) -> None:
         # The decode loop's state lives in fixed buffers that the captured step reads and advances
         # itself, so a token costs one graph replay with no copies or small kernels around it.
-        self._token = torch.zeros(1, 1, dtype=torch.long, device=self.device)   # the latest token
-        self._pos = torch.zeros(1, dtype=torch.long, device=self.device)        # its position
-        self._tokens = torch.zeros(max_len + 1, dtype=torch.long, device=self.device)   # every token, by position
+        self._token = torch.zeros(1, 1, dtype=torch.long, device=self.device)  # the latest token
+        self._pos = torch.zeros(1, dtype=torch.long, device=self.device)  # its position
+        self._tokens = torch.zeros(max_len + 1, dtype=torch.long, device=self.device)  # every token, by position
         for buf in (self._token, self._pos, self._tokens):
             torch._dynamo.mark_static_address(buf)
         self._graph = None
-        self._prefills: dict = {}   # bucket -> (graph, its ids, its last position): `_prefill_padded`
+        self._prefills: dict = {}  # bucket -> (graph, its ids, its last position): `_prefill_padded`
         self._greedy = None
-        self.prefill_bucket = prefill_bucket or (64 if compile and gemv else None)
+
+    def _choose_step(self, compile: bool, gemv: bool) -> None:
         if compile and gemv:
             # The step is already its own Triton kernels: captured by hand (`_replay`), not compiled;
             # its greedy choice and the loop's state move in one more kernel (`greedy.py`).
@@ -126,7 +146,7 @@ class Engine:
             configs = gemv_weights(decoder, configs=saved, fixed=gemv_fixed, budget=self.budget)
             self._phase("tune", start)
             self.gemv_configs = {key: cfg for key, cfg in configs.items() if key in decoder.gemv_layers}
-            self.tuned_keys = [key for key in self.gemv_configs if key not in saved]   # the others were saved
+            self.tuned_keys = [key for key in self.gemv_configs if key not in saved]  # the others were saved
         return decoder
 
     def _phase(self, name: str, start: float) -> None:
@@ -159,8 +179,13 @@ class Engine:
     def _decode(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         if self.decoder is not None:
             return self.decoder(token, position)[:, -1].argmax(-1, keepdim=True)
-        out = self.model(input_ids=token, position_ids=position.unsqueeze(0), cache_position=position,
-                         past_key_values=self.cache, use_cache=True)
+        out = self.model(
+            input_ids=token,
+            position_ids=position.unsqueeze(0),
+            cache_position=position,
+            past_key_values=self.cache,
+            use_cache=True,
+        )
         return out.logits[:, -1].argmax(-1, keepdim=True)
 
     def _advance(self) -> None:
@@ -184,7 +209,7 @@ class Engine:
             return
         self._advance()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):   # waits for the eager step; recorded, not run: the state is that step's
+        with torch.cuda.graph(graph):  # waits for the eager step; recorded, not run: the state is that step's
             self._advance()
         self._graph = graph
 
@@ -199,8 +224,11 @@ class Engine:
 
         prompt = list(range(8))
         self.refine_log = []
-        if (self.max_len < len(prompt) + steps + 2 or not self.budget.left()
-                or not any(c.get("runners_up") for c in self.gemv_configs.values())):
+        if (
+            self.max_len < len(prompt) + steps + 2
+            or not self.budget.left()
+            or not any(c.get("runners_up") for c in self.gemv_configs.values())
+        ):
             return
         begin = time.perf_counter()
         self._prefill(prompt, steps + 1)
@@ -213,7 +241,7 @@ class Engine:
         def time_step() -> float:
             if self._graph is None:
                 self._pos.copy_(start)
-                self._replay()   # the eager step, then the capture
+                self._replay()  # the eager step, then the capture
             return self.step_ms(start, steps, repeats)
 
         self.gemv_configs = refine(self.gemv_configs, apply, time_step, log=self.refine_log, budget=self.budget)
@@ -257,21 +285,21 @@ class Engine:
         position. The kernel engine captures it per bucket the first time (run eagerly, then recorded)
         and replays it after, so the prompt's few hundred kernels cost no Python launches."""
         n = len(prompt_ids)
-        ids, last = torch.tensor([prompt_ids + [0] * (bucket - n)]), torch.tensor([n - 1])   # on the host
+        ids, last = torch.tensor([prompt_ids + [0] * (bucket - n)]), torch.tensor([n - 1])  # on the host
         captured = self._prefills.get(bucket)
-        if captured is not None:   # one upload each, into the graph's own inputs
+        if captured is not None:  # one upload each, into the graph's own inputs
             graph, static_ids, static_last = captured
             static_ids.copy_(ids)
             static_last.copy_(last)
             graph.replay()
-            return self._token.clone()   # the steps overwrite _token
+            return self._token.clone()  # the steps overwrite _token
         ids, last = ids.to(self.device), last.to(self.device)
         self._prefill_into(ids, last, bucket)
         if self._step == self._replay:
             if len(self._prefills) >= self.PREFILL_GRAPHS:
-                self._prefills.pop(next(iter(self._prefills)))   # the oldest bucket
+                self._prefills.pop(next(iter(self._prefills)))  # the oldest bucket
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):   # recorded, not run: the state is the eager prefill's
+            with torch.cuda.graph(graph):  # recorded, not run: the state is the eager prefill's
                 self._prefill_into(ids, last, bucket)
             self._prefills[bucket] = (graph, ids, last)
         return self._token.clone()
@@ -325,7 +353,7 @@ class Engine:
         for _ in range(new_tokens - 1):
             self._step()
         n = len(prompt_ids)
-        tokens = [int(token)] + self._tokens[n + 1:n + new_tokens].tolist()   # (a sync)
+        tokens = [int(token)] + self._tokens[n + 1 : n + new_tokens].tolist()  # (a sync)
         total = time.perf_counter() - t0
         return {"ttft_s": ttft, "total_s": total, "tokens": tokens}
 
@@ -336,16 +364,16 @@ class _TokenReader:
     event has passed. On a CPU the copy is the read."""
 
     def __init__(self, tokens: torch.Tensor, prompt_len: int, max_new_tokens: int):
-        self.tokens, self.first = tokens, prompt_len   # the i-th new token (i >= 1) is at prompt_len + i
+        self.tokens, self.first = tokens, prompt_len  # the i-th new token (i >= 1) is at prompt_len + i
         self.cuda = tokens.device.type == "cuda"
         self.host = torch.empty(max_new_tokens, dtype=torch.long, pin_memory=self.cuda)
         self.events: dict[int, torch.cuda.Event] = {}
-        self.queued = 0   # steps launched
+        self.queued = 0  # steps launched
 
     def queue(self) -> None:
         self.queued += 1
         i = self.queued
-        self.host[i:i + 1].copy_(self.tokens[self.first + i:self.first + i + 1], non_blocking=self.cuda)
+        self.host[i : i + 1].copy_(self.tokens[self.first + i : self.first + i + 1], non_blocking=self.cuda)
         if self.cuda:
             self.events[i] = torch.cuda.Event()
             self.events[i].record()

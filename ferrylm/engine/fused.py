@@ -10,6 +10,7 @@ Supports the layouts of Llama, Qwen2 and Mistral without sliding windows (SmolLM
 Qwen2.5 are among them); anything else is refused rather than computed differently. The linear
 layers are plain `nn.Linear` modules, so weight-only quantized replacements (`quant.py`) slot in.
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,20 +39,30 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.nn.
 def _cat(tensors: list[torch.Tensor | None]) -> torch.Tensor | None:
     if tensors[0] is None:
         return None
-    return tensors[0].detach() if len(tensors) == 1 else torch.cat([t.detach() for t in tensors])   # one: shared, not copied
+    return (
+        tensors[0].detach() if len(tensors) == 1 else torch.cat([t.detach() for t in tensors])
+    )  # one: shared, not copied
 
 
 # Each fused matrix and the transformers projections it stacks by rows (also how quant.py reads a
 # W4A16 artifact into the fused layers).
-FUSED_FROM = {"wqkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), "wo": ("self_attn.o_proj",),
-              "w13": ("mlp.gate_proj", "mlp.up_proj"), "w2": ("mlp.down_proj",)}
+FUSED_FROM = {
+    "wqkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+    "wo": ("self_attn.o_proj",),
+    "w13": ("mlp.gate_proj", "mlp.up_proj"),
+    "w2": ("mlp.down_proj",),
+}
 
 
 def layer_linears(decoder) -> list[tuple[torch.nn.Module, str]]:
     """(layer, name) of each fused matrix still held as an nn.Linear in the decoder's layers (not the
     output layer): where quantized or kernel-specific replacements go."""
-    return [(layer, name) for layer in decoder.layers for name in FUSED_FROM
-            if isinstance(getattr(layer, name), torch.nn.Linear)]
+    return [
+        (layer, name)
+        for layer in decoder.layers
+        for name in FUSED_FROM
+        if isinstance(getattr(layer, name), torch.nn.Linear)
+    ]
 
 
 class FusedLayer(torch.nn.Module):
@@ -84,8 +95,9 @@ class FusedDecoder(torch.nn.Module):
         super().__init__()
         c = hf_model.config
         if not supports(c):
-            raise UnsupportedModel(f"the fused decoder supports {', '.join(SUPPORTED)} without sliding windows, "
-                                   f"not {c.model_type}")
+            raise UnsupportedModel(
+                f"the fused decoder supports {', '.join(SUPPORTED)} without sliding windows, not {c.model_type}"
+            )
         inner = hf_model.model
         self.n_heads, self.n_kv = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
@@ -101,9 +113,9 @@ class FusedDecoder(torch.nn.Module):
         shape = (len(self.layers), 1, self.n_kv, max_len, self.head_dim)
         self.register_buffer("k_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
         self.register_buffer("v_cache", torch.zeros(shape, dtype=w.dtype, device=w.device), persistent=False)
-        for cache in (self.k_cache, self.v_cache):   # written in place inside the captured graph
+        for cache in (self.k_cache, self.v_cache):  # written in place inside the captured graph
             torch._dynamo.mark_static_address(cache)
-        self.static_shapes = True   # the Engine sets False where it runs the decoder uncompiled
+        self.static_shapes = True  # the Engine sets False where it runs the decoder uncompiled
         # Set by gemv.gemv_weights(fused_step=True): one-token steps through decode_step.decode_step,
         # with the norms' weights folded into the matrices after them.
         self.one_token_step = None
@@ -112,8 +124,9 @@ class FusedDecoder(torch.nn.Module):
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return rms_norm(x, None if self.norm_weights_folded else weight, self.eps)
 
-    def forward(self, ids: torch.Tensor, pos: torch.Tensor, span: int | None = None,
-                last: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, ids: torch.Tensor, pos: torch.Tensor, span: int | None = None, last: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """ids [1, T] at positions pos [T] (the cache holds every earlier position): logits [1, T, vocab];
         only at the positions `last` indexes where given (the prompt's last). `span`: the cache
         positions attention reads (the default reads pos[-1] from the GPU, which a CUDA graph cannot)."""
@@ -128,7 +141,7 @@ class FusedDecoder(torch.nn.Module):
         # (on CPU), it spans only the positions filled so far, which is most of a CPU step's saving.
         if span is None:
             span = self.max_len if self.static_shapes else int(pos[-1]) + 1
-        mask = torch.arange(span, device=ids.device)[None, :] <= pos[:, None]   # [T, span]
+        mask = torch.arange(span, device=ids.device)[None, :] <= pos[:, None]  # [T, span]
         for i, layer in enumerate(self.layers):
             h = self._norm(x, layer.norm_in)
             q, k, v = layer.wqkv(h).split([H * D, KV * D, KV * D], dim=-1)

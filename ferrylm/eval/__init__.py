@@ -8,6 +8,7 @@ stage starts vLLM itself on the exported model and (with `eval.compare_base`) on
 one after the other, so both are measured the same way; with serve.backend=triton, tritonserver on
 the export's Triton model and on one written for the base.
 """
+
 from .stage import GateFailed, rewrite_report, run_eval
 
 __all__ = ["GateFailed", "rewrite_report", "run_eval"]

@@ -1,6 +1,7 @@
 """Where completions come from: a served endpoint (OpenAI API: vLLM, or any compatible server), a
 ferrylm Triton model, or a local model run with transformers. All answer the same two calls, so
 HumanEval and BLEU measure them the same way."""
+
 from __future__ import annotations
 
 import time
@@ -14,17 +15,19 @@ _UNTIL_EVERY = 8
 
 
 class EndpointGenerator:
-    timed_stream = staticmethod(client.timed_chat_stream)   # one timed request, for the latency measurement
+    timed_stream = staticmethod(client.timed_chat_stream)  # one timed request, for the latency measurement
 
     def __init__(self, base_url: str, model: str):
         self.base_url, self.model = base_url.rstrip("/"), model
 
-    def chat(self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1,
-             until=None) -> list[str]:
+    def chat(
+        self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1, until=None
+    ) -> list[str]:
         return client.chat(self.base_url, self.model, messages, max_tokens, temperature, n=n, until=until)
 
-    def complete(self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
-                 stop: list[str] | None = None) -> list[str]:
+    def complete(
+        self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1, stop: list[str] | None = None
+    ) -> list[str]:
         # The OpenAI API (and vLLM) take at most 4 stop sequences; apply the rest here.
         stop = stop or []
         texts = client.complete(self.base_url, self.model, prompt, max_tokens, temperature, n=n, stop=stop[:4])
@@ -35,12 +38,13 @@ class TritonGenerator:
     """A ferrylm Triton model (serve.backend=triton) over Triton's generate_stream endpoint. Its engines
     decode greedily: one sample at temperature 0 (the config refuses others for this path). A reply
     stops being read as soon as `until` holds or a stop sequence appears; closing the stream ends it."""
+
     timed_stream = staticmethod(client.timed_triton_stream)
 
     def __init__(self, base_url: str, model: str):
         self.base_url, self.model = base_url.rstrip("/"), model
 
-    BUSY_WAIT_S = 600   # how long a request refused as busy (the server's queue full) is asked again
+    BUSY_WAIT_S = 600  # how long a request refused as busy (the server's queue full) is asked again
 
     def _read(self, max_tokens: int, done, **request) -> str:
         # A busy refusal generated nothing: asking again loses nothing (eval.concurrency may exceed serve.max_queue).
@@ -57,15 +61,19 @@ class TritonGenerator:
     @staticmethod
     def _greedy(temperature: float, n: int) -> None:
         if temperature != 0 or n != 1:
-            raise ValueError(f"the Triton model decodes greedily: one sample at temperature 0, not n={n} at {temperature}")
+            raise ValueError(
+                f"the Triton model decodes greedily: one sample at temperature 0, not n={n} at {temperature}"
+            )
 
-    def chat(self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1,
-             until=None) -> list[str]:
+    def chat(
+        self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1, until=None
+    ) -> list[str]:
         self._greedy(temperature, n)
         return [self._read(max_tokens, until or (lambda text: False), messages=messages)]
 
-    def complete(self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
-                 stop: list[str] | None = None) -> list[str]:
+    def complete(
+        self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1, stop: list[str] | None = None
+    ) -> list[str]:
         self._greedy(temperature, n)
         stop = stop or []
         return [_cut(self._read(max_tokens, lambda text: any(s in text for s in stop), prompt=prompt), stop)]
@@ -95,8 +103,9 @@ class LocalGenerator:
             self.model = self.model.to("cuda")
             self.engine = Engine(self.model, max_len=max_len, fused=supports(self.model.config))
             eos = self.model.generation_config.eos_token_id
-            self.eos_ids = tuple(eos if isinstance(eos, list) else [eos] if eos is not None else []) + \
-                ((self.tokenizer.eos_token_id,) if self.tokenizer.eos_token_id is not None else ())
+            self.eos_ids = tuple(eos if isinstance(eos, list) else [eos] if eos is not None else []) + (
+                (self.tokenizer.eos_token_id,) if self.tokenizer.eos_token_id is not None else ()
+            )
         self._lock = threading.Lock()
 
     def _generate(self, prompt: str, max_tokens: int, temperature: float, n: int, until=None) -> list[str]:
@@ -109,26 +118,36 @@ class LocalGenerator:
             with self._lock:
                 for i, token in enumerate(self.engine.stream(prompt_ids, max_tokens, self.eos_ids), 1):
                     tokens.append(token)
-                    if until is not None and i % _UNTIL_EVERY == 0 and until(self.tokenizer.decode(tokens, skip_special_tokens=True)):
+                    if (
+                        until is not None
+                        and i % _UNTIL_EVERY == 0
+                        and until(self.tokenizer.decode(tokens, skip_special_tokens=True))
+                    ):
                         break
             return [self.tokenizer.decode(tokens, skip_special_tokens=True)]
-        kwargs = {"do_sample": temperature > 0, "max_new_tokens": max_tokens, "num_return_sequences": n,
-                  "pad_token_id": self.tokenizer.pad_token_id}
+        kwargs = {
+            "do_sample": temperature > 0,
+            "max_new_tokens": max_tokens,
+            "num_return_sequences": n,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
         if temperature > 0:
             kwargs["temperature"] = temperature
         if until is not None and n == 1:
             kwargs["stopping_criteria"] = [_Until(self.tokenizer, ids["input_ids"].shape[1], until)]
         with self._lock, torch.no_grad():
             out = self.model.generate(**ids.to(self.model.device), **kwargs)
-        return [self.tokenizer.decode(row[ids["input_ids"].shape[1]:], skip_special_tokens=True) for row in out]
+        return [self.tokenizer.decode(row[ids["input_ids"].shape[1] :], skip_special_tokens=True) for row in out]
 
-    def chat(self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1,
-             until=None) -> list[str]:
+    def chat(
+        self, messages: list[dict], max_tokens: int, temperature: float = 0.0, n: int = 1, until=None
+    ) -> list[str]:
         prompt = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return self._generate(prompt, max_tokens, temperature, n, until)
 
-    def complete(self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
-                 stop: list[str] | None = None) -> list[str]:
+    def complete(
+        self, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1, stop: list[str] | None = None
+    ) -> list[str]:
         texts = self._generate(prompt, max_tokens, temperature, n)
         return [_cut(t, stop or []) for t in texts]
 
@@ -143,8 +162,11 @@ class _Until:
         import torch
 
         new = input_ids.shape[1] - self.prompt_len
-        done = new > 0 and new % _UNTIL_EVERY == 0 and self.until(self.tokenizer.decode(input_ids[0, self.prompt_len:],
-                                                                               skip_special_tokens=True))
+        done = (
+            new > 0
+            and new % _UNTIL_EVERY == 0
+            and self.until(self.tokenizer.decode(input_ids[0, self.prompt_len :], skip_special_tokens=True))
+        )
         return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 
 

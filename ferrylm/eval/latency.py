@@ -1,4 +1,5 @@
 """The 512-new-token latency, against a live endpoint or on the in-process engine."""
+
 from __future__ import annotations
 
 import time
@@ -21,12 +22,19 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def _stats(values: list[float]) -> dict:
-    return {"p50": percentile(values, 50), "p95": percentile(values, 95), "p99": percentile(values, 99),
-            "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+    return {
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "mean": sum(values) / len(values),
+        "min": min(values),
+        "max": max(values),
+    }
 
 
-def latency(base_url: str, model: str, new_tokens: int, runs: int = 3, concurrency: list[int] | None = None,
-            timed=None) -> dict:
+def latency(
+    base_url: str, model: str, new_tokens: int, runs: int = 3, concurrency: list[int] | None = None, timed=None
+) -> dict:
     """Single-stream latency over `runs` repeats (percentiles), then a concurrency sweep.
 
     Each request generates exactly `new_tokens` (ignore_eos), so runs compare like with like. `timed`:
@@ -51,17 +59,33 @@ def latency(base_url: str, model: str, new_tokens: int, runs: int = 3, concurren
         with ThreadPoolExecutor(c) as pool:
             timings = list(pool.map(lambda _: timed(base_url, model, messages, new_tokens), range(c)))
         wall = time.perf_counter() - start
-        out["sweep"].append({"concurrency": c, "wall_s": wall,
-                             "aggregate_tokens_per_s": sum(t.completion_tokens for t in timings) / wall,
-                             "total_s": _stats([t.total_s for t in timings]),
-                             "ttft_s": _stats([t.ttft_s for t in timings])})
+        out["sweep"].append(
+            {
+                "concurrency": c,
+                "wall_s": wall,
+                "aggregate_tokens_per_s": sum(t.completion_tokens for t in timings) / wall,
+                "total_s": _stats([t.total_s for t in timings]),
+                "ttft_s": _stats([t.ttft_s for t in timings]),
+            }
+        )
     return out
 
 
 # Peak memory bandwidth (bytes/s) by a piece of the name torch gives the GPU; the first piece found wins.
-BANDWIDTH = (("H200", 4.8e12), ("H100 NVL", 3.9e12), ("H100 PCIe", 2.0e12), ("H100", 3.35e12), ("A800", 2.039e12),
-             ("A100-SXM4-80GB", 2.039e12), ("A100 80GB PCIe", 1.935e12), ("A100", 1.555e12), ("RTX A6000", 768e9),
-             ("A40", 696e9), ("L40S", 864e9), ("L4", 300e9))
+BANDWIDTH = (
+    ("H200", 4.8e12),
+    ("H100 NVL", 3.9e12),
+    ("H100 PCIe", 2.0e12),
+    ("H100", 3.35e12),
+    ("A800", 2.039e12),
+    ("A100-SXM4-80GB", 2.039e12),
+    ("A100 80GB PCIe", 1.935e12),
+    ("A100", 1.555e12),
+    ("RTX A6000", 768e9),
+    ("A40", 696e9),
+    ("L40S", 864e9),
+    ("L4", 300e9),
+)
 
 
 def decode_floor(model, gpu: str, new_tokens: int) -> dict | None:
@@ -70,30 +94,41 @@ def decode_floor(model, gpu: str, new_tokens: int) -> dict | None:
     bandwidth = next((b for piece, b in BANDWIDTH if piece in gpu), None)
     if bandwidth is None:
         return None
-    weights = {id(p): p for p in model.parameters()}   # a tied output layer counted once
+    weights = {id(p): p for p in model.parameters()}  # a tied output layer counted once
     embed, head = model.get_input_embeddings().weight, model.get_output_embeddings()
     read = sum(p.numel() * p.element_size() for p in weights.values())
     if head is None or head.weight is not embed:
         read -= embed.numel() * embed.element_size()
-    return {"gpu": gpu, "bandwidth_gb_s": bandwidth / 1e9, "weight_gb_per_token": read / 1e9,
-            "floor_s": read * new_tokens / bandwidth}
+    return {
+        "gpu": gpu,
+        "bandwidth_gb_s": bandwidth / 1e9,
+        "weight_gb_per_token": read / 1e9,
+        "floor_s": read * new_tokens / bandwidth,
+    }
 
 
 def engine_latency(generator, new_tokens: int, runs: int = 3) -> dict:
     """The same measurement in-process, on a LocalGenerator's serving engine (GPU, batch 1): exactly
     `new_tokens` greedy tokens per run after a warm-up that captures the decode step; no sweep."""
     tok = generator.tokenizer
-    prompt = tok.apply_chat_template([{"role": "user", "content": user_message(LATENCY_PROMPT)}], tokenize=False,
-                                     add_generation_prompt=True)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": user_message(LATENCY_PROMPT)}], tokenize=False, add_generation_prompt=True
+    )
     ids = tok(prompt, add_special_tokens=False)["input_ids"]
     generator.engine.generate_timed(ids, 8)
     single = [generator.engine.generate_timed(ids, new_tokens) for _ in range(runs)]
-    return {"new_tokens": new_tokens, "runs": runs, "in_process": True,
-            "ttft_s": _stats([t["ttft_s"] for t in single]), "total_s": _stats([t["total_s"] for t in single]),
-            "tpot_s": _stats([(t["total_s"] - t["ttft_s"]) / max(new_tokens - 1, 1) for t in single]),
-            "tokens_per_s": _stats([new_tokens / t["total_s"] for t in single]),
-            "samples_total_s": [t["total_s"] for t in single], "sweep": [],
-            "floor": decode_floor(generator.model, _gpu_name(), new_tokens)}
+    return {
+        "new_tokens": new_tokens,
+        "runs": runs,
+        "in_process": True,
+        "ttft_s": _stats([t["ttft_s"] for t in single]),
+        "total_s": _stats([t["total_s"] for t in single]),
+        "tpot_s": _stats([(t["total_s"] - t["ttft_s"]) / max(new_tokens - 1, 1) for t in single]),
+        "tokens_per_s": _stats([new_tokens / t["total_s"] for t in single]),
+        "samples_total_s": [t["total_s"] for t in single],
+        "sweep": [],
+        "floor": decode_floor(generator.model, _gpu_name(), new_tokens),
+    }
 
 
 def _gpu_name() -> str:

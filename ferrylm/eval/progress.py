@@ -1,5 +1,6 @@
 """Progress of a long evaluation step: done / total, elapsed and remaining time. On a terminal one
 line rewrites itself; otherwise (a log file, CI) a log line every tenth of the way."""
+
 from __future__ import annotations
 
 import sys
@@ -25,8 +26,10 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
         rate = self.done / elapsed if elapsed > 0 else 0.0
-        return (f"{self.what}: {self.done}/{self.total} ({self.done / self.total:.0%}), {rate:.2f}/s, "
-                f"{elapsed:.0f} s elapsed, {'?' if left != left else f'{left:.0f}'} s left")
+        return (
+            f"{self.what}: {self.done}/{self.total} ({self.done / self.total:.0%}), {rate:.2f}/s, "
+            f"{elapsed:.0f} s elapsed, {'?' if left != left else f'{left:.0f}'} s left"
+        )
 
     def tick(self, n: int = 1) -> None:
         with self._lock:
@@ -41,11 +44,13 @@ class Progress:
 
     def wrap(self, fn):
         """fn, ticking once per call (for pool.map)."""
+
         def run(*args):
             try:
                 return fn(*args)
             finally:
                 self.tick()
+
         return run
 
 

@@ -1,5 +1,6 @@
 """`run_eval(cfg)`: the eval stage's entry function and its helpers (what the stage does: the
 package's docstring)."""
+
 from __future__ import annotations
 
 import json
@@ -34,18 +35,35 @@ class GateFailed(FerryError, RuntimeError):
     exit_code = 3
 
 
-def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[dict], out: Path, label: str,
-            losses: list | None = None, shots: FewShot | None = None) -> tuple[dict, list[dict]]:
+def measure(
+    cfg: Config,
+    generator,
+    tracks: list[benchmark.Track],
+    rows: list[dict],
+    out: Path,
+    label: str,
+    losses: list | None = None,
+    shots: FewShot | None = None,
+) -> tuple[dict, list[dict]]:
     """The benchmarks' tracks and the held-out examples through `generator`, shown `shots` first when
     given; latency too when it is an endpoint (it needs streaming) or an in-process engine, and the
     model is asked cold. Returns the measures and the scored held-out examples, which (with their loss,
     when measured) are also written to heldout_<label>.jsonl."""
     e = cfg.eval
-    log.info("[%s] %s (%s prompts) × %d samples", label, ", ".join(f"{t.title}: {len(t.problems)} tasks" for t in tracks),
-             e.prompt_mode, e.samples_per_task)
+    log.info(
+        "[%s] %s (%s prompts) × %d samples",
+        label,
+        ", ".join(f"{t.title}: {len(t.problems)} tasks" for t in tracks),
+        e.prompt_mode,
+        e.samples_per_task,
+    )
     measured = {"benchmarks": benchmark.measure(generator, tracks, e, out, label, shots)}
-    log.info("[%s] %d held-out examples (%s)", label, len(rows),
-             ", ".join(f"{t}: {sum(heldout.task_of(r) == t for r in rows)}" for t in heldout.TASKS))
+    log.info(
+        "[%s] %d held-out examples (%s)",
+        label,
+        len(rows),
+        ", ".join(f"{t}: {sum(heldout.task_of(r) == t for r in rows)}" for t in heldout.TASKS),
+    )
     replies = heldout.generate_replies(generator, rows, e.max_new_tokens, e.concurrency, shots)
     scored = heldout.score_rows(rows, replies)
     for rec, loss in zip(scored, losses or []):
@@ -53,13 +71,24 @@ def measure(cfg: Config, generator, tracks: list[benchmark.Track], rows: list[di
     measured["heldout"] = heldout.summarize(scored)
     write_text_atomic(out / heldout_file(label), "".join(json.dumps(r) + "\n" for r in scored))
     measured["latency"] = None
-    if shots is not None:       # the same model's speed: measured when it was asked cold
+    if shots is not None:  # the same model's speed: measured when it was asked cold
         return measured, scored
-    if hasattr(generator, "timed_stream"):   # a served endpoint (vLLM's, Triton's)
-        log.info("[%s] latency of %d new tokens, %d runs, concurrency %s", label, e.latency_new_tokens,
-                 e.latency_runs, e.latency_concurrency)
-        measured["latency"] = latency(generator.base_url, generator.model, e.latency_new_tokens, e.latency_runs,
-                                      e.latency_concurrency, generator.timed_stream)
+    if hasattr(generator, "timed_stream"):  # a served endpoint (vLLM's, Triton's)
+        log.info(
+            "[%s] latency of %d new tokens, %d runs, concurrency %s",
+            label,
+            e.latency_new_tokens,
+            e.latency_runs,
+            e.latency_concurrency,
+        )
+        measured["latency"] = latency(
+            generator.base_url,
+            generator.model,
+            e.latency_new_tokens,
+            e.latency_runs,
+            e.latency_concurrency,
+            generator.timed_stream,
+        )
     elif getattr(generator, "engine", None) is not None:
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
         measured["latency"] = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
@@ -75,7 +104,9 @@ def heldout_losses(losses, label: str) -> list | None:
     try:
         return losses()
     except Exception as e:  # noqa: BLE001 — a model transformers cannot load here is reported, not fatal
-        log.warning("[%s] held-out loss not measured: %s", label, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        log.warning(
+            "[%s] held-out loss not measured: %s", label, str(e).splitlines()[0] if str(e) else type(e).__name__
+        )
         return None
 
 
@@ -93,7 +124,7 @@ def criteria_values(measured: dict | None, train: dict | None, which: str) -> di
         for t in measured["benchmarks"]:
             v[t["key"]] = t.get("pass@1")
         explain = (measured.get("heldout") or {}).get("explain")
-        v["bleu"] = explain["smoothed_bleu4"] / 100 if explain else None   # the seed's code understanding BLEU
+        v["bleu"] = explain["smoothed_bleu4"] / 100 if explain else None  # the seed's code understanding BLEU
         v["latency_512_s"] = measured["latency"]["total_s"]["p50"] if measured["latency"] else None
     return v
 
@@ -116,8 +147,10 @@ def _write(cfg: Config, criteria: list[Criterion], models: dict, details: dict, 
     human = human_verdict(cfg)
     criteria = [replace(c, gate=cfg.review.required) if c.key == "human_correct" else c for c in criteria]
     details = {k: v for k, v in details.items() if k != "human"} | ({"human": human} if human else {})
-    models = {m: {**v, "human_correct": human["models"][m]["rate"] if human and m in human["models"] else None}
-              for m, v in models.items()}
+    models = {
+        m: {**v, "human_correct": human["models"][m]["rate"] if human and m in human["models"] else None}
+        for m, v in models.items()
+    }
     return write_report(cfg.stage_dir("eval"), criteria, models, details, history, cfg.eval.criteria)
 
 
@@ -126,7 +159,7 @@ def rewrite_report(cfg: Config) -> dict:
     is generated or executed again. The record stays (under the stage's lock) and is re-written
     after the report, which it must not be older than."""
     out = cfg.stage_dir("eval")
-    read_record(out)                               # a finished eval stage, or one line saying to run it
+    read_record(out)  # a finished eval stage, or one line saying to run it
     with stage_lock(out, "eval", withdraw=False):
         record = json.loads((out / "record.json").read_text())
         old = json.loads((out / "report.json").read_text())
@@ -137,8 +170,9 @@ def rewrite_report(cfg: Config) -> dict:
     return report
 
 
-def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict], out: Path,
-                   shots: FewShot | None = None) -> dict[str, tuple[dict, list[dict]]]:
+def measure_models(
+    cfg: Config, tracks: list[benchmark.Track], rows: list[dict], out: Path, shots: FewShot | None = None
+) -> dict[str, tuple[dict, list[dict]]]:
     """label → what measure() found (the measures, the scored held-out examples): the endpoint given
     (eval.endpoint), or the exported model, (eval.compare_base) the base, and (with `shots`) the base
     shown them, each in-process (eval.local) or served (vLLM; tritonserver with serve.backend=triton),
@@ -153,18 +187,24 @@ def measure_models(cfg: Config, tracks: list[benchmark.Track], rows: list[dict],
     views = {"fine-tuned": ("fine-tuned", None)}
     if "base" in targets:
         views |= {"base": ("base", None)} | ({shots.label: ("base", shots)} if shots else {})
-    shown = {label: [r | {"messages": with_shots(s, r["messages"], r.get("task"), r.get("language"))} for r in rows]
-             for label, (_, s) in views.items()}
-    wanted = e.heldout_loss and not e.endpoint             # an endpoint's weights are not ours to load
+    shown = {
+        label: [r | {"messages": with_shots(s, r["messages"], r.get("task"), r.get("language"))} for r in rows]
+        for label, (_, s) in views.items()
+    }
+    wanted = e.heldout_loss and not e.endpoint  # an endpoint's weights are not ours to load
     # served: each model's loss in-process before any server starts (no GPU shared with vLLM)
-    losses = {label: heldout_losses(lambda d=targets[t], rs=shown[label]: losses_of(d, rs), label)
-              if wanted and not e.local else None for label, (t, _) in views.items()}
+    losses = {
+        label: heldout_losses(lambda d=targets[t], rs=shown[label]: losses_of(d, rs), label)
+        if wanted and not e.local
+        else None
+        for label, (t, _) in views.items()
+    }
     measured: dict[str, tuple[dict, list[dict]]] = {}
     for name, target in targets.items():
         with _generator(cfg, name, target, out) as gen:
             for label, (_, s) in ((lb, v) for lb, v in views.items() if v[0] == name):
                 loss = losses[label]
-                if wanted and e.local:          # on the generator's own model, loaded once
+                if wanted and e.local:  # on the generator's own model, loaded once
                     loss = heldout_losses(lambda rs=shown[label]: example_losses(gen.model, gen.tokenizer, rs), label)
                 measured[label] = measure(cfg, gen, tracks, rows, out, label, loss, s)
     return measured
@@ -197,8 +237,13 @@ def _triton_repo(cfg: Config, label: str, model_dir, out: Path) -> Path | None:
     from ..export.triton import write_triton_repo
 
     exported = read_record(cfg.stage_dir("export"))["metrics"]
-    return write_triton_repo(out / "triton_base", "base", model_dir, exported.get("triton_engine", "transformers"),
-                             exported.get("triton_max_len", 2048))
+    return write_triton_repo(
+        out / "triton_base",
+        "base",
+        model_dir,
+        exported.get("triton_engine", "transformers"),
+        exported.get("triton_max_len", 2048),
+    )
 
 
 def _shots(e, data_outputs: dict) -> FewShot | None:
@@ -207,25 +252,67 @@ def _shots(e, data_outputs: dict) -> FewShot | None:
     if not e.few_shot or not e.compare_base or e.endpoint:
         return None
     if not data_outputs.get("shots"):
-        log.info("the base shown %d examples is not measured: the data stage wrote no training examples to show",
-                 e.few_shot)
+        log.info(
+            "the base shown %d examples is not measured: the data stage wrote no training examples to show", e.few_shot
+        )
         return None
     return FewShot.read(data_outputs["shots"], e.few_shot)
+
+
+def _details(tracks, rows: list[dict], found: dict, shots, train: dict | None, data: dict) -> dict:
+    """The report's details: each model's measures, the few-shot examples, training, "did it help"."""
+    measured = {m: measures for m, (measures, _) in found.items()}
+    asked = {("generate", t.language) for t in tracks} | {(r.get("task"), r.get("language")) for r in rows}
+    details = dict(measured) | ({"few_shot": shots.summary(asked)} if shots else {})
+    if train:
+        details["training"] = {
+            k: train[k]
+            for k in (
+                "steps",
+                "first_train_loss",
+                "final_train_loss",
+                "final_grad_norm",
+                "tokens_seen",
+                "train_runtime_s",
+                "peak_gpu_memory_gib",
+            )
+            if k in train
+        }
+        details["training"]["pairs_by_language"] = data["metrics"].get("pairs_by_language", {})
+    details["helped"] = helped.lines({m: scored for m, (_, scored) in found.items()}, language_rows(details))
+    return details
+
+
+def _outputs(out: Path, measured: dict) -> dict:
+    """The report in three forms, and every sample, for people to judge (ferrylm review)."""
+    outputs = {name: str(out / f"report.{name}") for name in ("md", "html", "json")}
+    for label, d in measured.items():
+        outputs[f"heldout:{label}"] = str(out / heldout_file(label))
+        outputs.update(
+            {
+                f"samples:{label}:{s['benchmark']}/{s['language']}": str(
+                    out / benchmark.results_file(s["benchmark"], s["language"], label)
+                )
+                for s in d["benchmarks"]
+                if "not_measured" not in s
+            }
+        )
+    return outputs
 
 
 @locked_stage("eval")
 def run_eval(cfg: Config) -> StageRecord:
     e = cfg.eval
     criteria = load_criteria(e.criteria)  # a bad criteria file fails before any server starts
-    use_api_key(os.environ.get(cfg.serve.api_key_env))   # the servers it starts (serve.*) ask for it
-    tracks = benchmark.tracks(e)          # so does a benchmark's missing data
+    use_api_key(os.environ.get(cfg.serve.api_key_env))  # the servers it starts (serve.*) ask for it
+    tracks = benchmark.tracks(e)  # so does a benchmark's missing data
     out = cfg.stage_dir("eval")
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
     record = StageRecord("eval", cfg.digest())
     data = read_record(cfg.stage_dir("data"))
     rows = heldout.select(read_jsonl(data["outputs"]["eval_prompts"]), e.bleu_limit)
-    if e.repo_tasks and data["outputs"].get("repositories"):   # the held-out repositories' own tests
+    if e.repo_tasks and data["outputs"].get("repositories"):  # the held-out repositories' own tests
         from .repo.track import tracks as repo_tracks
 
         tracks += repo_tracks(e, json.loads(Path(data["outputs"]["repositories"]).read_text()))
@@ -234,28 +321,19 @@ def run_eval(cfg: Config) -> StageRecord:
     found = measure_models(cfg, tracks, rows, out, shots)
     measured = {m: measures for m, (measures, _) in found.items()}
     labels = ["fine-tuned", "base"] if (e.compare_base and not e.endpoint) or train else ["fine-tuned"]
-    labels += [m for m in measured if m not in labels]      # the few-shot base
+    labels += [m for m in measured if m not in labels]  # the few-shot base
     models = {m: criteria_values(measured.get(m), train, m) for m in labels}
     criteria = per_track(criteria, {t.key: t.title for t in tracks})
-    asked = {("generate", t.language) for t in tracks} | {(r.get("task"), r.get("language")) for r in rows}
-    details = dict(measured) | ({"few_shot": shots.summary(asked)} if shots else {})
-    if train:
-        details["training"] = {k: train[k] for k in ("steps", "first_train_loss", "final_train_loss", "final_grad_norm",
-                                                     "tokens_seen", "train_runtime_s", "peak_gpu_memory_gib") if k in train}
-        details["training"]["pairs_by_language"] = data["metrics"].get("pairs_by_language", {})
-    details["helped"] = helped.lines({m: scored for m, (_, scored) in found.items()}, language_rows(details))
+    details = _details(tracks, rows, found, shots, train, data)
     report = _write(cfg, criteria, models, details, history)
-    record.outputs = {name: str(out / f"report.{name}") for name in ("md", "html", "json")}
-    for label, d in measured.items():     # every sample, for people to judge (ferrylm review)
-        record.outputs[f"heldout:{label}"] = str(out / heldout_file(label))
-        record.outputs.update({f"samples:{label}:{s['benchmark']}/{s['language']}":
-                               str(out / benchmark.results_file(s["benchmark"], s["language"], label))
-                               for s in d["benchmarks"] if "not_measured" not in s})
+    record.outputs = _outputs(out, measured)
     record.metrics = {"models": report["models"], "failed_gates": report["failed_gates"]}
     record.finish(out)
     log.info("report: %s", out / "report.md")
     failed = report["failed_gates"].get("fine-tuned", [])
     if failed and e.enforce_gates:
-        raise GateFailed(f"gating criteria failed for the fine-tuned model: {', '.join(failed)} "
-                         f"(report: {out / 'report.md'}; eval.enforce_gates=false reports without failing)")
+        raise GateFailed(
+            f"gating criteria failed for the fine-tuned model: {', '.join(failed)} "
+            f"(report: {out / 'report.md'}; eval.enforce_gates=false reports without failing)"
+        )
     return record

@@ -7,6 +7,7 @@ cache), with `export.vllm_quantize` `<run>/export/vllm-{w4a16,fp8}/` (compressed
 and the Triton model repositories. Every artifact is held to base + adapter on a fixed
 prompt set (greedy tokens, max |Δlogit|, KL) and appears in one rename only once its parity holds.
 """
+
 from .stage import ExportError, run_export
 
 __all__ = ["ExportError", "run_export"]

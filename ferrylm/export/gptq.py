@@ -12,6 +12,7 @@ The result is exactly the compressed-tensors W4A16 layout (4-bit symmetric integ
 group of inputs): `quantize_model` leaves each linear's weight equal to q·scale and sets its
 `weight_scale`, and the compressor packs those integers unchanged.
 """
+
 from __future__ import annotations
 
 import copy
@@ -42,8 +43,14 @@ def _scales(w: torch.Tensor, hdiag: torch.Tensor, dtype: torch.dtype) -> torch.T
 
 
 @torch.no_grad()
-def gptq_weight(weight: torch.Tensor, hessian: torch.Tensor, group_size: int, dtype: torch.dtype,
-                damp: float = 0.01, block: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+def gptq_weight(
+    weight: torch.Tensor,
+    hessian: torch.Tensor,
+    group_size: int,
+    dtype: torch.dtype,
+    damp: float = 0.01,
+    block: int = 128,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(dequantized weight q·scale [rows, cols] in fp32, scales [rows, cols // group_size]).
 
     Columns are quantized in order of decreasing input energy (diag H: "act-order"), so the columns
@@ -57,8 +64,9 @@ def gptq_weight(weight: torch.Tensor, hessian: torch.Tensor, group_size: int, dt
     H[dead, dead] = 1
     W[:, dead] = 0
     hdiag = torch.diag(H).clone()
-    scales = torch.stack([_scales(W[:, g:g + group_size], hdiag[g:g + group_size], dtype)
-                          for g in range(0, cols, group_size)], 1)
+    scales = torch.stack(
+        [_scales(W[:, g : g + group_size], hdiag[g : g + group_size], dtype) for g in range(0, cols, group_size)], 1
+    )
     col_scale = scales.repeat_interleave(group_size, 1)
     perm = torch.argsort(hdiag, descending=True)
     W, H, col_scale = W[:, perm], H[perm][:, perm], col_scale[:, perm]
@@ -101,8 +109,10 @@ def _layer_inputs(model, layers, rows: list[list[int]], device) -> list[tuple]:
                 pass
     finally:
         handle.remove()
-    return [(h, {k: v for k, v in kw.items() if k not in ("hidden_states", "past_key_values", "past_key_value")})
-            for h, kw in seen]
+    return [
+        (h, {k: v for k, v in kw.items() if k not in ("hidden_states", "past_key_values", "past_key_value")})
+        for h, kw in seen
+    ]
 
 
 def _hessians(layer, inputs: list[tuple]) -> dict[str, torch.Tensor]:
@@ -114,6 +124,7 @@ def _hessians(layer, inputs: list[tuple]) -> dict[str, torch.Tensor]:
             x = args[0].reshape(-1, args[0].shape[-1]).float()
             sums[name] = sums.get(name, 0) + 2 * x.T @ x
             counts[name] = counts.get(name, 0) + x.shape[0]
+
         return hook
 
     for name, module in layer.named_modules():
@@ -159,15 +170,20 @@ def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> d
     device = next(model.parameters()).device
     dtype = torch.float32 if device.type == "cpu" else None
     quantized = [m for m in model.modules() if getattr(m, "quantization_scheme", None) is not None]
-    for m in quantized:     # compressed-tensors would fake-quantize with scales not chosen yet
+    for m in quantized:  # compressed-tensors would fake-quantize with scales not chosen yet
         m.quantization_enabled = False
-    inputs = [(_cast(h, dtype), {k: _cast(v, dtype) for k, v in kw.items()})
-              for h, kw in _layer_inputs(model, layers, rows, device)]
+    inputs = [
+        (_cast(h, dtype), {k: _cast(v, dtype) for k, v in kw.items()})
+        for h, kw in _layer_inputs(model, layers, rows, device)
+    ]
     worst, quantized_layers = 0.0, 0
     for index, layer in enumerate(layers):
         hessians = _hessians(_computing(layer, dtype), inputs)
-        modules = {name: m for name, m in layer.named_modules()
-                   if name in hessians and getattr(m, "quantization_scheme", None) is not None}
+        modules = {
+            name: m
+            for name, m in layer.named_modules()
+            if name in hessians and getattr(m, "quantization_scheme", None) is not None
+        }
         for names in _sharing_inputs(hessians, modules):
             worst = max(worst, _quantize_together([modules[n] for n in names], hessians[names[0]], group_size))
             quantized_layers += len(names)
@@ -176,9 +192,13 @@ def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> d
             log.info("gptq: layer %d/%d quantized", index + 1, len(layers))
     for m in quantized:
         m.quantization_enabled = True
-    return {"method": "GPTQ (calibrated; per-group clipping chosen by input-weighted error)",
-            "calibration_rows": len(rows), "calibration_tokens": sum(map(len, rows)),
-            "worst_layer_output_error": worst, "layers_quantized": quantized_layers}
+    return {
+        "method": "GPTQ (calibrated; per-group clipping chosen by input-weighted error)",
+        "calibration_rows": len(rows),
+        "calibration_tokens": sum(map(len, rows)),
+        "worst_layer_output_error": worst,
+        "layers_quantized": quantized_layers,
+    }
 
 
 def _sharing_inputs(hessians: dict[str, torch.Tensor], names) -> list[list[str]]:

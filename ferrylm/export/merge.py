@@ -5,6 +5,7 @@ W + scale · (B @ A) (computed in fp32, stored in the output dtype), and the sha
 next to the others with the same names and the same index. Peak memory is about one shard plus
 one fp32 weight matrix, so a 7B merge fits in a few GB of RAM instead of the model's 15 GB.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,9 @@ def _shards(base_dir: Path) -> tuple[list[str], dict | None]:
     raise MergeError(f"{base_dir}: no safetensors weights (model.safetensors or an index)")
 
 
-def stream_merge(base_dir: str | Path, adapter_dir: str | Path | None, out_dir: str | Path, dtype: str = "auto") -> dict:
+def stream_merge(
+    base_dir: str | Path, adapter_dir: str | Path | None, out_dir: str | Path, dtype: str = "auto"
+) -> dict:
     """Write the merged model's weights and config into `out_dir`; returns what was merged. With no
     adapter (a full fine-tune) the shards are copied, cast to `dtype`, the same way."""
     base_dir, out_dir = Path(base_dir), Path(out_dir)
@@ -81,7 +84,9 @@ def stream_merge(base_dir: str | Path, adapter_dir: str | Path | None, out_dir: 
                     a, b = lora[key]
                     delta = (b @ a) * scale
                     if delta.shape != w.shape:
-                        raise MergeError(f"{key}: adapter delta {tuple(delta.shape)} does not fit weight {tuple(w.shape)}")
+                        raise MergeError(
+                            f"{key}: adapter delta {tuple(delta.shape)} does not fit weight {tuple(w.shape)}"
+                        )
                     max_delta = max(max_delta, delta.abs().max().item())
                     w = (w.float() + delta).to(target)
                     merged.add(key)
@@ -101,5 +106,10 @@ def stream_merge(base_dir: str | Path, adapter_dir: str | Path | None, out_dir: 
     if out_dtype is not None:
         config["dtype"] = config["torch_dtype"] = dtype
         (out_dir / "config.json").write_text(json.dumps(config, indent=2))
-    return {"weights_merged": len(merged), "shards": len(shards), "scale": scale, "max_abs_delta": max_delta,
-            "dtype": dtype if out_dtype is not None else str(config.get("dtype") or config.get("torch_dtype"))}
+    return {
+        "weights_merged": len(merged),
+        "shards": len(shards),
+        "scale": scale,
+        "max_abs_delta": max_delta,
+        "dtype": dtype if out_dtype is not None else str(config.get("dtype") or config.get("torch_dtype")),
+    }

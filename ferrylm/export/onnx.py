@@ -6,6 +6,7 @@ multi-token decode step: input_ids, position_ids and the cache in, logits and th
 Prefill is the same graph on an empty (length-0) cache, so the weights are stored once — half the
 size and half the export time of separate prefill and decode graphs. Batch size 1.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -43,8 +44,9 @@ def _lm_head_nodes(model) -> list[str]:
     """MatMul nodes whose constant weight has the vocabulary as a dimension (the output layer)."""
     dims = {i.name: list(i.dims) for i in model.graph.initializer}
     vocab = max((max(d) for d in dims.values() if len(d) == 2), default=0)
-    return [n.name for n in model.graph.node if n.op_type == "MatMul"
-            and any(vocab in dims.get(x, []) for x in n.input)]
+    return [
+        n.name for n in model.graph.node if n.op_type == "MatMul" and any(vocab in dims.get(x, []) for x in n.input)
+    ]
 
 
 def quantize(src_dir: str | Path, dst_dir: str | Path, method: str) -> dict:
@@ -65,14 +67,27 @@ def quantize(src_dir: str | Path, dst_dir: str | Path, method: str) -> dict:
         src, dst = src_dir / f"{g}.onnx", dst_dir / f"{g}.onnx"
         head = _lm_head_nodes(onnx.load(str(src), load_external_data=False))
         if method == "int8-naive":
-            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
-                             use_external_data_format=True)
+            quantize_dynamic(
+                str(src),
+                str(dst),
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul"],
+                use_external_data_format=True,
+            )
         elif method == "int8":
-            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
-                             per_channel=True, nodes_to_exclude=head, use_external_data_format=True)
+            quantize_dynamic(
+                str(src),
+                str(dst),
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul"],
+                per_channel=True,
+                nodes_to_exclude=head,
+                use_external_data_format=True,
+            )
         elif method == "int4":
-            q = MatMulNBitsQuantizer(onnx.load(str(src)), block_size=32, is_symmetric=True, accuracy_level=4,
-                                     nodes_to_exclude=head)
+            q = MatMulNBitsQuantizer(
+                onnx.load(str(src)), block_size=32, is_symmetric=True, accuracy_level=4, nodes_to_exclude=head
+            )
             q.process()
             q.model.save_model_to_file(str(dst), use_external_data_format=True)
         else:
@@ -83,16 +98,18 @@ def quantize(src_dir: str | Path, dst_dir: str | Path, method: str) -> dict:
 class OnnxCausalLM:
     """Greedy (or sampled) generation over the cached decode graph with ONNX Runtime."""
 
-    def __init__(self, onnx_dir: str | Path, providers: list[str] | None = None, threads: int = 0,
-                 bound: bool | None = None):
+    def __init__(
+        self, onnx_dir: str | Path, providers: list[str] | None = None, threads: int = 0, bound: bool | None = None
+    ):
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = threads
         # onnxruntime-gpu (the gpu install profile) brings CUDA; the CPU build runs everywhere.
-        providers = providers or [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider")
-                                  if p in ort.get_available_providers()]
+        providers = providers or [
+            p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in ort.get_available_providers()
+        ]
         self.session = ort.InferenceSession(str(Path(onnx_dir) / "model.onnx"), opts, providers=providers)
         # On a GPU the cache stays where it was computed (IO binding): only the ids go in and the last logits
         # come out, instead of every layer's keys and values to the host and back each token.
@@ -110,11 +127,15 @@ class OnnxCausalLM:
         # export the step with an attention_mask input too; it covers the cache and the new tokens.
         self.takes_mask = "attention_mask" in shapes
         # Empty cache for prefill: [batch 1, kv heads, length 0, head dim].
-        self.empty = {n: np.zeros((1, int(shapes[n][1]), 0, int(shapes[n][3])), dtype=np.float32) for n in self.cache_in}
+        self.empty = {
+            n: np.zeros((1, int(shapes[n][1]), 0, int(shapes[n][3])), dtype=np.float32) for n in self.cache_in
+        }
 
     def _run(self, ids: list[int], start: int, cache: dict) -> dict:
-        feed = {"input_ids": np.array([ids], dtype=np.int64),
-                "position_ids": np.arange(start, start + len(ids), dtype=np.int64)[None]}
+        feed = {
+            "input_ids": np.array([ids], dtype=np.int64),
+            "position_ids": np.arange(start, start + len(ids), dtype=np.int64)[None],
+        }
         if self.takes_mask:
             feed["attention_mask"] = np.ones((1, start + len(ids)), dtype=np.int64)
         if not self.bound:
@@ -122,8 +143,10 @@ class OnnxCausalLM:
         binding = self.session.io_binding()
         for name, value in feed.items():
             binding.bind_cpu_input(name, value)
-        for name, value in cache.items():   # numpy: the empty cache of a prompt; else the last step's outputs
-            binding.bind_cpu_input(name, value) if isinstance(value, np.ndarray) else binding.bind_ortvalue_input(name, value)
+        for name, value in cache.items():  # numpy: the empty cache of a prompt; else the last step's outputs
+            binding.bind_cpu_input(name, value) if isinstance(value, np.ndarray) else binding.bind_ortvalue_input(
+                name, value
+            )
         for name in self.outputs:
             binding.bind_output(name, "cpu" if name == "logits" else self.device)
         self.session.run_with_iobinding(binding)
@@ -134,8 +157,14 @@ class OnnxCausalLM:
     def prompt_logits(self, ids: list[int]) -> np.ndarray:
         return self._run(ids, 0, self.empty)["logits"][0]
 
-    def stream(self, ids: list[int], max_new_tokens: int, eos_ids: tuple[int, ...] = (),
-               temperature: float = 0.0, rng: np.random.Generator | None = None):
+    def stream(
+        self,
+        ids: list[int],
+        max_new_tokens: int,
+        eos_ids: tuple[int, ...] = (),
+        temperature: float = 0.0,
+        rng: np.random.Generator | None = None,
+    ):
         """Yield new token ids one by one; stops after an EOS id (yielded) or max_new_tokens."""
         got = self._run(ids, 0, self.empty)
         pos = len(ids)
@@ -147,8 +176,14 @@ class OnnxCausalLM:
             got = self._run([tok], pos, {i: got[o] for i, o in zip(self.cache_in, self.cache_out)})
             pos += 1
 
-    def generate(self, ids: list[int], max_new_tokens: int, eos_ids: tuple[int, ...] = (),
-                 temperature: float = 0.0, rng: np.random.Generator | None = None) -> list[int]:
+    def generate(
+        self,
+        ids: list[int],
+        max_new_tokens: int,
+        eos_ids: tuple[int, ...] = (),
+        temperature: float = 0.0,
+        rng: np.random.Generator | None = None,
+    ) -> list[int]:
         return list(self.stream(ids, max_new_tokens, eos_ids, temperature, rng))
 
 
@@ -161,7 +196,13 @@ def _pick(logits: np.ndarray, temperature: float, rng) -> int:
 
 
 def copy_tokenizer(src: Path, dst: Path) -> None:
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json",
-                 "generation_config.json", "config.json"):
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "special_tokens_map.json",
+        "generation_config.json",
+        "config.json",
+    ):
         if (src / name).is_file():
             shutil.copy(src / name, dst / name)

@@ -16,6 +16,7 @@ after it: on 4 prompts x 16 tokens it put the same GPTQ recipe at 0.74 in one GP
 next, and barely told GPTQ from round-to-nearest (0.125 against 0.035 on SmolLM2) where forced
 agreement (0.789 against 0.645) and KL (0.246 against 0.603) did (bench/results/parity_measures_smollm2.json).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -27,12 +28,14 @@ import torch
 class Parity:
     prompts: int
     new_tokens: int
-    greedy_tokens_equal: int      # prompts whose greedy continuation is identical
-    token_agreement: float        # fraction of generated positions that agree
-    max_abs_logit_diff: float     # over every scored position (the prompt, then the reference's continuation)
-    mean_kl: float = 0.0          # KL(reference ‖ artifact) of next-token distributions, mean over the scored positions
-    greedy_ties: int = 0          # prompts that part only where the reference's two tokens were within the tolerance
-    forced_agreement: float = 0.0  # fraction of the reference's greedy tokens that are the artifact's top token after the reference's prefix
+    greedy_tokens_equal: int  # prompts whose greedy continuation is identical
+    token_agreement: float  # fraction of generated positions that agree
+    max_abs_logit_diff: float  # over every scored position (the prompt, then the reference's continuation)
+    mean_kl: float = 0.0  # KL(reference ‖ artifact) of next-token distributions, mean over the scored positions
+    greedy_ties: int = 0  # prompts that part only where the reference's two tokens were within the tolerance
+    forced_agreement: float = (
+        0.0  # fraction of the reference's greedy tokens that are the artifact's top token after the reference's prefix
+    )
 
     def greedy_ok(self) -> bool:
         """Every continuation identical, or parting only at a near-tie of the reference."""
@@ -43,8 +46,14 @@ class Parity:
 
 
 @torch.no_grad()
-def reference_outputs(model, prompt_ids: list[list[int]], new_tokens: int, pad_id: int, eos_id: int | None = None,
-                      forced: list[list[int]] | None = None) -> list[tuple]:
+def reference_outputs(
+    model,
+    prompt_ids: list[list[int]],
+    new_tokens: int,
+    pad_id: int,
+    eos_id: int | None = None,
+    forced: list[list[int]] | None = None,
+) -> list[tuple]:
     """(logits over the prompt and the reference's continuation, greedy continuation, each generated step's
     logits) for each prompt, one prompt at a time (no padding effects). `forced`: the reference's
     continuations, which an artifact is scored on; None for the reference itself, scored on its own.
@@ -54,10 +63,17 @@ def reference_outputs(model, prompt_ids: list[list[int]], new_tokens: int, pad_i
     outs = []
     for i, ids in enumerate(prompt_ids):
         x = torch.tensor([ids])
-        gen = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
-                             do_sample=False, pad_token_id=pad_id, output_logits=True, return_dict_in_generate=True,
-                             **({} if eos_id is None else {"eos_token_id": eos_id}))
-        cont = gen.sequences[0, len(ids):].tolist()
+        gen = model.generate(
+            input_ids=x,
+            attention_mask=torch.ones_like(x),
+            max_new_tokens=new_tokens,
+            do_sample=False,
+            pad_token_id=pad_id,
+            output_logits=True,
+            return_dict_in_generate=True,
+            **({} if eos_id is None else {"eos_token_id": eos_id}),
+        )
+        cont = gen.sequences[0, len(ids) :].tolist()
         logits = model(input_ids=torch.tensor([ids + (cont if forced is None else forced[i])])).logits[0].float()
         outs.append((logits, cont, [s[0].float() for s in gen.logits]))
     return outs
@@ -79,9 +95,9 @@ def compare(ref: list[tuple], got: list[tuple], new_tokens: int, tolerance: floa
     forced, forced_total = 0, 0
     for (la, ta, *steps), (lb, tb, *_) in zip(ref, got):
         lb = torch.as_tensor(lb).float()
-        start = la.shape[0] - len(ta)      # where the reference's continuation begins, when it was scored
+        start = la.shape[0] - len(ta)  # where the reference's continuation begins, when it was scored
         if start > 0:
-            forced += (lb[start - 1:start - 1 + len(ta)].argmax(-1) == torch.tensor(ta)).sum().item()
+            forced += (lb[start - 1 : start - 1 + len(ta)].argmax(-1) == torch.tensor(ta)).sum().item()
             forced_total += len(ta)
         equal += ta == tb
         ties += ta != tb and _near_tie(steps[0] if steps else None, ta, tb, tolerance)
@@ -92,13 +108,24 @@ def compare(ref: list[tuple], got: list[tuple], new_tokens: int, tolerance: floa
         logp, logq = torch.log_softmax(la, -1), torch.log_softmax(lb, -1)
         kl += (logp.exp() * (logp - logq)).sum().item()
         positions += la.shape[0]
-    return Parity(len(ref), new_tokens, equal, agree / max(total, 1), diff, kl / max(positions, 1), ties,
-                  forced / max(forced_total, 1))
+    return Parity(
+        len(ref),
+        new_tokens,
+        equal,
+        agree / max(total, 1),
+        diff,
+        kl / max(positions, 1),
+        ties,
+        forced / max(forced_total, 1),
+    )
 
 
-def onnx_outputs(lm, prompt_ids: list[list[int]], new_tokens: int, eos_ids: tuple[int, ...],
-                 forced: list[list[int]]) -> list[tuple[torch.Tensor, list[int]]]:
+def onnx_outputs(
+    lm, prompt_ids: list[list[int]], new_tokens: int, eos_ids: tuple[int, ...], forced: list[list[int]]
+) -> list[tuple[torch.Tensor, list[int]]]:
     """The same (logits over the prompt and the reference's continuation, greedy continuation) pairs from
     an `OnnxCausalLM`."""
-    return [(torch.from_numpy(lm.prompt_logits(ids + cont)).float(), lm.generate(ids, new_tokens, eos_ids))
-            for ids, cont in zip(prompt_ids, forced)]
+    return [
+        (torch.from_numpy(lm.prompt_logits(ids + cont)).float(), lm.generate(ids, new_tokens, eos_ids))
+        for ids, cont in zip(prompt_ids, forced)
+    ]

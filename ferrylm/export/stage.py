@@ -1,5 +1,6 @@
 """`run_export(cfg)`: the export stage's entry function and its helpers (what the stage does: the
 package's docstring)."""
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,10 @@ def _triton_engine(choice: str, model_dir: Path) -> str:
     if supports(AutoConfig.from_pretrained(model_dir)):
         return "fused"
     if choice == "fused":
-        raise ExportError(f"export.triton_engine=fused: the fused engine supports {', '.join(SUPPORTED)} without "
-                          f"sliding windows; use auto or transformers for this model")
+        raise ExportError(
+            f"export.triton_engine=fused: the fused engine supports {', '.join(SUPPORTED)} without "
+            f"sliding windows; use auto or transformers for this model"
+        )
     return "transformers"
 
 
@@ -76,6 +79,7 @@ def _triton_engine(choice: str, model_dir: Path) -> str:
 class Reference:
     """What every artifact is held to: the trained model's greedy outputs on the parity prompts
     (base + adapter in PyTorch, as trained), with what it was made from."""
+
     name: str
     prompts: list
     outputs: list
@@ -90,16 +94,34 @@ class Reference:
 
     def check(self, what: str, got, tolerance: float = 0.0):
         parity = compare(self.outputs, got, self.new_tokens, tolerance)
-        log.info("parity (%s): %d/%d greedy equal (+%d parting at a near-tie), agreement %.3f free-running, %.3f "
-                 "forced, max |Δlogit| %.2e, KL %.2e", what, parity.greedy_tokens_equal, parity.prompts,
-                 parity.greedy_ties, parity.token_agreement, parity.forced_agreement, parity.max_abs_logit_diff,
-                 parity.mean_kl)
+        log.info(
+            "parity (%s): %d/%d greedy equal (+%d parting at a near-tie), agreement %.3f free-running, %.3f "
+            "forced, max |Δlogit| %.2e, KL %.2e",
+            what,
+            parity.greedy_tokens_equal,
+            parity.prompts,
+            parity.greedy_ties,
+            parity.token_agreement,
+            parity.forced_agreement,
+            parity.max_abs_logit_diff,
+            parity.mean_kl,
+        )
         return parity
 
     def check_model(self, what: str, model, tolerance: float = 0.0):
         """`check` of a PyTorch model, generating and scored as the reference was."""
-        return self.check(what, reference_outputs(model, self.prompts, self.new_tokens, self.tokenizer.pad_token_id,
-                                                  self.tokenizer.eos_token_id, self.continuations), tolerance)
+        return self.check(
+            what,
+            reference_outputs(
+                model,
+                self.prompts,
+                self.new_tokens,
+                self.tokenizer.pad_token_id,
+                self.tokenizer.eos_token_id,
+                self.continuations,
+            ),
+            tolerance,
+        )
 
 
 def _release(tmp: Path, final: Path, refusal: str | None, manifest: dict) -> None:
@@ -121,7 +143,7 @@ def run_export(cfg: Config) -> StageRecord:
     out = cfg.stage_dir("export")
     record = StageRecord("export", cfg.digest())
     train_rec = read_record(cfg.stage_dir("train"))
-    full = train_rec["metrics"]["method"] == "full"      # a whole model: nothing to merge
+    full = train_rec["metrics"]["method"] == "full"  # a whole model: nothing to merge
     trained = Path(train_rec["outputs"]["model" if full else "adapter"])
     base_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     ref = _reference(cfg, trained, base_dir, full)
@@ -131,21 +153,28 @@ def run_export(cfg: Config) -> StageRecord:
     record.outputs = {"merged": str(final), "manifest": str(final / "manifest.json")}
     record.metrics = {"parity": parity.as_dict(), "merged_sha256": sha256_tree(final), "merge": merge_info}
     engine = _triton_engine(e.triton_engine, final)
-    record.outputs["triton_model"] = str(write_triton_repo(e.triton_dir, e.triton_name, final, engine, e.triton_max_len))
+    record.outputs["triton_model"] = str(
+        write_triton_repo(e.triton_dir, e.triton_name, final, engine, e.triton_max_len)
+    )
     record.metrics["triton_engine"], record.metrics["triton_max_len"] = engine, e.triton_max_len
     record.outputs["triton_model_vllm"] = str(write_vllm_backend_repo(e.triton_dir, f"{e.triton_name}-vllm", final))
     if e.onnx:
         record.metrics["onnx"] = _export_onnx_artifacts(cfg, final, out, ref)
         record.outputs.update({f"onnx_{name}": rec["path"] for name, rec in record.metrics["onnx"].items()})
-        record.outputs["triton_model_onnx"] = str(write_triton_repo(e.triton_dir, f"{e.triton_name}-onnx",
-                                                                    out / "onnx" / "fp32", engine="onnx"))
+        record.outputs["triton_model_onnx"] = str(
+            write_triton_repo(e.triton_dir, f"{e.triton_name}-onnx", out / "onnx" / "fp32", engine="onnx")
+        )
     if e.vllm_quantize:
-        record.metrics["vllm_quantized"] = {kind: _export_vllm_artifact(cfg, kind, final, out, ref)
-                                            for kind in e.vllm_quantize}
+        record.metrics["vllm_quantized"] = {
+            kind: _export_vllm_artifact(cfg, kind, final, out, ref) for kind in e.vllm_quantize
+        }
         record.outputs.update({f"vllm_{kind}": rec["path"] for kind, rec in record.metrics["vllm_quantized"].items()})
-        if "w4a16" in e.vllm_quantize and engine == "fused":   # the engine runs the artifact's own 4-bit weights
-            record.outputs["triton_model_w4a16"] = str(write_triton_repo(
-                e.triton_dir, f"{e.triton_name}-w4a16", out / "vllm-w4a16", "fused", e.triton_max_len, w4a16=True))
+        if "w4a16" in e.vllm_quantize and engine == "fused":  # the engine runs the artifact's own 4-bit weights
+            record.outputs["triton_model_w4a16"] = str(
+                write_triton_repo(
+                    e.triton_dir, f"{e.triton_name}-w4a16", out / "vllm-w4a16", "fused", e.triton_max_len, w4a16=True
+                )
+            )
     return record.finish(out)
 
 
@@ -162,9 +191,17 @@ def _reference(cfg: Config, trained: Path, base_dir: Path, full: bool) -> Refere
         model = PeftModel.from_pretrained(load_model(base_dir), trained)
         _check_adapter(model, trained)
     prompts = _parity_prompts(cfg, tokenizer)
-    outputs = reference_outputs(model, prompts, cfg.export.parity_new_tokens, tokenizer.pad_token_id, tokenizer.eos_token_id)
-    return Reference("the fine-tuned model (PyTorch)" if full else "base + adapter (PyTorch)", prompts, outputs,
-                     tokenizer, _lineage(cfg, base_dir, trained, full), cfg.export.parity_new_tokens)
+    outputs = reference_outputs(
+        model, prompts, cfg.export.parity_new_tokens, tokenizer.pad_token_id, tokenizer.eos_token_id
+    )
+    return Reference(
+        "the fine-tuned model (PyTorch)" if full else "base + adapter (PyTorch)",
+        prompts,
+        outputs,
+        tokenizer,
+        _lineage(cfg, base_dir, trained, full),
+        cfg.export.parity_new_tokens,
+    )
 
 
 def _export_merged(cfg: Config, trained: Path, base_dir: Path, full: bool, out: Path, ref: Reference):
@@ -182,11 +219,25 @@ def _export_merged(cfg: Config, trained: Path, base_dir: Path, full: bool, out: 
     ref.tokenizer.save_pretrained(tmp)
     _set_generation_eos(tmp, ref.tokenizer)
     parity = ref.check_model("merged", load_model(tmp), e.max_logit_diff)
-    refusal = (f"export parity failed: {parity.as_dict()} (export.max_logit_diff={e.max_logit_diff})"
-               if not parity.greedy_ok() or parity.max_abs_logit_diff > e.max_logit_diff else None)
-    _release(tmp, final, refusal, {"artifact": "merged", "format": "safetensors", "dtype": merge_info["dtype"],
-                                   "merge": merge_info, "inputs": ref.lineage, "eos_token": ref.tokenizer.eos_token,
-                                   "parity": {"reference": ref.name, **parity.as_dict()}})
+    refusal = (
+        f"export parity failed: {parity.as_dict()} (export.max_logit_diff={e.max_logit_diff})"
+        if not parity.greedy_ok() or parity.max_abs_logit_diff > e.max_logit_diff
+        else None
+    )
+    _release(
+        tmp,
+        final,
+        refusal,
+        {
+            "artifact": "merged",
+            "format": "safetensors",
+            "dtype": merge_info["dtype"],
+            "merge": merge_info,
+            "inputs": ref.lineage,
+            "eos_token": ref.tokenizer.eos_token,
+            "parity": {"reference": ref.name, **parity.as_dict()},
+        },
+    )
     return final, merge_info, parity
 
 
@@ -208,13 +259,29 @@ def _export_vllm_artifact(cfg: Config, kind: str, merged_dir: Path, out: Path, r
     ref.tokenizer.save_pretrained(tmp)
     _set_generation_eos(tmp, ref.tokenizer)
     parity = ref.check_model(f"vllm {kind}", load_compressed(tmp))
-    refusal = _below_agreement(f"export.vllm_quantize: {kind}", ref.name, parity, e.quantized_min_agreement,
-                               "a smaller export.w4a16_group_size keeps closer" if kind == "w4a16" else "")
+    refusal = _below_agreement(
+        f"export.vllm_quantize: {kind}",
+        ref.name,
+        parity,
+        e.quantized_min_agreement,
+        "a smaller export.w4a16_group_size keeps closer" if kind == "w4a16" else "",
+    )
     info["bytes"] = dir_bytes(tmp)
-    _release(tmp, final, refusal, {"artifact": f"vllm-{kind}", **info,
-                                   "inputs": {**ref.lineage, "merged_sha256": sha256_tree(merged_dir)},
-                                   "parity": {"reference": ref.name, **parity.as_dict(),
-                                              "reader": "transformers (compressed-tensors loader, decompressed)"}})
+    _release(
+        tmp,
+        final,
+        refusal,
+        {
+            "artifact": f"vllm-{kind}",
+            **info,
+            "inputs": {**ref.lineage, "merged_sha256": sha256_tree(merged_dir)},
+            "parity": {
+                "reference": ref.name,
+                **parity.as_dict(),
+                "reader": "transformers (compressed-tensors loader, decompressed)",
+            },
+        },
+    )
     return {"path": str(final), "bytes": info["bytes"], "parity": parity.as_dict(), "scheme": info["scheme"]}
 
 
@@ -223,8 +290,10 @@ def _below_agreement(what: str, reference: str, parity, threshold: float, hint: 
     few steps of the reference's own continuation."""
     if parity.forced_agreement >= threshold:
         return None
-    return (f"{what} predicts {reference}'s next greedy token on {parity.forced_agreement:.0%} of its steps "
-            f"(KL {parity.mean_kl:.3f}), below export.quantized_min_agreement={threshold}" + (f"; {hint}" if hint else ""))
+    return (
+        f"{what} predicts {reference}'s next greedy token on {parity.forced_agreement:.0%} of its steps "
+        f"(KL {parity.mean_kl:.3f}), below export.quantized_min_agreement={threshold}" + (f"; {hint}" if hint else "")
+    )
 
 
 def _calibration_rows(cfg: Config, max_tokens: int = 512) -> list[list[int]]:
@@ -264,25 +333,44 @@ def _export_onnx_artifacts(cfg: Config, merged_dir: Path, out: Path, ref: Refere
         with out_of_space(f"the ONNX {name} model", tmp, lambda: shutil.rmtree(tmp, ignore_errors=True)):
             info = export_onnx(merged_dir, tmp) if name == "fp32" else quantize(root / "fp32", tmp, name)
         t0 = time.perf_counter()
-        got = onnx_outputs(OnnxCausalLM(tmp), ref.prompts, e.parity_new_tokens, (ref.tokenizer.eos_token_id,),
-                           ref.continuations)
+        got = onnx_outputs(
+            OnnxCausalLM(tmp), ref.prompts, e.parity_new_tokens, (ref.tokenizer.eos_token_id,), ref.continuations
+        )
         seconds = time.perf_counter() - t0
         parity = ref.check(f"onnx {name}", got, e.onnx_max_logit_diff if name == "fp32" else 0.0)
         refusal = None
         if name == "fp32" and (not parity.greedy_ok() or parity.max_abs_logit_diff > e.onnx_max_logit_diff):
-            refusal = f"export.onnx: parity failed {parity.as_dict()} (export.onnx_max_logit_diff={e.onnx_max_logit_diff})"
+            refusal = (
+                f"export.onnx: parity failed {parity.as_dict()} (export.onnx_max_logit_diff={e.onnx_max_logit_diff})"
+            )
         elif name != "fp32":
-            refusal = _below_agreement(f"export.quantize: {name}", ref.name, parity, e.quantized_min_agreement,
-                                       "int8 (per-channel, output layer in fp32) or int4 keep closer"
-                                       if name == "int8-naive" else "")
+            refusal = _below_agreement(
+                f"export.quantize: {name}",
+                ref.name,
+                parity,
+                e.quantized_min_agreement,
+                "int8 (per-channel, output layer in fp32) or int4 keep closer" if name == "int8-naive" else "",
+            )
         if not refusal:
             copy_tokenizer(merged_dir, tmp)
         speed = sum(len(t) for _, t in got) / seconds
-        _release(tmp, final, refusal, {"artifact": f"onnx-{name}", **info,
-                                       "format": "onnx (model.onnx: cached multi-token decode step, prefill on an empty cache)",
-                                       "inputs": {**ref.lineage, "merged_sha256": sha256_tree(merged_dir)},
-                                       "parity": {"reference": ref.name, **parity.as_dict()},
-                                       "parity_run_tokens_per_s": speed})
-        records[name] = {"path": str(final), "bytes": info["bytes"], "parity": parity.as_dict(),
-                         "parity_run_tokens_per_s": speed}
+        _release(
+            tmp,
+            final,
+            refusal,
+            {
+                "artifact": f"onnx-{name}",
+                **info,
+                "format": "onnx (model.onnx: cached multi-token decode step, prefill on an empty cache)",
+                "inputs": {**ref.lineage, "merged_sha256": sha256_tree(merged_dir)},
+                "parity": {"reference": ref.name, **parity.as_dict()},
+                "parity_run_tokens_per_s": speed,
+            },
+        )
+        records[name] = {
+            "path": str(final),
+            "bytes": info["bytes"],
+            "parity": parity.as_dict(),
+            "parity_run_tokens_per_s": speed,
+        }
     return records

@@ -12,6 +12,7 @@ merged bf16 weights (per-channel 8-bit floats lose little). The output layer sta
 written by the compressed-tensors library itself (the one vLLM and transformers read), so this
 module only chooses the scheme and computes each weight's scales.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,13 +50,18 @@ def scheme_for(kind: str, group_size: int):
 
 def check_group_size(model: torch.nn.Module, group_size: int) -> None:
     """Every quantized layer's input width must split into whole groups (vLLM's kernels require it)."""
-    widths = {name: m.in_features for name, m in model.named_modules()
-              if isinstance(m, torch.nn.Linear) and not name.endswith("lm_head")}
+    widths = {
+        name: m.in_features
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and not name.endswith("lm_head")
+    }
     bad = next((name for name, width in widths.items() if width % group_size), None)
     if bad is not None:
         fits = [g for g in (128, 64, 32) if all(width % g == 0 for width in widths.values())]
-        raise QuantizeError(f"export.w4a16_group_size={group_size} does not divide the {widths[bad]} inputs "
-                            f"of {bad}; " + (f"use {fits[0]}" if fits else "no group size in 32/64/128 fits this model"))
+        raise QuantizeError(
+            f"export.w4a16_group_size={group_size} does not divide the {widths[bad]} inputs "
+            f"of {bad}; " + (f"use {fits[0]}" if fits else "no group size in 32/64/128 fits this model")
+        )
 
 
 @torch.no_grad()
@@ -81,8 +87,13 @@ def set_round_to_nearest_scales(model: torch.nn.Module) -> int:
     return layers
 
 
-def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, group_size: int = 128,
-                     calibration: list[list[int]] | None = None) -> dict:
+def write_compressed(
+    merged_dir: str | Path,
+    out_dir: str | Path,
+    kind: str,
+    group_size: int = 128,
+    calibration: list[list[int]] | None = None,
+) -> dict:
     """Quantize the merged model in `merged_dir` to `kind` and save it (weights, config) in `out_dir`;
     W4A16 with GPTQ on the `calibration` rows (token ids) when given."""
     from transformers import AutoModelForCausalLM
@@ -95,8 +106,13 @@ def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, gro
     return {**info, "quantize_s": time.perf_counter() - t0}
 
 
-def compress_and_save(model: torch.nn.Module, out_dir: str | Path, kind: str, group_size: int = 128,
-                      calibration: list[list[int]] | None = None) -> dict:
+def compress_and_save(
+    model: torch.nn.Module,
+    out_dir: str | Path,
+    kind: str,
+    group_size: int = 128,
+    calibration: list[list[int]] | None = None,
+) -> dict:
     """`write_compressed` of a model already loaded, wherever it lives (GPTQ moves it to the GPU if there is one)."""
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
@@ -106,7 +122,7 @@ def compress_and_save(model: torch.nn.Module, out_dir: str | Path, kind: str, gr
         check_group_size(model, group_size)
     scheme = scheme_for(kind, group_size)
     apply_quantization_config(model, QuantizationConfig(config_groups={"group_0": scheme}, ignore=["lm_head"]))
-    if kind == "w4a16" and calibration:     # GPTQ chooses the scales itself: no rounding pass first
+    if kind == "w4a16" and calibration:  # GPTQ chooses the scales itself: no rounding pass first
         from .gptq import quantize_model
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -121,8 +137,13 @@ def compress_and_save(model: torch.nn.Module, out_dir: str | Path, kind: str, gr
     out_dir = Path(out_dir)
     model.save_pretrained(out_dir)
     compressor.update_config(out_dir)
-    info = {"scheme": SCHEMES[kind][0], "format": f"compressed-tensors ({SCHEMES[kind][1]})", "layers_quantized": layers,
-            "kept_bf16": ["lm_head", "embeddings", "norms"], **method}
+    info = {
+        "scheme": SCHEMES[kind][0],
+        "format": f"compressed-tensors ({SCHEMES[kind][1]})",
+        "layers_quantized": layers,
+        "kept_bf16": ["lm_head", "embeddings", "norms"],
+        **method,
+    }
     if kind == "w4a16":
         info["group_size"] = group_size
     return info

@@ -6,6 +6,7 @@ seed's "人工评估 > 80%" criterion (`human_correct`).
     ferrylm review --invite alice,bob --host 0.0.0.0   # one link per reviewer; a vote is its link's reviewer's
     ferrylm report --config C          # re-write the eval report with the votes so far (nothing re-generated)
 """
+
 from .stage import human_verdict, run_review, url
 
 __all__ = ["human_verdict", "run_review", "url"]

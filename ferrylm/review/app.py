@@ -1,6 +1,7 @@
 """The review web app: one page per item (prompt, outputs A and B blind, the reference collapsed),
 server-side syntax highlighting, a JSON vote API that writes before the page moves on, and the
 execution results revealed only after the vote. No asset leaves the process: no CDN, no network."""
+
 from __future__ import annotations
 
 import html
@@ -63,60 +64,94 @@ def make_app(items: list[dict], votes: Votes, guard: Guard) -> Starlette:
     index = {item["id"]: item for item in items}
 
     def page(request: Request):
-        if not guard.host_ok(request.headers.get("host")):
-            return HTMLResponse("<p>Unknown host.</p>", status_code=421)
-        who = _who(request, guard)
-        if isinstance(who, HTMLResponse):
-            return who
-        reviewer, query, token = who
-        n = request.path_params.get("n")
-        if not reviewer:
-            return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", _NAME_FORM))
-        mine = votes.of(reviewer)
-        if n is None:   # resume: the first item this reviewer has not judged
-            n = next((i + 1 for i, it in enumerate(items) if it["id"] not in mine), len(items))
-            return RedirectResponse(f"/item/{n}?{query}", status_code=303)
-        if not 1 <= n <= len(items):
-            return HTMLResponse(f"<p>No item {n}: there are {len(items)}.</p>", status_code=404)
-        item = items[n - 1]
-        a, b = item["a"], _other(item["a"])
-        answers = "text" if item["kind"] == "held-out summary" else item["language"]   # a summary is prose
-        state = {"item": item["id"], "n": n, "total": len(items), "reviewer": reviewer, "done": len(mine),
-                 "previous": _as_shown(mine.get(item["id"]), a), "token": token, "query": query}
-        body = _ITEM.format(
-            n=n, total=len(items), done=len(mine), reviewer=html.escape(reviewer), kind=html.escape(item["kind"]),
-            language=html.escape(item["language"]), source=html.escape(item.get("source") or ""),
-            prompt=_prompt(item), a=_code(item["outputs"][a], answers),
-            b=_code(item["outputs"][b], answers), reference=_code(item["reference"], answers),
-            state=json.dumps(state).replace("</", "<\\/"))   # inside <script> entities are not decoded
-        return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", body))
+        return _page(request, items, votes, guard)
 
     async def vote(request: Request):
-        if not guard.host_ok(request.headers.get("host")):
-            return _problem(421, "the request names another host than the one served")
-        try:
-            v = await request.json()
-        except ValueError:
-            v = None
-        claimed = str(v.get("reviewer") or "").strip() if isinstance(v, dict) else ""
-        if refusal := guard.vote_refusal(request.headers, claimed):
-            return _problem(*refusal)
-        if v is None:
-            return _problem(400, "the body is not JSON")
-        if not isinstance(v, dict):
-            return _problem(400, "the body must be a JSON object")
-        reviewer = guard.reviewer_of(request.headers.get("x-review-token")) or claimed
-        if problem := _invalid(v, reviewer, index):
-            return _problem(*problem)
-        item, comment = index[v["item"]], v.get("comment", "")
-        a, b = item["a"], _other(item["a"])
-        preference = {"a": a, "b": b, "tie": "tie"}[v["preference"]]
-        votes.put(reviewer, item["id"], {a: v["a"], b: v["b"]}, preference, comment, shown_as_a=a)
-        execution = item["execution"] or {}
-        return JSONResponse({"saved": True, "done": len(votes.of(reviewer)), "total": len(items),
-                             "execution": {"a": execution.get(a), "b": execution.get(b)}})
+        return await _vote(request, items, index, votes, guard)
 
-    return Starlette(routes=[Route("/", page), Route("/item/{n:int}", page), Route("/api/vote", vote, methods=["POST"])])
+    return Starlette(
+        routes=[Route("/", page), Route("/item/{n:int}", page), Route("/api/vote", vote, methods=["POST"])]
+    )
+
+
+def _page(request: Request, items: list[dict], votes: Votes, guard: Guard):
+    """The item page (or the name form, or a redirect to the first item this reviewer has not judged)."""
+    if not guard.host_ok(request.headers.get("host")):
+        return HTMLResponse("<p>Unknown host.</p>", status_code=421)
+    who = _who(request, guard)
+    if isinstance(who, HTMLResponse):
+        return who
+    reviewer, query, token = who
+    n = request.path_params.get("n")
+    if not reviewer:
+        return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", _NAME_FORM))
+    mine = votes.of(reviewer)
+    if n is None:  # resume: the first item this reviewer has not judged
+        n = next((i + 1 for i, it in enumerate(items) if it["id"] not in mine), len(items))
+        return RedirectResponse(f"/item/{n}?{query}", status_code=303)
+    if not 1 <= n <= len(items):
+        return HTMLResponse(f"<p>No item {n}: there are {len(items)}.</p>", status_code=404)
+    item = items[n - 1]
+    a, b = item["a"], _other(item["a"])
+    answers = "text" if item["kind"] == "held-out summary" else item["language"]  # a summary is prose
+    state = {
+        "item": item["id"],
+        "n": n,
+        "total": len(items),
+        "reviewer": reviewer,
+        "done": len(mine),
+        "previous": _as_shown(mine.get(item["id"]), a),
+        "token": token,
+        "query": query,
+    }
+    body = _ITEM.format(
+        n=n,
+        total=len(items),
+        done=len(mine),
+        reviewer=html.escape(reviewer),
+        kind=html.escape(item["kind"]),
+        language=html.escape(item["language"]),
+        source=html.escape(item.get("source") or ""),
+        prompt=_prompt(item),
+        a=_code(item["outputs"][a], answers),
+        b=_code(item["outputs"][b], answers),
+        reference=_code(item["reference"], answers),
+        state=json.dumps(state).replace("</", "<\\/"),
+    )  # inside <script> entities are not decoded
+    return HTMLResponse(_PAGE.replace("{{css}}", _CSS).replace("{{body}}", body))
+
+
+async def _vote(request: Request, items: list[dict], index: dict, votes: Votes, guard: Guard):
+    """A vote, saved; or a problem response saying why not."""
+    if not guard.host_ok(request.headers.get("host")):
+        return _problem(421, "the request names another host than the one served")
+    try:
+        v = await request.json()
+    except ValueError:
+        v = None
+    claimed = str(v.get("reviewer") or "").strip() if isinstance(v, dict) else ""
+    if refusal := guard.vote_refusal(request.headers, claimed):
+        return _problem(*refusal)
+    if v is None:
+        return _problem(400, "the body is not JSON")
+    if not isinstance(v, dict):
+        return _problem(400, "the body must be a JSON object")
+    reviewer = guard.reviewer_of(request.headers.get("x-review-token")) or claimed
+    if problem := _invalid(v, reviewer, index):
+        return _problem(*problem)
+    item, comment = index[v["item"]], v.get("comment", "")
+    a, b = item["a"], _other(item["a"])
+    preference = {"a": a, "b": b, "tie": "tie"}[v["preference"]]
+    votes.put(reviewer, item["id"], {a: v["a"], b: v["b"]}, preference, comment, shown_as_a=a)
+    execution = item["execution"] or {}
+    return JSONResponse(
+        {
+            "saved": True,
+            "done": len(votes.of(reviewer)),
+            "total": len(items),
+            "execution": {"a": execution.get(a), "b": execution.get(b)},
+        }
+    )
 
 
 def _invalid(v: dict, reviewer: str, index: dict) -> tuple[int, str] | None:

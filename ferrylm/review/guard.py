@@ -11,6 +11,7 @@
   (loopback only) the page asks for a name, and the token is one per server start, held by the page
   as Jupyter does.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -61,7 +62,7 @@ def served_names(host: str, extra: list[str]) -> set[str]:
 class Guard:
     port: int
     names: set[str]
-    invited: dict[str, str] = field(default_factory=dict)          # token → reviewer
+    invited: dict[str, str] = field(default_factory=dict)  # token → reviewer
     session: str = field(default_factory=lambda: secrets.token_urlsafe(18))
 
     def host_ok(self, host_header: str | None) -> bool:

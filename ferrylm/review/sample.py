@@ -4,6 +4,7 @@ held-out pairs per language and benchmark tasks per language, each with both mod
 The sample is drawn once and kept (`<run>/review/items.json`): votes refer to it, so re-running eval
 or re-writing the report never changes what was judged. Which model shows as A is drawn per item.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,18 @@ def _heldout(outputs: dict[str, str]) -> list[dict]:
     items = []
     for i, (a, b) in enumerate(zip(ft, base)):
         kind = {"explain": "held-out summary", "generate": "held-out body"}.get(a.get("task"), "held-out pair")
-        items.append({"id": f"heldout/{i}", "kind": kind, "language": a.get("language") or "text",
-                      "source": a.get("source"), "prompt": a["messages"][-1]["content"], "reference": a["reference"],
-                      "outputs": {"fine-tuned": a["output"], "base": b["output"]}, "execution": None})
+        items.append(
+            {
+                "id": f"heldout/{i}",
+                "kind": kind,
+                "language": a.get("language") or "text",
+                "source": a.get("source"),
+                "prompt": a["messages"][-1]["content"],
+                "reference": a["reference"],
+                "outputs": {"fine-tuned": a["output"], "base": b["output"]},
+                "execution": None,
+            }
+        )
     return items
 
 
@@ -41,26 +51,36 @@ def _tasks(outputs: dict[str, str]) -> list[dict]:
     for key, path in outputs.items():
         if not key.startswith("samples:fine-tuned:") or f"samples:base:{key[19:]}" not in outputs:
             continue
-        track = key[len("samples:fine-tuned:"):]            # <benchmark>/<language>
+        track = key[len("samples:fine-tuned:") :]  # <benchmark>/<language>
         base = {r["task_id"]: r for r in _rows(outputs[f"samples:base:{track}"])}
         seen = set()
         for r in _rows(path):
             if r["task_id"] in seen or r["task_id"] not in base:
-                continue                                   # with n > 1 samples, the first of each task
+                continue  # with n > 1 samples, the first of each task
             seen.add(r["task_id"])
             b = base[r["task_id"]]
-            items.append({"id": f"{track.split('/')[0]}/{r['task_id']}", "kind": track.split("/")[0],
-                          "language": track.split("/")[1], "source": r["task_id"], "prompt": r.get("prompt", ""),
-                          "reference": r.get("reference") or "", "outputs": {"fine-tuned": r["completion"], "base": b["completion"]},
-                          "execution": {"fine-tuned": r["result"], "base": b["result"]}})
+            items.append(
+                {
+                    "id": f"{track.split('/')[0]}/{r['task_id']}",
+                    "kind": track.split("/")[0],
+                    "language": track.split("/")[1],
+                    "source": r["task_id"],
+                    "prompt": r.get("prompt", ""),
+                    "reference": r.get("reference") or "",
+                    "outputs": {"fine-tuned": r["completion"], "base": b["completion"]},
+                    "execution": {"fine-tuned": r["result"], "base": b["result"]},
+                }
+            )
     return items
 
 
 def draw(outputs: dict[str, str], n: int, seed: int) -> list[dict]:
     """n items, round-robin over the (kind, language) groups, each group in a seeded order."""
     if not all(f"heldout:{m}" in outputs for m in MODELS):
-        raise ReviewError("review: the eval stage kept no outputs of both models; run it with eval.compare_base=true "
-                          "(and not eval.endpoint) first")
+        raise ReviewError(
+            "review: the eval stage kept no outputs of both models; run it with eval.compare_base=true "
+            "(and not eval.endpoint) first"
+        )
     groups: dict[tuple[str, str], list[dict]] = {}
     for item in _heldout(outputs) + _tasks(outputs):
         groups.setdefault((item["kind"], item["language"]), []).append(item)
@@ -73,7 +93,7 @@ def draw(outputs: dict[str, str], n: int, seed: int) -> list[dict]:
             if groups[key] and len(picked) < n:
                 picked.append(groups[key].pop())
     for item in picked:
-        item["a"] = random.Random(f"{seed}:{item['id']}").choice(MODELS)   # blind: which model shows as A
+        item["a"] = random.Random(f"{seed}:{item['id']}").choice(MODELS)  # blind: which model shows as A
     return picked
 
 

@@ -1,5 +1,6 @@
 """`run_review(cfg)`: the review stage's entry function and its helpers (what the stage does: the
 package's docstring)."""
+
 from __future__ import annotations
 
 import json
@@ -40,16 +41,28 @@ def run_review(cfg: Config) -> None:
     if port_in_use(r.host, r.port):
         raise ReviewError(f"review.port: {r.host}:{r.port} is already in use; pick another with review.port=N")
     if not r.reviewers and not is_loopback(r.host):
-        raise ReviewError(f"review.host: {r.host} opens the page to others; invite its reviewers (--invite alice,bob "
-                          "or review.reviewers) so that each vote is its reviewer's")
-    guard = Guard(r.port, served_names(r.host, r.allowed_hosts), invites(items_file.parent / "invites.json", r.reviewers))
+        raise ReviewError(
+            f"review.host: {r.host} opens the page to others; invite its reviewers (--invite alice,bob "
+            "or review.reviewers) so that each vote is its reviewer's"
+        )
+    guard = Guard(
+        r.port, served_names(r.host, r.allowed_hosts), invites(items_file.parent / "invites.json", r.reviewers)
+    )
     votes = Votes(votes_file)
-    log.info("review: %d items, %d votes so far, at %s (Ctrl-C stops; votes are saved as they are cast)",
-             len(items), len(votes.all()), url(cfg))
+    log.info(
+        "review: %d items, %d votes so far, at %s (Ctrl-C stops; votes are saved as they are cast)",
+        len(items),
+        len(votes.all()),
+        url(cfg),
+    )
     for token, name in guard.invited.items():
         print(f"ferrylm: {name}: {url(cfg)}/?token={token}", flush=True)
-    print(f"ferrylm: review page at {url(cfg)}/" + (" (the links above, one per reviewer)" if guard.invited else "") +
-          " — then `ferrylm report --config ...` puts the votes in the report", flush=True)
+    print(
+        f"ferrylm: review page at {url(cfg)}/"
+        + (" (the links above, one per reviewer)" if guard.invited else "")
+        + " — then `ferrylm report --config ...` puts the votes in the report",
+        flush=True,
+    )
     uvicorn.run(make_app(items, votes, guard), host=r.host, port=r.port, log_level="warning")
 
 

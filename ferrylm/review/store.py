@@ -1,5 +1,6 @@
 """Votes in SQLite (WAL: several reviewers at once, readers never block the writer): one row per
 reviewer × item, replaced when that reviewer judges the item again, committed before the page moves on."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -25,14 +26,25 @@ class Votes:
             con.execute(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30)   # one per call: request threads share nothing
+        return sqlite3.connect(self.path, timeout=30)  # one per call: request threads share nothing
 
-    def put(self, reviewer: str, item: str, verdicts: dict[str, str], preference: str, comment: str,
-            shown_as_a: str) -> None:
-        with self._connect() as con:                    # commits on leaving the block
-            con.execute("INSERT OR REPLACE INTO votes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (reviewer, item, verdicts["fine-tuned"], verdicts["base"], preference, comment, shown_as_a,
-                         time.time()))
+    def put(
+        self, reviewer: str, item: str, verdicts: dict[str, str], preference: str, comment: str, shown_as_a: str
+    ) -> None:
+        with self._connect() as con:  # commits on leaving the block
+            con.execute(
+                "INSERT OR REPLACE INTO votes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    reviewer,
+                    item,
+                    verdicts["fine-tuned"],
+                    verdicts["base"],
+                    preference,
+                    comment,
+                    shown_as_a,
+                    time.time(),
+                ),
+            )
 
     def all(self) -> list[dict]:
         with self._connect() as con:

@@ -1,6 +1,7 @@
 """The human verdict from the votes: % correct per model with a Wilson 95% interval, the preference
 split, Cohen's kappa between reviewers who judged the same items, and how often people and the
 tests agree; rendered as the report's "Human-judged correctness" section."""
+
 from __future__ import annotations
 
 import html
@@ -40,8 +41,12 @@ def summarise(votes: list[dict], items: list[dict], url: str = "") -> dict | Non
     for m, col in COLUMNS.items():
         counts = Counter(v[col] for v in votes)
         lo, hi = wilson(counts["correct"], len(votes))
-        models[m] = {**{k: counts[k] for k in VERDICTS}, "n": len(votes), "rate": counts["correct"] / len(votes),
-                     "interval": [lo, hi]}
+        models[m] = {
+            **{k: counts[k] for k in VERDICTS},
+            "n": len(votes),
+            "rate": counts["correct"] / len(votes),
+            "interval": [lo, hi],
+        }
     reviewers = sorted({v["reviewer"] for v in votes})
     kappas = []
     for r1, r2 in combinations(reviewers, 2):
@@ -49,8 +54,13 @@ def summarise(votes: list[dict], items: list[dict], url: str = "") -> dict | Non
         common = sorted(set(a) & set(b))
         if common:
             pairs = [(a[i][c], b[i][c]) for i in common for c in COLUMNS.values()]
-            kappas.append({"reviewers": [r1, r2], "items": len(common),
-                           "kappa": cohen_kappa([x for x, _ in pairs], [y for _, y in pairs])})
+            kappas.append(
+                {
+                    "reviewers": [r1, r2],
+                    "items": len(common),
+                    "kappa": cohen_kappa([x for x, _ in pairs], [y for _, y in pairs]),
+                }
+            )
     confusion = {m: {k: {"passed": 0, "failed": 0} for k in VERDICTS} for m in COLUMNS}
     for v in votes:
         execution = by_id[v["item"]][1]["execution"]
@@ -58,16 +68,29 @@ def summarise(votes: list[dict], items: list[dict], url: str = "") -> dict | Non
             if execution:
                 confusion[m][v[col]]["passed" if execution[m] == "passed" else "failed"] += 1
     judged_run = sum(c["passed"] + c["failed"] for m in confusion for c in confusion[m].values())
-    agree = sum(confusion[m]["correct"]["passed"] + confusion[m]["partly"]["failed"] + confusion[m]["incorrect"]["failed"]
-                for m in confusion)
+    agree = sum(
+        confusion[m]["correct"]["passed"] + confusion[m]["partly"]["failed"] + confusion[m]["incorrect"]["failed"]
+        for m in confusion
+    )
     judged = {v["item"] for v in votes}
-    return {"models": models, "votes": len(votes), "items": len(judged), "reviewers": reviewers,
-            "preference": {k: sum(v["preference"] == k for v in votes) for k in ("fine-tuned", "base", "tie")},
-            "kappa": kappas, "execution": {"confusion": confusion, "judged": judged_run,
-                                           "agreement": agree / judged_run if judged_run else None},
-            "judged": [{"item": i, "id": item["id"], "url": f"{url}/item/{i + 1}" if url else ""}
-                       for i, item in sorted(by_id.values(), key=lambda t: t[0])
-                       if item["id"] in judged]}
+    return {
+        "models": models,
+        "votes": len(votes),
+        "items": len(judged),
+        "reviewers": reviewers,
+        "preference": {k: sum(v["preference"] == k for v in votes) for k in ("fine-tuned", "base", "tie")},
+        "kappa": kappas,
+        "execution": {
+            "confusion": confusion,
+            "judged": judged_run,
+            "agreement": agree / judged_run if judged_run else None,
+        },
+        "judged": [
+            {"item": i, "id": item["id"], "url": f"{url}/item/{i + 1}" if url else ""}
+            for i, item in sorted(by_id.values(), key=lambda t: t[0])
+            if item["id"] in judged
+        ],
+    }
 
 
 def _pct(x: float) -> str:
@@ -76,45 +99,83 @@ def _pct(x: float) -> str:
 
 def _lines(s: dict) -> tuple[list[list[str]], list[str], list[list[str]]]:
     """The per-model rows, the sentences, and the agreement-with-tests rows."""
-    rows = [[m, f"{_pct(d['rate'])} ({_pct(d['interval'][0])}–{_pct(d['interval'][1])})", str(d["correct"]),
-             str(d["partly"]), str(d["incorrect"]), str(d["n"])] for m, d in s["models"].items()]
+    rows = [
+        [
+            m,
+            f"{_pct(d['rate'])} ({_pct(d['interval'][0])}–{_pct(d['interval'][1])})",
+            str(d["correct"]),
+            str(d["partly"]),
+            str(d["incorrect"]),
+            str(d["n"]),
+        ]
+        for m, d in s["models"].items()
+    ]
     p = s["preference"]
-    said = [f"{s['items']} items judged by {len(s['reviewers'])} reviewer(s) ({', '.join(s['reviewers'])}), {s['votes']} votes.",
-            f"Preferred: fine-tuned {p['fine-tuned']}, base {p['base']}, tie {p['tie']}."]
+    said = [
+        f"{s['items']} items judged by {len(s['reviewers'])} reviewer(s) ({', '.join(s['reviewers'])}), {s['votes']} votes.",
+        f"Preferred: fine-tuned {p['fine-tuned']}, base {p['base']}, tie {p['tie']}.",
+    ]
     for k in s["kappa"]:
         value = "undefined (one label throughout)" if k["kappa"] is None else f"{k['kappa']:.2f}"
         said.append(f"Cohen's kappa, {k['reviewers'][0]} vs {k['reviewers'][1]} on {k['items']} common items: {value}.")
     x = s["execution"]
     if x["judged"]:
-        said.append(f"People and the tests agree on {_pct(x['agreement'])} of {x['judged']} judged outputs that were "
-                    "also executed (correct ⇔ passed).")
-    conf = [[m, verdict, str(c["passed"]), str(c["failed"])] for m, by in x["confusion"].items()
-            for verdict, c in by.items() if c["passed"] + c["failed"]]
+        said.append(
+            f"People and the tests agree on {_pct(x['agreement'])} of {x['judged']} judged outputs that were "
+            "also executed (correct ⇔ passed)."
+        )
+    conf = [
+        [m, verdict, str(c["passed"]), str(c["failed"])]
+        for m, by in x["confusion"].items()
+        for verdict, c in by.items()
+        if c["passed"] + c["failed"]
+    ]
     return rows, said, conf
 
 
 def markdown(s: dict) -> list[str]:
     rows, said, conf = _lines(s)
-    out = ["", "## Human-judged correctness", "", "| model | correct (Wilson 95%) | correct | partly | incorrect | votes |",
-           "|---|---|---:|---:|---:|---:|", *("| " + " | ".join(r) + " |" for r in rows), "", *said]
+    out = [
+        "",
+        "## Human-judged correctness",
+        "",
+        "| model | correct (Wilson 95%) | correct | partly | incorrect | votes |",
+        "|---|---|---:|---:|---:|---:|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+        "",
+        *said,
+    ]
     if conf:
-        out += ["", "| model | people said | tests passed | tests failed |", "|---|---|---:|---:|",
-                *("| " + " | ".join(r) + " |" for r in conf)]
+        out += [
+            "",
+            "| model | people said | tests passed | tests failed |",
+            "|---|---|---:|---:|",
+            *("| " + " | ".join(r) + " |" for r in conf),
+        ]
     return out
 
 
 def _table(head: list[str], body: list) -> str:
-    return ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>" +
-            "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body) + "</table>")
+    return (
+        "<table><tr>"
+        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
+        + "</table>"
+    )
 
 
 def to_html(s: dict) -> str:
     rows, said, conf = _lines(s)
     table = _table
-    links = ", ".join(f'<a href="{html.escape(j["url"])}">{j["item"] + 1}</a>' if j["url"] else str(j["item"] + 1)
-                      for j in s["judged"])
-    return ("<h2>Human-judged correctness</h2>" +
-            table(["model", "correct (Wilson 95%)", "correct", "partly", "incorrect", "votes"], rows) +
-            "".join(f"<p>{html.escape(p)}</p>" for p in said) +
-            (table(["model", "people said", "tests passed", "tests failed"], conf) if conf else "") +
-            f"<p>Judged items (open with <code>ferrylm review</code> running): {links}</p>")
+    links = ", ".join(
+        f'<a href="{html.escape(j["url"])}">{j["item"] + 1}</a>' if j["url"] else str(j["item"] + 1)
+        for j in s["judged"]
+    )
+    return (
+        "<h2>Human-judged correctness</h2>"
+        + table(["model", "correct (Wilson 95%)", "correct", "partly", "incorrect", "votes"], rows)
+        + "".join(f"<p>{html.escape(p)}</p>" for p in said)
+        + (table(["model", "people said", "tests passed", "tests failed"], conf) if conf else "")
+        + f"<p>Judged items (open with <code>ferrylm review</code> running): {links}</p>"
+    )

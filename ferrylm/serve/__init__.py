@@ -1,5 +1,6 @@
 """Serve stage: the exported model behind vLLM's OpenAI-compatible API, or its Triton repository
 behind Triton, until SIGTERM / Ctrl-C."""
+
 from .stage import (
     ServeError,
     TritonServer,
@@ -13,4 +14,15 @@ from .stage import (
     triton_server_for,
 )
 
-__all__ = ["ServeError", "TritonServer", "VllmServer", "free_port", "lora_server_for", "port_in_use", "run_serve", "served_model_dir", "server_for", "triton_server_for"]
+__all__ = [
+    "ServeError",
+    "TritonServer",
+    "VllmServer",
+    "free_port",
+    "lora_server_for",
+    "port_in_use",
+    "run_serve",
+    "served_model_dir",
+    "server_for",
+    "triton_server_for",
+]

@@ -1,5 +1,6 @@
 """A small client for OpenAI-compatible endpoints (vLLM's server), plain and streaming, and for a
 ferrylm Triton model's generate_stream endpoint."""
+
 from __future__ import annotations
 
 import json
@@ -42,16 +43,35 @@ def _post(url: str, payload: dict, timeout: float, stream: bool = False) -> requ
     return r
 
 
-def chat(base_url: str, model: str, messages: list[dict], max_tokens: int, temperature: float = 0.0,
-         n: int = 1, timeout: float = 600, until=None, **extra) -> list[str]:
+def chat(
+    base_url: str,
+    model: str,
+    messages: list[dict],
+    max_tokens: int,
+    temperature: float = 0.0,
+    n: int = 1,
+    timeout: float = 600,
+    until=None,
+    **extra,
+) -> list[str]:
     """n replies to one conversation (the server applies the model's chat template). With `until`
     (a test on the text so far) and n=1 the reply is streamed and the stream closed as soon as the
     test holds; the server then stops generating for it."""
     if until is not None and n == 1 and not extra:
-        return [read_until(stream_text(base_url, model, max_tokens, messages=messages, temperature=temperature,
-                                       timeout=timeout), until)]
-    payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
-               "n": n, **extra}
+        return [
+            read_until(
+                stream_text(base_url, model, max_tokens, messages=messages, temperature=temperature, timeout=timeout),
+                until,
+            )
+        ]
+    payload = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "n": n,
+        **extra,
+    }
     body = _post(f"{base_url}/v1/chat/completions", payload, timeout).json()
     return [c["message"]["content"] or "" for c in sorted(body["choices"], key=lambda c: c["index"])]
 
@@ -68,11 +88,25 @@ def read_until(pieces: Iterator[str], done) -> str:
     return text
 
 
-def complete(base_url: str, model: str, prompt: str, max_tokens: int, temperature: float = 0.0, n: int = 1,
-             stop: list[str] | None = None, timeout: float = 600) -> list[str]:
+def complete(
+    base_url: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    temperature: float = 0.0,
+    n: int = 1,
+    stop: list[str] | None = None,
+    timeout: float = 600,
+) -> list[str]:
     """n raw completions of a prompt (no chat template)."""
-    payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": temperature, "n": n,
-               "stop": stop or []}
+    payload = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "n": n,
+        "stop": stop or [],
+    }
     body = _post(f"{base_url}/v1/completions", payload, timeout).json()
     return [c["text"] for c in sorted(body["choices"], key=lambda c: c["index"])]
 
@@ -86,8 +120,8 @@ def prompt_logprobs(base_url: str, model: str, prompt: str | list[int], timeout:
 
 @dataclass
 class StreamTiming:
-    ttft_s: float            # request sent → first generated text
-    total_s: float           # request sent → stream closed
+    ttft_s: float  # request sent → first generated text
+    total_s: float  # request sent → stream closed
     completion_tokens: int
 
     @property
@@ -106,8 +140,15 @@ def _sse(response: requests.Response) -> Iterator[dict]:
         yield json.loads(line[6:])
 
 
-def stream_text(base_url: str, model: str, max_tokens: int, messages: list[dict] | None = None,
-                prompt: str | None = None, temperature: float = 0.0, timeout: float = 600) -> Iterator[str]:
+def stream_text(
+    base_url: str,
+    model: str,
+    max_tokens: int,
+    messages: list[dict] | None = None,
+    prompt: str | None = None,
+    temperature: float = 0.0,
+    timeout: float = 600,
+) -> Iterator[str]:
     """Pieces of generated text as they arrive: a chat reply (messages) or a raw completion (prompt)."""
     payload = {"model": model, "max_tokens": max_tokens, "temperature": temperature, "stream": True}
     if messages is not None:
@@ -122,11 +163,19 @@ def stream_text(base_url: str, model: str, max_tokens: int, messages: list[dict]
                     yield piece
 
 
-def timed_chat_stream(base_url: str, model: str, messages: list[dict], max_tokens: int,
-                      ignore_eos: bool = True, timeout: float = 600) -> StreamTiming:
+def timed_chat_stream(
+    base_url: str, model: str, messages: list[dict], max_tokens: int, ignore_eos: bool = True, timeout: float = 600
+) -> StreamTiming:
     """Stream a chat completion and time it; ignore_eos makes the server generate exactly max_tokens."""
-    payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0,
-               "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos}
+    payload = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": ignore_eos,
+    }
     start = time.perf_counter()
     first = None
     tokens = 0
@@ -142,8 +191,15 @@ def timed_chat_stream(base_url: str, model: str, messages: list[dict], max_token
     return StreamTiming(first - start, end - start, tokens)
 
 
-def triton_stream(base_url: str, model: str, max_tokens: int, messages: list[dict] | None = None,
-                  prompt: str | None = None, ignore_eos: bool = False, timeout: float = 600) -> Iterator[str]:
+def triton_stream(
+    base_url: str,
+    model: str,
+    max_tokens: int,
+    messages: list[dict] | None = None,
+    prompt: str | None = None,
+    ignore_eos: bool = False,
+    timeout: float = 600,
+) -> Iterator[str]:
     """Pieces of text from a ferrylm Triton model over Triton's HTTP generate_stream endpoint: a
     chat reply (messages, rendered by the model's template) or the continuation of a raw prompt."""
     payload = {"max_tokens": max_tokens, "ignore_eos": ignore_eos}
@@ -160,8 +216,9 @@ def triton_stream(base_url: str, model: str, max_tokens: int, messages: list[dic
                 yield chunk["text_output"]
 
 
-def timed_triton_stream(base_url: str, model: str, messages: list[dict], max_tokens: int,
-                        timeout: float = 600) -> StreamTiming:
+def timed_triton_stream(
+    base_url: str, model: str, messages: list[dict], max_tokens: int, timeout: float = 600
+) -> StreamTiming:
     """timed_chat_stream's measurement through a ferrylm Triton model: exactly max_tokens (ignore_eos)."""
     start = time.perf_counter()
     first = None

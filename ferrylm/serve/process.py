@@ -3,6 +3,7 @@
 It runs in its own process group, so stopping it stops every process it started; on Linux it
 also dies with its parent (PR_SET_PDEATHSIG), so a killed ferrylm never leaves a server behind.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -90,7 +91,7 @@ def why_it_stopped(log_file: Path, start: int = 0, lines: int = 15) -> str:
     for i, line in enumerate(body):
         if _RAISED.match(line):
             more = []
-            for cont in body[i + 1:i + 12]:   # vLLM lists, after its ValueError, why each kernel declined
+            for cont in body[i + 1 : i + 12]:  # vLLM lists, after its ValueError, why each kernel declined
                 if not cont.startswith(" ") or cont.lstrip().startswith(("File ", "Traceback")):
                     break
                 more.append(cont)
@@ -101,9 +102,10 @@ def why_it_stopped(log_file: Path, start: int = 0, lines: int = 15) -> str:
 class ManagedServer:
     """Start → wait until `health_path` answers 200 → serve → stop with a drain. Subclasses give the
     command, the environment and the checks made before starting."""
+
     kind = "server"
     health_path = "/health"
-    stopped_marker: str | None = None   # what the server logs once it has shut down
+    stopped_marker: str | None = None  # what the server logs once it has shut down
 
     def __init__(self, host: str, port: int, log_file: str | Path, startup_timeout_s: float, drain_timeout_s: int):
         self.host, self.port = host, port
@@ -133,9 +135,15 @@ class ManagedServer:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         log.info("starting %s on %s (log: %s)", self.kind, self.url, self.log_file)
         with open(self.log_file, "ab") as fh:
-            self._log_start = fh.tell()   # the log is appended to: read only this start's part
-            self.proc = subprocess.Popen(self.command(), stdout=fh, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=self.env(), preexec_fn=_child_setup)
+            self._log_start = fh.tell()  # the log is appended to: read only this start's part
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env(),
+                preexec_fn=_child_setup,
+            )
         self._wait_ready()
         return self
 
@@ -145,8 +153,10 @@ class ManagedServer:
         while time.monotonic() < deadline:
             shown = self._show_phases(shown)
             if self.proc.poll() is not None:
-                raise ServeError(f"{self.kind} exited with code {self.proc.returncode} while starting; "
-                                 + why_it_stopped(self.log_file, self._log_start))
+                raise ServeError(
+                    f"{self.kind} exited with code {self.proc.returncode} while starting; "
+                    + why_it_stopped(self.log_file, self._log_start)
+                )
             try:
                 if requests.get(self.url + self.health_path, timeout=2).status_code == 200:
                     self._show_phases(shown)
@@ -158,12 +168,12 @@ class ManagedServer:
         self.stop()
         raise ServeError(f"{self.kind} did not become healthy in {self.startup_timeout_s:.0f}s; see {self.log_file}")
 
-    PHASE = "ferrylm: "   # what a model served logs as its start-up goes on (templates/triton_model.py)
+    PHASE = "ferrylm: "  # what a model served logs as its start-up goes on (templates/triton_model.py)
 
     def _show_phases(self, offset: int) -> int:
         """Print the start-up lines the server logged since byte `offset` (whole lines only); the new offset."""
         text = _read_from(self.log_file, offset)
-        done = text[:text.rfind("\n") + 1]
+        done = text[: text.rfind("\n") + 1]
         for line in done.splitlines():
             if line.startswith(self.PHASE):
                 print(line, flush=True)
@@ -185,7 +195,7 @@ class ManagedServer:
         _signal(os.kill, leader, signal.SIGTERM)
         while self.proc.poll() is None and time.monotonic() < deadline:
             if self.stopped_marker and self.stopped_marker in _read_from(self.log_file, log_from):
-                deadline = min(deadline, time.monotonic() + 3)   # done; a moment to exit by itself
+                deadline = min(deadline, time.monotonic() + 3)  # done; a moment to exit by itself
                 log_from = None
             time.sleep(0.1)
         for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):

@@ -1,5 +1,6 @@
 """`run_serve(cfg)`: the serve stage's entry function and its helpers (what the stage does: the
 package's docstring)."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,16 @@ from .process import ManagedServer, ServeError, free_port, port_in_use
 from .triton_server import TritonServer
 from .vllm_server import Parallel, VllmServer
 
-__all__ = ["ServeError", "VllmServer", "TritonServer", "free_port", "port_in_use", "server_for", "run_serve", "served_model_dir"]
+__all__ = [
+    "ServeError",
+    "VllmServer",
+    "TritonServer",
+    "free_port",
+    "port_in_use",
+    "server_for",
+    "run_serve",
+    "served_model_dir",
+]
 
 
 def served_model_dir(cfg: Config) -> Path:
@@ -22,12 +32,16 @@ def served_model_dir(cfg: Config) -> Path:
     try:
         outputs = read_record(cfg.stage_dir("export"))["outputs"]
     except FileNotFoundError:
-        raise ServeError(f"serve.model is unset and {cfg.stage_dir('export')} holds no export: "
-                         "run `ferrylm export` first or set serve.model=DIR") from None
+        raise ServeError(
+            f"serve.model is unset and {cfg.stage_dir('export')} holds no export: "
+            "run `ferrylm export` first or set serve.model=DIR"
+        ) from None
     key = "merged" if cfg.serve.artifact == "merged" else f"vllm_{cfg.serve.artifact}"
     if key not in outputs:
-        raise ServeError(f"serve.artifact={cfg.serve.artifact}: this run's export wrote no such artifact; "
-                         f"export with export.vllm_quantize=[{cfg.serve.artifact}]")
+        raise ServeError(
+            f"serve.artifact={cfg.serve.artifact}: this run's export wrote no such artifact; "
+            f"export with export.vllm_quantize=[{cfg.serve.artifact}]"
+        )
     return Path(outputs[key])
 
 
@@ -36,18 +50,37 @@ def api_key(cfg: Config) -> str | None:
     refused (the endpoint would answer anyone on the network)."""
     key = os.environ.get(cfg.serve.api_key_env) or None
     if key is None and cfg.serve.host not in LOOPBACK:
-        raise ServeError(f"serve.host={cfg.serve.host} opens the endpoint beyond this machine: put the key clients "
-                         f"must send in ${cfg.serve.api_key_env} (serve.api_key_env), or keep serve.host=127.0.0.1")
+        raise ServeError(
+            f"serve.host={cfg.serve.host} opens the endpoint beyond this machine: put the key clients "
+            f"must send in ${cfg.serve.api_key_env} (serve.api_key_env), or keep serve.host=127.0.0.1"
+        )
     return key
 
 
-def server_for(cfg: Config, model_dir: str | Path, served_name: str | None = None, port: int | None = None,
-               lora_dir: str | Path | None = None) -> VllmServer:
+def server_for(
+    cfg: Config,
+    model_dir: str | Path,
+    served_name: str | None = None,
+    port: int | None = None,
+    lora_dir: str | Path | None = None,
+) -> VllmServer:
     s = cfg.serve
     parallel = Parallel(s.tensor_parallel, s.data_parallel, s.gpu_memory_utilization, tuple(s.vllm_args))
-    return VllmServer(model_dir, served_name or s.served_name, s.host, port or s.port, s.dtype,
-                      s.max_model_len, s.kv_cache_gib, cfg.stage_dir("serve") / "vllm.log", s.startup_timeout_s,
-                      s.drain_timeout_s, lora_dir, parallel, api_key(cfg))
+    return VllmServer(
+        model_dir,
+        served_name or s.served_name,
+        s.host,
+        port or s.port,
+        s.dtype,
+        s.max_model_len,
+        s.kv_cache_gib,
+        cfg.stage_dir("serve") / "vllm.log",
+        s.startup_timeout_s,
+        s.drain_timeout_s,
+        lora_dir,
+        parallel,
+        api_key(cfg),
+    )
 
 
 def lora_server_for(cfg: Config, port: int | None = None) -> VllmServer:
@@ -57,11 +90,15 @@ def lora_server_for(cfg: Config, port: int | None = None) -> VllmServer:
     try:
         trained = read_record(cfg.stage_dir("train"))
     except FileNotFoundError:
-        raise ServeError(f"serve.lora: {cfg.stage_dir('train')} holds no training run: run `ferrylm train` first") from None
+        raise ServeError(
+            f"serve.lora: {cfg.stage_dir('train')} holds no training run: run `ferrylm train` first"
+        ) from None
     outputs, method = trained["outputs"], trained["metrics"]["method"]
     if method == "full":
         raise ServeError("serve.lora: this run is a full fine-tune (no adapter); serve its export instead")
-    return server_for(cfg, resolve_model_path(cfg.model.path, cfg.model.cache_dir), port=port, lora_dir=outputs["adapter"])
+    return server_for(
+        cfg, resolve_model_path(cfg.model.path, cfg.model.cache_dir), port=port, lora_dir=outputs["adapter"]
+    )
 
 
 def triton_server_for(cfg: Config, port: int | None = None, repo: Path | None = None) -> TritonServer:
@@ -71,19 +108,31 @@ def triton_server_for(cfg: Config, port: int | None = None, repo: Path | None = 
 
     s = cfg.serve
     if s.host not in LOOPBACK and not s.behind_proxy:
-        raise ServeError(f"serve.host={s.host}: Triton has no authentication of its own and would answer anyone on the "
-                         "network; keep serve.host=127.0.0.1, set serve.behind_proxy=true if your proxy authenticates "
-                         "in front of it, or serve with serve.backend=vllm and a key (serve.api_key_env)")
+        raise ServeError(
+            f"serve.host={s.host}: Triton has no authentication of its own and would answer anyone on the "
+            "network; keep serve.host=127.0.0.1, set serve.behind_proxy=true if your proxy authenticates "
+            "in front of it, or serve with serve.backend=vllm and a key (serve.api_key_env)"
+        )
     if repo is None:
         try:
-            repo = Path(read_record(cfg.stage_dir("export"))["outputs"]["triton_model"])   # <triton_dir>/<name>
+            repo = Path(read_record(cfg.stage_dir("export"))["outputs"]["triton_model"])  # <triton_dir>/<name>
         except FileNotFoundError:
-            raise ServeError(f"serve.backend=triton: {cfg.stage_dir('export')} holds no export: run `ferrylm export` "
-                             "first") from None
+            raise ServeError(
+                f"serve.backend=triton: {cfg.stage_dir('export')} holds no export: run `ferrylm export` first"
+            ) from None
         repo = repo.parent / (s.triton_model or repo.name)
-    return TritonServer(repo.parent, repo.name, s.host, port or s.port,
-                        cfg.stage_dir("serve") / "triton.log", s.startup_timeout_s, s.drain_timeout_s,
-                        cache_root(cfg.model.cache_dir), s.max_queue, s.tune_budget_s)
+    return TritonServer(
+        repo.parent,
+        repo.name,
+        s.host,
+        port or s.port,
+        cfg.stage_dir("serve") / "triton.log",
+        s.startup_timeout_s,
+        s.drain_timeout_s,
+        cache_root(cfg.model.cache_dir),
+        s.max_queue,
+        s.tune_budget_s,
+    )
 
 
 def run_serve(cfg: Config, block: bool = True) -> StageRecord:
@@ -118,10 +167,16 @@ def _started(cfg: Config, server: ManagedServer) -> StageRecord:
     record.outputs = {"url": server.url, "log": str(server.log_file), "model": str(server.model_dir)}
     record.metrics = {"served_model_name": server.served_name, "backend": cfg.serve.backend}
     record.finish(cfg.stage_dir("serve"))
-    where = (f"{server.url}/v2/models/{server.served_name}/generate_stream (gRPC on port {server.port + 1})"
-             if isinstance(server, TritonServer) else f"{server.url}/v1")
-    print(f"ferrylm: serving {server.model_dir} as '{server.served_name}' at {where} "
-          f"(health: {server.url}{server.health_path}). Ctrl-C stops it.", flush=True)
+    where = (
+        f"{server.url}/v2/models/{server.served_name}/generate_stream (gRPC on port {server.port + 1})"
+        if isinstance(server, TritonServer)
+        else f"{server.url}/v1"
+    )
+    print(
+        f"ferrylm: serving {server.model_dir} as '{server.served_name}' at {where} "
+        f"(health: {server.url}{server.health_path}). Ctrl-C stops it.",
+        flush=True,
+    )
     return record
 
 

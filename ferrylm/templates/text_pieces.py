@@ -15,16 +15,16 @@ class TextPieces:
         self.tokenizer = tokenizer
         self.ids: list[int] = []
         self.context = context
-        self.start = 0   # where the next decode's context begins
-        self.read = 0    # tokens whose text has been given out
+        self.start = 0  # where the next decode's context begins
+        self.read = 0  # tokens whose text has been given out
 
     def add(self, token: int) -> str:
         """The text `token` completes ("" while a character is still partial)."""
         self.ids.append(token)
         decode = self.tokenizer.decode
-        before = decode(self.ids[self.start:self.read], skip_special_tokens=True)
-        now = decode(self.ids[self.start:], skip_special_tokens=True)
+        before = decode(self.ids[self.start : self.read], skip_special_tokens=True)
+        now = decode(self.ids[self.start :], skip_special_tokens=True)
         if len(now) <= len(before) or now.endswith("\ufffd"):
             return ""
         self.start, self.read = max(self.read - self.context, self.start), len(self.ids)
-        return now[len(before):]
+        return now[len(before) :]

@@ -13,6 +13,7 @@ One request streams at a time (the engines run batch 1), in the order they came.
 (code UNAVAILABLE; Triton's HTTP front end sends it as a 400) and nothing is generated for it: retry later. The fused engine's start-up is printed by phase,
 its tuning held to FERRYLM_TUNE_BUDGET_S seconds (`serve.tune_budget_s`).
 """
+
 import json
 import locale
 import os
@@ -30,8 +31,9 @@ def _beside(args, name):
     import importlib.util
     import os
 
-    spec = importlib.util.spec_from_file_location(name, os.path.join(args["model_repository"], args["model_version"],
-                                                                     f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(args["model_repository"], args["model_version"], f"{name}.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -43,7 +45,7 @@ def _phase(name, seconds):
 
 class TritonPythonModel:
     def initialize(self, args):
-        global torch, TextIteratorStreamer   # used by _stream (the transformers engine)
+        global torch, TextIteratorStreamer  # used by _stream (the transformers engine)
         # The stub's embedded interpreter never sets its locale, so files open as ASCII; torch's
         # inductor templates (imported by the fused engine's W4A16 path) are UTF-8.
         try:
@@ -79,9 +81,15 @@ class TritonPythonModel:
             cuda, w4a16 = torch.cuda.is_available(), params.get("w4a16") == "1"
             budget = os.environ.get("FERRYLM_TUNE_BUDGET_S")
             self.model = Engine.from_pretrained(
-                params["model_dir"], dtype=torch.bfloat16 if cuda else torch.float32, max_len=int(params["max_len"]),
-                fused=True, w4a16_dir=params["model_dir"] if w4a16 else None, gemv=cuda,
-                tune_budget_s=float(budget) if budget else None, progress=_phase)
+                params["model_dir"],
+                dtype=torch.bfloat16 if cuda else torch.float32,
+                max_len=int(params["max_len"]),
+                fused=True,
+                w4a16_dir=params["model_dir"] if w4a16 else None,
+                gemv=cuda,
+                tune_budget_s=float(budget) if budget else None,
+                progress=_phase,
+            )
             # Tune and capture the step now, so that a ready server answers at full speed. On a GPU both
             # bf16 and the W4A16 artifact run on the engine's own kernels (the 4-bit one decodes faster
             # than torch's int4 kernel: docs/notes/gemv4_kernel.md, "Subnormal weights").
@@ -101,10 +109,14 @@ class TritonPythonModel:
         for request in requests:
             sender = request.get_response_sender()
             if self.waiting.qsize() >= self.max_queue:
-                error = pb_utils.TritonError(f"busy: {self.max_queue} requests are already waiting (serve.max_queue); "
-                                             "nothing was generated for this one: retry later",
-                                             pb_utils.TritonError.UNAVAILABLE)
-                sender.send(pb_utils.InferenceResponse(error=error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                error = pb_utils.TritonError(
+                    f"busy: {self.max_queue} requests are already waiting (serve.max_queue); "
+                    "nothing was generated for this one: retry later",
+                    pb_utils.TritonError.UNAVAILABLE,
+                )
+                sender.send(
+                    pb_utils.InferenceResponse(error=error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                )
             else:
                 self.waiting.put((request, sender))
         return None
@@ -115,11 +127,13 @@ class TritonPythonModel:
             try:
                 self._stream(request, sender)
             except Exception as e:  # the client gets the error, the server keeps serving
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
-                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                sender.send(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
 
     def finalize(self):
-        self.waiting.put(None)   # after the requests already queued: Triton drains them before it unloads
+        self.waiting.put(None)  # after the requests already queued: Triton drains them before it unloads
         self.worker.join()
 
     def _stream(self, request, sender):
@@ -130,19 +144,27 @@ class TritonPythonModel:
         raw = (text or messages).as_numpy().reshape(-1)[0]
         raw = raw.decode() if isinstance(raw, bytes) else str(raw)
         # messages: a JSON list of {role, content}, rendered with the model's own chat template.
-        prompt = raw if text is not None else self.tokenizer.apply_chat_template(
-            json.loads(raw), add_generation_prompt=True, tokenize=False)
+        prompt = (
+            raw
+            if text is not None
+            else self.tokenizer.apply_chat_template(json.loads(raw), add_generation_prompt=True, tokenize=False)
+        )
         max_t = pb_utils.get_input_tensor_by_name(request, "max_tokens")
         max_tokens = int(max_t.as_numpy().reshape(-1)[0]) if max_t is not None else 256
-        flag = pb_utils.get_input_tensor_by_name(request, "ignore_eos")   # exactly max_tokens (latency runs)
+        flag = pb_utils.get_input_tensor_by_name(request, "ignore_eos")  # exactly max_tokens (latency runs)
         ignore_eos = bool(flag.as_numpy().reshape(-1)[0]) if flag is not None else False
         if self.engine in ("onnx", "fused"):
             return self._stream_tokens(prompt, max_tokens, ignore_eos, sender)
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
         streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
-        kwargs = dict(**ids, max_new_tokens=max_tokens, do_sample=False, streamer=streamer,
-                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
-                      min_new_tokens=max_tokens if ignore_eos else None)
+        kwargs = dict(
+            **ids,
+            max_new_tokens=max_tokens,
+            do_sample=False,
+            streamer=streamer,
+            pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            min_new_tokens=max_tokens if ignore_eos else None,
+        )
         worker = threading.Thread(target=self.model.generate, kwargs=kwargs)
         worker.start()
         for piece in streamer:
@@ -159,7 +181,7 @@ class TritonPythonModel:
         text = self.text_pieces(self.tokenizer)
         for tok in self.model.stream(ids, max_tokens, eos):
             piece = text.add(tok)
-            if piece:   # whole characters only
+            if piece:  # whole characters only
                 out = pb_utils.Tensor("text_output", np.array([piece.encode()], dtype=np.object_))
                 sender.send(pb_utils.InferenceResponse(output_tensors=[out]))
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

@@ -3,6 +3,7 @@
 The recipe imports transformers, PEFT and DeepSpeed; it is loaded on first use, so the memory
 planner (train.plan), which `ferrylm plan` and `ferrylm doctor` use, imports in milliseconds.
 """
+
 _RECIPE = ("run_train", "TrainingDiverged")
 
 

@@ -1,12 +1,31 @@
 """The Trainer's settings for a run, in one place: what the train config asks for, this machine's
 precision, where checkpoints and TensorBoard go, and DeepSpeed's config (resharded on resume when
 the number of processes changed)."""
+
 from __future__ import annotations
 
 import os
 
 from .build import LIGER_LOSS_ONLY
 from .zero import deepspeed_config
+
+
+def _deepspeed(run) -> dict:
+    t = run.t
+    sizes = {
+        "reduce_bucket_size": t.zero3_reduce_bucket_size,
+        "stage3_prefetch_bucket_size": t.zero3_prefetch_bucket_size,
+        "stage3_param_persistence_threshold": t.zero3_param_persistence_threshold,
+    }
+    return deepspeed_config(
+        t.deepspeed,
+        run.precision,
+        t.offload_optimizer,
+        t.offload_params,
+        run.has_cuda,
+        load_universal=run.reshard,
+        zero3_sizes=sizes,
+    )
 
 
 def training_arguments(run):
@@ -52,12 +71,7 @@ def training_arguments(run):
         data_seed=t.seed,
         use_cpu=not has_cuda,
         ddp_backend="gloo" if ("RANK" in os.environ and not has_cuda) else None,
-        deepspeed=deepspeed_config(t.deepspeed, run.precision, t.offload_optimizer, t.offload_params, has_cuda,
-                                   load_universal=run.reshard, zero3_sizes={
-                                       "reduce_bucket_size": t.zero3_reduce_bucket_size,
-                                       "stage3_prefetch_bucket_size": t.zero3_prefetch_bucket_size,
-                                       "stage3_param_persistence_threshold": t.zero3_param_persistence_threshold,
-                                   }) if t.deepspeed else None,
+        deepspeed=_deepspeed(run) if t.deepspeed else None,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         # A flattened micro-batch has no padding, and no attention mask to count the padding by.

@@ -4,6 +4,7 @@ Choices that depend on the machine (bf16, FlashAttention-2) are made here, once,
 choice the machine cannot honour (fp16 or Liger without a GPU, QLoRA without bitsandbytes) stops
 with one line naming the key.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,8 +22,13 @@ class TrainSetupError(FerryError, RuntimeError):
     pass
 
 
-LIGER_LOSS_ONLY = {"rope": False, "swiglu": False, "rms_norm": False, "cross_entropy": False,
-                   "fused_linear_cross_entropy": True}
+LIGER_LOSS_ONLY = {
+    "rope": False,
+    "swiglu": False,
+    "rms_norm": False,
+    "cross_entropy": False,
+    "fused_linear_cross_entropy": True,
+}
 
 
 def choose_precision(requested: str, has_cuda: bool) -> str:
@@ -38,8 +44,9 @@ def choose_attention(requested: str, has_cuda: bool) -> str:
     if requested == "auto":
         return "flash_attention_2" if has_cuda and has_flash else "sdpa"
     if requested == "flash_attention_2" and not (has_cuda and has_flash):
-        raise TrainSetupError("train.attention: flash_attention_2 needs a CUDA GPU and the flash-attn package; "
-                              "use auto or sdpa")
+        raise TrainSetupError(
+            "train.attention: flash_attention_2 needs a CUDA GPU and the flash-attn package; use auto or sdpa"
+        )
     return requested
 
 
@@ -63,29 +70,43 @@ def load_dtype(t: TrainConfig, precision: str, has_cuda: bool) -> torch.dtype:
     return torch.bfloat16
 
 
+def _nf4(precision: str, has_cuda: bool) -> dict:
+    """from_pretrained's arguments for 4-bit NF4 base weights (train.method=qlora)."""
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise TrainSetupError("train.method: qlora needs bitsandbytes (pip install 'ferrylm[qlora]')")
+    from transformers import BitsAndBytesConfig
+
+    compute = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    out = {
+        "quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=compute
+        )
+    }
+    if has_cuda:
+        out["device_map"] = {"": torch.cuda.current_device()}
+    return out
+
+
 def build_model(t: TrainConfig, model_dir, precision: str, attention: str, has_cuda: bool):
     """Load the base and make the trainable model. Under ZeRO-3 the TrainingArguments must exist
     before this runs, so from_pretrained loads every weight straight into its shard."""
     from transformers import AutoModelForCausalLM
 
-    kwargs = {"dtype": load_dtype(t, precision, has_cuda), "attn_implementation": attention}
-    if t.method == "qlora":
-        if importlib.util.find_spec("bitsandbytes") is None:
-            raise TrainSetupError("train.method: qlora needs bitsandbytes (pip install 'ferrylm[qlora]')")
-        from transformers import BitsAndBytesConfig
-
-        compute = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=compute)
-        if has_cuda:
-            kwargs["device_map"] = {"": torch.cuda.current_device()}
+    kwargs = {
+        "dtype": load_dtype(t, precision, has_cuda),
+        "attn_implementation": attention,
+        **(_nf4(precision, has_cuda) if t.method == "qlora" else {}),
+    }
     model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
     model.config.use_cache = False
     if t.method == "full":
         _, total = parameter_count(model)
-        log.info("full fine-tune: %.1f M trainable parameters, %s weights, %s attention", total / 1e6,
-                 kwargs["dtype"], attention)
+        log.info(
+            "full fine-tune: %.1f M trainable parameters, %s weights, %s attention",
+            total / 1e6,
+            kwargs["dtype"],
+            attention,
+        )
         return model
 
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
@@ -99,14 +120,28 @@ def build_model(t: TrainConfig, model_dir, precision: str, attention: str, has_c
                 if hasattr(module, "support_avx512bf16_for_cpu"):
                     module.support_avx512bf16_for_cpu = False
         # Norms and the output layer in fp32, inputs that require grad for checkpointing.
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=t.gradient_checkpointing,
-                                                gradient_checkpointing_kwargs={"use_reentrant": False})
-    lora = LoraConfig(r=t.lora_r, lora_alpha=t.lora_alpha, lora_dropout=t.lora_dropout,
-                      target_modules=t.target_modules, task_type="CAUSAL_LM")
+        model = prepare_model_for_kbit_training(
+            model,
+            use_gradient_checkpointing=t.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False},
+        )
+    lora = LoraConfig(
+        r=t.lora_r,
+        lora_alpha=t.lora_alpha,
+        lora_dropout=t.lora_dropout,
+        target_modules=t.target_modules,
+        task_type="CAUSAL_LM",
+    )
     model = get_peft_model(model, lora)
     trainable, total = model.get_nb_trainable_parameters()
-    log.info("%s r=%d: %.2f M trainable of %.1f M parameters, %s attention", t.method, t.lora_r, trainable / 1e6,
-             total / 1e6, attention)
+    log.info(
+        "%s r=%d: %.2f M trainable of %.1f M parameters, %s attention",
+        t.method,
+        t.lora_r,
+        trainable / 1e6,
+        total / 1e6,
+        attention,
+    )
     if t.base_precision == "fp8":
         _fp8_base(model, has_cuda)
     return model
@@ -119,11 +154,14 @@ def _fp8_base(model, has_cuda: bool) -> None:
     reason = fp8_unsupported_reason(device)
     if reason:
         raise TrainSetupError(f"train.base_precision: fp8 on this machine: {reason}; use base_precision=model")
-    if has_cuda:   # converted where the products will run (each bf16 weight freed as its layer is converted)
+    if has_cuda:  # converted where the products will run (each bf16 weight freed as its layer is converted)
         model.to(device)
     count = fp8_base(model)
-    log.info("FP8 base: %d linear layers in e4m3 with per-channel scales%s", count,
-             "" if has_cuda else " (emulated by torch on the CPU: slower than fp32)")
+    log.info(
+        "FP8 base: %d linear layers in e4m3 with per-channel scales%s",
+        count,
+        "" if has_cuda else " (emulated by torch on the CPU: slower than fp32)",
+    )
 
 
 def decoder_layers(model) -> list:

@@ -5,6 +5,7 @@ state). A run killed half-way leaves a folder that looks like a checkpoint but i
 a checkpoint complete only after every rank has finished writing it, and resume only from marked
 ones; unmarked leftovers are removed before training starts again.
 """
+
 from __future__ import annotations
 
 import re
@@ -65,8 +66,11 @@ def saved_world_size(checkpoint: Path) -> int | None:
     tag_file = checkpoint / "latest"
     if not tag_file.is_file():
         return None
-    ranks = {m.group(1) for f in (checkpoint / tag_file.read_text().strip()).glob("zero_pp_rank_*")
-             if (m := re.match(r"zero_pp_rank_(\d+)_", f.name))}
+    ranks = {
+        m.group(1)
+        for f in (checkpoint / tag_file.read_text().strip()).glob("zero_pp_rank_*")
+        if (m := re.match(r"zero_pp_rank_(\d+)_", f.name))
+    }
     return len(ranks) or None
 
 
@@ -86,9 +90,24 @@ def make_universal(checkpoint: Path, rank0: bool, timeout_s: float = 3600) -> No
         log.info("resharding %s for a different number of processes (DeepSpeed universal checkpoint)", checkpoint)
         # --inject_missing_state: the HF Trainer does not store the layout hints Megatron does;
         # the converter derives them from the ZeRO files.
-        proc = subprocess.run([sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
-                               str(checkpoint / tag), "--output_folder", str(out), "--num_extract_workers", "1",
-                               "--num_merge_workers", "1", "--inject_missing_state"], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "deepspeed.checkpoint.ds_to_universal",
+                "--input_folder",
+                str(checkpoint / tag),
+                "--output_folder",
+                str(out),
+                "--num_extract_workers",
+                "1",
+                "--num_merge_workers",
+                "1",
+                "--inject_missing_state",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"{checkpoint}: converting to a universal checkpoint failed: {proc.stderr[-1500:]}")
         (checkpoint / ".latest_universal.tmp").write_text(out.name)
@@ -119,7 +138,11 @@ def check_room(cfg, out: Path, model) -> None:
     from ..doctor import disk_need_bytes
     from .build import parameter_count
 
-    trainable, params = parameter_count(model)      # ZeRO-3 shards and 4-bit weights counted whole
+    trainable, params = parameter_count(model)  # ZeRO-3 shards and 4-bit weights counted whole
     if warning := enough_room(disk_need_bytes(cfg, params, trainable), out):
-        log.warning("disk: %s (train.save_total_limit=%d checkpoints); free space, point run_dir elsewhere or keep "
-                    "fewer checkpoints", warning, cfg.train.save_total_limit)
+        log.warning(
+            "disk: %s (train.save_total_limit=%d checkpoints); free space, point run_dir elsewhere or keep "
+            "fewer checkpoints",
+            warning,
+            cfg.train.save_total_limit,
+        )

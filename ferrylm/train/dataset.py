@@ -5,6 +5,7 @@ Packed rows carry position ids that restart per example; for those the collator 
 ids and no attention mask, so the model builds a block-diagonal causal mask and no example
 attends to another. A flattened micro-batch is one such row.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,8 +31,11 @@ def flattened(batch: list[dict]) -> dict:
     labels = []
     for b, p in zip(batch, pos):
         labels += [IGNORE_INDEX if q == 0 else y for q, y in zip(p, b["labels"])]
-    return {"input_ids": [x for b in batch for x in b["input_ids"]], "labels": labels,
-            "position_ids": [q for p in pos for q in p]}
+    return {
+        "input_ids": [x for b in batch for x in b["input_ids"]],
+        "labels": labels,
+        "position_ids": [q for p in pos for q in p],
+    }
 
 
 def scored_positions(labels: torch.Tensor) -> dict:

@@ -15,6 +15,7 @@ Rounding both operands to e4m3 (3 mantissa bits) is not exact: the loss curve ag
 docs/performance.md, and tests/train/test_fp8.py holds it on the tiny model. On a CPU torch emulates
 the products (slower than fp32: for tests); CUDA GPUs before compute capability 8.9 have no FP8.
 """
+
 from __future__ import annotations
 
 import torch

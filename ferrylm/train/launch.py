@@ -6,6 +6,7 @@ the process-group environment a single process needs (prepare_distributed_env).
     ferrylm launch --nproc 8 --nnodes 4 --node-rank 0 --rdzv node0:29500 --config run.yaml
     ferrylm launch --nproc 8 --nnodes 4 --slurm train.sbatch --config run.yaml   # then: sbatch train.sbatch
 """
+
 from __future__ import annotations
 
 import os
@@ -24,33 +25,61 @@ from ..log import get_logger
 log = get_logger("train")
 
 
-def torchrun_command(nproc: int, config: str | None, overrides: list[str], nnodes: int = 1, node_rank: int = 0,
-                     rdzv: str | None = None, run_id: str = "ferrylm", python: str | None = None) -> list[str]:
+def torchrun_command(
+    nproc: int,
+    config: str | None,
+    overrides: list[str],
+    nnodes: int = 1,
+    node_rank: int = 0,
+    rdzv: str | None = None,
+    run_id: str = "ferrylm",
+    python: str | None = None,
+) -> list[str]:
     cmd = [python or sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
     if nnodes == 1:
-        cmd.append("--standalone")   # a local rendezvous on a free port
+        cmd.append("--standalone")  # a local rendezvous on a free port
     else:
         if not rdzv:
             raise ValueError("launch: --nnodes > 1 needs --rdzv HOST:PORT (the rendezvous every node reaches)")
-        cmd += [f"--nnodes={nnodes}", f"--node_rank={node_rank}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv}",
-                f"--rdzv_id={run_id}"]
+        cmd += [
+            f"--nnodes={nnodes}",
+            f"--node_rank={node_rank}",
+            "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={rdzv}",
+            f"--rdzv_id={run_id}",
+        ]
     cmd += ["-m", "ferrylm", "train"]
     if config:
         cmd += ["--config", config]
     return cmd + list(overrides)
 
 
-def sbatch_script(nproc: int, nnodes: int, config: str | None, overrides: list[str], job_name: str = "ferrylm",
-                  time_limit: str = "24:00:00", cpus_per_task: int = 16, port: int = 29500, workdir: str = ".",
-                  python: str | None = None, gpus: bool = True) -> str:
+def sbatch_script(
+    nproc: int,
+    nnodes: int,
+    config: str | None,
+    overrides: list[str],
+    job_name: str = "ferrylm",
+    time_limit: str = "24:00:00",
+    cpus_per_task: int = 16,
+    port: int = 29500,
+    workdir: str = ".",
+    python: str | None = None,
+    gpus: bool = True,
+) -> str:
     """A SLURM script: one task per node, each running torchrun for that node's GPUs (`gpus=False`:
     processes on its CPUs, gloo); the first node of the allocation hosts the rendezvous."""
     if nnodes == 1:
         cmd = torchrun_command(nproc, config, overrides, python=python)
     else:
         # c10d rendezvous hands out node ranks itself, so every task runs the same line.
-        cmd = [c for c in torchrun_command(nproc, config, overrides, nnodes=nnodes, rdzv=f"$HEAD:{port}",
-                                           run_id="$SLURM_JOB_ID", python=python) if not c.startswith("--node_rank")]
+        cmd = [
+            c
+            for c in torchrun_command(
+                nproc, config, overrides, nnodes=nnodes, rdzv=f"$HEAD:{port}", run_id="$SLURM_JOB_ID", python=python
+            )
+            if not c.startswith("--node_rank")
+        ]
     line = " ".join(f'"{c}"' if "$" in c else shlex.quote(c) for c in cmd)
     return f"""#!/bin/bash
 # Written by `ferrylm launch --slurm`. Submit with: sbatch THIS_FILE
@@ -70,9 +99,14 @@ srun --kill-on-bad-exit=1 {line}
 
 
 # what a worker says when a peer on another node went away (gloo; NCCL with its watchdog)
-_LOST = ("Connection closed by peer", "Connection reset by peer", "remote process exited",
-         "NCCL communicator was aborted", "ProcessGroupNCCL's watchdog",
-         "RendezvousConnectionError")   # torchrun's own agent, when the node hosting the rendezvous went away
+_LOST = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "remote process exited",
+    "NCCL communicator was aborted",
+    "ProcessGroupNCCL's watchdog",
+    "RendezvousConnectionError",
+)  # torchrun's own agent, when the node hosting the rendezvous went away
 
 
 class PeerWatch:
@@ -84,9 +118,9 @@ class PeerWatch:
     def __init__(self, rdzv: str, nnodes: int, lost_after_s: float = 30.0, beat_s: float = 2.0):
         self.host, port = rdzv.rsplit(":", 1)
         self.port, self.nnodes, self.lost_after_s, self.beat_s = int(port), nnodes, lost_after_s, beat_s
-        self.store, self.me, self.lost = None, None, None   # lost: what was lost, once it is
-        self._seen: dict[int, tuple[int, float]] = {}       # peer -> (its count, when it last moved)
-        self._quiet_since: float | None = None               # the store's first failure in a row
+        self.store, self.me, self.lost = None, None, None  # lost: what was lost, once it is
+        self._seen: dict[int, tuple[int, float]] = {}  # peer -> (its count, when it last moved)
+        self._quiet_since: float | None = None  # the store's first failure in a row
 
     def connect(self) -> bool:
         from datetime import timedelta
@@ -94,10 +128,11 @@ class PeerWatch:
         from torch.distributed import TCPStore
 
         try:
-            self.store = TCPStore(self.host, self.port, is_master=False, timeout=timedelta(seconds=5),
-                                  wait_for_workers=False)
+            self.store = TCPStore(
+                self.host, self.port, is_master=False, timeout=timedelta(seconds=5), wait_for_workers=False
+            )
         except (RuntimeError, TimeoutError, ValueError):
-            return False   # the rendezvous is not up yet
+            return False  # the rendezvous is not up yet
         self.me = self.store.add("ferrylm/agents", 1) - 1
         return True
 
@@ -109,7 +144,7 @@ class PeerWatch:
                 if self.store.add(f"ferrylm/failed/{peer}", 0):
                     self.lost = f"training failed on node agent {peer}"
                 if self.store.add(f"ferrylm/done/{peer}", 0):
-                    continue   # finished and said so
+                    continue  # finished and said so
                 count = self.store.add(f"ferrylm/beat/{peer}", 0)
                 last = self._seen.get(peer)
                 if count and (last is None or last[0] != count):
@@ -148,7 +183,7 @@ def _stop_session(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
     except (ProcessLookupError, subprocess.TimeoutExpired):
         pass
     try:
-        os.killpg(proc.pid, signal.SIGKILL)   # a worker stuck in a collective ignores the first
+        os.killpg(proc.pid, signal.SIGKILL)  # a worker stuck in a collective ignores the first
     except ProcessLookupError:
         pass
     proc.wait()
@@ -162,7 +197,7 @@ def run_node(cmd: list[str], checkpoints: Path, rdzv: str, nnodes: int, lost_aft
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1, start_new_session=True)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: proc.send_signal(signum))
-    if "torch" not in sys.modules:   # this process's store client only: its C++ warnings when a peer leaves
+    if "torch" not in sys.modules:  # this process's store client only: its C++ warnings when a peer leaves
         os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
     peers = PeerWatch(rdzv, nnodes, lost_after_s)
     watcher = threading.Thread(target=peers.watch, args=(proc,), daemon=True)
@@ -177,10 +212,19 @@ def run_node(cmd: list[str], checkpoints: Path, rdzv: str, nnodes: int, lost_aft
         from .checkpoints import latest_complete
 
         last = latest_complete(checkpoints)
-        what = (f"a node of the run was lost ({peers.lost})" if peers.lost else
-                "a node of the run was lost" if lost else "training stopped with an error on this node")
-        print(f"ferrylm: {what} (torchrun exit {code}); the last complete checkpoint is "
-              f"{last or 'none yet'}: launch again on every node to resume from it", file=sys.stderr, flush=True)
+        what = (
+            f"a node of the run was lost ({peers.lost})"
+            if peers.lost
+            else "a node of the run was lost"
+            if lost
+            else "training stopped with an error on this node"
+        )
+        print(
+            f"ferrylm: {what} (torchrun exit {code}); the last complete checkpoint is "
+            f"{last or 'none yet'}: launch again on every node to resume from it",
+            file=sys.stderr,
+            flush=True,
+        )
     return code
 
 
@@ -205,9 +249,11 @@ def prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
         # One process on a machine with several GPUs: the Trainer would wrap the model in
         # nn.DataParallel (one process driving every GPU, the loss summed across them). Train on
         # one GPU instead, as a world of one, and say how to use them all.
-        log.warning("%d GPUs visible but one process: training on GPU 0; use `ferrylm launch --nproc %d` for all",
-                    gpus, gpus)
+        log.warning(
+            "%d GPUs visible but one process: training on GPU 0; use `ferrylm launch --nproc %d` for all", gpus, gpus
+        )
     if (use_deepspeed or several_gpus) and "RANK" not in os.environ:
         # A single process still needs a process group for DeepSpeed; launchers set these themselves.
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(_free_port()))
+        os.environ.update(
+            RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())
+        )

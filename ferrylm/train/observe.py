@@ -9,6 +9,7 @@
 - a non-finite loss raises `NonFiniteLoss` before that step's optimizer update, so the weights in
   hand are the last good ones (the train stage saves them and stops with a clear message).
 """
+
 from __future__ import annotations
 
 import time
@@ -16,8 +17,16 @@ import time
 import torch
 
 # bf16 dense tensor-core peaks, FLOP/s (vendor data sheets).
-PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A800": 312e12, "A100": 312e12, "A40": 149.7e12,
-                   "A6000": 154.8e12, "L40S": 362e12, "4090": 165e12}
+PEAK_BF16_FLOPS = {
+    "H200": 989e12,
+    "H100": 989e12,
+    "A800": 312e12,
+    "A100": 312e12,
+    "A40": 149.7e12,
+    "A6000": 154.8e12,
+    "L40S": 362e12,
+    "4090": 165e12,
+}
 
 
 class NonFiniteLoss(RuntimeError):
@@ -65,17 +74,17 @@ def guarded_trainer_class():
     from transformers import Trainer
 
     class GuardedTrainer(Trainer):
-        _last = None   # (time, tokens seen) at the previous log line
+        _last = None  # (time, tokens seen) at the previous log line
         _flops = None  # weight FLOPs per trained token
-        _sq = _n = 0   # Σ length² and Σ length over examples since the last log line (attention FLOPs)
-        _peak = None   # the GPU's bf16 peak FLOP/s (0: unknown, no MFU)
+        _sq = _n = 0  # Σ length² and Σ length over examples since the last log line (attention FLOPs)
+        _peak = None  # the GPU's bf16 peak FLOP/s (0: unknown, no MFU)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             if self._last is None:
                 self._last = (time.perf_counter(), self.state.num_input_tokens_seen or 0)
             if self._peak is None:
                 self._peak = peak_flops() or 0.0
-            if self._peak:   # example lengths only feed MFU, which needs a known GPU peak
+            if self._peak:  # example lengths only feed MFU, which needs a known GPU peak
                 lengths = example_lengths(inputs)
                 self._sq += sum(n * n for n in lengths)
                 self._n += sum(lengths)
@@ -98,14 +107,14 @@ def guarded_trainer_class():
                 out["tokens_per_s"] = tps
                 peak = self._peak
                 if peak:
-                    if self._flops is None:   # the model's size does not change during a run
+                    if self._flops is None:  # the model's size does not change during a run
                         self._flops = flops_per_token(self.model)
                     context = self._sq / self._n if self._n else 0.0
                     flops = self._flops + attention_flops_per_token(self.model, context)
                     out["mfu"] = flops * tps / world / peak
             if torch.cuda.is_available():
                 out["gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
-                try:   # NVML's busy percentage over its last sample period; needs nvidia-ml-py
+                try:  # NVML's busy percentage over its last sample period; needs nvidia-ml-py
                     out["gpu_utilization"] = float(torch.cuda.utilization())
                 except Exception:  # noqa: BLE001 - no NVML: the line simply lacks it
                     pass
@@ -122,8 +131,11 @@ def selective_checkpointing(fraction: float):
 
     class Selective(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **kwargs):
-            layers = [m for m in model.modules()
-                      if hasattr(m, "gradient_checkpointing") and type(m).__name__.endswith("DecoderLayer")]
+            layers = [
+                m
+                for m in model.modules()
+                if hasattr(m, "gradient_checkpointing") and type(m).__name__.endswith("DecoderLayer")
+            ]
             keep = round(fraction * len(layers))
             for i, layer in enumerate(layers):
                 layer.gradient_checkpointing = i < keep

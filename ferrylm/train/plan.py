@@ -36,6 +36,7 @@ Fused kernels keep less, and the adapters' input copies go with the eager elemen
   gradient of the last hidden state, 4h per token).
 These are fitted to H100 runs of `ferrylm train` (docs/memory_planner.md) and checked on held-out ones.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -56,10 +57,15 @@ class ModelShape:
 
     @classmethod
     def from_hf_config(cls, c: dict) -> ModelShape:
-        return cls(hidden=c["hidden_size"], layers=c["num_hidden_layers"], heads=c["num_attention_heads"],
-                   kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"],
-                   intermediate=c["intermediate_size"], vocab=c["vocab_size"],
-                   tied_embeddings=bool(c.get("tie_word_embeddings", False)))
+        return cls(
+            hidden=c["hidden_size"],
+            layers=c["num_hidden_layers"],
+            heads=c["num_attention_heads"],
+            kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"],
+            intermediate=c["intermediate_size"],
+            vocab=c["vocab_size"],
+            tied_embeddings=bool(c.get("tie_word_embeddings", False)),
+        )
 
     @property
     def head_dim(self) -> int:
@@ -92,7 +98,7 @@ class Setup:
     seq_len: int = 4096
     micro_batch: int = 1
     gradient_checkpointing: bool = True
-    checkpoint_fraction: float = 1.0   # selective: only this share of the layers recompute
+    checkpoint_fraction: float = 1.0  # selective: only this share of the layers recompute
     gpus: int = 1
     zero_stage: int = 0
     offload_optimizer: bool = False
@@ -121,13 +127,23 @@ class Plan:
     advice: str | None = None
 
     def lines(self, setup: Setup) -> list[str]:
-        rows = [("weights", self.weights_gib), ("gradients", self.grads_gib), ("optimizer states", self.optimizer_gib),
-                ("activations", self.activations_gib), ("logits + loss", self.logits_gib), ("reserve", self.reserve_gib)]
+        rows = [
+            ("weights", self.weights_gib),
+            ("gradients", self.grads_gib),
+            ("optimizer states", self.optimizer_gib),
+            ("activations", self.activations_gib),
+            ("logits + loss", self.logits_gib),
+            ("reserve", self.reserve_gib),
+        ]
         out = [f"{name:<17} {v:8.1f} GiB" for name, v in rows]
-        out.append("(peak = weights + optimizer + max(activations + logits, gradients) + reserve: backward frees "
-                   "activations as gradients appear)")
-        out.append(f"{'peak per GPU':<17} {self.total_gib:8.1f} GiB of {setup.gpu_memory_gib:g} GiB: "
-                   f"{'fits' if self.fits else 'does NOT fit'}")
+        out.append(
+            "(peak = weights + optimizer + max(activations + logits, gradients) + reserve: backward frees "
+            "activations as gradients appear)"
+        )
+        out.append(
+            f"{'peak per GPU':<17} {self.total_gib:8.1f} GiB of {setup.gpu_memory_gib:g} GiB: "
+            f"{'fits' if self.fits else 'does NOT fit'}"
+        )
         if self.cpu_offload_gib:
             out.append(f"{'CPU RAM (offload)':<17} {self.cpu_offload_gib:8.1f} GiB")
         if self.advice:
@@ -207,7 +223,7 @@ def estimate(s: Setup) -> Plan:
         cpu += optim  # each rank's shard lives in its host's RAM
         optim = 0.0
         if s.method == "full" and s.zero_stage in (1, 2) and mixed:
-            cpu += trainable * 4.0 / dp   # the fp32 gradient partition goes with it
+            cpu += trainable * 4.0 / dp  # the fp32 gradient partition goes with it
     if s.offload_params and s.zero_stage >= 3:
         cpu += p * weight_bytes / dp
         weights = 2 * s.shape.layer_params() * 2.0
@@ -215,10 +231,19 @@ def estimate(s: Setup) -> Plan:
     acts = activations(s, tokens)
     logits = tokens * s.shape.vocab * (2 + 4 + 4)  # bf16 logits, fp32 copy, fp32 log-softmax
     if s.liger:
-        logits = tokens * s.shape.hidden * 4.0      # fused linear cross-entropy: the hidden state's gradient
+        logits = tokens * s.shape.hidden * 4.0  # fused linear cross-entropy: the hidden state's gradient
     total = weights + optim + max(acts + logits, grads) + s.reserve_gib * GiB
-    plan = Plan(weights / GiB, grads / GiB, optim / GiB, acts / GiB, logits / GiB, s.reserve_gib, cpu / GiB,
-                total / GiB, total / GiB <= s.gpu_memory_gib)
+    plan = Plan(
+        weights / GiB,
+        grads / GiB,
+        optim / GiB,
+        acts / GiB,
+        logits / GiB,
+        s.reserve_gib,
+        cpu / GiB,
+        total / GiB,
+        total / GiB <= s.gpu_memory_gib,
+    )
     if not plan.fits:
         plan.advice = smallest_fix(s)
     return plan
@@ -234,8 +259,13 @@ def smallest_fix(s: Setup) -> str:
     elif s.checkpoint_fraction < 1:
         candidates.append(("train.checkpoint_fraction=1", replace(s, checkpoint_fraction=1.0)))
     if s.micro_batch > 1:
-        candidates.append((f"train.per_device_batch_size={s.micro_batch // 2} (raise "
-                           f"train.gradient_accumulation_steps to keep the batch)", replace(s, micro_batch=s.micro_batch // 2)))
+        candidates.append(
+            (
+                f"train.per_device_batch_size={s.micro_batch // 2} (raise "
+                f"train.gradient_accumulation_steps to keep the batch)",
+                replace(s, micro_batch=s.micro_batch // 2),
+            )
+        )
     if s.gpus > 1 and s.zero_stage < 3:
         stage = 2 if s.zero_stage < 2 else 3
         candidates.append((f"train.deepspeed=zero{stage}", replace(s, zero_stage=stage)))
@@ -258,16 +288,27 @@ def smallest_fix(s: Setup) -> str:
 def setup_from_config(cfg, shape: ModelShape | None = None) -> Setup:
     """The planner's view of a run config: its train section on its hardware section."""
     t = cfg.train
-    return Setup(shape=shape or ModelShape(), method=t.method, lora_r=t.lora_r, lora_dropout=t.lora_dropout,
-                 seq_len=cfg.data.max_seq_len, micro_batch=t.per_device_batch_size,
-                 gradient_checkpointing=t.gradient_checkpointing, checkpoint_fraction=t.checkpoint_fraction,
-                 gpus=cfg.hardware.gpus, zero_stage={None: 0, "zero2": 2, "zero3": 3}[t.deepspeed],
-                 offload_optimizer=t.offload_optimizer, offload_params=t.offload_params,
-                 # DeepSpeed keeps fp32 master weights and Adam states; a full fine-tune without it
-                 # trains the weights it loaded (bf16 on a GPU) with bf16 optimizer states.
-                 optimizer_precision="mixed" if (t.deepspeed or t.method != "full") else "bf16",
-                 gpu_memory_gib=cfg.hardware.gpu_memory_gib, compile=t.compile, liger=t.liger,
-                 base_precision=t.base_precision)
+    return Setup(
+        shape=shape or ModelShape(),
+        method=t.method,
+        lora_r=t.lora_r,
+        lora_dropout=t.lora_dropout,
+        seq_len=cfg.data.max_seq_len,
+        micro_batch=t.per_device_batch_size,
+        gradient_checkpointing=t.gradient_checkpointing,
+        checkpoint_fraction=t.checkpoint_fraction,
+        gpus=cfg.hardware.gpus,
+        zero_stage={None: 0, "zero2": 2, "zero3": 3}[t.deepspeed],
+        offload_optimizer=t.offload_optimizer,
+        offload_params=t.offload_params,
+        # DeepSpeed keeps fp32 master weights and Adam states; a full fine-tune without it
+        # trains the weights it loaded (bf16 on a GPU) with bf16 optimizer states.
+        optimizer_precision="mixed" if (t.deepspeed or t.method != "full") else "bf16",
+        gpu_memory_gib=cfg.hardware.gpu_memory_gib,
+        compile=t.compile,
+        liger=t.liger,
+        base_precision=t.base_precision,
+    )
 
 
 def load_setup(source: str | None, overrides: list[str] | tuple[str, ...] = ()) -> tuple[Setup, dict]:
@@ -282,17 +323,24 @@ def load_setup(source: str | None, overrides: list[str] | tuple[str, ...] = ()) 
 
 def report(name: str, setup: Setup, notes: dict) -> str:
     plan = estimate(setup)
-    ckpt = "off" if not setup.gradient_checkpointing else (
-        "on" if setup.checkpoint_fraction >= 1 else f"on for {setup.checkpoint_fraction:.0%} of the layers")
-    head = (f"{name}: Qwen2.5-7B ({setup.shape.params() / 1e9:.2f} B parameters), {setup.method}"
-            f"{f' r={setup.lora_r}' if setup.method != 'full' else ''}, {setup.gpus} GPU(s), ZeRO-{setup.zero_stage}"
-            f"{' + optimizer offload' if setup.offload_optimizer else ''}{' + parameter offload' if setup.offload_params else ''}, "
-            f"seq {setup.seq_len} × micro-batch {setup.micro_batch}, checkpointing {ckpt}"
-            f"{'' if setup.compile == 'none' else f', compiled {setup.compile}'}{', Liger' if setup.liger else ''}"
-            f"{', FP8 base' if setup.base_precision == 'fp8' else ''}")
+    ckpt = (
+        "off"
+        if not setup.gradient_checkpointing
+        else ("on" if setup.checkpoint_fraction >= 1 else f"on for {setup.checkpoint_fraction:.0%} of the layers")
+    )
+    head = (
+        f"{name}: Qwen2.5-7B ({setup.shape.params() / 1e9:.2f} B parameters), {setup.method}"
+        f"{f' r={setup.lora_r}' if setup.method != 'full' else ''}, {setup.gpus} GPU(s), ZeRO-{setup.zero_stage}"
+        f"{' + optimizer offload' if setup.offload_optimizer else ''}{' + parameter offload' if setup.offload_params else ''}, "
+        f"seq {setup.seq_len} × micro-batch {setup.micro_batch}, checkpointing {ckpt}"
+        f"{'' if setup.compile == 'none' else f', compiled {setup.compile}'}{', Liger' if setup.liger else ''}"
+        f"{', FP8 base' if setup.base_precision == 'fp8' else ''}"
+    )
     lines = [head, *plan.lines(setup)]
     if "claimed_peak_gib" in notes:
         claim = notes["claimed_peak_gib"]
-        lines.append(f"the seed document claims {claim:g} GiB per GPU; this estimate is {plan.total_gib:.1f} GiB "
-                     f"({plan.total_gib / claim - 1:+.0%})")
+        lines.append(
+            f"the seed document claims {claim:g} GiB per GPU; this estimate is {plan.total_gib:.1f} GiB "
+            f"({plan.total_gib / claim - 1:+.0%})"
+        )
     return "\n".join(lines)

@@ -5,6 +5,7 @@ weights straight into shards) → build the model → evaluate it untouched (ste
 held-out loss) → train with marked checkpoints → evaluate → save the adapter (or the whole model)
 atomically → write the record.
 """
+
 from __future__ import annotations
 
 import json
@@ -86,9 +87,11 @@ def _check_packing(model, row: dict, half: bool) -> None:
     tol = 2e-2 * max(1.0, abs(unpacked)) if half else 1e-4 * max(1.0, abs(unpacked))
     log.info("packing self-test: packed loss %.6f, unpacked %.6f", packed, unpacked)
     if abs(packed - unpacked) > tol:
-        raise PackingLeak(f"a packed row's loss {packed:.5f} differs from its examples' {unpacked:.5f}; this model's "
-                          f"attention ({model.config._attn_implementation}) lets packed examples see each other — "
-                          f"set train.flatten_batches=false and, if the data packs, rebuild it with data.pack=false")
+        raise PackingLeak(
+            f"a packed row's loss {packed:.5f} differs from its examples' {unpacked:.5f}; this model's "
+            f"attention ({model.config._attn_implementation}) lets packed examples see each other — "
+            f"set train.flatten_batches=false and, if the data packs, rebuild it with data.pack=false"
+        )
 
 
 def _save_trained(trainer, tokenizer, out: Path, name: str) -> Path:
@@ -102,7 +105,7 @@ def _save_trained(trainer, tokenizer, out: Path, name: str) -> Path:
         if trainer.is_world_process_zero():
             tokenizer.save_pretrained(tmp)
     if trainer.is_world_process_zero():
-        (tmp / "training_args.bin").unlink(missing_ok=True)   # the Trainer's pickle, not part of the artifact
+        (tmp / "training_args.bin").unlink(missing_ok=True)  # the Trainer's pickle, not part of the artifact
         shutil.rmtree(final, ignore_errors=True)
         tmp.replace(final)
     return final
@@ -121,8 +124,12 @@ def _planned_peak(cfg: Config, model_dir, world: int) -> float | None:
     setup.gpus, setup.gpu_memory_gib = world, torch.cuda.get_device_properties(0).total_memory / GiB
     plan = estimate(setup)
     if not plan.fits:
-        log.warning("plan: %.1f GiB per GPU needed, %.1f GiB on this GPU; smallest change that fits: %s",
-                    plan.total_gib, setup.gpu_memory_gib, plan.advice)
+        log.warning(
+            "plan: %.1f GiB per GPU needed, %.1f GiB on this GPU; smallest change that fits: %s",
+            plan.total_gib,
+            setup.gpu_memory_gib,
+            plan.advice,
+        )
     return plan.total_gib - setup.reserve_gib
 
 
@@ -130,13 +137,14 @@ def _planned_peak(cfg: Config, model_dir, world: int) -> float | None:
 class _Run:
     """What the recipe's steps share: the config, where the stage writes, this machine's choices,
     and the checkpoint a run resumes from."""
+
     cfg: Config
     out: Path
     has_cuda: bool
     precision: str
     attention: str
     resume: Path | None = None
-    saved_world: int | None = None     # processes that wrote the resumed DeepSpeed checkpoint
+    saved_world: int | None = None  # processes that wrote the resumed DeepSpeed checkpoint
 
     @property
     def t(self):
@@ -172,12 +180,17 @@ def run_train(cfg: Config) -> StageRecord:
     has_cuda = torch.cuda.is_available()
     prepare_distributed_env(cfg.train.deepspeed is not None, has_cuda)
     check_liger(cfg.train, has_cuda)
-    run = _Run(cfg, cfg.stage_dir("train"), has_cuda, choose_precision(cfg.train.precision, has_cuda),
-               choose_attention(cfg.train.attention, has_cuda))
+    run = _Run(
+        cfg,
+        cfg.stage_dir("train"),
+        has_cuda,
+        choose_precision(cfg.train.precision, has_cuda),
+        choose_attention(cfg.train.attention, has_cuda),
+    )
     setup_run_dir(run)
-    data_out = read_record(cfg.stage_dir("data"))["outputs"]   # refuses outputs of an unfinished data run
+    data_out = read_record(cfg.stage_dir("data"))["outputs"]  # refuses outputs of an unfinished data run
     train_set, eval_set = setup_data(run, data_out)
-    args = training_arguments(run)          # before the model: ZeRO-3 loads weights straight into shards
+    args = training_arguments(run)  # before the model: ZeRO-3 loads weights straight into shards
     model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     tokenizer = load_tokenizer(model_dir)
     planned = _planned_peak(cfg, model_dir, args.world_size)
@@ -188,8 +201,11 @@ def run_train(cfg: Config) -> StageRecord:
     saved = _save_trained(trainer, tokenizer, run.out, run.kind) if cfg.train.save_final else None
     if trainer.is_world_process_zero():
         record.inputs = {"train.arrow": sha256_file(data_out["train"]), "base_model": str(model_dir)}
-        record.outputs = {"checkpoints": str(run.checkpoints), "log_history": str(run.history),
-                          **({run.kind: str(saved)} if saved else {})}
+        record.outputs = {
+            "checkpoints": str(run.checkpoints),
+            "log_history": str(run.history),
+            **({run.kind: str(saved)} if saved else {}),
+        }
         record.metrics = _metrics(run, trainer, result, args, saved, planned)
         log.info("train: eval loss %.4f → %.4f", record.metrics["base_eval_loss"], record.metrics["eval_loss"])
         record.finish(run.out)
@@ -211,7 +227,9 @@ def setup_run_dir(run: _Run) -> None:
     if run.resume is not None and run.t.deepspeed:
         run.saved_world = saved_world_size(run.resume)
     if run.reshard:
-        log.info("checkpoint written by %d processes, resuming on %s", run.saved_world, os.environ.get("WORLD_SIZE", "1"))
+        log.info(
+            "checkpoint written by %d processes, resuming on %s", run.saved_world, os.environ.get("WORLD_SIZE", "1")
+        )
         make_universal(run.resume, rank0)
 
 
@@ -235,7 +253,7 @@ def setup_model(run: _Run, model_dir, args, train_set):
     if t.deepspeed == "zero3" and (t.method == "full" if t.zero3_leaf_layers is None else t.zero3_leaf_layers):
         zero3_leaf_layers(model)
     if run.has_cuda and t.deepspeed != "zero3" and t.method != "qlora":
-        model.to(args.device)   # where the Trainer would put it; the packing self-test runs there
+        model.to(args.device)  # where the Trainer would put it; the packing self-test runs there
     if "position_ids" in train_set.column_names or run.flatten:
         if t.deepspeed == "zero3":
             log.info("packing self-test skipped: under ZeRO-3 the weights are shards until training starts")
@@ -250,9 +268,14 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
 
     # Liger's loss (no faster with scored positions) and a whole compiled model (a shape a batch) get all.
     collate = PadCollator(tokenizer.pad_token_id, run.flatten, not run.t.liger and run.t.compile != "model")
-    trainer = guarded_trainer_class()(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
-                                      data_collator=collate,
-                                      callbacks=[MarkComplete(), _HistoryWriter(run.history)])
+    trainer = guarded_trainer_class()(
+        model=model,
+        args=args,
+        train_dataset=train_set,
+        eval_dataset=eval_set,
+        data_collator=collate,
+        callbacks=[MarkComplete(), _HistoryWriter(run.history)],
+    )
     if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))
     return trainer
@@ -260,15 +283,18 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
 
 def train(run: _Run, trainer, tokenizer):
     try:
-        with out_of_space("a checkpoint", run.checkpoints, lambda: drop_partial(run.checkpoints),
-                          lambda: writing(run.checkpoints)):
+        with out_of_space(
+            "a checkpoint", run.checkpoints, lambda: drop_partial(run.checkpoints), lambda: writing(run.checkpoints)
+        ):
             return trainer.train(resume_from_checkpoint=str(run.resume) if run.resume else None)
     except NonFiniteLoss as e:
         # Raised before that step's optimizer update: the weights in hand are the last good ones.
         last_good = _save_trained(trainer, tokenizer, run.out, f"last-good-{run.kind}")
-        raise TrainingDiverged(f"train: the loss became {e.value} at step {e.step}; stopped before that step's "
-                               f"update. The last good weights (step {e.step - 1}) are in {last_good}; lower "
-                               f"train.learning_rate or check the data") from None
+        raise TrainingDiverged(
+            f"train: the loss became {e.value} at step {e.step}; stopped before that step's "
+            f"update. The last good weights (step {e.step - 1}) are in {last_good}; lower "
+            f"train.learning_rate or check the data"
+        ) from None
 
 
 def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: float | None) -> dict:
@@ -301,7 +327,7 @@ def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: floa
         f"{run.kind}_sha256": sha256_tree(saved) if saved else None,
         "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if run.has_cuda else None,
         "peak_gpu_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if run.has_cuda else None,
-        "planned_peak_gib": planned,   # the planner's allocated peak
+        "planned_peak_gib": planned,  # the planner's allocated peak
         "best_checkpoint": trainer.state.best_model_checkpoint,
         "best_eval_loss": trainer.state.best_metric,
         **_summarise(history),

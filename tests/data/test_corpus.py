@@ -26,10 +26,10 @@ def test_seed_filters_count_each_drop(tmp_path):
     repo.mkdir(parents=True)
     (repo / "keep.py").write_text(GOOD)
     (repo / "keep.go").write_text(GOOD.replace("def", "func"))
-    (repo / "notes.txt").write_text(GOOD)                      # not a code extension: not seen
-    (repo / "short.py").write_text("x = 1\n")                  # <= 100 chars
+    (repo / "notes.txt").write_text(GOOD)  # not a code extension: not seen
+    (repo / "short.py").write_text("x = 1\n")  # <= 100 chars
     (repo / "few_lines.py").write_text("x = 1  # " + "a" * 200)  # < 10 lines
-    (repo / "huge.py").write_text("x = 1\n" * 10_000)           # >= 50,000 chars
+    (repo / "huge.py").write_text("x = 1\n" * 10_000)  # >= 50,000 chars
     (repo / "bin.c").write_bytes(b"\0\1\2" * 100)
     (repo / "latin1.py").write_bytes(("# caf\xe9\n" + GOOD).encode("latin-1"))
     for skipped in ("node_modules", "build", "__pycache__", ".git"):
@@ -37,13 +37,20 @@ def test_seed_filters_count_each_drop(tmp_path):
         (repo / skipped / "x.py").write_text(GOOD)
     (repo / "link.py").symlink_to(repo / "keep.py")
     (repo / "dangling.c").symlink_to(repo / "gone.c")
-    (repo / "loop").symlink_to(repo)                           # a symlink loop: never followed
-    os.mkfifo(repo / "pipe.py")                                # opening it would block
+    (repo / "loop").symlink_to(repo)  # a symlink loop: never followed
+    os.mkfifo(repo / "pipe.py")  # opening it would block
     (root / "empty_repo").mkdir()
     kept, stats, _ = _kept(_cfg(root))
     assert kept == ["repos/r1/keep.go", "repos/r1/keep.py"]
-    assert dict(stats.dropped) == {"too_short_chars": 1, "too_few_lines": 1, "too_long_chars": 1, "binary": 1,
-                                   "not_utf8": 1, "symlink": 2, "not_regular_file": 1}
+    assert dict(stats.dropped) == {
+        "too_short_chars": 1,
+        "too_few_lines": 1,
+        "too_long_chars": 1,
+        "binary": 1,
+        "not_utf8": 1,
+        "symlink": 2,
+        "not_regular_file": 1,
+    }
     assert stats.seen == 10
     assert stats.skipped == {"excluded_dir": 4, "symlinked_dir": 1}
     assert dict(stats.by_language) == {"python": 1, "go": 1}
@@ -56,7 +63,7 @@ def test_file_that_vanishes_mid_scan_is_counted(tmp_path):
         (repo / f"m{i}.py").write_text(GOOD + f"# {i}\n")
     cfg = _cfg(tmp_path / "src")
     refs = [r for t in trees(cfg) for r in walk(t, cfg, ScanStats())]
-    (repo / "m1.py").unlink()                                  # gone between listing and reading
+    (repo / "m1.py").unlink()  # gone between listing and reading
     reasons = [read_checked(r.path, cfg)[2] for r in refs]
     assert reasons == [None, "vanished", None]
 
@@ -67,20 +74,29 @@ def test_missing_and_empty_sources_fail_clearly(tmp_path, tiny_qwen2_dir):
     empty = tmp_path / "empty"
     (empty / "repo").mkdir(parents=True)
     (empty / "repo" / "readme.md").write_text("no code here")
-    cfg = load_config("default", [f"data.sources=[{empty}]", f"model.path={tiny_qwen2_dir}", f"run_dir={tmp_path / 'run'}"])
+    cfg = load_config(
+        "default", [f"data.sources=[{empty}]", f"model.path={tiny_qwen2_dir}", f"run_dir={tmp_path / 'run'}"]
+    )
     with pytest.raises(EmptyCorpus, match="no code files passed the filters"):
         run_data(cfg)
     assert not list((tmp_path / "run").rglob("*.arrow"))  # nothing half-written
 
 
 def test_manifest_from_the_seed_layout(tmp_path):
-    for prio, lang, repo in [("high_priority", "python", "a"), ("high_priority", "go", "b"), ("medium_priority", "rust", "c")]:
+    for prio, lang, repo in [
+        ("high_priority", "python", "a"),
+        ("high_priority", "go", "b"),
+        ("medium_priority", "rust", "c"),
+    ]:
         d = tmp_path / "codes" / prio / lang / repo
         d.mkdir(parents=True)
         (d / "x.py").write_text(GOOD + f"# {repo}\n")
     doc = manifest_from_layout(tmp_path / "codes")
     assert [(r["name"], r["priority"], r["language"]) for r in doc["repositories"]] == [
-        ("go/b", "high_priority", "go"), ("python/a", "high_priority", "python"), ("rust/c", "medium_priority", "rust")]
+        ("go/b", "high_priority", "go"),
+        ("python/a", "high_priority", "python"),
+        ("rust/c", "medium_priority", "rust"),
+    ]
     import yaml
 
     path = tmp_path / "repos.yaml"

@@ -1,4 +1,5 @@
 """Continued pre-training data: raw code packed to the training length, then trained on."""
+
 import json
 
 from ferrylm.data import run_data
@@ -9,8 +10,15 @@ from tests.pinning import pinned
 
 
 def test_cpt_rows_are_packed_and_train(tmp_path, tiny_qwen2_dir, tiny_corpus):
-    cfg = tiny_config(tmp_path / "run", tiny_qwen2_dir, tiny_corpus, "data.format=cpt", "train.max_steps=2",
-                      "train.save_steps=2", "train.eval_batches=1")
+    cfg = tiny_config(
+        tmp_path / "run",
+        tiny_qwen2_dir,
+        tiny_corpus,
+        "data.format=cpt",
+        "train.max_steps=2",
+        "train.save_steps=2",
+        "train.eval_batches=1",
+    )
     rec = run_data(cfg)
     m = rec.metrics
     rows = load_rows(rec.outputs["train"])
@@ -20,10 +28,14 @@ def test_cpt_rows_are_packed_and_train(tmp_path, tiny_qwen2_dir, tiny_corpus):
     end_count = sum(r.count(0) for r in rows["input_ids"])
     assert end_count == m["train_examples"] > 0
     assert json.loads((tmp_path / "run" / "data" / "stats.json").read_text())["files_kept"] == m["files_kept"]
-    t = run_train(cfg)                       # the packing self-test runs first, on the first row
+    t = run_train(cfg)  # the packing self-test runs first, on the first row
     # Pinned (torchtune's way): a silent change to the recipe, the packing or the seed moves these.
     # The tiny random model starts at ln(vocab) ~ 10.8; two steps lower the held-out loss by ~0.007.
     assert t.metrics["steps"] == 2
     assert t.metrics["eval_loss"] < t.metrics["base_eval_loss"]
-    pinned("cpt losses", "train-loss", [t.metrics[k] for k in ("base_eval_loss", "eval_loss", "first_train_loss")],
-           [10.80312, 10.79628, 10.79282])
+    pinned(
+        "cpt losses",
+        "train-loss",
+        [t.metrics[k] for k in ("base_eval_loss", "eval_loss", "first_train_loss")],
+        [10.80312, 10.79628, 10.79282],
+    )

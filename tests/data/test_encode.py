@@ -1,4 +1,5 @@
 """Fast tokenizing (identical ids), fill-in-the-middle, packing and the Arrow rows."""
+
 import sysconfig
 from pathlib import Path
 
@@ -18,8 +19,12 @@ def _texts(n=120):
     files = sorted(stdlib.glob("*.py"))[:n]
     texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
     # Added tokens written literally in code ("<filename>", "<|im_end|>") are matched by the tokenizer.
-    return texts + ["naïve café — ünïcödé\r\n\tx = 'it''s' 123456 ", "", "   \n\n  ",
-                    "path = 'examples/<filename>' # the file://<filename> syntax <|im_end|>\n"]
+    return texts + [
+        "naïve café — ünïcödé\r\n\tx = 'it''s' 123456 ",
+        "",
+        "   \n\n  ",
+        "path = 'examples/<filename>' # the file://<filename> syntax <|im_end|>\n",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +32,12 @@ def qwen_style(smollm2_dir):
     """SmolLM2's vocabulary behind Qwen2's pre-tokenizer (split regex + byte level), NFC and FIM tokens."""
     tok = load_tokenizer(smollm2_dir).backend_tokenizer
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok)
     fast.add_special_tokens({"additional_special_tokens": ["<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"]})
     return fast
@@ -40,7 +49,7 @@ def _reference(tok, texts):
 
 def test_fast_encoder_is_identical_for_smollm2_and_qwen2_style(smollm2_dir, qwen_style):
     for tok in (load_tokenizer(smollm2_dir), qwen_style):
-        enc = Encoder(tok, threads=2, check_docs=0)     # no built-in check: compare everything here
+        enc = Encoder(tok, threads=2, check_docs=0)  # no built-in check: compare everything here
         assert enc.engine == "tiktoken"
         texts = _texts()
         assert enc.encode(texts) == _reference(tok, texts)
@@ -57,7 +66,7 @@ def test_encoder_falls_back_when_it_cannot_mirror(smollm2_dir):
 def test_fill_in_the_middle_uses_the_tokenizers_fim_tokens(qwen_style, smollm2_dir):
     pre, mid, suf = fim_token_ids(qwen_style)
     assert qwen_style.convert_ids_to_tokens([pre, mid, suf]) == ["<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"]
-    assert fim_token_ids(load_tokenizer(smollm2_dir)) is None       # SmolLM2 has none: plain code
+    assert fim_token_ids(load_tokenizer(smollm2_dir)) is None  # SmolLM2 has none: plain code
     texts = _texts(40)[:40]
     keys = [f"k{i}" for i in range(len(texts))]
     end = document_end_id(qwen_style)
@@ -67,13 +76,13 @@ def test_fill_in_the_middle_uses_the_tokenizers_fim_tokens(qwen_style, smollm2_d
         ids, labels = ids.tolist(), labels.tolist()
         assert ids[0] == pre and ids[-1] == end and labels[0] == IGNORE_INDEX and labels[1:] == ids[1:]
         assert ids.count(pre) == ids.count(mid) == ids.count(suf) == 1
-        if ids[1] == suf:                                   # SPM: <pre><suf> s <mid> p m
+        if ids[1] == suf:  # SPM: <pre><suf> s <mid> p m
             orders.add("spm")
-            s, pm = ids[2:ids.index(mid)], ids[ids.index(mid) + 1:-1]
+            s, pm = ids[2 : ids.index(mid)], ids[ids.index(mid) + 1 : -1]
             assert qwen_style.decode(pm) + qwen_style.decode(s) == text or len(text) == 0
-        else:                                               # PSM: <pre> p <suf> s <mid> m
+        else:  # PSM: <pre> p <suf> s <mid> m
             orders.add("psm")
-            p, s, m = ids[1:ids.index(suf)], ids[ids.index(suf) + 1:ids.index(mid)], ids[ids.index(mid) + 1:-1]
+            p, s, m = ids[1 : ids.index(suf)], ids[ids.index(suf) + 1 : ids.index(mid)], ids[ids.index(mid) + 1 : -1]
             assert qwen_style.decode(p) + qwen_style.decode(m) + qwen_style.decode(s) == text
     assert orders == {"psm", "spm"}
     again = cpt_examples(texts, keys, Encoder(qwen_style, 2), (pre, mid, suf), end, 1.0, 0.5, seed=0)
@@ -81,8 +90,10 @@ def test_fill_in_the_middle_uses_the_tokenizers_fim_tokens(qwen_style, smollm2_d
 
 
 def test_packer_keeps_every_token_and_restarts_positions(tmp_path):
-    examples = [(list(range(100 * i, 100 * i + n)), [IGNORE_INDEX] + list(range(100 * i + 1, 100 * i + n)))
-                for i, n in enumerate([5, 9, 3, 12, 7, 30, 2])]   # 30 > max_len: cut into pieces
+    examples = [
+        (list(range(100 * i, 100 * i + n)), [IGNORE_INDEX] + list(range(100 * i + 1, 100 * i + n)))
+        for i, n in enumerate([5, 9, 3, 12, 7, 30, 2])
+    ]  # 30 > max_len: cut into pieces
     packer = Packer(max_len=16, open_rows=2)
     rows = [r for ids, lab in examples for r in packer.add(ids, lab)] + list(packer.finish())
     rows = [{k: v.tolist() for k, v in r.items()} for r in rows]
@@ -92,7 +103,7 @@ def test_packer_keeps_every_token_and_restarts_positions(tmp_path):
         starts = [i for i, p in enumerate(r["position_ids"]) if p == 0]
         for a, b in zip(starts, starts[1:] + [len(r["input_ids"])]):
             assert r["position_ids"][a:b] == list(range(b - a))
-            assert r["labels"][a] == IGNORE_INDEX            # never predicted from the previous example
+            assert r["labels"][a] == IGNORE_INDEX  # never predicted from the previous example
     w = ArrowRows(tmp_path / "rows.arrow", ["input_ids", "labels", "position_ids"], batch_rows=2)
     for r in rows:
         w.write(r)

@@ -1,4 +1,5 @@
 """The user's chat files (alpaca / sharegpt / OpenAI messages) and multi-turn rendering."""
+
 import json
 from collections import Counter
 
@@ -12,20 +13,32 @@ from ferrylm.data.render import IGNORE_INDEX, render_messages
 from ferrylm.models import load_tokenizer
 
 ALPACA = {"instruction": "Reverse a string.", "input": "s = 'abc'", "output": "s[::-1]"}
-SHAREGPT = {"conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "2+2?"},
-                              {"from": "gpt", "value": "4"}, {"from": "human", "value": "and 3+3?"},
-                              {"from": "gpt", "value": "6"}]}
+SHAREGPT = {
+    "conversations": [
+        {"from": "system", "value": "Be brief."},
+        {"from": "human", "value": "2+2?"},
+        {"from": "gpt", "value": "4"},
+        {"from": "human", "value": "and 3+3?"},
+        {"from": "gpt", "value": "6"},
+    ]
+}
 OPENAI = {"messages": [{"role": "user", "content": "Name a prime."}, {"role": "assistant", "content": "7"}]}
 
 
 def test_three_forms_become_messages():
-    assert to_messages(ALPACA) == [{"role": "user", "content": "Reverse a string.\n\ns = 'abc'"},
-                                   {"role": "assistant", "content": "s[::-1]"}]
+    assert to_messages(ALPACA) == [
+        {"role": "user", "content": "Reverse a string.\n\ns = 'abc'"},
+        {"role": "assistant", "content": "s[::-1]"},
+    ]
     assert [m["role"] for m in to_messages(SHAREGPT)] == ["system", "user", "assistant", "user", "assistant"]
     assert to_messages(OPENAI) == OPENAI["messages"]
-    for bad, reason in [({"foo": 1}, "unknown_format"), ({"messages": [{"role": "user", "content": "hi"}]}, "no_assistant_turn"),
-                        ({"messages": [{"role": "robot", "content": "x"}]}, "bad_turn"),
-                        ({"instruction": 3, "output": "x"}, "wrong_types"), ([1, 2], "not_an_object")]:
+    for bad, reason in [
+        ({"foo": 1}, "unknown_format"),
+        ({"messages": [{"role": "user", "content": "hi"}]}, "no_assistant_turn"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "bad_turn"),
+        ({"instruction": 3, "output": "x"}, "wrong_types"),
+        ([1, 2], "not_an_object"),
+    ]:
         with pytest.raises(RowError, match=reason):
             to_messages(bad)
 
@@ -57,15 +70,26 @@ def test_chat_files_stage_counts_bad_rows(tmp_path, tiny_qwen2_dir):
     dropped = Counter()
     assert len(list(read_conversations([str(path)], "auto", dropped))) == 30
     assert dropped == {"bad_json": 1, "unknown_format": 1}
-    cfg = load_config("default", [f"run_dir={tmp_path / 'run'}", f"model.path={tiny_qwen2_dir}", "data.format=jsonl",
-                                  f"data.jsonl_files=[{path}]", "data.eval_fraction=0.2", "data.pack=true",
-                                  "data.max_seq_len=128"])
+    cfg = load_config(
+        "default",
+        [
+            f"run_dir={tmp_path / 'run'}",
+            f"model.path={tiny_qwen2_dir}",
+            "data.format=jsonl",
+            f"data.jsonl_files=[{path}]",
+            "data.eval_fraction=0.2",
+            "data.pack=true",
+            "data.max_seq_len=128",
+        ],
+    )
     rec = run_data(cfg)
     m = rec.metrics
     assert (m["rows_read"], m["rows_dropped"]) == (30, {"bad_json": 1, "unknown_format": 1})
     assert (m["train_examples"], m["eval_examples"]) == (24, 6)
     train = load_rows(rec.outputs["train"])
-    assert sum(len(r) for r in train["input_ids"]) == m["train_tokens"] and all(len(r) <= 128 for r in train["input_ids"])
+    assert sum(len(r) for r in train["input_ids"]) == m["train_tokens"] and all(
+        len(r) <= 128 for r in train["input_ids"]
+    )
     held = [json.loads(line) for line in open(rec.outputs["eval_prompts"])]
     assert len(held) == 6 and all(h["messages"][-1]["role"] == "user" for h in held)
     empty = tmp_path / "empty.jsonl"

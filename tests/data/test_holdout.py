@@ -1,13 +1,16 @@
 """Held-out functions of training repositories (data.holdout_functions): a stable seeded draw, the
 near-duplicate check against their bodies, and which files count as tests."""
+
 from types import SimpleNamespace
 
 from ferrylm.data.holdout import HeldOutFunctions, drawn, is_test_file
 from ferrylm.data.pairs import Pair
 
-BODY = ("    total = 0\n    count = 0\n    for value in values:\n        if value is None:\n            continue\n"
-        "        total += value * weight\n        count += 1\n    if count == 0:\n        raise ValueError(values)\n"
-        "    mean = total / count\n    return round(mean, 4)\n")
+BODY = (
+    "    total = 0\n    count = 0\n    for value in values:\n        if value is None:\n            continue\n"
+    "        total += value * weight\n        count += 1\n    if count == 0:\n        raise ValueError(values)\n"
+    "    mean = total / count\n    return round(mean, 4)\n"
+)
 
 
 def _pair(source: str, body: str, repo: str = "r"):
@@ -21,10 +24,16 @@ def test_the_draw_is_seeded_and_near_copies_of_held_out_bodies_are_found():
     assert [drawn(1, s, 0.25) for s in sources] != [drawn(0, s, 0.25) for s in sources]
     held_name = next(s for s in sources if drawn(0, s, 0.5))
     other = next(s for s in sources if not drawn(0, s, 0.5))
-    pairs = [_pair(held_name, BODY), _pair(other, BODY.replace("round(mean, 4)", "round(mean, 3)")), _pair("q/m.py::g", BODY, repo="q")]
+    pairs = [
+        _pair(held_name, BODY),
+        _pair(other, BODY.replace("round(mean, 4)", "round(mean, 3)")),
+        _pair("q/m.py::g", BODY, repo="q"),
+    ]
     kept = HeldOutFunctions(pairs, held_repos={"q"}, share=0.5, seed=0, threshold=0.5, perms=128)
-    assert kept.sources == {held_name}                                  # a held-out repository's are not drawn
-    assert kept.near(BODY.replace("round(mean, 4)", "round(mean, 3)")) and not kept.near("    return sorted(set(items), key=len)[:10]\n")
+    assert kept.sources == {held_name}  # a held-out repository's are not drawn
+    assert kept.near(BODY.replace("round(mean, 4)", "round(mean, 3)")) and not kept.near(
+        "    return sorted(set(items), key=len)[:10]\n"
+    )
     assert HeldOutFunctions(pairs, set(), 0.0, 0, 0.5, 128).sources == set()
 
 

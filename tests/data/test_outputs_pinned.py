@@ -1,5 +1,6 @@
 """The data stage's outputs pinned on a fixture corpus: what it drops, by reason, and every token of
 every row. Speed work on the stage (issue: the data stage at 10 MB/s) must leave both unchanged."""
+
 import hashlib
 import shutil
 import sysconfig
@@ -19,8 +20,11 @@ def corpus(tmp_path_factory) -> Path:
     """Three repositories of real code, with the cases the cleaning decides: byte-identical copies
     across repositories, a copy that differs only in trailing whitespace, a generated file and its copy."""
     root = tmp_path_factory.mktemp("pinned")
-    for repo, names in (("a", ["json", "textwrap.py", "heapq.py"]), ("b", ["email", "shlex.py"]),
-                        ("c", ["fractions.py", "bisect.py", "statistics.py"])):
+    for repo, names in (
+        ("a", ["json", "textwrap.py", "heapq.py"]),
+        ("b", ["email", "shlex.py"]),
+        ("c", ["fractions.py", "bisect.py", "statistics.py"]),
+    ):
         for name in names:
             src = STDLIB / name
             if src.is_dir():
@@ -47,25 +51,55 @@ def _digest(path: Path) -> str:
     for name in table.column_names:
         for chunk in table.column(name).chunks:
             h.update(name.encode())
-            h.update(chunk.offsets.to_numpy().tobytes())      # row boundaries
+            h.update(chunk.offsets.to_numpy().tobytes())  # row boundaries
             h.update(chunk.values.to_numpy().astype("int32").tobytes())
     return h.hexdigest()
 
 
-@pytest.mark.parametrize("fmt, pinned", [
-    ("cpt", {"train": "be8f096e4d94a6a762881db2badf9ab78272dd20d2a0026509fea2cc1d20ddc7",
-             "eval": "31ce05317ebce38c8d223e3515251d5600539f49e78c7266c53619081b14d807"}),
-    ("sft", {"train": "3dc140e2fe64fd5469d01c3453b72f949c900033ca0ac8874e20607e52730ff1",
-             "eval": "542656800bc58ba981a6964498e580e0e6d7a467b8437b301860d6b6cddcbc26"}),
-])
+@pytest.mark.parametrize(
+    "fmt, pinned",
+    [
+        (
+            "cpt",
+            {
+                "train": "be8f096e4d94a6a762881db2badf9ab78272dd20d2a0026509fea2cc1d20ddc7",
+                "eval": "31ce05317ebce38c8d223e3515251d5600539f49e78c7266c53619081b14d807",
+            },
+        ),
+        (
+            "sft",
+            {
+                "train": "3dc140e2fe64fd5469d01c3453b72f949c900033ca0ac8874e20607e52730ff1",
+                "eval": "542656800bc58ba981a6964498e580e0e6d7a467b8437b301860d6b6cddcbc26",
+            },
+        ),
+    ],
+)
 def test_outputs_and_drops_are_pinned(corpus, tiny_qwen2_dir, tmp_path, fmt, pinned):
-    cfg = load_config("default", [f"run_dir={tmp_path}", f"model.path={tiny_qwen2_dir}", f"data.sources=[{corpus}]",
-                                  f"data.format={fmt}", "data.eval_fraction=0.34", "data.max_seq_len=512",
-                                  "data.workers=2", *(["data.pack=true"] if fmt == "sft" else [])])
+    cfg = load_config(
+        "default",
+        [
+            f"run_dir={tmp_path}",
+            f"model.path={tiny_qwen2_dir}",
+            f"data.sources=[{corpus}]",
+            f"data.format={fmt}",
+            "data.eval_fraction=0.34",
+            "data.max_seq_len=512",
+            "data.workers=2",
+            *(["data.pack=true"] if fmt == "sft" else []),
+        ],
+    )
     record = run_data(cfg)
-    stats = {k: v for k, v in record.metrics.items() if not k.endswith("_s") and k not in ("mb_per_s", "tokenizer_engine")}
+    stats = {
+        k: v for k, v in record.metrics.items() if not k.endswith("_s") and k not in ("mb_per_s", "tokenizer_engine")
+    }
     got = {split: _digest(tmp_path / "data" / f"{split}.arrow") for split in ("train", "eval")}
-    assert stats["files_dropped"] == {"generated": 2, "exact_duplicate": 3, "too_long_chars": 1, "too_short_chars": 1,
-                                      "near_duplicate": 1}
+    assert stats["files_dropped"] == {
+        "generated": 2,
+        "exact_duplicate": 3,
+        "too_long_chars": 1,
+        "too_short_chars": 1,
+        "near_duplicate": 1,
+    }
     assert (stats["files_seen"], stats["files_kept"], stats["bytes_seen"]) == (46, 38, 688951)
     assert got == pinned

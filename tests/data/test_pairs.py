@@ -49,7 +49,10 @@ def test_extracts_signature_docstring_and_exact_body():
     pairs = extract_pairs(SRC, "m.py", min_body_lines=2, max_body_lines=30)
     assert [p.source for p in pairs] == ["m.py::scale", "m.py::K.method", "m.py::K.Inner.deep", "m.py::outer"]
     p = pairs[0]
-    assert p.prompt_code == '@decorator\ndef scale(values, factor=2):\n    """Multiply every value by factor.\n\n    Returns a new list.\n    """\n'
+    assert (
+        p.prompt_code
+        == '@decorator\ndef scale(values, factor=2):\n    """Multiply every value by factor.\n\n    Returns a new list.\n    """\n'
+    )
     assert p.body == "    out = []\n    for v in values:\n        out.append(v * factor)\n    return out\n"
     # prompt + body is the original function, so the pair is executable code.
     assert p.prompt_code + p.body in SRC
@@ -60,7 +63,7 @@ def test_extracts_signature_docstring_and_exact_body():
 def test_methods_are_dedented_with_their_summary_and_code_without_the_docstring():
     by_name = {p.source: p for p in extract_pairs(SRC, "m.py", 2, 30)}
     m = by_name["m.py::K.method"]
-    assert m.prompt_code.startswith("def method(self):\n    \"\"\"Methods count")
+    assert m.prompt_code.startswith('def method(self):\n    """Methods count')
     assert m.body == "    a = 1\n    return a\n"
     assert m.summary == "Methods count, dedented to stand alone."
     assert m.code == "def method(self):\n    a = 1\n    return a\n"
@@ -75,14 +78,21 @@ def test_python_methods_of_a_real_standard_library_file():
 
     text = (Path(sysconfig.get_paths()["stdlib"]) / "json" / "decoder.py").read_text()
     pairs = extract_pairs(text, "json/decoder.py", 2, 30)
-    assert [p.source.split("::")[1] for p in pairs] == ["JSONDecoder.__init__", "JSONDecoder.decode",
-                                                          "JSONDecoder.raw_decode"]
-    assert pairs[1].summary == ("Return the Python representation of ``s`` (a ``str`` instance containing a JSON "
-                                "document).").replace("``", "")
+    assert [p.source.split("::")[1] for p in pairs] == [
+        "JSONDecoder.__init__",
+        "JSONDecoder.decode",
+        "JSONDecoder.raw_decode",
+    ]
+    assert pairs[1].summary == (
+        "Return the Python representation of ``s`` (a ``str`` instance containing a JSON document)."
+    ).replace("``", "")
     assert all(p.code.startswith("def ") and '"""' not in p.code for p in pairs)
 
 
 def test_body_length_limits_and_bad_source():
     assert [p.source for p in extract_pairs(SRC, "m.py", min_body_lines=5, max_body_lines=30)] == ["m.py::outer"]
-    assert [p.source for p in extract_pairs(SRC, "m.py", min_body_lines=1, max_body_lines=3)] == ["m.py::K.method", "m.py::K.Inner.deep"]
+    assert [p.source for p in extract_pairs(SRC, "m.py", min_body_lines=1, max_body_lines=3)] == [
+        "m.py::K.method",
+        "m.py::K.Inner.deep",
+    ]
     assert extract_pairs("def broken(:\n", "b.py", 1, 30) == []

@@ -1,9 +1,10 @@
 """Doc comment → body pairs for the other seed languages, via tree-sitter."""
+
 import pytest
 
 from ferrylm.data.pairs_ts import extract_pairs_ts
 
-JAVA = '''package x;
+JAVA = """package x;
 
 public class MathUtil {
     /**
@@ -23,8 +24,8 @@ public class MathUtil {
         return b;
     }
 }
-'''
-GO = '''package main
+"""
+GO = """package main
 
 // Sum adds the numbers in xs.
 // It returns 0 for an empty slice.
@@ -35,22 +36,22 @@ func Sum(xs []int) int {
 	}
 	return total
 }
-'''
-RUST = '''/// Returns the square of x.
+"""
+RUST = """/// Returns the square of x.
 #[inline]
 pub fn square(x: i64) -> i64 {
     let y = x * x;
     y
 }
-'''
-C = '''/* Swap two ints. */
+"""
+C = """/* Swap two ints. */
 static void swap(int *a, int *b) {
     int t = *a;
     *a = *b;
     *b = t;
 }
-'''
-CPP = '''namespace n {
+"""
+CPP = """namespace n {
 // Clamp v into [lo, hi].
 template <typename T>
 T clamp(T v, T lo, T hi) {
@@ -58,27 +59,44 @@ T clamp(T v, T lo, T hi) {
     return v > hi ? hi : v;
 }
 }
-'''
+"""
 
 EXPECTED = {
-    "java": ("f::max", "    /**\n     * Returns the larger of two ints.\n     */\n    @Override\n    public static int max(int a, int b) {\n",
-             "        if (a > b) {\n            return a;\n        }\n        return b;\n    }\n"),
-    "go": ("f::Sum", "// Sum adds the numbers in xs.\n// It returns 0 for an empty slice.\nfunc Sum(xs []int) int {\n",
-           "\ttotal := 0\n\tfor _, x := range xs {\n\t\ttotal += x\n\t}\n\treturn total\n}\n"),
-    "rust": ("f::square", "/// Returns the square of x.\n#[inline]\npub fn square(x: i64) -> i64 {\n", "    let y = x * x;\n    y\n}\n"),
-    "c": ("f::swap", "/* Swap two ints. */\nstatic void swap(int *a, int *b) {\n", "    int t = *a;\n    *a = *b;\n    *b = t;\n}\n"),
-    "cpp": ("f::clamp", "// Clamp v into [lo, hi].\ntemplate <typename T>\nT clamp(T v, T lo, T hi) {\n",
-            "    if (v < lo) return lo;\n    return v > hi ? hi : v;\n}\n"),
+    "java": (
+        "f::max",
+        "    /**\n     * Returns the larger of two ints.\n     */\n    @Override\n    public static int max(int a, int b) {\n",
+        "        if (a > b) {\n            return a;\n        }\n        return b;\n    }\n",
+    ),
+    "go": (
+        "f::Sum",
+        "// Sum adds the numbers in xs.\n// It returns 0 for an empty slice.\nfunc Sum(xs []int) int {\n",
+        "\ttotal := 0\n\tfor _, x := range xs {\n\t\ttotal += x\n\t}\n\treturn total\n}\n",
+    ),
+    "rust": (
+        "f::square",
+        "/// Returns the square of x.\n#[inline]\npub fn square(x: i64) -> i64 {\n",
+        "    let y = x * x;\n    y\n}\n",
+    ),
+    "c": (
+        "f::swap",
+        "/* Swap two ints. */\nstatic void swap(int *a, int *b) {\n",
+        "    int t = *a;\n    *a = *b;\n    *b = t;\n}\n",
+    ),
+    "cpp": (
+        "f::clamp",
+        "// Clamp v into [lo, hi].\ntemplate <typename T>\nT clamp(T v, T lo, T hi) {\n",
+        "    if (v < lo) return lo;\n    return v > hi ? hi : v;\n}\n",
+    ),
 }
 
 
 @pytest.mark.parametrize("lang,src", [("java", JAVA), ("go", GO), ("rust", RUST), ("c", C), ("cpp", CPP)])
 def test_doc_comment_functions_become_pairs(lang, src):
     pairs = extract_pairs_ts(src, "f", lang, 2, 30)
-    assert [(p.source, p.prompt_code, p.body) for p in pairs] == [EXPECTED[lang]]   # undocumented ones skipped
-    assert pairs[0].prompt_code + pairs[0].body in src                                # exact text of the file
+    assert [(p.source, p.prompt_code, p.body) for p in pairs] == [EXPECTED[lang]]  # undocumented ones skipped
+    assert pairs[0].prompt_code + pairs[0].body in src  # exact text of the file
 
 
 def test_body_length_limits_and_broken_code():
-    assert extract_pairs_ts(GO, "f", "go", 2, 3) == []                                # body of 5 lines > 3
-    assert extract_pairs_ts("/// doc\nfn broken( {{{{", "f", "rust", 1, 30) == []       # no crash on bad syntax
+    assert extract_pairs_ts(GO, "f", "go", 2, 3) == []  # body of 5 lines > 3
+    assert extract_pairs_ts("/// doc\nfn broken( {{{{", "f", "rust", 1, 30) == []  # no crash on bad syntax

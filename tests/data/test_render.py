@@ -7,10 +7,10 @@ from ferrylm.models import load_tokenizer
 
 def test_loss_only_on_answer_which_ends_with_end_of_turn(smollm2_dir):
     tok = load_tokenizer(smollm2_dir)
-    ex = render_example(tok, "def f(x):\n    \"\"\"Double x.\"\"\"\n", "    return 2 * x\n")
+    ex = render_example(tok, 'def f(x):\n    """Double x."""\n', "    return 2 * x\n")
     n_prompt = sum(1 for line in ex["labels"] if line == IGNORE_INDEX)
     # The masked prefix is exactly the prompt the server builds from the same user message.
-    served = tok(chat_prompt(tok, "def f(x):\n    \"\"\"Double x.\"\"\"\n"), add_special_tokens=False)["input_ids"]
+    served = tok(chat_prompt(tok, 'def f(x):\n    """Double x."""\n'), add_special_tokens=False)["input_ids"]
     assert ex["input_ids"][:n_prompt] == served
     assert ex["labels"][n_prompt:] == ex["input_ids"][n_prompt:]
     assert ex["input_ids"][-1] == tok.convert_tokens_to_ids("<|im_end|>") == tok.eos_token_id
@@ -44,16 +44,18 @@ def test_extract_code():
 def test_a_reply_can_stop_at_its_first_closed_code_block_without_changing_the_code():
     from ferrylm.data.render import code_block_closed
 
-    replies = ["Sure!\n```python\n    return x * 2\n```\nThis doubles x, because ```inline``` ...",
-               "```python\ndef f(x):\n    return x\n```",
-               "```\n    return 1\n```\n\n```python\nother\n```",
-               "no code at all, just words",
-               "```python\n    return x  # never closed"]
+    replies = [
+        "Sure!\n```python\n    return x * 2\n```\nThis doubles x, because ```inline``` ...",
+        "```python\ndef f(x):\n    return x\n```",
+        "```\n    return 1\n```\n\n```python\nother\n```",
+        "no code at all, just words",
+        "```python\n    return x  # never closed",
+    ]
     for reply in replies:
         stop = next((i for i in range(len(reply) + 1) if code_block_closed(reply[:i])), None)
         if stop is None:
-            assert "```" not in reply or reply.count("```") == 1                 # nothing closes: all of it is read
+            assert "```" not in reply or reply.count("```") == 1  # nothing closes: all of it is read
         else:
-            assert extract_code(reply[:stop]) == extract_code(reply)           # what the eval reads is unchanged
+            assert extract_code(reply[:stop]) == extract_code(reply)  # what the eval reads is unchanged
             assert reply[:stop].endswith("```")
     assert not code_block_closed("```python\n    return 1\n``")

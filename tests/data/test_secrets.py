@@ -1,5 +1,6 @@
 """Secrets never reach the training data: each kind, planted in all five languages and in config
 files, is scrubbed from every file the data stage writes; ordinary code is left alone."""
+
 import json
 from pathlib import Path
 
@@ -18,7 +19,9 @@ GITHUB = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 SECRETS = [AWS_ID, AWS_SECRET, TOKEN, PASSWORD, DB_PASSWORD, GITHUB]
 
 LANGS = {
-    "py": ("python", '''def connect_{i}(host):
+    "py": (
+        "python",
+        '''def connect_{i}(host):
     """Open a client to the service."""
     aws_key = "{AWS_ID}"
     aws_secret_access_key = "{AWS_SECRET}"
@@ -26,8 +29,11 @@ LANGS = {
     password: str = "{PASSWORD}"
     url = "postgres://app:{DB_PASSWORD}@" + host
     return Client(aws_key, api_token, password, url, "{GITHUB}")
-'''),
-    "java": ("java", '''public class Conn{i} {{
+''',
+    ),
+    "java": (
+        "java",
+        """public class Conn{i} {{
     /** Open a client to the service. */
     public static Client connect(String host) {{
         String awsKey = "{AWS_ID}";
@@ -38,8 +44,11 @@ LANGS = {
         return new Client(awsKey, awsSecretKey, API_TOKEN, password, url, "{GITHUB}");
     }}
 }}
-'''),
-    "go": ("go", '''package conn
+""",
+    ),
+    "go": (
+        "go",
+        """package conn
 
 // Connect{i} opens a client to the service.
 func Connect{i}(host string) *Client {{
@@ -50,8 +59,11 @@ func Connect{i}(host string) *Client {{
 	url := "mysql://app:{DB_PASSWORD}@" + host
 	return NewClient(awsKey, awsSecret, apiToken, password, url, "{GITHUB}")
 }}
-'''),
-    "rs": ("rust", '''/// Open a client to the service.
+""",
+    ),
+    "rs": (
+        "rust",
+        """/// Open a client to the service.
 pub fn connect_{i}(host: &str) -> Client {{
     let aws_key = "{AWS_ID}";
     const AWS_SECRET_KEY: &str = "{AWS_SECRET}";
@@ -60,8 +72,11 @@ pub fn connect_{i}(host: &str) -> Client {{
     let url = format!("redis://app:{DB_PASSWORD}@{{}}", host);
     Client::new(aws_key, AWS_SECRET_KEY, api_token, password, url, "{GITHUB}")
 }}
-'''),
-    "cpp": ("cpp", '''#define API_TOKEN "{TOKEN}"
+""",
+    ),
+    "cpp": (
+        "cpp",
+        """#define API_TOKEN "{TOKEN}"
 // Open a client to the service.
 Client connect_{i}(const std::string& host) {{
     const char* aws_key = "{AWS_ID}";
@@ -70,21 +85,29 @@ Client connect_{i}(const std::string& host) {{
     std::string url = "amqp://app:{DB_PASSWORD}@" + host;
     return Client(aws_key, aws_secret_access_key, API_TOKEN, password, url, "{GITHUB}");
 }}
-'''),
+""",
+    ),
 }
 CONFIGS = {
     "prod.env": "AWS_ACCESS_KEY_ID={AWS_ID}\nAWS_SECRET_ACCESS_KEY={AWS_SECRET}\nAPI_TOKEN={TOKEN}\nDB_PASSWORD={PASSWORD}\n"
-            "DATABASE_URL=postgres://app:{DB_PASSWORD}@db:5432/app\nGITHUB_TOKEN={GITHUB}\n",
-    "settings.yaml": "aws:\n  access_key_id: {AWS_ID}\n  secret_access_key: \"{AWS_SECRET}\"\napi_token: {TOKEN}\n"
-                     "password: {PASSWORD}\ndatabase: postgres://app:{DB_PASSWORD}@db/app\ngithub: {GITHUB}\n",
+    "DATABASE_URL=postgres://app:{DB_PASSWORD}@db:5432/app\nGITHUB_TOKEN={GITHUB}\n",
+    "settings.yaml": 'aws:\n  access_key_id: {AWS_ID}\n  secret_access_key: "{AWS_SECRET}"\napi_token: {TOKEN}\n'
+    "password: {PASSWORD}\ndatabase: postgres://app:{DB_PASSWORD}@db/app\ngithub: {GITHUB}\n",
     "app.properties": "aws.accessKeyId={AWS_ID}\naws.secretKey={AWS_SECRET}\napi.token={TOKEN}\n"
-                      "db.password={PASSWORD}\ndb.url=jdbc:mysql://db/app?user=app&password={DB_PASSWORD}\ngh={GITHUB}\n",
+    "db.password={PASSWORD}\ndb.url=jdbc:mysql://db/app?user=app&password={DB_PASSWORD}\ngh={GITHUB}\n",
 }
 
 
 def _fill(template: str, i: int = 0) -> str:
-    return template.format(i=i, AWS_ID=AWS_ID, AWS_SECRET=AWS_SECRET, TOKEN=TOKEN, PASSWORD=PASSWORD,
-                           DB_PASSWORD=DB_PASSWORD, GITHUB=GITHUB)
+    return template.format(
+        i=i,
+        AWS_ID=AWS_ID,
+        AWS_SECRET=AWS_SECRET,
+        TOKEN=TOKEN,
+        PASSWORD=PASSWORD,
+        DB_PASSWORD=DB_PASSWORD,
+        GITHUB=GITHUB,
+    )
 
 
 @pytest.mark.parametrize("ext", LANGS)
@@ -101,20 +124,23 @@ def test_every_kind_is_scrubbed_in_config_files(name):
     assert [s for s in SECRETS if s in out] == [], out
 
 
-@pytest.mark.parametrize("line", [
-    'token_type = "bearer"',
-    'TOKEN_URL = "https://oauth2.example.com/token"',
-    'PASSWORD_ENV = "DB_PASSWORD"',
-    'password = os.environ["DB_PASSWORD"]',
-    'password = get_password()',
-    'secret_template = "{user}:{secret}"',
-    'SecretType = TypeVar("SecretType")',
-    'ACL_CREDENTIALS = "Access-Control-Allow-Credentials"',
-    'tokens = tokenize(source_code_text)',
-    'name = "an_ordinary_long_string_1234567"',
-    'password = "<REDACTED>"',
-    'password = "********"',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        'token_type = "bearer"',
+        'TOKEN_URL = "https://oauth2.example.com/token"',
+        'PASSWORD_ENV = "DB_PASSWORD"',
+        'password = os.environ["DB_PASSWORD"]',
+        "password = get_password()",
+        'secret_template = "{user}:{secret}"',
+        'SecretType = TypeVar("SecretType")',
+        'ACL_CREDENTIALS = "Access-Control-Allow-Credentials"',
+        "tokens = tokenize(source_code_text)",
+        'name = "an_ordinary_long_string_1234567"',
+        'password = "<REDACTED>"',
+        'password = "********"',
+    ],
+)
 def test_ordinary_code_is_left_alone(line):
     assert scrub_secrets(line) == (line, {})
 
@@ -157,8 +183,16 @@ def test_no_output_of_the_data_stage_holds_a_secret(tmp_path, tiny_qwen2_dir, ma
 
     corpus = _corpus(tmp_path / "corpus")
     exts = "[.py,.java,.go,.rs,.cpp,.env,.yaml,.properties]"
-    common = [f"data.format={fmt}", f"data.extensions={exts}", "data.min_lines=5", "data.min_chars=50",
-              "data.near_dedupe=false", "data.exact_dedupe=false", "data.eval_fraction=0.4", "data.max_seq_len=512"]
+    common = [
+        f"data.format={fmt}",
+        f"data.extensions={exts}",
+        "data.min_lines=5",
+        "data.min_chars=50",
+        "data.near_dedupe=false",
+        "data.exact_dedupe=false",
+        "data.eval_fraction=0.4",
+        "data.max_seq_len=512",
+    ]
     tok = load_tokenizer(tiny_qwen2_dir)
     # Control: unscrubbed, the secrets do land in the outputs (so the check below can fail).
     loose = make_config(tmp_path / "loose", tiny_qwen2_dir, corpus, *common, "data.scrub_secrets=false")
@@ -173,7 +207,12 @@ def test_no_output_of_the_data_stage_holds_a_secret(tmp_path, tiny_qwen2_dir, ma
     assert "<REDACTED>" in written
     stats = json.loads((tmp_path / "run" / "data" / "stats.json").read_text())
     by_kind = stats["secrets_scrubbed"]
-    assert {"aws_access_key", "aws_secret_key", "github_token", "connection_password", "assigned_secret"} <= set(by_kind)
+    assert {"aws_access_key", "aws_secret_key", "github_token", "connection_password", "assigned_secret"} <= set(
+        by_kind
+    )
     if fmt == "sft":
-        langs = {json.loads(line).get("language") for line in (tmp_path / "run" / "data" / "eval.jsonl").read_text().splitlines()}
+        langs = {
+            json.loads(line).get("language")
+            for line in (tmp_path / "run" / "data" / "eval.jsonl").read_text().splitlines()
+        }
         assert record.metrics["train_examples"] > 0 and langs

@@ -1,5 +1,6 @@
 """The explain task's target: a doc comment's summary, cleaned the same way in all five languages,
 and the methods each language's extractor finds in real files of this machine."""
+
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,13 @@ from ferrylm.data.summary import comment_text, summary
 
 def test_python_docstring_stops_at_the_first_blank_line_and_markup():
     assert summary("Return the :class:`Path` of ``name``.\n\n:param name: the name\n") == "Return the Path of name."
-    assert summary("Split the string at sep\nand return the parts.\nArgs:\n  sep: the separator") == \
-        "Split the string at sep and return the parts."
+    assert (
+        summary("Split the string at sep\nand return the parts.\nArgs:\n  sep: the separator")
+        == "Split the string at sep and return the parts."
+    )
     assert summary("Compute the thing.\n\n>>> f(1)\n2") == "Compute the thing."
-    assert summary("Short.") == ""                                   # under three words: no summary
-    assert summary("word " * 81) == ""                               # a paragraph that long is not a summary
+    assert summary("Short.") == ""  # under three words: no summary
+    assert summary("word " * 81) == ""  # a paragraph that long is not a summary
 
 
 def test_javadoc_inline_tags_html_and_block_tags():
@@ -40,9 +43,11 @@ def test_rust_go_and_doxygen_comments():
 
 # Real files that the Makefile's toolchains target installs (Debian's golang-go and librust-md5-dev) and
 # g++'s own headers. Counts pinned: methods (Go receivers, Rust impl functions, C++ members) included.
-REAL = [("/usr/lib/go-1.19/src/strings/builder.go", "go", 8, "Reset", "Reset resets the Builder to be empty."),
-        ("/usr/share/cargo/registry/md5-0.7.0/src/lib.rs", "rust", 4, "compute", "Finalize and return the digest."),
-        ("/usr/include/c++/12/bits/stl_vector.h", "cpp", 3, "insert", "Inserts a range into the %vector.")]
+REAL = [
+    ("/usr/lib/go-1.19/src/strings/builder.go", "go", 8, "Reset", "Reset resets the Builder to be empty."),
+    ("/usr/share/cargo/registry/md5-0.7.0/src/lib.rs", "rust", 4, "compute", "Finalize and return the digest."),
+    ("/usr/include/c++/12/bits/stl_vector.h", "cpp", 3, "insert", "Inserts a range into the %vector."),
+]
 
 
 @pytest.mark.parametrize("path,language,count,name,first_summary", REAL, ids=[r[1] for r in REAL])
@@ -88,5 +93,6 @@ def test_java_methods_and_constructors_in_a_class():
     pairs = extract_pairs_ts(JAVA, "Counter.java", "java", 2, 30)
     assert [(p.source, p.summary) for p in pairs] == [
         ("Counter.java::add", "Adds k to the count and returns the new value."),
-        ("Counter.java::Counter", "Resets the count to zero.")]
+        ("Counter.java::Counter", "Resets the count to zero."),
+    ]
     assert pairs[0].code == "@Deprecated\npublic int add(int k) {\n    n += k;\n    return n;\n}\n"

@@ -6,6 +6,7 @@ exception and writes again — now deaf to SIGTERM — so `pool.terminate()` wai
 stage hung in a test run). Where the worker is when the signal comes is a race, so this checks the
 disposition the workers hold, which is what decides it.
 """
+
 import importlib
 import multiprocessing as mp
 import signal

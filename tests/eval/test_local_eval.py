@@ -1,4 +1,5 @@
 """The eval stage with in-process models (no server): a tiny trained Qwen2, base beside fine-tuned."""
+
 import json
 import os
 import shutil
@@ -16,15 +17,26 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     # HumanEval-X in C++ too where its data and g++ are here (the Makefile points at the local copy).
     with_x = bool(os.environ.get("FERRYLM_HUMANEVAL_X")) and shutil.which("g++") is not None
     extra = ["eval.benchmarks=[humaneval,humaneval-x]", "eval.humaneval_x_limit=2"] if with_x else []
-    cfg = make_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=2", "eval.local=true",
-                      "eval.humaneval_limit=3", "eval.bleu_limit=2", "eval.max_new_tokens=12",
-                      "eval.samples_per_task=2", "eval.temperature=0.7", "eval.pass_k=[1,2]", "eval.enforce_gates=false",
-                      *extra)
+    cfg = make_config(
+        run,
+        tiny_qwen2_dir,
+        tiny_corpus,
+        "train.max_steps=2",
+        "eval.local=true",
+        "eval.humaneval_limit=3",
+        "eval.bleu_limit=2",
+        "eval.max_new_tokens=12",
+        "eval.samples_per_task=2",
+        "eval.temperature=0.7",
+        "eval.pass_k=[1,2]",
+        "eval.enforce_gates=false",
+        *extra,
+    )
     run_train(cfg)
     run_export(cfg)
     rec = run_eval(cfg)
     report = json.loads((run / "eval" / "report.json").read_text())
-    assert set(report["models"]) == {"fine-tuned", "base", "base 2-shot"}      # the base shown 2 training examples
+    assert set(report["models"]) == {"fine-tuned", "base", "base 2-shot"}  # the base shown 2 training examples
     for label in ("fine-tuned", "base", "base 2-shot"):
         he, *xs = report["details"][label]["benchmarks"]
         assert (he["title"], he["key"], he["tasks"], he["samples"]) == ("HumanEval (Python)", "pass_at_1", 3, 6)
@@ -33,11 +45,14 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
         rows = [json.loads(line) for line in open(run / "eval" / f"humaneval_python_{label.replace(' ', '-')}.jsonl")]
         assert len(rows) == 6 and all(r["result"] for r in rows)
         assert [x["language"] for x in xs] == (["cpp", "java", "go", "rust"] if with_x else [])
-        for x in xs:                                      # every language the machine has
+        for x in xs:  # every language the machine has
             if "not_measured" in x:
                 continue
             assert x["tasks"] == 2 and x["samples"] == 4 and "pass@2" in x and x["subset_of"] == 164, x["language"]
-            assert len(open(run / "eval" / f"humaneval_x_{x['language']}_{label.replace(' ', '-')}.jsonl").readlines()) == 4
+            assert (
+                len(open(run / "eval" / f"humaneval_x_{x['language']}_{label.replace(' ', '-')}.jsonl").readlines())
+                == 4
+            )
     if with_x:
         assert "## Pass@1 by benchmark and language" in (run / "eval" / "report.md").read_text()
         assert "humaneval-x/cpp" in report["paired"]
@@ -50,10 +65,10 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     held = [json.loads(line) for line in open(rec.outputs["heldout:base"])]
     assert len(held) == 4 and all({"messages", "reference", "output", "language", "task"} <= set(h) for h in held)
     assert sorted(h["task"] for h in held) == ["explain", "explain", "generate", "generate"]
-    assert all(isinstance(h["loss"], float) and h["loss"] > 0 for h in held)   # in-process, per example
+    assert all(isinstance(h["loss"], float) and h["loss"] > 0 for h in held)  # in-process, per example
     tuned = [json.loads(line) for line in open(rec.outputs["heldout:fine-tuned"])]
     shown = [json.loads(line) for line in open(rec.outputs["heldout:base 2-shot"])]
-    assert [h["source"] for h in tuned] == [h["source"] for h in held] == [h["source"] for h in shown]   # paired
+    assert [h["source"] for h in tuned] == [h["source"] for h in held] == [h["source"] for h in shown]  # paired
     # its held-out loss is the answer's, with the examples before the question
     assert all(isinstance(h["loss"], float) for h in shown) and [h["loss"] for h in shown] != [h["loss"] for h in held]
     assert report["details"]["few_shot"]["k"] == 2 and report["models"]["base 2-shot"].get("loss") is None
@@ -61,8 +76,12 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
     md = (run / "eval" / "report.md").read_text()
     assert md.split("\n## ")[1].startswith("Did the fine-tune help?")
     metrics = {ln["metric"] for ln in report["details"]["helped"]}
-    assert {"Code understanding: smoothed BLEU-4 of summaries (0–100)", "Held-out loss, explain task",
-            "Held-out loss, generate task", "HumanEval (Python) Pass@1"} <= metrics
+    assert {
+        "Code understanding: smoothed BLEU-4 of summaries (0–100)",
+        "Held-out loss, explain task",
+        "Held-out loss, generate task",
+        "HumanEval (Python) Pass@1",
+    } <= metrics
     assert all(ln["verdict"] in ("better", "worse", "no significant change") for ln in report["details"]["helped"])
     assert {ln["against"] for ln in report["details"]["helped"]} == {"base", "base 2-shot"}
     assert "| criterion | target | gate | fine-tuned | base | base 2-shot |" in md

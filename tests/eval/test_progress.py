@@ -1,4 +1,5 @@
 """Progress lines: a self-rewriting line on a terminal, a log line every tenth otherwise."""
+
 import io
 import logging
 
@@ -43,7 +44,7 @@ def test_an_interrupt_drops_the_items_not_yet_started():
     def one(i):
         started.append(i)
         if i == 1:
-            raise KeyboardInterrupt          # as Ctrl-C would surface in the waiting thread
+            raise KeyboardInterrupt  # as Ctrl-C would surface in the waiting thread
         time.sleep(0.05)
         return i
 
@@ -51,6 +52,6 @@ def test_an_interrupt_drops_the_items_not_yet_started():
     with pytest.raises(KeyboardInterrupt):
         pool_map(one, range(200), 2)
     time.sleep(0.3)
-    assert len(started) < 10 and time.monotonic() - t0 < 5      # not 200 items x 50 ms
+    assert len(started) < 10 and time.monotonic() - t0 < 5  # not 200 items x 50 ms
     assert threading.active_count() < 5
     assert pool_map(lambda i: i * i, range(5), 2) == [0, 1, 4, 9, 16]

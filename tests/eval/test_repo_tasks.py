@@ -1,6 +1,7 @@
 """Tasks from small real repositories made here, run against their own tests in the jail: the reference
 body passes, blanked and wrong bodies fail, a test that only expects an exception is no proof, a flaky
 test is dropped, a hostile body is contained and the checkout stays as it was."""
+
 import hashlib
 import json
 import shutil
@@ -47,7 +48,7 @@ class Counter:
         self.n = getattr(self, "n", 0) + by
         return None
 '''
-TESTS = '''
+TESTS = """
 import pytest
 from pkg import add, words, only_raises_tested, Counter
 
@@ -65,7 +66,7 @@ def test_counter():
     c = Counter()
     c.bump(2)
     assert c.n == 2
-'''
+"""
 
 
 def _python_repo(root: Path, lib: str = LIB, tests: str = TESTS) -> Path:
@@ -73,8 +74,10 @@ def _python_repo(root: Path, lib: str = LIB, tests: str = TESTS) -> Path:
     (root / "pkg" / "__init__.py").write_text(lib)
     (root / "tests").mkdir()
     (root / "tests" / "test_pkg.py").write_text(tests)
-    (root / "tests" / "helpers.py").write_text('def pairs(n):\n    """Pairs for the tests."""\n    out = []\n'
-                                               '    for i in range(n):\n        out.append((i, i))\n    return out\n')
+    (root / "tests" / "helpers.py").write_text(
+        'def pairs(n):\n    """Pairs for the tests."""\n    out = []\n'
+        "    for i in range(n):\n        out.append((i, i))\n    return out\n"
+    )
     return root
 
 
@@ -104,7 +107,9 @@ def test_python_tasks_are_the_functions_their_tests_check(py_tasks):
     # the tests' own helpers (under tests/) are test code: never a task, not even a candidate
     assert "pairs" not in {f.name for f in source_functions(repo, "python")}
     add = next(t for t in found.tasks if t["name"] == "add")
-    assert add["tests"] == ["tests/test_pkg.py"] and add["timeout_s"] >= 10 and add["prompt"].startswith("def add(a, b):")
+    assert (
+        add["tests"] == ["tests/test_pkg.py"] and add["timeout_s"] >= 10 and add["prompt"].startswith("def add(a, b):")
+    )
 
 
 def _samples(path: Path, rows) -> Path:
@@ -127,13 +132,16 @@ def test_python_scoring_passes_the_reference_and_fails_wrong_bodies(py_tasks, tm
     before = _digest(repo)
     add, words, bump = (f"pyrepo/pkg/__init__.py::{n}" for n in ("add", "words", "Counter.bump"))
     rows = [
-        (add, "```python\n    total = a + b\n    return total\n```"),               # the reference, fenced
+        (add, "```python\n    total = a + b\n    return total\n```"),  # the reference, fenced
         (add, 'Sure:\n```python\ndef add(a, b):\n    """Add."""\n    return b + a\n```\nIt adds.'),  # whole function
-        (add, "return a - b"),                                                  # plausible, wrong
-        (add, "import os\nos._exit(0)"),                                        # ends the tests early, status 0
-        (words, "return text.split()"),                                         # wrong case
-        (bump, f"import shutil\nshutil.rmtree({str(repo)!r}, ignore_errors=True)\nshutil.rmtree('/ferrylm-repo', "
-               "ignore_errors=True)\nself.n = getattr(self, 'n', 0) + by"),     # hostile, then right
+        (add, "return a - b"),  # plausible, wrong
+        (add, "import os\nos._exit(0)"),  # ends the tests early, status 0
+        (words, "return text.split()"),  # wrong case
+        (
+            bump,
+            f"import shutil\nshutil.rmtree({str(repo)!r}, ignore_errors=True)\nshutil.rmtree('/ferrylm-repo', "
+            "ignore_errors=True)\nself.n = getattr(self, 'n', 0) + by",
+        ),  # hostile, then right
     ]
     out = score(tasks, _samples(tmp_path / "s.jsonl", rows))
     results = [json.loads(line) for line in Path(out["results"]).read_text().splitlines()]
@@ -141,7 +149,7 @@ def test_python_scoring_passes_the_reference_and_fails_wrong_bodies(py_tasks, tm
     assert "exited before the tests finished" in results[3]["result"]
     assert "1 failed" in results[2]["result"]
     assert out["pass@1"] == pytest.approx((2 / 4 + 0 + 1) / 3) and out["isolation"] == ["bwrap+uid"]
-    assert _digest(repo) == before                                              # the checkout is untouched
+    assert _digest(repo) == before  # the checkout is untouched
 
 
 def test_stale_tasks_are_refused(py_tasks, tmp_path):
@@ -156,7 +164,7 @@ def test_stale_tasks_are_refused(py_tasks, tmp_path):
         score(stale, _samples(tmp_path / "s.jsonl", [(rows[0]["task_id"], "return 1")]))
 
 
-FLAKY = '''
+FLAKY = """
 import os
 def test_add():
     from pkg import add
@@ -164,7 +172,7 @@ def test_add():
     n = int(open(path).read()) + 1 if os.path.exists(path) else 1
     open(path, "w").write(str(n))
     assert n % 3 and add(1, 1) == 2
-'''
+"""
 
 
 def test_a_flaky_test_is_dropped(tmp_path):
@@ -177,13 +185,20 @@ def test_a_flaky_test_is_dropped(tmp_path):
     assert (tmp_path / "count").read_text() == "6"
 
 
-@pytest.mark.parametrize("tests, command, reason", [
-    (None, None, "no tests found"),
-    ("def test_x():\n    assert False\n", None, "its tests do not pass as checked out (pytest -q -p no:cacheprovider): "
-                                                  "failed: run step sh failed (exit code 1): 1 failed in"),
-    ("def test_x():\n    pass\n", "sleep 60", "its tests did not finish within 5 s as checked out (sleep 60)"),
-    ("def test_x():\n    pass\n", "pytset -q", "its test command 'pytset -q': 'pytset' is not installed here"),
-])
+@pytest.mark.parametrize(
+    "tests, command, reason",
+    [
+        (None, None, "no tests found"),
+        (
+            "def test_x():\n    assert False\n",
+            None,
+            "its tests do not pass as checked out (pytest -q -p no:cacheprovider): "
+            "failed: run step sh failed (exit code 1): 1 failed in",
+        ),
+        ("def test_x():\n    pass\n", "sleep 60", "its tests did not finish within 5 s as checked out (sleep 60)"),
+        ("def test_x():\n    pass\n", "pytset -q", "its test command 'pytset -q': 'pytset' is not installed here"),
+    ],
+)
 def test_repositories_that_give_no_task_say_why(tmp_path, tests, command, reason):
     repo = _python_repo(tmp_path / "r", LIB, tests or "")
     if tests is None:
@@ -195,14 +210,36 @@ def test_repositories_that_give_no_task_say_why(tmp_path, tests, command, reason
 def test_repo_tasks_cli_writes_tasks_and_refuses_bad_input(tmp_path):
     repo = _python_repo(tmp_path / "r")
     run = [sys.executable, "-m", "ferrylm", "eval", "repo-tasks"]
-    bad = subprocess.run([*run, str(tmp_path / "missing"), "-o", str(tmp_path / "t.jsonl")], capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.strip() == f"ferrylm: error: repo-tasks: {tmp_path / 'missing'} is not a directory"
-    ok = subprocess.run([*run, str(repo), "-o", str(tmp_path / "t.jsonl"), "--runs", "1", "--limit", "1"],
-                        capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [*run, str(tmp_path / "missing"), "-o", str(tmp_path / "t.jsonl")], capture_output=True, text=True
+    )
+    assert (
+        bad.returncode == 2
+        and bad.stderr.strip() == f"ferrylm: error: repo-tasks: {tmp_path / 'missing'} is not a directory"
+    )
+    ok = subprocess.run(
+        [*run, str(repo), "-o", str(tmp_path / "t.jsonl"), "--runs", "1", "--limit", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 1
-    no_tasks = subprocess.run([sys.executable, "-m", "ferrylm", "eval", "score", "--benchmark", "repo", "--samples",
-                               str(tmp_path / "t.jsonl")], capture_output=True, text=True)
+    no_tasks = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferrylm",
+            "eval",
+            "score",
+            "--benchmark",
+            "repo",
+            "--samples",
+            str(tmp_path / "t.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert no_tasks.returncode == 2 and "needs --tasks" in no_tasks.stderr
 
 
@@ -218,16 +255,25 @@ def test_a_manifest_test_command_is_read_and_a_typo_named(tmp_path):
 
 
 def test_python_stubs_raise_or_return_a_wrong_value_of_the_same_type():
-    text = LIB + '''
+    text = (
+        LIB
+        + '''
 
 def pairs(xs):
     """Yield each item with its index."""
     for i, x in enumerate(xs):
         yield i, x
 '''
+    )
     fns = {f.name: f for f in functions(text, "pkg.py", "python")}
-    assert {n: f.kind for n, f in fns.items()} == {"add": "value", "words": "value", "only_raises_tested": "value",
-                                                    "untested": "value", "Counter.bump": "procedure", "pairs": "generator"}
+    assert {n: f.kind for n, f in fns.items()} == {
+        "add": "value",
+        "words": "value",
+        "only_raises_tested": "value",
+        "untested": "value",
+        "Counter.bump": "procedure",
+        "pairs": "generator",
+    }
     space: dict = {}
     exec(stub(fns["add"], "wrong", text), space)
     assert space["add"](2, 3) == 6 and space["words"]("A b") == ["a", "b"]
@@ -244,7 +290,7 @@ def pairs(xs):
         space["add"](1, 2)
 
 
-GO_LIB = '''package strs
+GO_LIB = """package strs
 
 import "strings"
 
@@ -268,8 +314,8 @@ func Shout(s string) string {
 	out := strings.ToUpper(s)
 	return out
 }
-'''
-GO_TESTS = '''package strs
+"""
+GO_TESTS = """package strs
 
 import "testing"
 
@@ -289,7 +335,7 @@ func TestFields(t *testing.T) {
 func TestShout(t *testing.T) {
 	_ = Shout("x")
 }
-'''
+"""
 
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed (make toolchains installs it as root)")
@@ -301,12 +347,17 @@ def test_go_tasks_and_scoring(tmp_path):
     (repo / "strs" / "strs_test.go").write_text(GO_TESTS)
     found = find_tasks(repo)
     assert found.command == "go test ./..." and sorted(t["name"] for t in found.tasks) == ["Fields", "Reverse"]
-    assert found.dropped == {"its tests pass with a wrong value": 1}      # Shout's test checks nothing
-    rows = [("gorepo/strs/strs.go::Reverse", "```go\nfunc Reverse(s string) string {\n\tr := []rune(s)\n"
-                                              "\tfor i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {\n"
-                                              "\t\tr[i], r[j] = r[j], r[i]\n\t}\n\treturn string(r)\n}\n```\r\n"),
-            ("gorepo/strs/strs.go::Reverse", "\treturn s\n}"),
-            ("gorepo/strs/strs.go::Fields", "```go\n\tf := strings.Fields(s)\n\treturn f, len(f) > 0\n}\n```")]
+    assert found.dropped == {"its tests pass with a wrong value": 1}  # Shout's test checks nothing
+    rows = [
+        (
+            "gorepo/strs/strs.go::Reverse",
+            "```go\nfunc Reverse(s string) string {\n\tr := []rune(s)\n"
+            "\tfor i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {\n"
+            "\t\tr[i], r[j] = r[j], r[i]\n\t}\n\treturn string(r)\n}\n```\r\n",
+        ),
+        ("gorepo/strs/strs.go::Reverse", "\treturn s\n}"),
+        ("gorepo/strs/strs.go::Fields", "```go\n\tf := strings.Fields(s)\n\treturn f, len(f) > 0\n}\n```"),
+    ]
     assert _passed(repo, found, tmp_path, rows) == [True, False, True]
 
 
@@ -354,8 +405,10 @@ mod tests {
 """
 
 
-@pytest.mark.skipif(shutil.which("cargo") is None or not Path("/usr/bin/cargo").exists(),
-                    reason="Cargo is not installed (make toolchains installs Debian's as root)")
+@pytest.mark.skipif(
+    shutil.which("cargo") is None or not Path("/usr/bin/cargo").exists(),
+    reason="Cargo is not installed (make toolchains installs Debian's as root)",
+)
 def test_rust_tasks_and_scoring(tmp_path):
     repo = tmp_path / "rsrepo"
     (repo / "src").mkdir(parents=True)
@@ -364,11 +417,15 @@ def test_rust_tasks_and_scoring(tmp_path):
     found = find_tasks(repo)
     assert found.command == "cargo test --offline -q" and found.language == "rust", found.summary()
     assert sorted(t["name"] for t in found.tasks) == ["bump_sum", "dashed"], found.summary()
-    assert found.dropped == {"its tests pass with a wrong value": 1}      # noisy's test checks nothing
-    rows = [("rsrepo/src/lib.rs::bump_sum", "```rust\n/// Adds one.\npub fn bump_sum(xs: &[i64]) -> i64 {\n"
-                                            "    xs.iter().map(|x| x + 1).sum()\n}\n```"),
-            ("rsrepo/src/lib.rs::bump_sum", "    0\n}"),
-            ("rsrepo/src/lib.rs::dashed", "```rust\n    words.join(\"-\")\n}\n```")]
+    assert found.dropped == {"its tests pass with a wrong value": 1}  # noisy's test checks nothing
+    rows = [
+        (
+            "rsrepo/src/lib.rs::bump_sum",
+            "```rust\n/// Adds one.\npub fn bump_sum(xs: &[i64]) -> i64 {\n    xs.iter().map(|x| x + 1).sum()\n}\n```",
+        ),
+        ("rsrepo/src/lib.rs::bump_sum", "    0\n}"),
+        ("rsrepo/src/lib.rs::dashed", '```rust\n    words.join("-")\n}\n```'),
+    ]
     assert _passed(repo, found, tmp_path, rows) == [True, False, True]
 
 
@@ -377,7 +434,8 @@ def test_rust_stubs_panic_or_return_a_wrong_value_of_the_same_type():
     assert sorted(fns) == ["bump_sum", "dashed", "noisy"] and fns["dashed"].kind == "String"
     assert 'panic!("blanked by ferrylm");\n}' in stub(fns["bump_sum"], "raising", RUST_LIB)
     wrong = stub(fns["dashed"], "wrong", RUST_LIB)
-    assert 'let ferry_r: String = (|| -> String {\n    let parts' in wrong and 'ferry_r + "x"\n}' in wrong
+    assert "let ferry_r: String = (|| -> String {\n    let parts" in wrong and 'ferry_r + "x"\n}' in wrong
+
 
 JAVA_LIB = """package calc;
 
@@ -458,11 +516,16 @@ int main() {
 
 # per language: a right body of bumpSum (fenced, as a chat model writes it), a wrong one, a right body of dashed
 REPLIES = {
-    "java": ["```java\n        return java.util.Arrays.stream(xs).map(x -> x + 1).sum();\n    }\n```",
-             "        return 0;\n    }", '        return String.join("-", words);\n    }'],
-    "cpp": ["```cpp\n    int t = 0;\n    for (int x : xs) t += x + 1;\n    return t;\n}\n```",
-            "    return 0;\n}",
-            '    std::string s;\n    for (auto& w : words) s += (s.empty() ? "" : "-") + w;\n    return s;\n}'],
+    "java": [
+        "```java\n        return java.util.Arrays.stream(xs).map(x -> x + 1).sum();\n    }\n```",
+        "        return 0;\n    }",
+        '        return String.join("-", words);\n    }',
+    ],
+    "cpp": [
+        "```cpp\n    int t = 0;\n    for (int x : xs) t += x + 1;\n    return t;\n}\n```",
+        "    return 0;\n}",
+        '    std::string s;\n    for (auto& w : words) s += (s.empty() ? "" : "-") + w;\n    return s;\n}',
+    ],
 }
 
 
@@ -471,7 +534,10 @@ def _java_repo(root: Path) -> tuple[str, str]:
     (root / "src/test/java/calc").mkdir(parents=True)
     (root / "src/main/java/calc/Calc.java").write_text(JAVA_LIB)
     (root / "src/test/java/calc/CalcTest.java").write_text(JAVA_TESTS)
-    return "mkdir -p out && javac -d out $(find src -name '*.java') && java -cp out calc.CalcTest", "src/main/java/calc/Calc.java"
+    return (
+        "mkdir -p out && javac -d out $(find src -name '*.java') && java -cp out calc.CalcTest",
+        "src/main/java/calc/Calc.java",
+    )
 
 
 def _cpp_repo(root: Path) -> tuple[str, str]:
@@ -493,7 +559,7 @@ def test_java_and_cpp_tasks_through_a_given_test_command(tmp_path, language):
     found = find_tasks(repo, command=command)
     names = {"java": ["bumpSum", "dashed"], "cpp": ["bump_sum", "dashed"]}[language]
     assert found.language == language and sorted(t["name"] for t in found.tasks) == names, found.summary()
-    assert found.dropped == {"its tests pass with a wrong value": 1}      # noisy's test checks nothing
+    assert found.dropped == {"its tests pass with a wrong value": 1}  # noisy's test checks nothing
     rows = [(f"{repo.name}/{file}::{names[0]}", reply) for reply in REPLIES[language][:2]]
     rows.append((f"{repo.name}/{file}::dashed", REPLIES[language][2]))
     assert _passed(repo, found, tmp_path, rows) == [True, False, True]
@@ -502,28 +568,38 @@ def test_java_and_cpp_tasks_through_a_given_test_command(tmp_path, language):
 def test_java_and_cpp_stubs_and_a_stub_that_does_not_compile_is_no_proof(tmp_path):
     fns = {f.name: f for f in functions(JAVA_LIB, "Calc.java", "java")}
     assert fns["bumpSum"].kind == "int" and "Supplier<Integer>" in stub(fns["bumpSum"], "wrong", JAVA_LIB)
-    assert 'throw new UnsupportedOperationException("blanked by ferrylm");\n    }' in stub(fns["dashed"], "raising", JAVA_LIB)
+    assert 'throw new UnsupportedOperationException("blanked by ferrylm");\n    }' in stub(
+        fns["dashed"], "raising", JAVA_LIB
+    )
     cpp = {f.name: f for f in functions(CPP_LIB, "calc.cpp", "cpp")}
     assert cpp["dashed"].kind == "std::string" and 'return ferry_r + "x";\n}' in stub(cpp["dashed"], "wrong", CPP_LIB)
     assert "throw 0;\n}" in stub(cpp["noisy"], "raising", CPP_LIB)
     from ferrylm.eval.repo.tasks import _compile_error_in
 
     assert _compile_error_in("failed: run step sh failed (exit code 1): calc.cpp:12:5: error: no match", "src/calc.cpp")
-    assert _compile_error_in("failed: (exit code 1): src/main/java/calc/Calc.java:7: error: incompatible types", "x/Calc.java")
-    assert not _compile_error_in("failed: (exit code 1): Exception in thread main java.lang.AssertionError", "Calc.java")
+    assert _compile_error_in(
+        "failed: (exit code 1): src/main/java/calc/Calc.java:7: error: incompatible types", "x/Calc.java"
+    )
+    assert not _compile_error_in(
+        "failed: (exit code 1): Exception in thread main java.lang.AssertionError", "Calc.java"
+    )
+
 
 def _four_repositories(corpus: Path) -> Path:
     for i, name in enumerate(("alpha", "beta", "gamma", "delta")):
         lib = LIB.replace("add", f"add_{name}").replace("words", f"words_{name}").replace("Counter", f"Counter{i}")
         lib = lib.replace("a + b", f"a + b + {i}").replace("lower()", "lower()" + ".strip()" * i)
         tests = TESTS.replace("add", f"add_{name}").replace("words", f"words_{name}").replace("Counter", f"Counter{i}")
-        tests = tests.replace("== 5", f"== {5 + i}") + f'''
+        tests = (
+            tests.replace("== 5", f"== {5 + i}")
+            + f'''
 
 def helper_{name}(x):
     """A documented helper of the tests, which must not reach training."""
     y = x + {i}
     return y
 '''
+        )
         _python_repo(corpus / name, lib, tests)
     return corpus
 
@@ -541,7 +617,7 @@ def test_held_out_functions_of_training_repositories_stay_out_of_training(tmp_pa
     assert all(not r["held_out_functions"] for r in repos.values() if r["split"] == "eval")
     rows = read_jsonl(data.outputs["eval_prompts"])
     by_fn = {f"{r['source'].split('/', 1)[1]}" for r in rows if r["split"] == "functions"}
-    assert by_fn == held_fns                              # every held-out function is evaluated, and only those
+    assert by_fn == held_fns  # every held-out function is evaluated, and only those
     m = data.metrics
     assert m["held_out_functions"] == len(held_fns) and m["test_file_pairs_dropped"] == len(trained)
     with pytest.raises(Exception, match="data.holdout_functions: .*need format=sft"):
@@ -559,9 +635,21 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path
 
     corpus = _four_repositories(tmp_path / "repos")
     run = tmp_path / "run"
-    cfg = make_config(run, tiny_qwen2_dir, corpus, "train.max_steps=1", "train.save_steps=0", "eval.local=true",
-                      "eval.humaneval_limit=1", "eval.bleu_limit=1", "eval.max_new_tokens=8", "eval.enforce_gates=false",
-                      "data.min_body_lines=1", "eval.repo_task_limit=2", "eval.few_shot=0")
+    cfg = make_config(
+        run,
+        tiny_qwen2_dir,
+        corpus,
+        "train.max_steps=1",
+        "train.save_steps=0",
+        "eval.local=true",
+        "eval.humaneval_limit=1",
+        "eval.bleu_limit=1",
+        "eval.max_new_tokens=8",
+        "eval.enforce_gates=false",
+        "data.min_body_lines=1",
+        "eval.repo_task_limit=2",
+        "eval.few_shot=0",
+    )
     data = run_data(cfg)
     repos = json.loads(Path(data.outputs["repositories"]).read_text())
     assert sorted(r["name"] for r in repos) == ["alpha", "beta", "delta", "gamma"]
@@ -573,8 +661,11 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path
     report = json.loads((run / "eval" / "report.json").read_text())
     for label in ("fine-tuned", "base"):
         track = next(b for b in report["details"][label]["benchmarks"] if b["benchmark"] == "own-repos")
-        assert (track["title"], track["key"], track["tasks"]) == ("Held-out repositories (python)",
-                                                                   "pass_at_1_own_repos_python", 2 * len(held))
+        assert (track["title"], track["key"], track["tasks"]) == (
+            "Held-out repositories (python)",
+            "pass_at_1_own_repos_python",
+            2 * len(held),
+        )
         rows = [json.loads(line) for line in open(run / "eval" / f"own_repos_python_{label}.jsonl")]
         assert len(rows) == 2 * len(held) and all(r["result"] for r in rows)
     assert "own-repos/python" in report["paired"]

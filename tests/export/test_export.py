@@ -1,4 +1,5 @@
 """Merge a real trained adapter into the tiny Qwen2, with parity and lineage; refuse an untrained one."""
+
 import json
 from pathlib import Path
 
@@ -91,10 +92,13 @@ def test_streaming_merge_equals_peft_merge_and_keeps_shards(trained_run, tmp_pat
     assert len(shards) > 1
     info = stream_merge(sharded, adapter, tmp_path / "merged")
     assert sorted(p.name for p in (tmp_path / "merged").glob("*.safetensors")) == shards
-    assert info["weights_merged"] == 2 * 7 and info["max_abs_delta"] > 0     # 2 layers × 7 linear layers
+    assert info["weights_merged"] == 2 * 7 and info["max_abs_delta"] > 0  # 2 layers × 7 linear layers
     ours = dict(AutoModelForCausalLM.from_pretrained(tmp_path / "merged").named_parameters())
-    peft = dict(PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir), adapter)
-                .merge_and_unload().named_parameters())
+    peft = dict(
+        PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir), adapter)
+        .merge_and_unload()
+        .named_parameters()
+    )
     assert ours.keys() == peft.keys()
     assert max((ours[k] - peft[k]).abs().max().item() for k in ours) < 1e-6
     info16 = stream_merge(sharded, adapter, tmp_path / "merged-bf16", dtype="bfloat16")
@@ -123,14 +127,22 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
 
     run, cfg = trained_run
     copy = _copy_without_export(run, tmp_path / "run")
-    export = cfg.export.model_copy(update={"onnx": True, "quantize": ["int8", "int4"], "quantized_min_agreement": 0.0,
-                                           "triton_dir": str(copy / "triton_models")})
+    export = cfg.export.model_copy(
+        update={
+            "onnx": True,
+            "quantize": ["int8", "int4"],
+            "quantized_min_agreement": 0.0,
+            "triton_dir": str(copy / "triton_models"),
+        }
+    )
     cfg2 = cfg.model_copy(update={"run_dir": str(copy), "export": export})
     out = run_export(cfg2)
     onnx = out.metrics["onnx"]
     assert set(onnx) == {"fp32", "int8", "int4"}
     fp32 = onnx["fp32"]["parity"]
-    assert fp32["greedy_tokens_equal"] == fp32["prompts"] and fp32["max_abs_logit_diff"] < 1e-3 and fp32["mean_kl"] < 1e-6
+    assert (
+        fp32["greedy_tokens_equal"] == fp32["prompts"] and fp32["max_abs_logit_diff"] < 1e-3 and fp32["mean_kl"] < 1e-6
+    )
     assert fp32["forced_agreement"] == 1.0
     for name in ("int8", "int4"):
         p = onnx[name]["parity"]
@@ -142,7 +154,9 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     tok = load_tokenizer(copy / "export" / "merged")
     ids = tok("def add(a, b):", add_special_tokens=False)["input_ids"]
     merged = AutoModelForCausalLM.from_pretrained(copy / "export" / "merged")
-    want = merged.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, min_new_tokens=12)[0, len(ids):].tolist()
+    want = merged.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, min_new_tokens=12)[
+        0, len(ids) :
+    ].tolist()
     assert OnnxCausalLM(copy / "export" / "onnx" / "fp32").generate(ids, 12) == want
     # With the cache kept where it was computed (IO binding, what a GPU uses): the same tokens and logits.
     fed, bound = (OnnxCausalLM(copy / "export" / "onnx" / "fp32", bound=b) for b in (False, True))
@@ -160,12 +174,18 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     # products saturate (measured on each; tests/pinning.py).
     assert onnx["int8"]["parity"]["forced_agreement"] == {"vnni": 62, "avx2": 57}[int8_products()] / 64
     shutil.rmtree(copy / "export" / "onnx")
-    above = cfg2.model_copy(update={"export": export.model_copy(update={"quantize": ["int8"], "quantized_min_agreement": 1.0})})
-    with pytest.raises(ExportError, match=r"export.quantize: int8 predicts base \+ adapter \(PyTorch\)'s next greedy token on"):
+    above = cfg2.model_copy(
+        update={"export": export.model_copy(update={"quantize": ["int8"], "quantized_min_agreement": 1.0})}
+    )
+    with pytest.raises(
+        ExportError, match=r"export.quantize: int8 predicts base \+ adapter \(PyTorch\)'s next greedy token on"
+    ):
         run_export(above)
     assert not (copy / "export" / "onnx" / "int8").exists()
 
-    strict = cfg2.model_copy(update={"export": export.model_copy(update={"onnx_max_logit_diff": 1e-12, "quantize": []})})
+    strict = cfg2.model_copy(
+        update={"export": export.model_copy(update={"onnx_max_logit_diff": 1e-12, "quantize": []})}
+    )
     shutil.rmtree(copy / "export" / "onnx")
     with pytest.raises(ExportError, match="export.onnx: parity failed"):
         run_export(strict)
@@ -181,8 +201,14 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
 
     run, cfg = trained_run
     copy = _copy_without_export(run, tmp_path / "run")
-    export = cfg.export.model_copy(update={"vllm_quantize": ["w4a16", "fp8"], "w4a16_group_size": 32,
-                                           "quantized_min_agreement": 0.0, "triton_dir": str(copy / "triton_models")})
+    export = cfg.export.model_copy(
+        update={
+            "vllm_quantize": ["w4a16", "fp8"],
+            "w4a16_group_size": 32,
+            "quantized_min_agreement": 0.0,
+            "triton_dir": str(copy / "triton_models"),
+        }
+    )
     cfg2 = cfg.model_copy(update={"run_dir": str(copy), "export": export})
     out = run_export(cfg2)
     merged_bytes = sum(p.stat().st_size for p in (copy / "export" / "merged").glob("*.safetensors"))
@@ -198,8 +224,12 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
         assert manifest["inputs"]["adapter_sha256"] and manifest["layers_quantized"] == 2 * 7
         assert sum(f.stat().st_size for f in art.glob("*.safetensors")) < merged_bytes
         assert (art / "tokenizer_config.json").is_file()
-    assert json.loads((copy / "export" / "vllm-w4a16" / "config.json").read_text())[
-        "quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] == 32
+    assert (
+        json.loads((copy / "export" / "vllm-w4a16" / "config.json").read_text())["quantization_config"][
+            "config_groups"
+        ]["group_0"]["weights"]["group_size"]
+        == 32
+    )
 
     art = copy / "export" / "vllm-w4a16"
     manifest = json.loads((art / "manifest.json").read_text())
@@ -212,7 +242,9 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
     q, scale = round_to_nearest_int4(merged.model.layers[1].mlp.down_proj.weight, 32)
     gptq = read_w4a16(art)["model.layers.1.mlp.down_proj"]
     assert gptq[2] == 32 and not torch.equal(q, gptq[0])
-    rtn_cfg = cfg2.model_copy(update={"export": export.model_copy(update={"vllm_quantize": ["w4a16"], "w4a16_method": "rtn"})})
+    rtn_cfg = cfg2.model_copy(
+        update={"export": export.model_copy(update={"vllm_quantize": ["w4a16"], "w4a16_method": "rtn"})}
+    )
     run_export(rtn_cfg)
     assert json.loads((art / "manifest.json").read_text())["method"].startswith("round-to-nearest")
     stored = read_w4a16(art)["model.layers.1.mlp.down_proj"]
@@ -220,7 +252,7 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
     model = load_compressed(art)
     ids = torch.tensor([[5, 17, 300, 4000, 12, 99]])
     with torch.no_grad():
-        want = model(ids).logits.float()                     # decompresses the weights to bf16
+        want = model(ids).logits.float()  # decompresses the weights to bf16
         engine = Engine(model, max_len=32, compile=False, tune=False, w4a16_dir=str(art))
         got = engine.decoder(ids, torch.arange(6)).float()
     assert (got - want).abs().max().item() < 0.02 * want.abs().max().item()
@@ -230,7 +262,9 @@ def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(
     assert out.outputs["triton_model_w4a16"] == str(copy / "triton_models" / "ferrylm-w4a16")
     assert str(art.resolve()) in config and 'key: "w4a16" value: { string_value: "1" }' in config
 
-    bad = cfg2.model_copy(update={"export": export.model_copy(update={"vllm_quantize": ["w4a16"], "w4a16_group_size": 128})})
+    bad = cfg2.model_copy(
+        update={"export": export.model_copy(update={"vllm_quantize": ["w4a16"], "w4a16_group_size": 128})}
+    )
     with pytest.raises(ExportError, match=r"export.w4a16_group_size=128 does not divide the 64 inputs .*use 64"):
         run_export(bad)
     assert not list((copy / "export").glob(".vllm-*"))

@@ -1,5 +1,6 @@
 """The calibrated W4A16 quantizer: on the artifact's 4-bit grid, and closer than round-to-nearest
 where it matters — a layer's outputs on its inputs, and a real model's next-token distributions."""
+
 import random
 
 import pytest
@@ -50,18 +51,32 @@ def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smo
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     held_out = read_jsonl(tiny_data_run / "data" / "eval.jsonl", 4)
-    prompts = [tok(tok.apply_chat_template(r["messages"], add_generation_prompt=True, tokenize=False),
-                   add_special_tokens=False)["input_ids"] for r in held_out]
+    prompts = [
+        tok(
+            tok.apply_chat_template(r["messages"], add_generation_prompt=True, tokenize=False), add_special_tokens=False
+        )["input_ids"]
+        for r in held_out
+    ]
     train = load_rows(tiny_data_run / "data" / "train.arrow")
     rows = [list(train[i]["input_ids"]) for i in sorted(random.Random(0).sample(range(len(train)), 64))]
-    ref = reference_outputs(AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.bfloat16), prompts, 16,
-                            tok.pad_token_id, tok.eos_token_id)
+    ref = reference_outputs(
+        AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.bfloat16),
+        prompts,
+        16,
+        tok.pad_token_id,
+        tok.eos_token_id,
+    )
     got = {}
     for method, calibration in (("rtn", None), ("gptq", rows)):
         info = write_compressed(smollm2_dir, tmp_path / method, "w4a16", 64, calibration)
         assert info["method"].startswith("GPTQ" if calibration else "round-to-nearest")
-        got[method] = compare(ref, reference_outputs(load_compressed(tmp_path / method), prompts, 16,
-                                                     tok.pad_token_id, tok.eos_token_id, [r[1] for r in ref]), 16)
+        got[method] = compare(
+            ref,
+            reference_outputs(
+                load_compressed(tmp_path / method), prompts, 16, tok.pad_token_id, tok.eos_token_id, [r[1] for r in ref]
+            ),
+            16,
+        )
     print({m: (p.token_agreement, p.forced_agreement, p.mean_kl) for m, p in got.items()})
     assert got["gptq"].mean_kl < 0.25 * got["rtn"].mean_kl
     assert got["gptq"].forced_agreement >= max(ExportConfig().quantized_min_agreement, got["rtn"].forced_agreement)

@@ -1,5 +1,6 @@
 """Greedy parity: a continuation that parts from the reference's only where the reference itself had
 two tokens within the tolerance is a tie, not a failure; any other parting fails."""
+
 import torch
 
 from ferrylm.export.parity import compare
@@ -12,14 +13,16 @@ def _ref(step_logits: list[list[float]], tokens: list[int]):
 def test_near_tie_counts_as_tie_and_a_real_difference_does_not():
     steps = [[0.0, 5.0, 1.0, 0.0], [0.0, 2.0, 2.0 - 4e-4, 0.0], [0.0, 0.0, 0.0, 3.0]]
     ref = [_ref(steps, [1, 1, 3]), _ref(steps, [1, 1, 3]), _ref(steps, [1, 1, 3])]
-    got = [(torch.zeros(3, 4), [1, 1, 3]),        # identical
-           (torch.zeros(3, 4), [1, 2, 0]),        # parts at step 1, where 2.0 vs 1.9996: a near-tie
-           (torch.zeros(3, 4), [2, 1, 3])]        # parts at step 0, where 5.0 vs 1.0: a real difference
+    got = [
+        (torch.zeros(3, 4), [1, 1, 3]),  # identical
+        (torch.zeros(3, 4), [1, 2, 0]),  # parts at step 1, where 2.0 vs 1.9996: a near-tie
+        (torch.zeros(3, 4), [2, 1, 3]),
+    ]  # parts at step 0, where 5.0 vs 1.0: a real difference
     p = compare(ref, got, 3, tolerance=1e-3)
     assert (p.greedy_tokens_equal, p.greedy_ties, p.greedy_ok()) == (1, 1, False)
     assert compare(ref[:2], got[:2], 3, tolerance=1e-3).greedy_ok()
-    assert not compare(ref[:2], got[:2], 3, tolerance=1e-4).greedy_ok()    # 4e-4 apart is past 1e-4
-    assert compare(ref[:2], got[:2], 3).greedy_ties == 0                    # no tolerance given: no ties
+    assert not compare(ref[:2], got[:2], 3, tolerance=1e-4).greedy_ok()  # 4e-4 apart is past 1e-4
+    assert compare(ref[:2], got[:2], 3).greedy_ties == 0  # no tolerance given: no ties
 
 
 def test_outputs_without_step_logits_compare_as_before():
@@ -34,7 +37,7 @@ def test_forced_agreement_judges_each_step_of_the_references_continuation():
     la = torch.zeros(5, 4)
     la[1, 1] = la[2, 3] = la[3, 2] = 1.0
     lb = la.clone()
-    lb[2, 0] = 2.0                                       # step 2: its top token is 0, not 3
+    lb[2, 0] = 2.0  # step 2: its top token is 0, not 3
     p = compare([(la, [1, 3, 2])], [(lb, [0, 0, 0])], 3)
     assert (p.token_agreement, p.forced_agreement) == (0.0, 2 / 3)
     assert compare([(la, [1, 3, 2])], [(la, [1, 3, 2])], 3).forced_agreement == 1.0

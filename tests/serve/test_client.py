@@ -1,5 +1,6 @@
 """The endpoint client's early stop: it reads a streamed chat reply only until the caller's test holds,
 then closes the connection, which is what makes an OpenAI-compatible server stop generating."""
+
 import json
 import threading
 import time
@@ -23,7 +24,9 @@ class _Streamer(BaseHTTPRequestHandler):
         n = 0
         try:
             for piece in PIECES:
-                self.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n".encode())
+                self.wfile.write(
+                    f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n".encode()
+                )
                 self.wfile.flush()
                 n += 1
                 time.sleep(0.02)
@@ -46,6 +49,6 @@ def test_chat_stops_reading_at_the_closed_code_block_and_hangs_up():
         deadline = time.time() + 5
         while not _Streamer.sent and time.time() < deadline:
             time.sleep(0.05)
-        assert _Streamer.sent and _Streamer.sent[0] < len(PIECES)   # the server saw the client go
+        assert _Streamer.sent and _Streamer.sent[0] < len(PIECES)  # the server saw the client go
     finally:
         server.shutdown()

@@ -1,4 +1,5 @@
 """Bad serve input fails before anything starts: occupied port, missing model, no export."""
+
 import signal
 import socket
 
@@ -63,7 +64,7 @@ def test_quantized_artifact_must_have_been_exported(tmp_path):
 
 # Lines as vLLM 0.22.0 logged them on an H100 when it could not run a 4-bit artifact (engine process first, the
 # API process's generic error last), trimmed.
-_VLLM_DIED = r'''(EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165] Traceback (most recent call last):
+_VLLM_DIED = r"""(EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165] Traceback (most recent call last):
 (EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165]   File "vllm/model_executor/kernels/linear/__init__.py", line 678, in choose_mp_linear_kernel
 (EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165]     raise ValueError(
 (EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165] ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons: 
@@ -71,7 +72,7 @@ _VLLM_DIED = r'''(EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165] Trac
 (EngineCore pid=29629) ERROR 11-25 22:05:22 [core.py:1165]  MarlinLinearKernel cannot implement due to: Weight input_size_per_partition = 576 is not divisible by min_thread_k = 128.
 (EngineCore pid=29629) Process EngineCore:
 (EngineCore pid=29629) Traceback (most recent call last):
-(APIServer pid=29493) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}'''
+(APIServer pid=29493) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"""
 
 
 def test_a_server_that_dies_starting_shows_its_first_error_from_this_start(tmp_path):
@@ -86,7 +87,7 @@ def test_a_server_that_dies_starting_shows_its_first_error_from_this_start(tmp_p
             return [sys.executable, "-c", f"print({_VLLM_DIED!r}); raise SystemExit(1)"]
 
     log = tmp_path / "vllm.log"
-    log.write_text("(EngineCore pid=934) ModuleNotFoundError: No module named 'flashinfer'\n")   # an earlier start's
+    log.write_text("(EngineCore pid=934) ModuleNotFoundError: No module named 'flashinfer'\n")  # an earlier start's
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -98,7 +99,8 @@ def test_a_server_that_dies_starting_shows_its_first_error_from_this_start(tmp_p
         " MacheteLinearKernel cannot implement due to: Group size (32) not supported by Machete, supported group sizes "
         "are: [-1, 64, 128]",
         " MarlinLinearKernel cannot implement due to: Weight input_size_per_partition = 576 is not divisible by "
-        "min_thread_k = 128."]
+        "min_thread_k = 128.",
+    ]
 
 
 def test_an_address_beyond_loopback_needs_a_key_or_for_triton_a_proxy(tmp_path, tiny_qwen2_dir, monkeypatch):
@@ -106,8 +108,11 @@ def test_an_address_beyond_loopback_needs_a_key_or_for_triton_a_proxy(tmp_path, 
 
     monkeypatch.delenv("FERRYLM_API_KEY", raising=False)
     cfg = load_config("default", [f"run_dir={tmp_path}", "serve.host=0.0.0.0"])
-    with pytest.raises(ServeError, match=r"serve.host=0.0.0.0 opens the endpoint beyond this machine: put the key "
-                                         r"clients must send in \$FERRYLM_API_KEY"):
+    with pytest.raises(
+        ServeError,
+        match=r"serve.host=0.0.0.0 opens the endpoint beyond this machine: put the key "
+        r"clients must send in \$FERRYLM_API_KEY",
+    ):
         server_for(cfg, tiny_qwen2_dir)
     monkeypatch.setenv("FERRYLM_API_KEY", "a-key")
     assert server_for(cfg, tiny_qwen2_dir).env()["VLLM_API_KEY"] == "a-key"

@@ -2,6 +2,7 @@
 SIGTERM to it, or of a SIGTERM to its whole process group (what systemd sends), for both backends,
 and leaves no process of the server behind. (With a stream in flight: the end-to-end and Triton tests.)
 The vLLM server here is also given a key: requests without it or with another are refused."""
+
 import os
 import signal
 import subprocess
@@ -18,10 +19,23 @@ from tests.conftest import CACHE
 
 
 def _serve(tmp_path, *overrides, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ferrylm", "serve", f"run_dir={tmp_path / 'run'}",
-                             f"serve.port={free_port(count=3)}", f"model.cache_dir={CACHE}", *overrides],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            env=env)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ferrylm",
+            "serve",
+            f"run_dir={tmp_path / 'run'}",
+            f"serve.port={free_port(count=3)}",
+            f"model.cache_dir={CACHE}",
+            *overrides,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
 
 
 def _serving(proc: subprocess.Popen) -> str:
@@ -42,7 +56,7 @@ def _stop_and_time(proc: subprocess.Popen, how: str, ready: bool = False) -> flo
         proc.send_signal(signal.SIGINT)
     elif how == "sigterm":
         proc.send_signal(signal.SIGTERM)
-    else:                                          # the whole group, as systemd's stop does
+    else:  # the whole group, as systemd's stop does
         os.killpg(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=120) == 0
     took = time.monotonic() - t
@@ -53,16 +67,21 @@ def _stop_and_time(proc: subprocess.Popen, how: str, ready: bool = False) -> flo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["group"])   # Ctrl-C and SIGTERM share its handler: the Triton cases
+@pytest.mark.parametrize("how", ["group"])  # Ctrl-C and SIGTERM share its handler: the Triton cases
 def test_idle_vllm_stops_promptly(tmp_path, tiny_qwen2_dir, how):
     import requests
 
     key = "k3y-" + os.urandom(8).hex()
-    proc = _serve(tmp_path, f"serve.model={tiny_qwen2_dir}", "serve.max_model_len=256", "serve.api_key_env=TEAM_KEY",
-                  env={**os.environ, "TEAM_KEY": key})
+    proc = _serve(
+        tmp_path,
+        f"serve.model={tiny_qwen2_dir}",
+        "serve.max_model_len=256",
+        "serve.api_key_env=TEAM_KEY",
+        env={**os.environ, "TEAM_KEY": key},
+    )
     url = _serving(proc)
     body = {"model": "ferrylm", "prompt": "def add(a, b):", "max_tokens": 2}
-    for headers in ({}, {"Authorization": "Bearer not-the-key"}):   # refused, nothing generated
+    for headers in ({}, {"Authorization": "Bearer not-the-key"}):  # refused, nothing generated
         r = requests.post(f"{url}/v1/completions", json=body, headers=headers, timeout=60)
         assert r.status_code == 401, r.text
     # The right key is served (the model list: the tiny model's head size is one vLLM's CPU attention lacks).
@@ -70,16 +89,16 @@ def test_idle_vllm_stops_promptly(tmp_path, tiny_qwen2_dir, how):
     assert r.status_code == 200 and [m["id"] for m in r.json()["data"]] == ["ferrylm"]
     assert requests.get(f"{url}/v1/models", timeout=60).status_code == 401
     commands = [" ".join(c.cmdline()) for c in psutil.Process(proc.pid).children(recursive=True)]
-    assert _stop_and_time(proc, how, ready=True) < 30    # goal 10 s; loose for a loaded CI machine
-    assert not any(key in c for c in commands)          # not on a command line
+    assert _stop_and_time(proc, how, ready=True) < 30  # goal 10 s; loose for a loaded CI machine
+    assert not any(key in c for c in commands)  # not on a command line
     written = [f for f in tmp_path.rglob("*") if f.is_file() and key.encode() in f.read_bytes()]
-    assert written == []                                # nor in any file the run wrote (log, record)
+    assert written == []  # nor in any file the run wrote (log, record)
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "group"])
 def test_idle_triton_stops_promptly(tmp_path, tiny_qwen2_dir, how):
     repo = write_triton_repo(tmp_path / "triton_models", "ferrylm", tiny_qwen2_dir, engine="transformers")
-    record = StageRecord("export", "test")            # serve finds the repository through the export's record
+    record = StageRecord("export", "test")  # serve finds the repository through the export's record
     record.outputs = {"triton_model": str(repo)}
     record.finish(tmp_path / "run" / "export")
     proc = _serve(tmp_path, "serve.backend=triton")

@@ -3,6 +3,7 @@ stage writes: streamed text equals local greedy generation for each engine (ferr
 transformers' generate(), the fused engine on a W4A16 artifact), bad requests get errors and the
 server stays up, requests past the queue's bound are refused as busy while the others stream whole, the
 engine's start-up is printed by phase, SIGTERM drains a stream in flight, an occupied port is one clear error."""
+
 import importlib.util
 import threading
 import time
@@ -20,8 +21,9 @@ from ferrylm.serve.client import EndpointError, ServerBusy, triton_stream
 from tests.conftest import CACHE
 
 # Only the server binary of the wheel is used (installed with --no-deps: its Python API does not import).
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("pytriton") is None,
-                                reason="nvidia-pytriton (its bundled tritonserver) is not installed")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("pytriton") is None, reason="nvidia-pytriton (its bundled tritonserver) is not installed"
+)
 
 
 def _grpc_stream(grpc_port: int, prompt: str, max_tokens: int) -> str:
@@ -67,7 +69,7 @@ def _greedy(model, tokenizer, prompt: str, n: int) -> str:
     ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
     with torch.no_grad():
         out = model.generate(**ids, max_new_tokens=n, do_sample=False, pad_token_id=tokenizer.pad_token_id)
-    return tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    return tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 def _w4a16_artifact(tiny_qwen2_dir, out):
@@ -78,10 +80,20 @@ def _w4a16_artifact(tiny_qwen2_dir, out):
     write_compressed(tiny_qwen2_dir, out, "w4a16", 32)
     tokenizer = load_tokenizer(tiny_qwen2_dir)
     tokenizer.save_pretrained(out)
-    engine = Engine.from_pretrained(str(out), dtype=torch.float32, device="cpu", max_len=128, compile=False,
-                                    tune=False, fused=True, w4a16_dir=str(out))
-    return lambda prompt, n: tokenizer.decode(list(engine.stream(
-        tokenizer(prompt, add_special_tokens=False)["input_ids"], n, (tokenizer.eos_token_id,))), skip_special_tokens=True)
+    engine = Engine.from_pretrained(
+        str(out),
+        dtype=torch.float32,
+        device="cpu",
+        max_len=128,
+        compile=False,
+        tune=False,
+        fused=True,
+        w4a16_dir=str(out),
+    )
+    return lambda prompt, n: tokenizer.decode(
+        list(engine.stream(tokenizer(prompt, add_special_tokens=False)["input_ids"], n, (tokenizer.eos_token_id,))),
+        skip_special_tokens=True,
+    )
 
 
 @pytest.mark.slow
@@ -96,9 +108,12 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir, capsys)
     tokenizer, model = load_tokenizer(tiny_qwen2_dir), load_model(tiny_qwen2_dir).eval()
     with server:
         url = server.url
-        started = capsys.readouterr().out   # the engine's start-up, phase by phase, as `ferrylm serve` shows it
+        started = capsys.readouterr().out  # the engine's start-up, phase by phase, as `ferrylm serve` shows it
         assert [line.split()[2] for line in started.splitlines() if line.startswith("ferrylm: engine")] == [
-            "load", "convert", "capture"]
+            "load",
+            "convert",
+            "capture",
+        ]
         # A raw prompt, and a chat rendered by the model's own template: both equal local greedy decoding.
         prompt = "def add(a, b):\n"
         assert "".join(triton_stream(url, "ferrylm", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
@@ -108,10 +123,13 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir, capsys)
         # gRPC streaming through tritonclient (port + 1): the same text.
         assert _grpc_stream(port + 1, prompt, 12) == _greedy(model, tokenizer, prompt, 12)
         # Malformed requests: an error each, and the server keeps serving.
-        both = requests.post(f"{url}/v2/models/ferrylm/generate_stream", timeout=30,
-                             json={"text_input": "x", "messages": "[]", "max_tokens": 4})
+        both = requests.post(
+            f"{url}/v2/models/ferrylm/generate_stream",
+            timeout=30,
+            json={"text_input": "x", "messages": "[]", "max_tokens": 4},
+        )
         assert "exactly one of text_input" in both.text
-        with pytest.raises(EndpointError, match="Expecting value"):      # messages that are not JSON
+        with pytest.raises(EndpointError, match="Expecting value"):  # messages that are not JSON
             list(_post_messages(url, "not json"))
         bad = requests.post(f"{url}/v2/models/ferrylm/generate_stream", data=b"{not json", timeout=30)
         # Triton's own HTTP front end answers a body that is not JSON with 500 (not 400) and a message.
@@ -128,6 +146,7 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir, capsys)
             assert loaded.status_code == 200, loaded.text
         assert "".join(triton_stream(url, "ferrylm-hf", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
         assert "".join(triton_stream(url, "ferrylm-w4a16", 12, prompt=prompt)) == w4a16_greedy(prompt, 12)
+
         # Eight requests at once with one allowed to wait: each either streams its whole text or is refused at
         # once as busy with nothing generated; the server keeps serving, and a retry is answered.
         def ask(_):
@@ -135,11 +154,14 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir, capsys)
                 return "".join(triton_stream(url, "ferrylm", 100, prompt=prompt))
             except ServerBusy as e:
                 return e
+
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(ask, range(8)))
         busy = [a for a in answers if isinstance(a, ServerBusy)]
         assert busy and all("retry later" in str(a) for a in busy)
-        assert [a for a in answers if not isinstance(a, ServerBusy)] == [_greedy(model, tokenizer, prompt, 100)] * (8 - len(busy))
+        assert [a for a in answers if not isinstance(a, ServerBusy)] == [_greedy(model, tokenizer, prompt, 100)] * (
+            8 - len(busy)
+        )
         assert "".join(triton_stream(url, "ferrylm", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
         # The eval's client asks a busy server again: eight at once through a queue of one, none lost.
         generator = TritonGenerator(url, "ferrylm")
@@ -161,16 +183,18 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir, capsys)
         server.stop()
         stopped_in = time.monotonic() - t
         reader.join(timeout=120)
-    assert stopped_in < 30 + 10   # the drain (serve.drain_timeout_s=30 here) and 10 s
+    assert stopped_in < 30 + 10  # the drain (serve.drain_timeout_s=30 here) and 10 s
     assert "".join(got) == _greedy(model, tokenizer, prompt, 48)
     with pytest.raises(ProcessLookupError):
         import os
 
-        os.killpg(leader, 0)   # nothing of the server's process group is left
+        os.killpg(leader, 0)  # nothing of the server's process group is left
 
 
 def test_missing_repository_is_one_clear_error(tmp_path):
-    server = TritonServer(tmp_path / "nope", "ferrylm", "127.0.0.1", free_port(count=3), tmp_path / "t.log", 60, 5, CACHE)
+    server = TritonServer(
+        tmp_path / "nope", "ferrylm", "127.0.0.1", free_port(count=3), tmp_path / "t.log", 60, 5, CACHE
+    )
     with pytest.raises(ServeError, match="serve.triton_model: .* is not a Triton model"):
         server.start()
     assert server.proc is None

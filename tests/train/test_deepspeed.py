@@ -1,5 +1,6 @@
 """The same train stage under DeepSpeed ZeRO-2 and ZeRO-3, two processes on CPU (gloo), launched by
 `ferrylm launch`."""
+
 import json
 import subprocess
 import sys
@@ -12,17 +13,30 @@ from tests.pinning import learning_rate, pinned
 
 
 def _overrides(run, tiny_qwen2_dir, tiny_corpus) -> list[str]:
-    return [f"run_dir={run}", f"model.path={tiny_qwen2_dir}", f"data.sources=[{tiny_corpus}]",
-            "train.max_steps=6", "train.save_steps=3", "train.logging_steps=1",
-            "train.per_device_batch_size=2", learning_rate(), "train.lora_dropout=0",
-            "train.warmup_steps=0", "train.eval_batches=2"]
+    return [
+        f"run_dir={run}",
+        f"model.path={tiny_qwen2_dir}",
+        f"data.sources=[{tiny_corpus}]",
+        "train.max_steps=6",
+        "train.save_steps=3",
+        "train.logging_steps=1",
+        "train.per_device_batch_size=2",
+        learning_rate(),
+        "train.lora_dropout=0",
+        "train.warmup_steps=0",
+        "train.eval_batches=2",
+    ]
 
 
 def _launch(run, tiny_qwen2_dir, tiny_corpus, *extra):
     overrides = [*_overrides(run, tiny_qwen2_dir, tiny_corpus), *extra]
     # Through our launcher: `ferrylm launch --nproc 2` execs torchrun (standalone rendezvous).
-    proc = subprocess.run([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", *overrides],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", *overrides],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -30,14 +44,26 @@ def _resume_on_one_process(run, tiny_qwen2_dir, tiny_corpus, *extra):
     """Go on to step 9 in one process from the two-process checkpoint of step 6. ZeRO's optimizer
     shards are laid out per rank, so the train stage converts the checkpoint to DeepSpeed's universal
     format first."""
-    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", *_overrides(run, tiny_qwen2_dir, tiny_corpus),
-                           *extra, "train.max_steps=9"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferrylm",
+            "train",
+            *_overrides(run, tiny_qwen2_dir, tiny_corpus),
+            *extra,
+            "train.max_steps=9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
     assert (m["resumed_from_world_size"], m["world_size"], m["steps"]) == (2, 1, 9)
     history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
     evals = {h["step"]: h["eval_loss"] for h in history if "eval_loss" in h}
-    assert evals[9] < evals[6] < evals[0]     # the loss goes on from where it was
+    assert evals[9] < evals[6] < evals[0]  # the loss goes on from where it was
 
 
 @pytest.mark.slow
@@ -56,7 +82,7 @@ def test_zero2_two_processes_then_resumed_on_one(copy_run, tiny_qwen2_dir, tiny_
     _resume_on_one_process(run, tiny_qwen2_dir, tiny_corpus, "train.deepspeed=zero2")
     universal = ckpt / "global_step6_universal" / "zero"
     adapter6 = load_file(ckpt / "adapter_model.safetensors")
-    for key, saved in adapter6.items():   # the universal checkpoint holds the trained weights, whole
+    for key, saved in adapter6.items():  # the universal checkpoint holds the trained weights, whole
         name = key.replace(".weight", ".default.weight")
         assert torch.equal(torch.load(universal / name / "fp32.pt", weights_only=False)["param"], saved), key
         assert (universal / name / "exp_avg.pt").is_file()
@@ -94,25 +120,46 @@ def test_launch_commands_and_slurm_script(tmp_path):
     from ferrylm.train.launch import sbatch_script, torchrun_command
 
     one = torchrun_command(4, "run.yaml", ["train.deepspeed=zero2"], python="py")
-    assert one == ["py", "-m", "torch.distributed.run", "--nproc_per_node=4", "--standalone", "-m", "ferrylm", "train",
-                   "--config", "run.yaml", "train.deepspeed=zero2"]
+    assert one == [
+        "py",
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=4",
+        "--standalone",
+        "-m",
+        "ferrylm",
+        "train",
+        "--config",
+        "run.yaml",
+        "train.deepspeed=zero2",
+    ]
     multi = torchrun_command(8, None, [], nnodes=4, node_rank=2, rdzv="node0:29500", python="py")
-    assert multi[3:9] == ["--nproc_per_node=8", "--nnodes=4", "--node_rank=2", "--rdzv_backend=c10d",
-                          "--rdzv_endpoint=node0:29500", "--rdzv_id=ferrylm"]
+    assert multi[3:9] == [
+        "--nproc_per_node=8",
+        "--nnodes=4",
+        "--node_rank=2",
+        "--rdzv_backend=c10d",
+        "--rdzv_endpoint=node0:29500",
+        "--rdzv_id=ferrylm",
+    ]
     script = sbatch_script(8, 4, "run.yaml", ["train.max_steps=100"], workdir="/src/proj", python="py")
     assert "#SBATCH --nodes=4" in script and "#SBATCH --gpus-per-node=8" in script
     assert '"--rdzv_endpoint=$HEAD:29500"' in script and '"--rdzv_id=$SLURM_JOB_ID"' in script
     assert "--node_rank" not in script and "train.max_steps=100" in script
-    cpu = sbatch_script(2, 1, None, [], cpus_per_task=2, gpus=False, python="py")     # ferrylm launch --cpu
+    cpu = sbatch_script(2, 1, None, [], cpus_per_task=2, gpus=False, python="py")  # ferrylm launch --cpu
     assert "--gpus-per-node" not in cpu and "#SBATCH --cpus-per-task=2" in cpu and "--standalone" in cpu
     path = tmp_path / "t.sbatch"
     path.write_text(script)
-    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0      # valid shell
-    out = subprocess.run([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", "--dry-run", "train.max_steps=3"],
-                         capture_output=True, text=True)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0  # valid shell
+    out = subprocess.run(
+        [sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", "--dry-run", "train.max_steps=3"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0 and "--nproc_per_node=2 --standalone -m ferrylm train train.max_steps=3" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", "train.max_stepz=3"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", "train.max_stepz=3"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "train.max_stepz" in bad.stderr
 
 

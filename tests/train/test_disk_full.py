@@ -2,6 +2,7 @@
 exit 2, the half-written checkpoint removed at once and the last complete one kept; resumed on a
 disk with room, the run ends where an uninterrupted one does. On a real small file system (tmpfs,
 where this machine lets the suite mount one)."""
+
 import json
 import shutil
 import subprocess
@@ -17,10 +18,14 @@ from ferrylm.train.checkpoints import MARKER
 @contextmanager
 def small_fs(where: Path, size: int):
     where.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
+    )
     if r.returncode != 0:
-        pytest.skip(f"cannot mount a small file system here ({r.stderr.strip() or 'mount failed'}); "
-                    "tests/test_diskspace.py injects ENOSPC instead")
+        pytest.skip(
+            f"cannot mount a small file system here ({r.stderr.strip() or 'mount failed'}); "
+            "tests/test_diskspace.py injects ENOSPC instead"
+        )
     try:
         yield where
     finally:
@@ -32,12 +37,27 @@ def _du(path: Path) -> int:
 
 
 def _train(run: Path, model: Path, corpus: Path, *extra) -> subprocess.CompletedProcess:
-    overrides = [f"run_dir={run}", f"model.path={model}", f"data.sources=[{corpus}]", "data.max_pairs=200",
-                 "data.eval_fraction=0.3", "data.max_seq_len=256", "train.max_steps=8", "train.save_steps=4",
-                 "train.per_device_batch_size=2", "train.logging_steps=1", "train.learning_rate=3e-3",
-                 "train.lora_dropout=0", "train.warmup_steps=0", "train.eval_batches=4", "train.report_to=[]", *extra]
-    return subprocess.run([sys.executable, "-m", "ferrylm", "train", *overrides], capture_output=True, text=True,
-                          timeout=600)
+    overrides = [
+        f"run_dir={run}",
+        f"model.path={model}",
+        f"data.sources=[{corpus}]",
+        "data.max_pairs=200",
+        "data.eval_fraction=0.3",
+        "data.max_seq_len=256",
+        "train.max_steps=8",
+        "train.save_steps=4",
+        "train.per_device_batch_size=2",
+        "train.logging_steps=1",
+        "train.learning_rate=3e-3",
+        "train.lora_dropout=0",
+        "train.warmup_steps=0",
+        "train.eval_batches=4",
+        "train.report_to=[]",
+        *extra,
+    ]
+    return subprocess.run(
+        [sys.executable, "-m", "ferrylm", "train", *overrides], capture_output=True, text=True, timeout=600
+    )
 
 
 def test_a_disk_that_fills_at_the_second_checkpoint(copy_run, tiny_qwen2_dir, tiny_corpus, tmp_path):
@@ -45,7 +65,7 @@ def test_a_disk_that_fills_at_the_second_checkpoint(copy_run, tiny_qwen2_dir, ti
     done = _train(reference, tiny_qwen2_dir, tiny_corpus)
     assert done.returncode == 0, done.stderr[-2000:]
     ckpt = _du(reference / "train" / "checkpoints" / "checkpoint-4")
-    before = _du(reference / "data") + ckpt                    # what is on the disk when the second save starts
+    before = _du(reference / "data") + ckpt  # what is on the disk when the second save starts
     # room for the data and the first checkpoint, and half of the second
     with small_fs(tmp_path / "small", before + ckpt // 2) as small:
         run = small / "run"
@@ -54,7 +74,9 @@ def test_a_disk_that_fills_at_the_second_checkpoint(copy_run, tiny_qwen2_dir, ti
         lines = [ln for ln in r.stderr.strip().splitlines() if ln.startswith("ferrylm: error")]
         assert r.returncode == 2, r.stderr[-3000:]
         assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
-        assert lines[0].startswith(f"ferrylm: error: out of disk space writing a checkpoint to {run}/train/checkpoints/checkpoint-8: ")
+        assert lines[0].startswith(
+            f"ferrylm: error: out of disk space writing a checkpoint to {run}/train/checkpoints/checkpoint-8: "
+        )
         assert "free there after removing the partial output" in lines[0]
         kept = sorted(p.name for p in (run / "train" / "checkpoints").iterdir())
         assert kept == ["checkpoint-4"] and (run / "train" / "checkpoints" / "checkpoint-4" / MARKER).is_file()

@@ -2,6 +2,7 @@
 input gradient track the linear layer within e4m3's rounding, the base gets no gradient, and the
 tiny recipe trains to the same losses as on its fp32 base within a stated tolerance (on the CPU,
 where torch emulates the FP8 products; the GPU's speed is in docs/performance.md)."""
+
 import pytest
 import torch
 
@@ -28,8 +29,10 @@ def test_the_fp8_layer_tracks_the_linear_and_passes_only_the_input_gradient():
     # e4m3 keeps 3 mantissa bits: each operand is off by up to 1/16 of itself, about 2-3 % of a product.
     assert 0.005 < _rel(y, want) < 0.05
     assert 0.005 < _rel(x.grad, xr.grad) < 0.05
-    assert _rel(linear.weight.bfloat16().float() @ x.detach().reshape(-1, 64).t(),
-                linear.weight @ x.detach().reshape(-1, 64).t()) < _rel(y, want)   # bf16 alone is closer
+    assert _rel(
+        linear.weight.bfloat16().float() @ x.detach().reshape(-1, 64).t(),
+        linear.weight @ x.detach().reshape(-1, 64).t(),
+    ) < _rel(y, want)  # bf16 alone is closer
     q, scale = quantize_rows(torch.tensor([[1.0, -448.0, 0.0], [0.0, 0.0, 0.0]]))
     assert q.dtype == E4M3 and scale[:, 0].tolist() == pytest.approx([1.0, 1e-12 / 448])
 

@@ -1,6 +1,7 @@
 """The agents of a multi-node run watch each other through the rendezvous's store (a real TCPStore on
 the loopback address, a made-up clock): a silent peer is lost after the bound, a finished one is not,
 a failed one stops the rest at once, and a lost peer stops this node's torchrun session."""
+
 import subprocess
 import sys
 import time
@@ -23,9 +24,9 @@ def test_a_silent_peer_is_lost_after_the_bound_and_not_before():
     server, a, b = _pair(lost_after_s=5)
     for t in range(10):
         assert a.beat(t) is None and b.beat(t) is None
-    assert a.beat(10) is None            # b's last beat (t=9) seen moving here
+    assert a.beat(10) is None  # b's last beat (t=9) seen moving here
     for t in range(11, 16):
-        assert a.beat(t) is None, t      # silent for at most 5 s
+        assert a.beat(t) is None, t  # silent for at most 5 s
     assert a.beat(16) == f"node agent {b.me} stopped beating for 6 s"
 
 
@@ -42,7 +43,7 @@ def test_a_finished_peer_is_never_lost_and_a_failed_one_is_at_once():
 
 def test_a_lost_peer_stops_this_nodes_session():
     server, a, b = _pair(lost_after_s=0.5, beat_s=0.1)
-    b.beat(time.monotonic())             # b beats once, then its node is gone
+    b.beat(time.monotonic())  # b beats once, then its node is gone
     child = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); time.sleep(120)"
     proc = subprocess.Popen([sys.executable, "-c", child], start_new_session=True)
     start = time.monotonic()
@@ -50,5 +51,7 @@ def test_a_lost_peer_stops_this_nodes_session():
     assert proc.poll() is not None and time.monotonic() - start < 10
     assert a.lost.startswith(f"node agent {b.me} stopped beating")
     alive = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
-    states = [subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True).stdout.strip() for pid in alive]
-    assert all(s.startswith("Z") or not s for s in states), states   # the grandchild went too (or waits to be reaped)
+    states = [
+        subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True).stdout.strip() for pid in alive
+    ]
+    assert all(s.startswith("Z") or not s for s in states), states  # the grandchild went too (or waits to be reaped)

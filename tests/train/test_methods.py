@@ -1,5 +1,6 @@
 """The other training methods on the tiny Qwen2, for real: a full fine-tune (then exported), QLoRA
 on a 4-bit base (bitsandbytes' CPU kernels), and refusals for what this machine cannot do."""
+
 import json
 
 import pytest
@@ -49,13 +50,17 @@ def test_qlora_trains_adapters_on_a_4bit_base_and_exports(copy_run, tiny_qwen2_d
     assert read_record(run / "export")["outputs"]["merged"]
 
 
-@pytest.mark.parametrize("override, message", [
-    ("train.precision=fp16", "train.precision: fp16 training (with loss scaling) needs a CUDA GPU"),
-    ("train.liger=true", "train.liger: Liger's kernels are Triton kernels and need a CUDA GPU"),
-    ("train.attention=flash_attention_2", "train.attention: flash_attention_2 needs a CUDA GPU"),
-])
-def test_what_a_cpu_cannot_do_is_refused_before_loading(override, message, copy_run, tiny_qwen2_dir, tiny_corpus,
-                                                        make_config):
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.precision=fp16", "train.precision: fp16 training (with loss scaling) needs a CUDA GPU"),
+        ("train.liger=true", "train.liger: Liger's kernels are Triton kernels and need a CUDA GPU"),
+        ("train.attention=flash_attention_2", "train.attention: flash_attention_2 needs a CUDA GPU"),
+    ],
+)
+def test_what_a_cpu_cannot_do_is_refused_before_loading(
+    override, message, copy_run, tiny_qwen2_dir, tiny_corpus, make_config
+):
     import re
 
     run = copy_run()
@@ -71,11 +76,28 @@ def test_one_process_zero2_with_optimizer_offload(copy_run, tiny_qwen2_dir, tiny
     import sys
 
     run = copy_run()
-    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", f"run_dir={run}", f"model.path={tiny_qwen2_dir}",
-                           "train.method=full", "train.deepspeed=zero2", "train.offload_optimizer=true",
-                           "train.max_steps=3", "train.save_steps=0", "train.per_device_batch_size=2",
-                           "train.eval_batches=2", "train.logging_steps=1", "train.learning_rate=1e-3"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferrylm",
+            "train",
+            f"run_dir={run}",
+            f"model.path={tiny_qwen2_dir}",
+            "train.method=full",
+            "train.deepspeed=zero2",
+            "train.offload_optimizer=true",
+            "train.max_steps=3",
+            "train.save_steps=0",
+            "train.per_device_batch_size=2",
+            "train.eval_batches=2",
+            "train.logging_steps=1",
+            "train.learning_rate=1e-3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((run / "train" / "record.json").read_text())["metrics"]
     assert (m["method"], m["deepspeed"], m["offload"], m["world_size"]) == ("full", "zero2", ["optimizer"], 1)
@@ -90,9 +112,21 @@ def test_cli_refusal_is_one_line(copy_run, tiny_qwen2_dir):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "ferrylm", "train", "--config", "4gpu-zero3-offload",
-                           f"run_dir={copy_run()}", f"model.path={tiny_qwen2_dir}"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferrylm",
+            "train",
+            "--config",
+            "4gpu-zero3-offload",
+            f"run_dir={copy_run()}",
+            f"model.path={tiny_qwen2_dir}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("ferrylm: error: train.precision: fp16")
     assert "Traceback" not in proc.stderr
@@ -106,8 +140,11 @@ def test_compiled_layers_train_the_same_numbers(copy_run, tiny_qwen2_dir, tiny_c
     losses = {}
     for mode in ("none", "layers"):
         run = copy_run()
-        m = run_train(make_config(run, tiny_qwen2_dir, tiny_corpus, f"train.compile={mode}", "train.max_steps=4",
-                                  "train.save_steps=0")).metrics
+        m = run_train(
+            make_config(
+                run, tiny_qwen2_dir, tiny_corpus, f"train.compile={mode}", "train.max_steps=4", "train.save_steps=0"
+            )
+        ).metrics
         assert m["compile"] == mode
         history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
         losses[mode] = [h["loss"] for h in history if "loss" in h] + [m["eval_loss"]]
@@ -117,10 +154,13 @@ def test_compiled_layers_train_the_same_numbers(copy_run, tiny_qwen2_dir, tiny_c
     assert losses["none"][-1] < losses["none"][0]
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["train.compile=model", "train.liger=true"], "train.compile: model-wide compilation breaks Liger's kernels"),
-    (["train.compile=layers", "train.deepspeed=zero3"], "train.compile: not with qlora or zero3"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["train.compile=model", "train.liger=true"], "train.compile: model-wide compilation breaks Liger's kernels"),
+        (["train.compile=layers", "train.deepspeed=zero3"], "train.compile: not with qlora or zero3"),
+    ],
+)
 def test_compile_combinations_that_cannot_work_are_refused(overrides, message, tmp_path):
     from ferrylm.config import ConfigError, load_config
 

@@ -2,6 +2,7 @@
 on the loopback address (gloo, the tiny model). Their losses are one agent of two processes' losses;
 one agent killed mid-run stops the other within seconds with one line naming the last complete
 checkpoint, and launching both again resumes from it to the uninterrupted run's losses."""
+
 import json
 import re
 import shutil
@@ -20,17 +21,46 @@ STEPS = 24
 
 
 def _overrides(run, tiny_qwen2_dir, tiny_corpus) -> list[str]:
-    return [f"run_dir={run}", f"model.path={tiny_qwen2_dir}", f"data.sources=[{tiny_corpus}]",
-            f"train.max_steps={STEPS}", "train.save_steps=4", "train.logging_steps=1", "train.per_device_batch_size=2",
-            learning_rate(), "train.lora_dropout=0", "train.warmup_steps=0", "train.eval_batches=2"]
+    return [
+        f"run_dir={run}",
+        f"model.path={tiny_qwen2_dir}",
+        f"data.sources=[{tiny_corpus}]",
+        f"train.max_steps={STEPS}",
+        "train.save_steps=4",
+        "train.logging_steps=1",
+        "train.per_device_batch_size=2",
+        learning_rate(),
+        "train.lora_dropout=0",
+        "train.warmup_steps=0",
+        "train.eval_batches=2",
+    ]
 
 
 def _agents(overrides: list[str], logs) -> list[subprocess.Popen]:
     """Node 0 and node 1, each writing to its own log (a pipe nobody reads would stall them)."""
     rdzv = f"127.0.0.1:{free_port()}"
-    return [subprocess.Popen([sys.executable, "-m", "ferrylm", "launch", "--nproc", "1", "--nnodes", "2",
-                              "--node-rank", str(k), "--rdzv", rdzv, *overrides],
-                             stdout=subprocess.DEVNULL, stderr=open(logs / f"node{k}.log", "w")) for k in (0, 1)]
+    return [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ferrylm",
+                "launch",
+                "--nproc",
+                "1",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                str(k),
+                "--rdzv",
+                rdzv,
+                *overrides,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(logs / f"node{k}.log", "w"),
+        )
+        for k in (0, 1)
+    ]
 
 
 def _said(logs, k: int) -> str:
@@ -60,8 +90,12 @@ def test_two_nodes_match_one_and_a_lost_node_resumes(tiny_data_run, tiny_qwen2_d
     one, two = tmp_path / "one", tmp_path / "two"
     for run in (one, two):
         shutil.copytree(tiny_data_run, run)
-    reference = subprocess.run([sys.executable, "-m", "ferrylm", "launch", "--nproc", "2",
-                                *_overrides(one, tiny_qwen2_dir, tiny_corpus)], capture_output=True, text=True, timeout=600)
+    reference = subprocess.run(
+        [sys.executable, "-m", "ferrylm", "launch", "--nproc", "2", *_overrides(one, tiny_qwen2_dir, tiny_corpus)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert reference.returncode == 0, reference.stderr[-3000:]
     expected = _losses(one)
     assert sorted(expected) == list(range(1, STEPS + 1))
@@ -84,7 +118,7 @@ def test_two_nodes_match_one_and_a_lost_node_resumes(tiny_data_run, tiny_qwen2_d
     last = re.search(r"the last complete checkpoint is (\S+): launch again", said[-1]).group(1)
     assert (two / "train" / "checkpoints").as_posix() in last and (tmp_path / last / "COMPLETE").is_file()
 
-    _finish(_agents(_overrides(two, tiny_qwen2_dir, tiny_corpus), again), again)     # both nodes again: resumed
+    _finish(_agents(_overrides(two, tiny_qwen2_dir, tiny_corpus), again), again)  # both nodes again: resumed
     metrics = json.loads((two / "train" / "record.json").read_text())["metrics"]
     assert metrics["world_size"] == 2 and metrics["steps"] == STEPS
     resumed = int(last.rsplit("-", 1)[1])

@@ -1,4 +1,5 @@
 """A run reports its metrics to TensorBoard and log_history, and stops cleanly on a non-finite loss."""
+
 import json
 
 import pytest
@@ -13,7 +14,9 @@ def test_metrics_reach_tensorboard_and_history(copy_run, tiny_qwen2_dir, tiny_co
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run = copy_run()
-    cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.save_steps=2", "train.keep_best=true")
+    cfg = tiny_config(
+        run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.save_steps=2", "train.keep_best=true"
+    )
     rec = run_train(cfg)
     history = [json.loads(line) for line in open(run / "train" / "log_history.jsonl")]
     train_lines = [h for h in history if "loss" in h and "eval_loss" not in h]
@@ -24,7 +27,7 @@ def test_metrics_reach_tensorboard_and_history(copy_run, tiny_qwen2_dir, tiny_co
     assert tb == pytest.approx({h["step"]: h["loss"] for h in train_lines}, rel=1e-6)
     assert "train/tokens_per_s" in events.Tags()["scalars"] and "eval/loss" in events.Tags()["scalars"]
     evals = [h for h in history if "eval_loss" in h]
-    assert len(evals) == 3                                  # step 0, and at each checkpoint (keep_best)
+    assert len(evals) == 3  # step 0, and at each checkpoint (keep_best)
     best = min(evals[1:], key=lambda h: h["eval_loss"])
     assert rec.metrics["best_checkpoint"].endswith(f"checkpoint-{best['step']}")
     assert rec.metrics["best_eval_loss"] == pytest.approx(best["eval_loss"])
@@ -45,16 +48,24 @@ def test_non_finite_loss_stops_with_last_good_weights(copy_run, tiny_qwen2_dir, 
     # (rows newer than their record are refused as the leftovers of an unfinished run).
     record = json.loads((run / "data" / "record.json").read_text())
     write_json_atomic(run / "data" / "record.json", record)
-    cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.per_device_batch_size=1",
-                      "train.gradient_accumulation_steps=1", "train.save_steps=100")
+    cfg = tiny_config(
+        run,
+        tiny_qwen2_dir,
+        tiny_corpus,
+        "train.max_steps=4",
+        "train.per_device_batch_size=1",
+        "train.gradient_accumulation_steps=1",
+        "train.save_steps=100",
+    )
     with pytest.raises(TrainingDiverged, match=r"the loss became nan at step \d; stopped before that step's update"):
         run_train(cfg)
     assert (run / "train" / "last-good-adapter" / "adapter_model.safetensors").is_file()
     assert not (run / "train" / "adapter").exists()
 
 
-def test_selective_checkpointing_recomputes_some_layers_with_the_same_losses(tiny_data_run, tmp_path, tiny_qwen2_dir,
-                                                                             tiny_corpus, caplog):
+def test_selective_checkpointing_recomputes_some_layers_with_the_same_losses(
+    tiny_data_run, tmp_path, tiny_qwen2_dir, tiny_corpus, caplog
+):
     import logging
     import shutil
 
@@ -62,15 +73,21 @@ def test_selective_checkpointing_recomputes_some_layers_with_the_same_losses(tin
     for fraction in ("1.0", "0.5"):
         run = tmp_path / f"run-{fraction}"
         shutil.copytree(tiny_data_run, run)
-        cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=3", "train.gradient_checkpointing=true",
-                          f"train.checkpoint_fraction={fraction}",
-                          "train.report_to=[]")
+        cfg = tiny_config(
+            run,
+            tiny_qwen2_dir,
+            tiny_corpus,
+            "train.max_steps=3",
+            "train.gradient_checkpointing=true",
+            f"train.checkpoint_fraction={fraction}",
+            "train.report_to=[]",
+        )
         with caplog.at_level(logging.INFO, logger="ferrylm.train"):
             run_train(cfg)
         rows = [json.loads(line) for line in open(run / "train" / "log_history.jsonl")]
         losses[fraction] = [r["loss"] for r in rows if "loss" in r and "eval_loss" not in r]
     assert "selective checkpointing: 1 of 2 decoder layers recompute" in caplog.text
-    assert losses["0.5"] == losses["1.0"]     # recomputation changes memory, never the numbers (fp32)
+    assert losses["0.5"] == losses["1.0"]  # recomputation changes memory, never the numbers (fp32)
 
 
 def test_mfu_counts_attention_over_each_example_not_the_packed_row():

@@ -1,4 +1,5 @@
 """Packed rows: the loss of a packed batch equals the loss of the same examples unpacked."""
+
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -12,7 +13,7 @@ def _examples():
     out = []
     for n, masked in [(23, 5), (40, 12), (9, 0), (31, 31 - 4)]:
         ids = torch.randint(20, 1000, (n,), generator=g).tolist()
-        out.append((ids, [IGNORE_INDEX] * max(1, masked) + ids[max(1, masked):]))
+        out.append((ids, [IGNORE_INDEX] * max(1, masked) + ids[max(1, masked) :]))
     return out
 
 
@@ -36,7 +37,9 @@ def test_packed_loss_equals_unpacked_loss(tiny_qwen2_dir):
 
     # A batch through the training collator: padding neither adds loss nor leaks attention.
     batch = PadCollator(pad_id=0)([rows[0], split_packed(rows[0])[1] | {"position_ids": list(range(40))}])
-    assert "attention_mask" not in batch and batch["position_ids"][1, 40:].tolist() == list(range(len(rows[0]["input_ids"]) - 40))
+    assert "attention_mask" not in batch and batch["position_ids"][1, 40:].tolist() == list(
+        range(len(rows[0]["input_ids"]) - 40)
+    )
     with torch.no_grad():
         logits = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], use_cache=False).logits
         alone = model(input_ids=batch["input_ids"][1:, :40]).logits
@@ -47,7 +50,7 @@ def test_flattened_batch_has_the_padded_batch_loss_and_gradients(tiny_qwen2_dir)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, dtype=torch.float32, attn_implementation="sdpa")
     exs = [{"input_ids": ids, "labels": lab} for ids, lab in _examples()]
-    exs[2]["labels"] = list(exs[2]["input_ids"])   # its first label is a target, which padding never asks for
+    exs[2]["labels"] = list(exs[2]["input_ids"])  # its first label is a target, which padding never asks for
 
     def loss_and_grads(batch):
         model.zero_grad()
@@ -56,7 +59,7 @@ def test_flattened_batch_has_the_padded_batch_loss_and_gradients(tiny_qwen2_dir)
         return out.loss.item(), [p.grad.clone() for p in model.parameters()]
 
     padded, flat = PadCollator(pad_id=0)(exs), PadCollator(pad_id=0, flatten=True)(exs)
-    every = PadCollator(pad_id=0, flatten=True, only_scored=False)(exs)   # logits at every position
+    every = PadCollator(pad_id=0, flatten=True, only_scored=False)(exs)  # logits at every position
     assert flat["input_ids"].shape == (1, sum(len(e["input_ids"]) for e in exs)) and "attention_mask" not in flat
     loss, grads = loss_and_grads(padded)
     for batch in (flat, every):
@@ -91,7 +94,7 @@ def test_a_micro_batch_of_one_scores_only_its_targets(tiny_qwen2_dir):
             out += [result.loss.item(), result.logits.shape[1]] + [p.grad.clone() for p in model.parameters()]
         assert abs(got[0] - want[0]) < 1e-5 and got[1] == batch["shift_labels"].shape[1] < want[1]
         assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(got[2:], want[2:]))
-    assert "logits_to_keep" not in PadCollator(pad_id=0)([one, one])   # two rows: every position
+    assert "logits_to_keep" not in PadCollator(pad_id=0)([one, one])  # two rows: every position
 
 
 def test_compiled_layers_take_any_number_of_targets_in_one_graph(tiny_qwen2_dir):
@@ -100,15 +103,17 @@ def test_compiled_layers_take_any_number_of_targets_in_one_graph(tiny_qwen2_dir)
     import torch._dynamo
 
     torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()   # reset() keeps the counts of tests before this one
+    torch._dynamo.utils.counters.clear()  # reset() keeps the counts of tests before this one
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, dtype=torch.float32, attn_implementation="sdpa")
     for layer in model.model.layers:
-        layer.compile(backend="eager")   # dynamo's graphs and guards, without a C++ compiler
+        layer.compile(backend="eager")  # dynamo's graphs and guards, without a C++ compiler
     g = torch.Generator().manual_seed(0)
     for answer in (10, 17, 23, 31, 5, 50):
         ids = torch.randint(20, 1000, (64,), generator=g).tolist()
-        batch = PadCollator(pad_id=0)([{"input_ids": ids, "labels": [IGNORE_INDEX] * (64 - answer) + ids[64 - answer:]}])
+        batch = PadCollator(pad_id=0)(
+            [{"input_ids": ids, "labels": [IGNORE_INDEX] * (64 - answer) + ids[64 - answer :]}]
+        )
         assert batch["shift_labels"].shape[1] == answer
         model(**batch, use_cache=False).loss.backward()
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1

@@ -1,4 +1,5 @@
 """The memory planner against Qwen2.5-7B's real parameter count and against peaks measured on an H200."""
+
 import json
 from pathlib import Path
 
@@ -19,7 +20,15 @@ def test_qwen25_7b_parameter_counts():
 @pytest.mark.parametrize("name", ["peaks_h200.json", "peaks_h200_heldout.json", "peaks_h200_heldout2.json"])
 def test_planner_matches_measured_peaks(name):
     data = json.loads((RESULTS / name).read_text())
-    keys = ("method", "lora_r", "gradient_checkpointing", "seq_len", "micro_batch", "lora_dropout", "optimizer_precision")
+    keys = (
+        "method",
+        "lora_r",
+        "gradient_checkpointing",
+        "seq_len",
+        "micro_batch",
+        "lora_dropout",
+        "optimizer_precision",
+    )
     for row in data["rows"]:
         setup = Setup(**{k: row[k] for k in keys if k in row}, gpu_memory_gib=139.8)
         planned = estimate(setup).total_gib - setup.reserve_gib  # torch's allocated peak excludes the reserve
@@ -54,9 +63,17 @@ def test_every_hardware_preset_is_a_valid_run_config_and_plans():
     from ferrylm.config import load_config, preset_names
     from ferrylm.train.plan import setup_from_config
 
-    names = set(preset_names()) - {"default", "demo-gpu"}   # those two run SmolLM2, not Qwen2.5-7B
-    assert names >= {"a40x2", "a800-80g", "a800-80g-aggressive", "a6000x2-qlora", "4gpu-zero3-offload", "6x32g-zero3",
-                     "h100-80g", "h200-141g"}
+    names = set(preset_names()) - {"default", "demo-gpu"}  # those two run SmolLM2, not Qwen2.5-7B
+    assert names >= {
+        "a40x2",
+        "a800-80g",
+        "a800-80g-aggressive",
+        "a6000x2-qlora",
+        "4gpu-zero3-offload",
+        "6x32g-zero3",
+        "h100-80g",
+        "h200-141g",
+    }
     for name in names:
         cfg = load_config(name)
         setup = setup_from_config(cfg)
@@ -98,18 +115,29 @@ def _planned_allocated(row: dict) -> float:
     spec = importlib.util.spec_from_file_location("train_zero", RESULTS.parent / "train_zero.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    setup = setup_from_config(load_config("default", [*bench.COMMON, *row["overrides"], f"hardware.gpus={row['gpus']}"]))
+    setup = setup_from_config(
+        load_config("default", [*bench.COMMON, *row["overrides"], f"hardware.gpus={row['gpus']}"])
+    )
     return estimate(setup).total_gib - setup.reserve_gib
 
 
-@pytest.mark.parametrize("results", ["train_zero_h100_run_a.json", "train_zero_h100_run_d.json",
-                                     "train_zero_h200x2_run_b.json", "train_zero_h100_planner_heldout.json"])
+@pytest.mark.parametrize(
+    "results",
+    [
+        "train_zero_h100_run_a.json",
+        "train_zero_h100_run_d.json",
+        "train_zero_h200x2_run_b.json",
+        "train_zero_h100_planner_heldout.json",
+    ],
+)
 def test_planner_models_liger_and_compiled_layers(results):
     """Rows with Liger's kernels or compiled layers (measured through `ferrylm train` on an H100 and
     2 x H200) within 10 %: the planner models what those kernels keep, not HF's eager kernels."""
     checked = 0
     for row in json.loads((RESULTS / results).read_text())["rows"]:
-        fused = [o for o in row["overrides"] if o in ("train.liger=true", "train.compile=layers", "train.compile=model")]
+        fused = [
+            o for o in row["overrides"] if o in ("train.liger=true", "train.compile=layers", "train.compile=model")
+        ]
         if "invalid" in row or not fused or not row.get("peak_allocated_gib_rank0"):
             continue
         assert _planned_allocated(row) == pytest.approx(row["peak_allocated_gib_rank0"], rel=0.10), row["variant"]

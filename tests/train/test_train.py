@@ -1,4 +1,5 @@
 """Real LoRA training of a tiny random Qwen2 through the HF Trainer: loss falls, resume is exact."""
+
 import json
 import signal
 import subprocess
@@ -39,22 +40,37 @@ def test_lora_training_lowers_loss_and_writes_adapter(copy_run, tiny_qwen2_dir, 
     pinned("lora eval losses", "train-loss", [m["base_eval_loss"], m["eval_loss"]], [10.7973, 10.7255])
 
 
-def test_killed_run_resumes_from_last_complete_checkpoint_and_matches(copy_run, tiny_qwen2_dir, tiny_corpus, tmp_path, make_config):
+def test_killed_run_resumes_from_last_complete_checkpoint_and_matches(
+    copy_run, tiny_qwen2_dir, tiny_corpus, tmp_path, make_config
+):
     """SIGKILL mid-run, plant a half-written checkpoint, resume: the loss curve equals an uninterrupted run."""
     steps = ["train.max_steps=40", "train.save_steps=4"]
     ref = tmp_path / "reference"
     import shutil
+
     shutil.copytree(copy_run(), ref)
     reference = run_train(make_config(ref, tiny_qwen2_dir, tiny_corpus, *steps))
 
     run = tmp_path / "killed"
     shutil.copytree(ref, run, ignore=shutil.ignore_patterns("train"))
-    overrides = [f"run_dir={run}", f"model.path={tiny_qwen2_dir}", f"data.sources=[{tiny_corpus}]",
-                 "data.max_pairs=200", "data.eval_fraction=0.2", "data.max_seq_len=256",
-                 "train.per_device_batch_size=2", "train.logging_steps=1", "train.learning_rate=3e-3",
-                 "train.lora_dropout=0", "train.warmup_steps=0", "train.eval_batches=4", *steps]
-    proc = subprocess.Popen([sys.executable, "-m", "ferrylm", "train", *overrides],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    overrides = [
+        f"run_dir={run}",
+        f"model.path={tiny_qwen2_dir}",
+        f"data.sources=[{tiny_corpus}]",
+        "data.max_pairs=200",
+        "data.eval_fraction=0.2",
+        "data.max_seq_len=256",
+        "train.per_device_batch_size=2",
+        "train.logging_steps=1",
+        "train.learning_rate=3e-3",
+        "train.lora_dropout=0",
+        "train.warmup_steps=0",
+        "train.eval_batches=4",
+        *steps,
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ferrylm", "train", *overrides], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     marker = run / "train" / "checkpoints" / "checkpoint-12" / MARKER
     deadline = time.time() + 300
     while not marker.exists() and time.time() < deadline and proc.poll() is None:

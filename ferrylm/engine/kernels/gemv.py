@@ -24,6 +24,7 @@ The kernel is a torch custom op, so `torch.compile` captures it in the engine's 
 other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
 interpreter.
 """
+
 from typing import NamedTuple
 
 import torch
@@ -35,6 +36,7 @@ except ImportError:  # the CPU-only install: GemvLinear is never built there
     triton = None
 
 if triton is not None:
+
     @triton.jit
     def _round(v, like_ptr):
         """v rounded to the output dtype (where transformers rounds), back in fp32."""
@@ -50,13 +52,32 @@ if triton is not None:
         return (pid // per_group) * PERIOD + (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
 
     @triton.jit
-    def _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
-                  HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
-                  ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr):
+    def _epilogue(
+        ya,
+        yb,
+        sq,
+        pid,
+        rows,
+        b_ptr,
+        r_ptr,
+        y_ptr,
+        pos_ptr,
+        freq_ptr,
+        eps,
+        rope_scale,
+        K: tl.constexpr,
+        HAS_BIAS: tl.constexpr,
+        NORM: tl.constexpr,
+        PAIR: tl.constexpr,
+        PERIOD: tl.constexpr,
+        ROPE_ROWS: tl.constexpr,
+        RESIDUAL: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+    ):
         """Everything after the dot products ya (and yb, the paired rows; sq: x's squares, for NORM):
         shared by the bf16 kernel here and the 4-bit one of gemv4.py."""
         HALF: tl.constexpr = PERIOD // 2
-        if NORM:   # RMS norm of x, its weight folded into w's columns: W (g * x / rms(x)) = (W g) x / rms(x)
+        if NORM:  # RMS norm of x, its weight folded into w's columns: W (g * x / rms(x)) = (W g) x / rms(x)
             inv_rms = tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
             ya = ya * inv_rms
             if PAIR != 0:
@@ -65,9 +86,11 @@ if triton is not None:
             ya += tl.load(b_ptr + rows).to(tl.float32)
             if PAIR != 0:
                 yb += tl.load(b_ptr + rows + HALF).to(tl.float32)
-        if PAIR == 1:    # silu(gate) * up, written at the gate's rows: an output of N/2
+        if PAIR == 1:  # silu(gate) * up, written at the gate's rows: an output of N/2
             gate = _round(ya, y_ptr)
-            tl.store(y_ptr + rows, (_round(gate * tl.sigmoid(gate), y_ptr) * _round(yb, y_ptr)).to(y_ptr.dtype.element_ty))
+            tl.store(
+                y_ptr + rows, (_round(gate * tl.sigmoid(gate), y_ptr) * _round(yb, y_ptr)).to(y_ptr.dtype.element_ty)
+            )
         elif PAIR == 2:  # rotary positions on the rows below ROPE_ROWS (q and k heads of PERIOD = head_dim)
             per_group: tl.constexpr = HALF // BLOCK_N
             half_dim = (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -78,15 +101,33 @@ if triton is not None:
             tl.store(y_ptr + rows, tl.where(rope, ya * cos - yb * sin, ya).to(y_ptr.dtype.element_ty))
             tl.store(y_ptr + rows + HALF, tl.where(rope, yb * cos + ya * sin, yb).to(y_ptr.dtype.element_ty))
         else:
-            if RESIDUAL:   # the residual stream plus this layer's (rounded) output, as transformers adds
+            if RESIDUAL:  # the residual stream plus this layer's (rounded) output, as transformers adds
                 ya = _round(ya, y_ptr) + tl.load(r_ptr + rows).to(tl.float32)
             tl.store(y_ptr + rows, ya.to(y_ptr.dtype.element_ty))
 
     @triton.jit
-    def _gemv_kernel(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K: tl.constexpr,
-                     HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
-                     ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     EVEN_K: tl.constexpr, PDL: tl.constexpr):
+    def _gemv_kernel(
+        x_ptr,
+        w_ptr,
+        b_ptr,
+        r_ptr,
+        y_ptr,
+        pos_ptr,
+        freq_ptr,
+        eps,
+        rope_scale,
+        K: tl.constexpr,
+        HAS_BIAS: tl.constexpr,
+        NORM: tl.constexpr,
+        PAIR: tl.constexpr,
+        PERIOD: tl.constexpr,
+        ROPE_ROWS: tl.constexpr,
+        RESIDUAL: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+        EVEN_K: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         HALF: tl.constexpr = PERIOD // 2
         rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
@@ -103,7 +144,7 @@ if triton is not None:
             if PAIR != 0:
                 wb = tl.load(b_ptrs, mask=cols[None, :] < K, other=0.0)
         if PDL:
-            tl.extra.cuda.gdc_wait()              # the previous kernel (which wrote x) has finished
+            tl.extra.cuda.gdc_wait()  # the previous kernel (which wrote x) has finished
             tl.extra.cuda.gdc_launch_dependents()  # and the next one may start its own weight reads
         if EVEN_K:
             x = tl.load(x_ptr + cols).to(tl.float32)
@@ -135,15 +176,35 @@ if triton is not None:
             yb = tl.sum(acc_b, axis=1)
         else:
             yb = ya
-        _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM,
-                  PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
+        _epilogue(
+            ya,
+            yb,
+            sq,
+            pid,
+            rows,
+            b_ptr,
+            r_ptr,
+            y_ptr,
+            pos_ptr,
+            freq_ptr,
+            eps,
+            rope_scale,
+            K,
+            HAS_BIAS,
+            NORM,
+            PAIR,
+            PERIOD,
+            ROPE_ROWS,
+            RESIDUAL,
+            BLOCK_N,
+        )
 
 
 def supports_pdl() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 
 
-SILU, ROPE = 1, 2   # the paired epilogues (0: none)
+SILU, ROPE = 1, 2  # the paired epilogues (0: none)
 
 
 class Epilogue(NamedTuple):
@@ -151,6 +212,7 @@ class Epilogue(NamedTuple):
     first (its norm weight already folded into w); `pair`: SILU (w stacks gate over up: the output is
     silu(gate) * up, N/2 values) or ROPE (rotary positions on the first `rope_rows` rows, in groups of
     `period` = head_dim rows); `residual`: the output is added to a residual vector."""
+
     norm_eps: float | None = None
     pair: int = 0
     period: int = 0
@@ -160,8 +222,14 @@ class Epilogue(NamedTuple):
 
     def op_args(self) -> dict:
         """This epilogue as the custom ops' arguments (their schema takes no NamedTuple)."""
-        return dict(norm_eps=self.norm_eps, pair=self.pair, period=self.period, rope_rows=self.rope_rows,
-                    rope_scale=self.rope_scale, has_residual=self.residual)
+        return dict(
+            norm_eps=self.norm_eps,
+            pair=self.pair,
+            period=self.period,
+            rope_rows=self.rope_rows,
+            rope_scale=self.rope_scale,
+            has_residual=self.residual,
+        )
 
 
 def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, inv_freq) -> tuple[int, int]:
@@ -179,10 +247,20 @@ def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, in
     return n // rows_per_program, period
 
 
-def gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, block_n: int, block_k: int,
-         num_warps: int, num_stages: int, pdl: bool = False, epilogue: Epilogue = Epilogue(),
-         residual: torch.Tensor | None = None, pos: torch.Tensor | None = None,
-         inv_freq: torch.Tensor | None = None) -> torch.Tensor:
+def gemv(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    block_n: int,
+    block_k: int,
+    num_warps: int,
+    num_stages: int,
+    pdl: bool = False,
+    epilogue: Epilogue = Epilogue(),
+    residual: torch.Tensor | None = None,
+    pos: torch.Tensor | None = None,
+    inv_freq: torch.Tensor | None = None,
+) -> torch.Tensor:
     """y = w @ x (+ bias) for a vector x [K] and w [N, K], with `epilogue` around it (ROPE reads the
     position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so)."""
     n, k = w.shape
@@ -191,10 +269,30 @@ def gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, block_n: i
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
     launch = {"launch_pdl": True} if pdl else {}
     _gemv_kernel[(programs,)](
-        x, w, w if bias is None else bias, w if residual is None else residual, y, w if pos is None else pos,
-        w if inv_freq is None else inv_freq, 0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k,
-        bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, EVEN_K=k % block_k == 0, PDL=pdl, num_warps=num_warps, num_stages=num_stages, **launch)
+        x,
+        w,
+        w if bias is None else bias,
+        w if residual is None else residual,
+        y,
+        w if pos is None else pos,
+        w if inv_freq is None else inv_freq,
+        0.0 if e.norm_eps is None else e.norm_eps,
+        e.rope_scale,
+        k,
+        bias is not None,
+        e.norm_eps is not None,
+        e.pair,
+        period,
+        e.rope_rows,
+        e.residual,
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        EVEN_K=k % block_k == 0,
+        PDL=pdl,
+        num_warps=num_warps,
+        num_stages=num_stages,
+        **launch,
+    )
     return y
 
 
@@ -214,24 +312,68 @@ def gemv_reference(x, w, bias=None, epilogue: Epilogue = Epilogue(), residual=No
 
         angle = pos.float() * inv_freq.float()
         emb = torch.cat([angle, angle])
-        heads = y[:e.rope_rows].view(-1, e.period)
+        heads = y[: e.rope_rows].view(-1, e.period)
         roped = heads * emb.cos() * e.rope_scale + rotate_half(heads) * emb.sin() * e.rope_scale
-        return torch.cat([roped.reshape(-1), y[e.rope_rows:]])
+        return torch.cat([roped.reshape(-1), y[e.rope_rows :]])
     return y + residual.float() if e.residual else y
 
 
 @torch.library.custom_op("ferrylm::gemv", mutates_args=())
-def gemv_op(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
-            pos: torch.Tensor | None, inv_freq: torch.Tensor | None, block_n: int, block_k: int, num_warps: int,
-            num_stages: int, pdl: bool, norm_eps: float | None, pair: int, period: int, rope_rows: int,
-            rope_scale: float, has_residual: bool) -> torch.Tensor:
-    return gemv(x, w, bias, block_n, block_k, num_warps, num_stages, pdl,
-                Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), residual, pos, inv_freq)
+def gemv_op(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    pos: torch.Tensor | None,
+    inv_freq: torch.Tensor | None,
+    block_n: int,
+    block_k: int,
+    num_warps: int,
+    num_stages: int,
+    pdl: bool,
+    norm_eps: float | None,
+    pair: int,
+    period: int,
+    rope_rows: int,
+    rope_scale: float,
+    has_residual: bool,
+) -> torch.Tensor:
+    return gemv(
+        x,
+        w,
+        bias,
+        block_n,
+        block_k,
+        num_warps,
+        num_stages,
+        pdl,
+        Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual),
+        residual,
+        pos,
+        inv_freq,
+    )
 
 
 @gemv_op.register_fake
-def _(x, w, bias, residual, pos, inv_freq, block_n, block_k, num_warps, num_stages, pdl, norm_eps, pair, period,
-      rope_rows, rope_scale, has_residual):
+def _(
+    x,
+    w,
+    bias,
+    residual,
+    pos,
+    inv_freq,
+    block_n,
+    block_k,
+    num_warps,
+    num_stages,
+    pdl,
+    norm_eps,
+    pair,
+    period,
+    rope_rows,
+    rope_scale,
+    has_residual,
+):
     return x.new_empty(w.shape[0] // 2 if pair == SILU else w.shape[0])
 
 
@@ -257,7 +399,13 @@ class GemvLinear(torch.nn.Module):
             return torch.nn.functional.linear(x, self.weight, self.bias)
         return self.step(x.reshape(-1), plain=True).reshape(*x.shape[:-1], -1)
 
-    def step(self, x: torch.Tensor, residual: torch.Tensor | None = None, pos: torch.Tensor | None = None,
-             inv_freq: torch.Tensor | None = None, plain: bool = False) -> torch.Tensor:
+    def step(
+        self,
+        x: torch.Tensor,
+        residual: torch.Tensor | None = None,
+        pos: torch.Tensor | None = None,
+        inv_freq: torch.Tensor | None = None,
+        plain: bool = False,
+    ) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
         return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, **e.op_args(), **self.cfg)

@@ -25,6 +25,7 @@ group's integers through the tensor cores, exact as bf16, and the scales applied
 sums, the fp32 product up to summation order without writing the dequantized weight out (elsewhere,
 F.linear in fp32 on it).
 """
+
 from __future__ import annotations
 
 import torch
@@ -46,9 +47,11 @@ def pack_int4(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch
     b = min(8, n & -n)
     u = (q.to(torch.int64) + 8).view(n, k // 8, 8)
     words = (u << torch.arange(0, 32, 4, device=q.device)).sum(-1)
-    words = torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
-    return (words.view(n // b, b, k // 8).transpose(1, 2).contiguous(),
-            scale.reshape(n // b, b, -1).transpose(1, 2).contiguous())
+    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    return (
+        words.view(n // b, b, k // 8).transpose(1, 2).contiguous(),
+        scale.reshape(n // b, b, -1).transpose(1, 2).contiguous(),
+    )
 
 
 def dequantize(packed: torch.Tensor, scales: torch.Tensor, group: int) -> torch.Tensor:
@@ -61,61 +64,145 @@ def dequantize(packed: torch.Tensor, scales: torch.Tensor, group: int) -> torch.
     return (q.view(strips * b, -1, group) * s[..., None]).reshape(strips * b, -1)
 
 
-def gemv4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, bias: torch.Tensor | None,
-          block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: bool = False,
-          epilogue: Epilogue = Epilogue(), norm_weight: torch.Tensor | None = None,
-          residual: torch.Tensor | None = None, pos: torch.Tensor | None = None,
-          inv_freq: torch.Tensor | None = None, sub: int = 1, ahead: int = 1) -> torch.Tensor:
-    """y = W (norm_weight * x) (+ bias) for x [K] and the 4-bit W [N, K] of `pack_int4`'s `packed`
-    [N/B, K/8, B] and `scales` [N/B, K/group, B], with `epilogue` around it as `gemv.gemv` does. `sub`
-    (1 or 2): row blocks of `block_n` a program; `ahead` (1 or 2): tiles of words read ahead."""
+def _checked(
+    x,
+    packed,
+    scales,
+    group: int,
+    block_n: int,
+    block_k: int,
+    e: Epilogue,
+    residual,
+    pos,
+    inv_freq,
+    sub: int,
+    ahead: int,
+) -> tuple[int, int]:
+    """gemv4's (row blocks, rope period), or a ValueError naming the argument that does not fit."""
     strips, words, b = packed.shape
-    k, n = 8 * words, strips * b
-    e = epilogue
+    k = 8 * words
     if group & (group - 1) or group < 8 or block_k % group or k % group or scales.shape != (strips, k // group, b):
-        raise ValueError(f"gemv4: group {group} must be a power of two dividing block_k={block_k} and {k} "
-                         f"inputs, at least 8 (one 32-bit word), with scales [{strips}, {k // max(group, 1)}, {b}] "
-                         f"(got {tuple(scales.shape)})")
-    programs, period = check_launch("gemv4", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
+        raise ValueError(
+            f"gemv4: group {group} must be a power of two dividing block_k={block_k} and {k} "
+            f"inputs, at least 8 (one 32-bit word), with scales [{strips}, {k // max(group, 1)}, {b}] "
+            f"(got {tuple(scales.shape)})"
+        )
+    programs, period = check_launch("gemv4", strips * b, k, x, block_n, block_k, e, residual, pos, inv_freq)
     if ahead not in (1, 2):
         raise ValueError(f"gemv4: ahead={ahead} tiles of words read ahead; 1 or 2")
     if sub not in (1, 2) or programs % sub:
         raise ValueError(f"gemv4: {programs} row blocks do not split into programs of sub={sub} (1 or 2)")
+    return programs, period
+
+
+def gemv4(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    group: int,
+    bias: torch.Tensor | None,
+    block_n: int,
+    block_k: int,
+    num_warps: int,
+    num_stages: int,
+    pdl: bool = False,
+    epilogue: Epilogue = Epilogue(),
+    norm_weight: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    pos: torch.Tensor | None = None,
+    inv_freq: torch.Tensor | None = None,
+    sub: int = 1,
+    ahead: int = 1,
+) -> torch.Tensor:
+    """y = W (norm_weight * x) (+ bias), W [N, K] 4-bit as `pack_int4` packs it, `epilogue` as in `gemv.gemv`;
+    `sub` (1 or 2): row blocks of `block_n` a program; `ahead` (1 or 2): tiles of words read ahead."""
+    strips, words, b = packed.shape
+    k, n = 8 * words, strips * b
+    blocks, period = _checked(x, packed, scales, group, block_n, block_k, epilogue, residual, pos, inv_freq, sub, ahead)
     # The kernel reads bf16 x and norm weights eight bytes at a time: a view off that alignment is copied.
     x, norm_weight = (v if v is None or v.data_ptr() % 8 == 0 else v.clone() for v in (x, norm_weight))
-    y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
-    launch = {"launch_pdl": True} if pdl else {}
-    _gemv4_kernel[(programs // sub,)](
-        x, packed, scales, x if norm_weight is None else norm_weight, x if bias is None else bias,
-        x if residual is None else residual, y, x if pos is None else pos, x if inv_freq is None else inv_freq,
-        0.0 if e.norm_eps is None else e.norm_eps, e.rope_scale, k, group, norm_weight is not None,
-        bias is not None, e.norm_eps is not None, e.pair, period, e.rope_rows, e.residual, BLOCK_N=block_n,
-        BLOCK_K=block_k, PDL=pdl, SUB=sub, B=b, AHEAD=ahead, num_warps=num_warps, num_stages=num_stages, **launch)
+    y = torch.empty(n // 2 if epilogue.pair == SILU else n, device=x.device, dtype=x.dtype)
+    _gemv4_kernel[(blocks // sub,)](
+        x,
+        packed,
+        scales,
+        x if norm_weight is None else norm_weight,
+        x if bias is None else bias,
+        x if residual is None else residual,
+        y,
+        x if pos is None else pos,
+        x if inv_freq is None else inv_freq,
+        0.0 if epilogue.norm_eps is None else epilogue.norm_eps,
+        epilogue.rope_scale,
+        k,
+        group,
+        norm_weight is not None,
+        bias is not None,
+        epilogue.norm_eps is not None,
+        epilogue.pair,
+        period,
+        epilogue.rope_rows,
+        epilogue.residual,
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        PDL=pdl,
+        SUB=sub,
+        B=b,
+        AHEAD=ahead,
+        num_warps=num_warps,
+        num_stages=num_stages,
+        **({"launch_pdl": True} if pdl else {}),
+    )
     return y
 
 
-def prompt4(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group: int, block_m: int = 64,
-            block_n: int = 64, num_warps: int = 4) -> torch.Tensor:
+def prompt4(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    group: int,
+    block_m: int = 64,
+    block_n: int = 64,
+    num_warps: int = 4,
+) -> torch.Tensor:
     """x [M, K] (bf16; fp32 multiplies in fp32) times the transposed 4-bit weight of `pack_int4` (fp32
     [M, N]): the prompt's product, where a row of x is not alone. The same numbers as F.linear in fp32
     on `dequantize`'s weight (up to summation order) without writing that weight out in fp32 first.
     The default tile was the fastest overall of 12 at a 128-token prompt on an H100 (bench/kernels/prompt4.py --sweep)."""
     strips, words, b = packed.shape
     m, k, n = x.shape[0], 8 * words, strips * b
-    if (x.dtype not in (torch.bfloat16, torch.float32) or x.shape[1] != k or group < 16 or group & (group - 1)
-            or scales.shape != (strips, k // group, b)):
-        raise ValueError(f"prompt4: bf16 or fp32 x [M, {k}] and a power-of-two group of at least 16 (tensor "
-                         f"cores) with scales [{strips}, {k // max(group, 1)}, {b}]; got {x.dtype} "
-                         f"{tuple(x.shape)}, group {group}, scales {tuple(scales.shape)}")
+    if (
+        x.dtype not in (torch.bfloat16, torch.float32)
+        or x.shape[1] != k
+        or group < 16
+        or group & (group - 1)
+        or scales.shape != (strips, k // group, b)
+    ):
+        raise ValueError(
+            f"prompt4: bf16 or fp32 x [M, {k}] and a power-of-two group of at least 16 (tensor "
+            f"cores) with scales [{strips}, {k // max(group, 1)}, {b}]; got {x.dtype} "
+            f"{tuple(x.shape)}, group {group}, scales {tuple(scales.shape)}"
+        )
     y = torch.empty(m, n, device=x.device, dtype=torch.float32)
     grid = (-(-m // block_m), -(-n // block_n))
-    _prompt4_kernel[grid](x.contiguous(), packed, scales, y, m, n, k, group, b, BLOCK_M=block_m, BLOCK_N=block_n,
-                          num_warps=num_warps)
+    _prompt4_kernel[grid](
+        x.contiguous(), packed, scales, y, m, n, k, group, b, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps
+    )
     return y
 
 
-def gemv4_reference(x, packed, scales, group, bias=None, epilogue: Epilogue = Epilogue(), norm_weight=None,
-                    residual=None, pos=None, inv_freq=None):
+def gemv4_reference(
+    x,
+    packed,
+    scales,
+    group,
+    bias=None,
+    epilogue: Epilogue = Epilogue(),
+    norm_weight=None,
+    residual=None,
+    pos=None,
+    inv_freq=None,
+):
     """What `gemv4` computes, in plain torch (fp32)."""
     w = dequantize(packed, scales, group)
     if norm_weight is not None:
@@ -124,19 +211,76 @@ def gemv4_reference(x, packed, scales, group, bias=None, epilogue: Epilogue = Ep
 
 
 @torch.library.custom_op("ferrylm::gemv4", mutates_args=())
-def gemv4_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, norm_weight: torch.Tensor | None,
-             bias: torch.Tensor | None, residual: torch.Tensor | None, pos: torch.Tensor | None,
-             inv_freq: torch.Tensor | None, group: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
-             pdl: bool, norm_eps: float | None, pair: int, period: int, rope_rows: int, rope_scale: float,
-             has_residual: bool, sub: int, ahead: int = 1) -> torch.Tensor:
-    return gemv4(x, packed, scales, group, bias, block_n, block_k, num_warps, num_stages, pdl,
-                 Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual), norm_weight, residual, pos,
-                 inv_freq, sub, ahead)
+def gemv4_op(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    norm_weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    pos: torch.Tensor | None,
+    inv_freq: torch.Tensor | None,
+    group: int,
+    block_n: int,
+    block_k: int,
+    num_warps: int,
+    num_stages: int,
+    pdl: bool,
+    norm_eps: float | None,
+    pair: int,
+    period: int,
+    rope_rows: int,
+    rope_scale: float,
+    has_residual: bool,
+    sub: int,
+    ahead: int = 1,
+) -> torch.Tensor:
+    return gemv4(
+        x,
+        packed,
+        scales,
+        group,
+        bias,
+        block_n,
+        block_k,
+        num_warps,
+        num_stages,
+        pdl,
+        Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual),
+        norm_weight,
+        residual,
+        pos,
+        inv_freq,
+        sub,
+        ahead,
+    )
 
 
 @gemv4_op.register_fake
-def _(x, packed, scales, norm_weight, bias, residual, pos, inv_freq, group, block_n, block_k, num_warps, num_stages,
-      pdl, norm_eps, pair, period, rope_rows, rope_scale, has_residual, sub, ahead=1):
+def _(
+    x,
+    packed,
+    scales,
+    norm_weight,
+    bias,
+    residual,
+    pos,
+    inv_freq,
+    group,
+    block_n,
+    block_k,
+    num_warps,
+    num_stages,
+    pdl,
+    norm_eps,
+    pair,
+    period,
+    rope_rows,
+    rope_scale,
+    has_residual,
+    sub,
+    ahead=1,
+):
     n = packed.shape[0] * packed.shape[2]
     return x.new_empty(n // 2 if pair == SILU else n)
 
@@ -159,16 +303,19 @@ class Gemv4Linear(torch.nn.Module):
         self.cfg, self.pdl, self.epilogue = None, False, Epilogue()
 
     def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {**{key: int(cfg[key]) for key in CONFIG_KEYS}, "sub": int(cfg.get("sub", 1)),
-                    "ahead": int(cfg.get("ahead", 1))}
+        self.cfg = {
+            **{key: int(cfg[key]) for key in CONFIG_KEYS},
+            "sub": int(cfg.get("sub", 1)),
+            "ahead": int(cfg.get("ahead", 1)),
+        }
         self.pdl, self.epilogue = pdl, epilogue
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[:-1].numel() == 1 and self.cfg is not None:
             return self.step(x.reshape(-1), plain=True).reshape(*x.shape[:-1], -1)
         if self.norm_weight is not None:
-            x = self.norm_weight * x   # transformers' order: the weight times the normalised input
-        if x.is_cuda and x.dtype == torch.bfloat16 and self.group_size >= 16:   # the tensor cores, in registers
+            x = self.norm_weight * x  # transformers' order: the weight times the normalised input
+        if x.is_cuda and x.dtype == torch.bfloat16 and self.group_size >= 16:  # the tensor cores, in registers
             y = prompt4(x.reshape(-1, self.in_features), self.packed, self.scales, self.group_size)
             y = y if self.bias is None else y + self.bias.float()
             return y.to(x.dtype).reshape(*x.shape[:-1], -1)
@@ -178,8 +325,26 @@ class Gemv4Linear(torch.nn.Module):
         bias = None if self.bias is None else self.bias.float()
         return torch.nn.functional.linear(x.float(), w, bias).to(x.dtype)
 
-    def step(self, x: torch.Tensor, residual: torch.Tensor | None = None, pos: torch.Tensor | None = None,
-             inv_freq: torch.Tensor | None = None, plain: bool = False) -> torch.Tensor:
+    def step(
+        self,
+        x: torch.Tensor,
+        residual: torch.Tensor | None = None,
+        pos: torch.Tensor | None = None,
+        inv_freq: torch.Tensor | None = None,
+        plain: bool = False,
+    ) -> torch.Tensor:
         e = Epilogue() if plain else self.epilogue
-        return gemv4_op(x, self.packed, self.scales, self.norm_weight, self.bias, residual, pos, inv_freq,
-                        self.group_size, pdl=self.pdl, **e.op_args(), **self.cfg)
+        return gemv4_op(
+            x,
+            self.packed,
+            self.scales,
+            self.norm_weight,
+            self.bias,
+            residual,
+            pos,
+            inv_freq,
+            self.group_size,
+            pdl=self.pdl,
+            **e.op_args(),
+            **self.cfg,
+        )

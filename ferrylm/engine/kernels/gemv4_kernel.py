@@ -1,6 +1,7 @@
 """The 4-bit kernel itself (Triton kernel language), launched by `gemv4.gemv4`; the layout it reads and
 why it is written this way are in gemv4.py's docstring.
 """
+
 import triton
 import triton.language as tl
 
@@ -27,8 +28,7 @@ def _x8(ptr, word_rows, k, K: tl.constexpr):
             v = tl.load(at + half, mask=inside, other=0)
             for part in tl.static_range(2):
                 bits = (v >> (32 * part)).to(tl.int32)
-                out = out + ((bits << 16).to(tl.float32, bitcast=True),
-                             (bits & -65536).to(tl.float32, bitcast=True))
+                out = out + ((bits << 16).to(tl.float32, bitcast=True), (bits & -65536).to(tl.float32, bitcast=True))
     else:
         for j in tl.static_range(8):
             at = k + word_rows * 8 + j
@@ -55,7 +55,7 @@ def _xs(x_ptr, g_ptr, word_rows, k, K: tl.constexpr, HAS_G: tl.constexpr):
             gsum += gx
         # 4 j - 12 (j // 5): the value's lowest bit once read (`_dot8`)
         scaled = scaled + (gx * (2.0 ** (149 - (4 * j - 12 * (j // 5)) - SHIFT)),)
-    return sq, gsum * (-8.0 * 2.0 ** -SHIFT), scaled
+    return sq, gsum * (-8.0 * 2.0**-SHIFT), scaled
 
 
 @triton.jit
@@ -66,7 +66,7 @@ def _dot8(p, s, x):
     d = x[1][:, :, None]
     for j in tl.static_range(8):
         word = p
-        if j >= 5:   # values 5-7 from the word >> 12: bits 8..19
+        if j >= 5:  # values 5-7 from the word >> 12: bits 8..19
             word = high
         d += (word & (15 << (4 * j - 12 * (j // 5)))).to(tl.float32, bitcast=True) * x[2][j][:, :, None]
     return d * s.to(tl.float32)[:, None, :]
@@ -80,8 +80,7 @@ def _strip_at(rows, ROWS: tl.constexpr, B: tl.constexpr):
 
 
 @triton.jit
-def _strips(w_ptr, s_ptr, rows, word_rows, K: tl.constexpr, GROUP: tl.constexpr, GT: tl.constexpr,
-            B: tl.constexpr):
+def _strips(w_ptr, s_ptr, rows, word_rows, K: tl.constexpr, GROUP: tl.constexpr, GT: tl.constexpr, B: tl.constexpr):
     """Pointers to the words [GT, GW, BLOCK_N] and scales [GT, BLOCK_N] of these rows' first tile."""
     w = w_ptr + word_rows[:, :, None] * B + _strip_at(rows, K // 8, B)[None, None, :]
     s = s_ptr + tl.arange(0, GT)[:, None] * B + _strip_at(rows, K // GROUP, B)[None, :]
@@ -89,8 +88,9 @@ def _strips(w_ptr, s_ptr, rows, word_rows, K: tl.constexpr, GROUP: tl.constexpr,
 
 
 @triton.jit
-def _tile4(w_ptrs, s_ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, B: tl.constexpr,
-           EVEN: tl.constexpr):
+def _tile4(
+    w_ptrs, s_ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, B: tl.constexpr, EVEN: tl.constexpr
+):
     """The packed words [BLOCK_K/GROUP, GROUP/8, BLOCK_N] and group scales [BLOCK_K/GROUP, BLOCK_N] of
     the tile at column k (word row k/8 + i holds columns k + 8i .. k + 8i + 7 of its row); EVEN: the
     tile lies inside K."""
@@ -105,8 +105,17 @@ def _tile4(w_ptrs, s_ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.
 
 
 @triton.jit
-def _words(ptrs, k, K: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, B: tl.constexpr, EVEN: tl.constexpr,
-           PAIR: tl.constexpr, SUB: tl.constexpr):
+def _words(
+    ptrs,
+    k,
+    K: tl.constexpr,
+    GROUP: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    B: tl.constexpr,
+    EVEN: tl.constexpr,
+    PAIR: tl.constexpr,
+    SUB: tl.constexpr,
+):
     """The words and scales at column k of each row block this program owns (ptrs: `_strips`' of each):
     a, its pair b, and the second block's a and b (c, d) when SUB is 2; absent ones repeat a."""
     wa, wsa, wb, wsb, wc, wsc, wd, wsd = ptrs
@@ -140,9 +149,25 @@ def _add(acc, t, PAIR: tl.constexpr, SUB: tl.constexpr, NORM: tl.constexpr):
 
 
 @triton.jit
-def _loop(acc, w0, w1, x0, ptrs, x_ptr, g_ptr, word_rows, K: tl.constexpr, GROUP: tl.constexpr,
-          BLOCK_K: tl.constexpr, B: tl.constexpr, PAIR: tl.constexpr, SUB: tl.constexpr, HAS_G: tl.constexpr,
-          NORM: tl.constexpr, AHEAD: tl.constexpr):
+def _loop(
+    acc,
+    w0,
+    w1,
+    x0,
+    ptrs,
+    x_ptr,
+    g_ptr,
+    word_rows,
+    K: tl.constexpr,
+    GROUP: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    B: tl.constexpr,
+    PAIR: tl.constexpr,
+    SUB: tl.constexpr,
+    HAS_G: tl.constexpr,
+    NORM: tl.constexpr,
+    AHEAD: tl.constexpr,
+):
     """The products over K from the first tile on (w0: its words, x0: its x; w1: the second tile's words
     when AHEAD is 2), x one tile ahead and the words AHEAD tiles ahead: the next reads are requested
     before this tile's products. A tile's words cost fewer registers than its x, so reading them two
@@ -176,27 +201,50 @@ def _loop(acc, w0, w1, x0, ptrs, x_ptr, g_ptr, word_rows, K: tl.constexpr, GROUP
 @triton.jit
 def _sums(a, b, PAIR: tl.constexpr):
     """A row block's sums over its words (and its pair's), scaled back by 2^SHIFT."""
-    ya = tl.sum(tl.sum(a, axis=1), axis=0) * 2.0 ** SHIFT
+    ya = tl.sum(tl.sum(a, axis=1), axis=0) * 2.0**SHIFT
     yb = ya
     if PAIR != 0:
-        yb = tl.sum(tl.sum(b, axis=1), axis=0) * 2.0 ** SHIFT
+        yb = tl.sum(tl.sum(b, axis=1), axis=0) * 2.0**SHIFT
     return ya, yb
 
 
 @triton.jit
-def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale,
-                  K: tl.constexpr, GROUP: tl.constexpr, HAS_G: tl.constexpr,
-                  HAS_BIAS: tl.constexpr, NORM: tl.constexpr, PAIR: tl.constexpr, PERIOD: tl.constexpr,
-                  ROPE_ROWS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PDL: tl.constexpr, SUB: tl.constexpr, B: tl.constexpr, AHEAD: tl.constexpr = 1):
+def _gemv4_kernel(
+    x_ptr,
+    w_ptr,
+    s_ptr,
+    g_ptr,
+    b_ptr,
+    r_ptr,
+    y_ptr,
+    pos_ptr,
+    freq_ptr,
+    eps,
+    rope_scale,
+    K: tl.constexpr,
+    GROUP: tl.constexpr,
+    HAS_G: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    NORM: tl.constexpr,
+    PAIR: tl.constexpr,
+    PERIOD: tl.constexpr,
+    ROPE_ROWS: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
+    SUB: tl.constexpr,
+    B: tl.constexpr,
+    AHEAD: tl.constexpr = 1,
+):
     # AHEAD: tiles of words read ahead of the one multiplied (1 or 2; x is read one tile ahead).
     # SUB row blocks a program (virtual programs SUB * pid + i): each x value a thread reads serves
     # SUB times as many words.
     pid = tl.program_id(0) * SUB
     HALF: tl.constexpr = PERIOD // 2
-    GT: tl.constexpr = BLOCK_K // GROUP    # groups a tile
-    GW: tl.constexpr = GROUP // 8          # word rows a group
-    word_rows = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]     # [GT, GW], within the tile
+    GT: tl.constexpr = BLOCK_K // GROUP  # groups a tile
+    GW: tl.constexpr = GROUP // 8  # word rows a group
+    word_rows = tl.arange(0, GT)[:, None] * GW + tl.arange(0, GW)[None, :]  # [GT, GW], within the tile
     rows = _rows(pid, PAIR, PERIOD, BLOCK_N)
     rows2 = _rows(pid + 1, PAIR, PERIOD, BLOCK_N)
     wa, sa = _strips(w_ptr, s_ptr, rows, word_rows, K, GROUP, GT, B)
@@ -215,22 +263,74 @@ def _gemv4_kernel(x_ptr, w_ptr, s_ptr, g_ptr, b_ptr, r_ptr, y_ptr, pos_ptr, freq
     zero = tl.zeros([GT, GW, BLOCK_N], tl.float32)
     acc = zero, zero, zero, zero, tl.zeros([GT, GW], tl.float32)
     x0 = _xs(x_ptr, g_ptr, word_rows, 0, K, HAS_G)
-    acc = _loop(acc, words, words1, x0, ptrs, x_ptr, g_ptr, word_rows, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G, NORM,
-                AHEAD)
+    acc = _loop(
+        acc, words, words1, x0, ptrs, x_ptr, g_ptr, word_rows, K, GROUP, BLOCK_K, B, PAIR, SUB, HAS_G, NORM, AHEAD
+    )
     a, b, c, d, sq = acc
     sq = tl.sum(sq, axis=1)
     ya, yb = _sums(a, b, PAIR)
-    _epilogue(ya, yb, sq, pid, rows, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS, NORM, PAIR,
-              PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
+    _epilogue(
+        ya,
+        yb,
+        sq,
+        pid,
+        rows,
+        b_ptr,
+        r_ptr,
+        y_ptr,
+        pos_ptr,
+        freq_ptr,
+        eps,
+        rope_scale,
+        K,
+        HAS_BIAS,
+        NORM,
+        PAIR,
+        PERIOD,
+        ROPE_ROWS,
+        RESIDUAL,
+        BLOCK_N,
+    )
     if SUB == 2:
         ya, yb = _sums(c, d, PAIR)
-        _epilogue(ya, yb, sq, pid + 1, rows2, b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale, K, HAS_BIAS,
-                  NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
+        _epilogue(
+            ya,
+            yb,
+            sq,
+            pid + 1,
+            rows2,
+            b_ptr,
+            r_ptr,
+            y_ptr,
+            pos_ptr,
+            freq_ptr,
+            eps,
+            rope_scale,
+            K,
+            HAS_BIAS,
+            NORM,
+            PAIR,
+            PERIOD,
+            ROPE_ROWS,
+            RESIDUAL,
+            BLOCK_N,
+        )
 
 
 @triton.jit
-def _prompt4_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr,
-                    B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _prompt4_kernel(
+    x_ptr,
+    w_ptr,
+    s_ptr,
+    y_ptr,
+    M,
+    N: tl.constexpr,
+    K: tl.constexpr,
+    GROUP: tl.constexpr,
+    B: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     """y [M, N] (fp32) = x [M, K] (bf16) times the 4-bit weight's transpose, for prompts: a group's
     integers as bf16 (exact) through the tensor cores against x (products exact, sums fp32), times the
     group's scales, so the result is the fp32 product with the dequantized weight up to summation order.
@@ -243,8 +343,8 @@ def _prompt4_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N: tl.constexpr, K: tl.conste
     x_at = x_ptr + m[:, None] * K + tl.arange(0, GROUP)[None, :]
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for g in range(0, K // GROUP):
-        p = tl.load(w_at + g * GW * B, mask=(n < N)[None, :], other=0)                # [GW, BLOCK_N] words
-        u = (p[:, None, :] >> (4 * tl.arange(0, 8))[None, :, None]) & 15                # input 8 w + j at [w, j]
+        p = tl.load(w_at + g * GW * B, mask=(n < N)[None, :], other=0)  # [GW, BLOCK_N] words
+        u = (p[:, None, :] >> (4 * tl.arange(0, 8))[None, :, None]) & 15  # input 8 w + j at [w, j]
         q = (tl.reshape(u, [GROUP, BLOCK_N]) - 8).to(tl.float32).to(x_ptr.dtype.element_ty)
         xg = tl.load(x_at + g * GROUP, mask=(m < M)[:, None], other=0.0)
         s = tl.load(s_at + g * B, mask=n < N, other=0.0).to(tl.float32)

@@ -7,6 +7,7 @@ each find their block's largest (its first index, as torch.argmax), and the last
 (an atomic count, reset for the next step) takes the first largest over the blocks in order and
 writes the state. The result is torch.argmax's on the same logits.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,34 +18,47 @@ try:
 except ImportError:  # the CPU-only install: the kernel engine is never built there
     triton = None
 
-BLOCK = 4096   # logits a program
+BLOCK = 4096  # logits a program
 
 
 if triton is not None:
+
     @triton.jit
-    def _greedy_kernel(logits_ptr, best_ptr, at_ptr, count_ptr, token_ptr, tokens_ptr, pos_ptr, V: tl.constexpr,
-                       BLOCK: tl.constexpr, PARTS: tl.constexpr, PARTS_P2: tl.constexpr, PDL: tl.constexpr):
+    def _greedy_kernel(
+        logits_ptr,
+        best_ptr,
+        at_ptr,
+        count_ptr,
+        token_ptr,
+        tokens_ptr,
+        pos_ptr,
+        V: tl.constexpr,
+        BLOCK: tl.constexpr,
+        PARTS: tl.constexpr,
+        PARTS_P2: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         if PDL:
-            tl.extra.cuda.gdc_wait()   # the output layer has written the logits
+            tl.extra.cuda.gdc_wait()  # the output layer has written the logits
         offs = pid * BLOCK + tl.arange(0, BLOCK)
         v = tl.load(logits_ptr + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
         top = tl.max(v, axis=0)
         tl.store(best_ptr + pid, top)
         tl.store(at_ptr + pid, tl.min(tl.where(v == top, offs, V), axis=0))
-        tl.debug_barrier()   # this program's part stored before its count says so (release, GPU scope)
+        tl.debug_barrier()  # this program's part stored before its count says so (release, GPU scope)
         if tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu") == PARTS - 1:
             parts = tl.arange(0, PARTS_P2)
             inside = parts < PARTS
             best = tl.load(best_ptr + parts, mask=inside, other=float("-inf"), volatile=True)
             at = tl.load(at_ptr + parts, mask=inside, other=V, volatile=True)
             token = tl.min(tl.where(best == tl.max(best, axis=0), at, V), axis=0).to(tl.int64)
-            token = tl.minimum(token, V - 1)   # all NaN (a broken model): a token, not a read past the embedding
+            token = tl.minimum(token, V - 1)  # all NaN (a broken model): a token, not a read past the embedding
             pos = tl.load(pos_ptr)
             tl.store(token_ptr, token)
             tl.store(tokens_ptr + pos + 1, token)
             tl.store(pos_ptr, pos + 1)
-            tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")   # for the next step
+            tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")  # for the next step
 
 
 class Greedy:
@@ -63,5 +77,19 @@ class Greedy:
         if logits.numel() != self.vocab:
             raise ValueError(f"greedy: {logits.numel()} logits for a vocabulary of {self.vocab}")
         launch = {"launch_pdl": True} if self.pdl else {}
-        _greedy_kernel[(self.parts,)](logits, self.best, self.at, self.count, token, tokens, pos, self.vocab, BLOCK,
-                                      self.parts, triton.next_power_of_2(self.parts), self.pdl, num_warps=8, **launch)
+        _greedy_kernel[(self.parts,)](
+            logits,
+            self.best,
+            self.at,
+            self.count,
+            token,
+            tokens,
+            pos,
+            self.vocab,
+            BLOCK,
+            self.parts,
+            triton.next_power_of_2(self.parts),
+            self.pdl,
+            num_warps=8,
+            **launch,
+        )

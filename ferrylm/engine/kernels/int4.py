@@ -9,6 +9,7 @@ quarter of the bytes of bf16 to read, and at batch 1 bytes are the time.
 tinygemm dequantizes `(u - 8) * scale + zero` with `u` in [0, 15]; a symmetric value `q` in [-8, 7]
 is `u = q + 8` with zero 0.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,9 +37,11 @@ class Int4WeightLinear(torch.nn.Module):
         # The kernel tiles the inputs by inner_k_tiles * 16; the largest tiling that divides them.
         inner_k_tiles = next((t for t in (8, 4, 2) if self.in_features % (t * 16) == 0), None)
         if inner_k_tiles is None or group_size not in (32, 64, 128, 256):
-            raise ValueError(f"int4 kernel: {self.in_features} inputs / group {group_size} are not supported "
-                             "(inputs must be a multiple of 32, group one of 32, 64, 128, 256)")
-        u = (q.to(torch.int32) + 8)
+            raise ValueError(
+                f"int4 kernel: {self.in_features} inputs / group {group_size} are not supported "
+                "(inputs must be a multiple of 32, group one of 32, 64, 128, 256)"
+            )
+        u = q.to(torch.int32) + 8
         if q.device.type == "cuda":
             packed = ((u[:, ::2] << 4) | u[:, 1::2]).to(torch.uint8)
             w = torch.ops.aten._convert_weight_to_int4pack(packed.contiguous(), inner_k_tiles)

@@ -11,6 +11,7 @@ at worst the engine tunes as if it had none.
 Beside this machine's own file, ferrylm ships what the tuning chose on the GPUs it was measured on
 (`defaults/<gpu>.json`, `shipped`): a GPU of that name starts with them and tunes only the shapes they lack.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,8 +28,13 @@ from ferrylm.models import cache_root
 from ..kernels.gemv import Epilogue
 
 log = get_logger(__name__)
-KERNELS = ("kernels/gemv.py", "kernels/gemv4.py", "kernels/gemv4_kernel.py", "decode_step.py",
-           "tuning/choose.py")   # what a choice depends on, under engine/
+KERNELS = (
+    "kernels/gemv.py",
+    "kernels/gemv4.py",
+    "kernels/gemv4_kernel.py",
+    "decode_step.py",
+    "tuning/choose.py",
+)  # what a choice depends on, under engine/
 
 
 def tuned_path(pdl: bool, root: str | Path | None = None, sources: Path = Path(__file__).parents[1]) -> Path:
@@ -37,8 +43,13 @@ def tuned_path(pdl: bool, root: str | Path | None = None, sources: Path = Path(_
     import triton
 
     digest = hashlib.sha256()
-    for part in (torch.cuda.get_device_name(), str(torch.cuda.get_device_capability()), torch.__version__,
-                 triton.__version__, str(pdl)):
+    for part in (
+        torch.cuda.get_device_name(),
+        str(torch.cuda.get_device_capability()),
+        torch.__version__,
+        triton.__version__,
+        str(pdl),
+    ):
         digest.update(part.encode() + b"\0")
     for name in KERNELS:
         digest.update((sources / name).read_bytes())
@@ -74,8 +85,9 @@ def load(path: Path) -> dict:
     try:
         return {_decode(entry["key"]): entry["config"] for entry in json.loads(path.read_text())}
     except (OSError, ValueError, KeyError, TypeError) as e:
-        log.warning("engine: ignoring the saved kernel configurations %s (%s: %s); tuning again", path,
-                    type(e).__name__, e)
+        log.warning(
+            "engine: ignoring the saved kernel configurations %s (%s: %s); tuning again", path, type(e).__name__, e
+        )
         return {}
 
 
@@ -84,12 +96,14 @@ def save(path: Path, configs: dict) -> bool:
     stay), without their runners-up (a saved choice is not refined again), written atomically.
     Where it cannot be written (read-only, full), a warning: the engine tuned runs as well without
     it, and the next one tunes again. Whether it was saved."""
-    ours = {key: {k: v for k, v in cfg.items() if k != "runners_up"} for key, cfg in configs.items()
-            if not cfg.get("untimed")}   # a shape left untuned by a spent budget is tuned by the next engine
+    ours = {
+        key: {k: v for k, v in cfg.items() if k != "runners_up"}
+        for key, cfg in configs.items()
+        if not cfg.get("untimed")
+    }  # a shape left untuned by a spent budget is tuned by the next engine
     try:
         write_json_atomic(path, [{"key": _encode(key), "config": cfg} for key, cfg in {**load(path), **ours}.items()])
         return True
     except OSError as e:
-        log.warning("engine: could not save the kernel configurations to %s (%s); the next engine tunes again",
-                    path, e)
+        log.warning("engine: could not save the kernel configurations to %s (%s); the next engine tunes again", path, e)
         return False

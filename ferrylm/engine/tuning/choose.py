@@ -13,6 +13,7 @@ and `refine` lets the engine try each of them in its captured step (`Engine._ref
 only where the whole step gets faster, over the keys again (up to three passes) since their kernels
 overlap.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,8 +30,15 @@ def _pow2(k: int) -> int:
     return 1 << max(k - 1, 0).bit_length()
 
 
-def candidates(n: int, k: int, epilogue: Epilogue = Epilogue(), block_ns=(1, 2), block_ks=(512, 1024, 2048, 4096),
-               max_tile: int = 8192, warps=(4, 8)):
+def candidates(
+    n: int,
+    k: int,
+    epilogue: Epilogue = Epilogue(),
+    block_ns=(1, 2),
+    block_ks=(512, 1024, 2048, 4096),
+    max_tile: int = 8192,
+    warps=(4, 8),
+):
     """The configurations worth timing for an [n, k] weight (a paired epilogue: whole pairs of row
     blocks in every program and period), at most `max_tile` weights per program and step."""
     pair = 2 if epilogue.pair else 1
@@ -46,13 +54,15 @@ def tuning_inputs(n: int, k: int, like: torch.Tensor, epilogue: Epilogue) -> tup
     x = torch.randn(k, device=like.device, dtype=like.dtype)
     extra = {"residual": torch.randn(n, device=like.device, dtype=like.dtype) if epilogue.residual else None}
     if epilogue.pair == ROPE:
-        extra.update(pos=torch.tensor([100], device=like.device),
-                     inv_freq=torch.rand(epilogue.period // 2, device=like.device))
+        extra.update(
+            pos=torch.tensor([100], device=like.device), inv_freq=torch.rand(epilogue.period // 2, device=like.device)
+        )
     return x, extra
 
 
-def fastest(run, want: torch.Tensor, configs, what: str, runners_up: int | None = None,
-            within: float = float("inf")) -> dict:
+def fastest(
+    run, want: torch.Tensor, configs, what: str, runners_up: int | None = None, within: float = float("inf")
+) -> dict:
     """The configuration whose `run(**cfg)` is fastest (timed with the L2 flushed between runs, as in
     decode, where each weight is read once per token); each one's result checked against `want`. The
     next `runners_up` (all by default) within `within` times its time go with it, for `refine`."""
@@ -63,7 +73,7 @@ def fastest(run, want: torch.Tensor, configs, what: str, runners_up: int | None 
     for cfg in configs:
         try:
             got = run(**cfg)
-        except OutOfResources:   # more registers or shared memory than the GPU has: not a candidate here
+        except OutOfResources:  # more registers or shared memory than the GPU has: not a candidate here
             continue
         if (got.float() - want).abs().max() > 1e-2 * want.abs().max():
             raise RuntimeError(f"{what} {cfg} disagrees with its reference")
@@ -93,15 +103,22 @@ def untimed(configs) -> dict:
     return {**next(iter(configs)), "untimed": True}
 
 
-TIMINGS = ("ms", "step_ms", "runners_up", "untimed")   # what a configuration's dict holds besides the configuration
+TIMINGS = ("ms", "step_ms", "runners_up", "untimed")  # what a configuration's dict holds besides the configuration
 
 
 def _same(a: dict, b: dict) -> bool:
     return {k: v for k, v in a.items() if k not in TIMINGS} == {k: v for k, v in b.items() if k not in TIMINGS}
 
 
-def refine(configs: dict, apply, time_step, gain: float = 0.995, passes: int = 3, log: list | None = None,
-           budget: Budget | None = None) -> dict:
+def refine(
+    configs: dict,
+    apply,
+    time_step,
+    gain: float = 0.995,
+    passes: int = 3,
+    log: list | None = None,
+    budget: Budget | None = None,
+) -> dict:
     """The configurations `configs` {key: cfg} with each key's candidates (its first choice and its
     runners-up) tried in turn in the whole captured step: `apply(key, cfg)` puts a configuration on that
     key's layers, `time_step()` times the step (ms) with whatever is applied. A candidate replaces its
@@ -143,9 +160,14 @@ def tune(w: torch.Tensor, pdl: bool = False, epilogue: Epilogue = Epilogue()) ->
     x, extra = tuning_inputs(n, k, w, epilogue)
     # Three runners-up, as before: trying all in the step was measured for the 4-bit products only, and
     # the one bf16 product of the 4-bit step (the output layer) reads near the memory's bandwidth.
-    return fastest(lambda **cfg: gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg),
-                   gemv_reference(x, w, None, epilogue, **extra), candidates(n, k, epilogue),
-                   f"gemv on {tuple(w.shape)}, {epilogue}", runners_up=3, within=1.15)
+    return fastest(
+        lambda **cfg: gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg),
+        gemv_reference(x, w, None, epilogue, **extra),
+        candidates(n, k, epilogue),
+        f"gemv on {tuple(w.shape)}, {epilogue}",
+        runners_up=3,
+        within=1.15,
+    )
 
 
 def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> dict:
@@ -155,9 +177,12 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
     g = layer.norm_weight if epilogue.norm_eps is not None else None
     args = (layer.packed, layer.scales, group, None)
     configs = list(tune4_candidates(n, k, group, epilogue))
-    return fastest(lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
-                   gemv4_reference(x, *args, epilogue, g, **extra), configs,
-                   f"gemv4 on {n}x{k} (group {group}), {epilogue}")
+    return fastest(
+        lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
+        gemv4_reference(x, *args, epilogue, g, **extra),
+        configs,
+        f"gemv4 on {n}x{k} (group {group}), {epilogue}",
+    )
 
 
 # (block_n, block_k, sub, num_warps[, ahead]): the fastest four of each 7B layer shape timed inside the
@@ -168,11 +193,28 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
 # Last, the words read two tiles ahead (`ahead`) for the two fastest of down and of gate/up in the step
 # crossed with it (bench/results/gemv4_in_step_ahead_h100.json): down's long rows run two programs a
 # multiprocessor, and a second tile in flight made its step 2.9 % faster.
-TUNE4 = ((8, 256, 1, 4), (8, 256, 2, 4), (8, 512, 1, 4), (8, 1024, 1, 4), (8, 1024, 2, 4), (8, 1024, 2, 8),
-         (8, 2048, 1, 4), (8, 2048, 2, 4), (16, 256, 1, 4), (16, 512, 1, 4), (16, 1024, 1, 8), (16, 2048, 1, 4),
-         (8, 4096, 1, 4), (8, 4096, 1, 8), (16, 4096, 1, 8),
-         (8, 1024, 2, 8, 2), (8, 1024, 2, 4, 2), (16, 256, 1, 4, 2), (8, 512, 1, 4, 2))
-MAX_PER_THREAD = 256   # weights a thread holds a tile: past it the registers spill
+TUNE4 = (
+    (8, 256, 1, 4),
+    (8, 256, 2, 4),
+    (8, 512, 1, 4),
+    (8, 1024, 1, 4),
+    (8, 1024, 2, 4),
+    (8, 1024, 2, 8),
+    (8, 2048, 1, 4),
+    (8, 2048, 2, 4),
+    (16, 256, 1, 4),
+    (16, 512, 1, 4),
+    (16, 1024, 1, 8),
+    (16, 2048, 1, 4),
+    (8, 4096, 1, 4),
+    (8, 4096, 1, 8),
+    (16, 4096, 1, 8),
+    (8, 1024, 2, 8, 2),
+    (8, 1024, 2, 4, 2),
+    (16, 256, 1, 4, 2),
+    (8, 512, 1, 4, 2),
+)
+MAX_PER_THREAD = 256  # weights a thread holds a tile: past it the registers spill
 
 
 def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue(), table=TUNE4):
@@ -180,9 +222,20 @@ def tune4_candidates(n: int, k: int, group: int, epilogue: Epilogue = Epilogue()
     a thread a tile; one stage (the kernel reads a tile ahead itself)."""
     pair = 2 if epilogue.pair else 1
     for bn, bk, sub, nw, *ahead in table:
-        if (bk % group or n % (pair * bn * sub) or (epilogue.pair and epilogue.period % (2 * bn))
-                or bk > max(_pow2(k), group) or pair * bn * bk * sub > MAX_PER_THREAD * 32 * nw):
+        if (
+            bk % group
+            or n % (pair * bn * sub)
+            or (epilogue.pair and epilogue.period % (2 * bn))
+            or bk > max(_pow2(k), group)
+            or pair * bn * bk * sub > MAX_PER_THREAD * 32 * nw
+        ):
             continue
         # `ahead` only where it is not gemv4's default, so a configuration has one spelling
-        yield {"block_n": bn, "block_k": bk, "num_warps": nw, "num_stages": 1, "sub": sub,
-               **({"ahead": ahead[0]} if ahead and ahead[0] != 1 else {})}
+        yield {
+            "block_n": bn,
+            "block_k": bk,
+            "num_warps": nw,
+            "num_stages": 1,
+            "sub": sub,
+            **({"ahead": ahead[0]} if ahead and ahead[0] != 1 else {}),
+        }

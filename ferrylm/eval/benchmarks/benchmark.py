@@ -8,6 +8,7 @@ tasks through one pool (a few tasks per language would otherwise leave a server'
 executes each track in the sandbox and summarises it; the criteria and the report read the
 summaries, never a benchmark's name. A new benchmark or language is one module plus its data.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,21 +26,21 @@ from ..progress import Progress, pool_map
 
 @dataclass
 class Track:
-    benchmark: str                    # as eval.benchmarks names it
+    benchmark: str  # as eval.benchmarks names it
     language: str
-    title: str                        # how the report names it: "HumanEval-X cpp"
-    key: str                          # the criterion its Pass@1 feeds: "pass_at_1_cpp"
-    problems: list[dict] = field(default_factory=list)    # the selected tasks
-    total: int = 0                    # the data set's size (the problems may be a seeded subset of it)
+    title: str  # how the report names it: "HumanEval-X cpp"
+    key: str  # the criterion its Pass@1 feeds: "pass_at_1_cpp"
+    problems: list[dict] = field(default_factory=list)  # the selected tasks
+    total: int = 0  # the data set's size (the problems may be a seeded subset of it)
     prompt: Callable[[dict], str] = lambda p: p["prompt"]  # what the model continues
-    from_reply: Callable[[dict, str], str] | None = None   # chat reply -> completion
+    from_reply: Callable[[dict, str], str] | None = None  # chat reply -> completion
     base_stops: tuple[str, ...] = ()  # base mode: where a completion ends ...
-    from_base: Callable[[dict, str], str] = lambda p, text: text   # ... and what closes it again
-    program: Callable[[dict, str], object] | None = None   # (problem, completion) -> what the sandbox runs
-    binds: tuple[str, ...] = ()       # directories the programs read (bound read-only)
+    from_base: Callable[[dict, str], str] = lambda p, text: text  # ... and what closes it again
+    program: Callable[[dict, str], object] | None = None  # (problem, completion) -> what the sandbox runs
+    binds: tuple[str, ...] = ()  # directories the programs read (bound read-only)
     timeout_s: float = 10.0
-    limits: dict | None = None        # the sandbox's limits where they differ from eval.exec_memory_mb's
-    not_measured: str | None = None   # why this language cannot be measured here
+    limits: dict | None = None  # the sandbox's limits where they differ from eval.exec_memory_mb's
+    not_measured: str | None = None  # why this language cannot be measured here
 
 
 def module(name: str):
@@ -59,12 +60,22 @@ def for_each_problem(items: list, one, concurrency: int, what: str) -> list:
     return [s for group in pool_map(progress.wrap(one), items, concurrency) for s in group]
 
 
-def generate(generator, tracks: list[Track], max_tokens: int, concurrency: int, mode: str = "chat", n: int = 1,
-             temperature: float = 0.0, what: str = "generation", shots=None) -> list[list[tuple[str, str]]]:
+def generate(
+    generator,
+    tracks: list[Track],
+    max_tokens: int,
+    concurrency: int,
+    mode: str = "chat",
+    n: int = 1,
+    temperature: float = 0.0,
+    what: str = "generation",
+    shots=None,
+) -> list[list[tuple[str, str]]]:
     """n completions per task of every track through one pool, as one [(task_id, completion), ...]
     per track. chat: the prompt in the fine-tune's instruction, the first code block of the reply
     (generation stops once it closes); base: the raw prompt, cut at the track's stop sequences.
     `shots` (few_shot.FewShot): training examples of the track's language shown first."""
+
     def one(item: tuple[int, dict]) -> list[tuple[int, str, str]]:
         i, p = item
         t = tracks[i]
@@ -73,8 +84,9 @@ def generate(generator, tracks: list[Track], max_tokens: int, concurrency: int, 
             texts = generator.complete(prompt, max_tokens, temperature, n=n, stop=list(t.base_stops))
             return [(i, p["task_id"], t.from_base(p, text)) for text in texts]
         question = [{"role": "user", "content": user_message(t.prompt(p), t.language)}]
-        replies = generator.chat(with_shots(shots, question, "generate", t.language), max_tokens, temperature, n=n,
-                                 until=code_block_closed)
+        replies = generator.chat(
+            with_shots(shots, question, "generate", t.language), max_tokens, temperature, n=n, until=code_block_closed
+        )
         return [(i, p["task_id"], t.from_reply(p, r)) for r in replies]
 
     items = [(i, p) for i, t in enumerate(tracks) for p in t.problems]
@@ -84,25 +96,51 @@ def generate(generator, tracks: list[Track], max_tokens: int, concurrency: int, 
     return out
 
 
-def run_programs(task_ids: list[str], programs: list, timeout_s: float, memory_mb: int, workers: int,
-                 unconfined: bool = False, what: str = "execution", binds: tuple[str, ...] = (),
-                 limits: dict | None = None) -> list[dict]:
+def run_programs(
+    task_ids: list[str],
+    programs: list,
+    timeout_s: float,
+    memory_mb: int,
+    workers: int,
+    unconfined: bool = False,
+    what: str = "execution",
+    binds: tuple[str, ...] = (),
+    limits: dict | None = None,
+) -> list[dict]:
     """Each program (Python source, or a compiled program for the jail) in the sandbox, with progress;
     one {"task_id", "passed", "result", "isolation"} per program, in order."""
     progress = Progress(what, len(programs))
-    with Sandbox(workers, timeout_s, **({"memory_mb": memory_mb} | (limits or {})), unconfined=unconfined,
-                 binds=binds) as box:
+    with Sandbox(
+        workers, timeout_s, **({"memory_mb": memory_mb} | (limits or {})), unconfined=unconfined, binds=binds
+    ) as box:
         outcomes = pool_map(progress.wrap(box.run), programs, workers)
-    return [{"task_id": t, "passed": o.status == "passed", "result": o.status, "isolation": o.isolation}
-            for t, o in zip(task_ids, outcomes)]
+    return [
+        {"task_id": t, "passed": o.status == "passed", "result": o.status, "isolation": o.isolation}
+        for t, o in zip(task_ids, outcomes)
+    ]
 
 
-def execute(track: Track, samples: list[tuple[str, str]], memory_mb: int, workers: int, unconfined: bool = False,
-            what: str = "execution") -> list[dict]:
+def execute(
+    track: Track,
+    samples: list[tuple[str, str]],
+    memory_mb: int,
+    workers: int,
+    unconfined: bool = False,
+    what: str = "execution",
+) -> list[dict]:
     """Each (task_id, completion) of the track run in the sandbox; one result per sample, in order."""
     by_id = {p["task_id"]: p for p in track.problems}
-    return run_programs([t for t, _ in samples], [track.program(by_id[t], c) for t, c in samples], track.timeout_s,
-                        memory_mb, workers, unconfined, what, binds=track.binds, limits=track.limits)
+    return run_programs(
+        [t for t, _ in samples],
+        [track.program(by_id[t], c) for t, c in samples],
+        track.timeout_s,
+        memory_mb,
+        workers,
+        unconfined,
+        what,
+        binds=track.binds,
+        limits=track.limits,
+    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -122,9 +160,13 @@ def summarise(results: list[dict], ks: list[int], of: int | None = None) -> dict
         n_c = per_task.setdefault(r["task_id"], [0, 0])
         n_c[0] += 1
         n_c[1] += r["passed"]
-    out = {"tasks": len(per_task), "samples": len(results), "passed_samples": sum(r["passed"] for r in results),
-           "per_task": {t: c / n for t, (n, c) in per_task.items()},
-           "isolation": sorted({r.get("isolation", "none") for r in results})}
+    out = {
+        "tasks": len(per_task),
+        "samples": len(results),
+        "passed_samples": sum(r["passed"] for r in results),
+        "per_task": {t: c / n for t, (n, c) in per_task.items()},
+        "isolation": sorted({r.get("isolation", "none") for r in results}),
+    }
     if of is not None and of > len(per_task):
         out["subset_of"] = of
     n_min = min((n for n, _ in per_task.values()), default=0)
@@ -149,9 +191,21 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None
     by its benchmark, language, title and criterion key; per-sample results in
     `<benchmark>_<language>_<label>.jsonl`."""
     live = [t for t in tracks if t.not_measured is None and t.problems]
-    samples = generate(generator, live, e.max_new_tokens, e.concurrency, e.prompt_mode, e.samples_per_task,
-                       e.temperature, what=f"[{label}] generation, {', '.join(t.title for t in live)}",
-                       shots=shots) if live else []
+    samples = (
+        generate(
+            generator,
+            live,
+            e.max_new_tokens,
+            e.concurrency,
+            e.prompt_mode,
+            e.samples_per_task,
+            e.temperature,
+            what=f"[{label}] generation, {', '.join(t.title for t in live)}",
+            shots=shots,
+        )
+        if live
+        else []
+    )
     done = {id(t): s for t, s in zip(live, samples)}
     summaries = []
     for t in tracks:
@@ -159,13 +213,18 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None
         if id(t) not in done:
             summaries.append({**head, "not_measured": t.not_measured or "no tasks"})
             continue
-        results = execute(t, done[id(t)], e.exec_memory_mb, e.exec_workers, e.exec_unconfined,
-                          what=f"[{label}] {t.title} execution")
+        results = execute(
+            t, done[id(t)], e.exec_memory_mb, e.exec_workers, e.exec_unconfined, what=f"[{label}] {t.title} execution"
+        )
         by_id = {p["task_id"]: p for p in t.problems}
         with open(out / results_file(t.benchmark, t.language, label), "w") as fh:
             for r, (task_id, completion) in zip(results, done[id(t)]):
-                p = by_id[task_id]      # the prompt and reference too: a reader (or reviewer) needs nothing else
-                fh.write(json.dumps({**r, "completion": completion, "prompt": t.prompt(p),
-                                     "reference": p.get("canonical_solution")}) + "\n")
+                p = by_id[task_id]  # the prompt and reference too: a reader (or reviewer) needs nothing else
+                fh.write(
+                    json.dumps(
+                        {**r, "completion": completion, "prompt": t.prompt(p), "reference": p.get("canonical_solution")}
+                    )
+                    + "\n"
+                )
         summaries.append({**head, **summarise(results, e.pass_k, of=t.total)})
     return summaries

@@ -6,6 +6,7 @@ method, helpers after it, a usage `main`, prose around the code block. Every sha
 must become the program the bare canonical solution makes (tests/eval/benchmarks/test_humaneval_x.py checks all
 164 tasks of each language).
 """
+
 from __future__ import annotations
 
 import re
@@ -44,7 +45,7 @@ _NOT_A_TYPE = {"if", "while", "for", "return", "match", "else", "in", "switch", 
 def declares(code: str, m: re.Match) -> bool:
     """Whether a `name(` stands where a definition names its function: after `fn` / `func` / a
     receiver / a return type, not after `if` or an operator (`if is_palindrome(s) {` is a call)."""
-    before = code[code.rfind("\n", 0, m.start()) + 1:m.start()].rstrip()
+    before = code[code.rfind("\n", 0, m.start()) + 1 : m.start()].rstrip()
     word = re.search(r"(\w+)$", before)
     return bool(before) and before[-1] in "_>*&])" or (word is not None and word.group(1) not in _NOT_A_TYPE)
 
@@ -89,7 +90,7 @@ def completion_from_reply(problem: dict, reply: str, opened: int = 1) -> str:
     for i, ch in enumerate(code):
         depth += (ch == "{") - (ch == "}")
         if depth == -opened:
-            return code[:i + 1] + "\n" + (_without_main(code[i + 1:]) if opened == 1 else "")
+            return code[: i + 1] + "\n" + (_without_main(code[i + 1 :]) if opened == 1 else "")
     return code.rstrip() + "\n" + "}\n" * (opened + depth)
 
 
@@ -99,7 +100,7 @@ def _past_prompt_body(problem: dict, code: str) -> str:
     must not declare those variables twice."""
     decl = problem["declaration"]
     m = next((m for m in NAME_PAREN.finditer(decl) if m.group(1) == entry_point(problem) and declares(decl, m)), None)
-    given = [ln.strip() for ln in decl[_body_start(decl, m):].splitlines() if ln.strip()] if m else []
+    given = [ln.strip() for ln in decl[_body_start(decl, m) :].splitlines() if ln.strip()] if m else []
     lines = code.splitlines(keepends=True)
     i = k = 0
     while i < len(lines) and k < len(given):

@@ -5,6 +5,7 @@ Two prompting modes:
   instruction the fine-tune was trained on; the first code block of the reply is the answer.
 - base: the raw HumanEval prompt through /v1/completions, cut at the standard stop sequences.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -57,8 +58,18 @@ def program(problem: dict, completion: str) -> str:
 
 
 def track(problems: list[dict], total: int = 164, timeout_s: float = 10.0) -> Track:
-    return Track("humaneval", "python", "HumanEval (Python)", "pass_at_1", problems, total,
-                 from_reply=completion_from_reply, base_stops=tuple(BASE_STOPS), program=program, timeout_s=timeout_s)
+    return Track(
+        "humaneval",
+        "python",
+        "HumanEval (Python)",
+        "pass_at_1",
+        problems,
+        total,
+        from_reply=completion_from_reply,
+        base_stops=tuple(BASE_STOPS),
+        program=program,
+        timeout_s=timeout_s,
+    )
 
 
 def tracks(e) -> list[Track]:
@@ -67,13 +78,28 @@ def tracks(e) -> list[Track]:
     return [track(select(every, e.humaneval_limit, e.subset_seed), len(every), e.exec_timeout_s)]
 
 
-def generate(generator, problems: list[dict], max_tokens: int, concurrency: int, mode: str = "chat", n: int = 1,
-             temperature: float = 0.0, what: str = "HumanEval generation") -> list[tuple[str, str]]:
+def generate(
+    generator,
+    problems: list[dict],
+    max_tokens: int,
+    concurrency: int,
+    mode: str = "chat",
+    n: int = 1,
+    temperature: float = 0.0,
+    what: str = "HumanEval generation",
+) -> list[tuple[str, str]]:
     """n completions per problem, as (task_id, completion) pairs."""
     return benchmark.generate(generator, [track(problems)], max_tokens, concurrency, mode, n, temperature, what)[0]
 
 
-def execute(problems: list[dict], samples: list[tuple[str, str]], timeout_s: float, memory_mb: int,
-            workers: int, unconfined: bool = False, what: str = "HumanEval execution") -> list[dict]:
+def execute(
+    problems: list[dict],
+    samples: list[tuple[str, str]],
+    timeout_s: float,
+    memory_mb: int,
+    workers: int,
+    unconfined: bool = False,
+    what: str = "HumanEval execution",
+) -> list[dict]:
     """Run (task_id, completion) samples; one result per sample, in order."""
     return benchmark.execute(track(problems, timeout_s=timeout_s), samples, memory_mb, workers, unconfined, what)

@@ -9,6 +9,7 @@ fd 3 after it returns, so an early exit with status 0 fails as it does in Python
 The data is read from a local copy (`humaneval_<lang>.jsonl.gz` files): `eval.humaneval_x_dir`, or
 the environment variable FERRYLM_HUMANEVAL_X.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,9 +50,18 @@ int main() {
 
 # The reference harness's standard headers, put before a prompt that lacks them (CodeGeeX's
 # evaluate_humaneval_x.py); the program is then headers + prompt + completion + test.
-_CPP_HEADERS = ("#include<stdlib.h>", "#include<algorithm>", "#include<math.h>", "#include<stdio.h>",
-                "#include<vector>", "#include<string>", "#include<climits>", "#include<cstring>",
-                "#include<iostream>", "#include<cassert>")
+_CPP_HEADERS = (
+    "#include<stdlib.h>",
+    "#include<algorithm>",
+    "#include<math.h>",
+    "#include<stdio.h>",
+    "#include<vector>",
+    "#include<string>",
+    "#include<climits>",
+    "#include<cstring>",
+    "#include<iostream>",
+    "#include<cassert>",
+)
 
 
 def _cpp_program(problem: dict, completion: str, libs: str | None = None) -> dict:
@@ -61,8 +71,10 @@ def _cpp_program(problem: dict, completion: str, libs: str | None = None) -> dic
     headers = "".join(h + "\n" for h in _CPP_HEADERS if h not in problem["prompt"])
     source = headers + problem["prompt"] + completion + "\n" + test + _CPP_HARNESS
     flags = ["-lcrypto"] if "openssl/" in source else []
-    return {"files": {"main.cpp": source},
-            "steps": [["g++", "-std=c++17", "-O0", "-w", "main.cpp", "-o", "main", *flags], ["./main"]]}
+    return {
+        "files": {"main.cpp": source},
+        "steps": [["g++", "-std=c++17", "-O0", "-w", "main.cpp", "-o", "main", *flags], ["./main"]],
+    }
 
 
 _JAVA_HARNESS = """
@@ -87,18 +99,30 @@ public class Main {
 _FEW_ARENAS = ["/usr/bin/env", "MALLOC_ARENA_MAX=2"]
 # The JVM reserves far more address space than it uses; these keep it (javac's too) under the
 # sandbox's memory limit and its thread count under the process limit.
-_JVM = ["-Xmx256m", "-Xss4m", "-XX:ReservedCodeCacheSize=64m", "-XX:MaxMetaspaceSize=128m",
-        "-XX:CompressedClassSpaceSize=64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1"]
+_JVM = [
+    "-Xmx256m",
+    "-Xss4m",
+    "-XX:ReservedCodeCacheSize=64m",
+    "-XX:MaxMetaspaceSize=128m",
+    "-XX:CompressedClassSpaceSize=64m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:CICompilerCount=1",
+]
 
 
 def _java_program(problem: dict, completion: str, libs: str | None = None) -> dict:
     test, n = re.subn(r"public\s+class\s+Main\b", "class FerryTests", problem["test"], count=1)
     if not n:
         raise ValueError(f"{problem['task_id']}: its test has no `public class Main`")
-    javac, java = (os.path.realpath(shutil.which(t) or t) for t in ("javac", "java"))   # not via /etc/alternatives
-    return {"files": {"Main.java": problem["prompt"] + completion + "\n" + test + _JAVA_HARNESS},
-            "steps": [[*_FEW_ARENAS, javac, *(f"-J{o}" for o in _JVM), "-nowarn", "-encoding", "UTF-8", "Main.java"],
-                      [*_FEW_ARENAS, java, *_JVM, "--add-opens", "java.base/java.io=ALL-UNNAMED", "-cp", ".", "Main"]]}
+    javac, java = (os.path.realpath(shutil.which(t) or t) for t in ("javac", "java"))  # not via /etc/alternatives
+    return {
+        "files": {"Main.java": problem["prompt"] + completion + "\n" + test + _JAVA_HARNESS},
+        "steps": [
+            [*_FEW_ARENAS, javac, *(f"-J{o}" for o in _JVM), "-nowarn", "-encoding", "UTF-8", "Main.java"],
+            [*_FEW_ARENAS, java, *_JVM, "--add-opens", "java.base/java.io=ALL-UNNAMED", "-cp", ".", "Main"],
+        ],
+    }
 
 
 _GO_HARNESS = """
@@ -117,40 +141,104 @@ _GO_IMPORTS = ("math", "strings", "fmt", "strconv", "time", "bytes", "regexp", "
 
 def _go_program(problem: dict, completion: str, libs: str) -> dict:
     prompt = problem["prompt"].replace(problem["import"], "")
-    used = [p for p in _GO_IMPORTS if p not in problem["test_setup"]
-            and re.search(rf"\b{p.split('/')[-1]}\.", problem["declaration"] + completion)]
-    source = (problem["test_setup"] + "".join(f'import "{p}"\n' for p in used) + 'import ferryos "os"\n'
-              + prompt + completion + "\n" + problem["test"] + _GO_HARNESS)
-    m = hx_libs.GO_MODULE   # the directory the libraries' cache entries were built in
-    setup = (f"mkdir {m} && cp main_test.go {libs}/go.mod {libs}/go.sum {m}/ && ln -s {libs}/vendor {m}/vendor && "
-             f"cp -r {libs}/cache {m}/.cache")
-    build = ["/usr/bin/env", "-C", m, f"GOCACHE={m}/.cache", f"GOPATH={m}/.gopath", *hx_libs.GO_ENV,
-             hx_libs.GO, "test", "-c", "-vet=off", "-o", f"{m}/main.test", "."]
-    return {"files": {"main_test.go": source},
-            "steps": [["/bin/sh", "-c", setup], build, [f"{m}/main.test", "-test.count=1"]]}
+    used = [
+        p
+        for p in _GO_IMPORTS
+        if p not in problem["test_setup"] and re.search(rf"\b{p.split('/')[-1]}\.", problem["declaration"] + completion)
+    ]
+    source = (
+        problem["test_setup"]
+        + "".join(f'import "{p}"\n' for p in used)
+        + 'import ferryos "os"\n'
+        + prompt
+        + completion
+        + "\n"
+        + problem["test"]
+        + _GO_HARNESS
+    )
+    m = hx_libs.GO_MODULE  # the directory the libraries' cache entries were built in
+    setup = (
+        f"mkdir {m} && cp main_test.go {libs}/go.mod {libs}/go.sum {m}/ && ln -s {libs}/vendor {m}/vendor && "
+        f"cp -r {libs}/cache {m}/.cache"
+    )
+    build = [
+        "/usr/bin/env",
+        "-C",
+        m,
+        f"GOCACHE={m}/.cache",
+        f"GOPATH={m}/.gopath",
+        *hx_libs.GO_ENV,
+        hx_libs.GO,
+        "test",
+        "-c",
+        "-vet=off",
+        "-o",
+        f"{m}/main.test",
+        ".",
+    ]
+    return {
+        "files": {"main_test.go": source},
+        "steps": [["/bin/sh", "-c", setup], build, [f"{m}/main.test", "-test.count=1"]],
+    }
 
 
 def _rust_program(problem: dict, completion: str, libs: str) -> dict:
     # The published tests are a #[cfg(test)] module for libtest, which has no hook after the last
     # test; they become plain functions that main() calls in order, then writes the token.
     live = re.sub(r"/\*.*?\*/", "", problem["test"], flags=re.S)
-    test_fn = r"#\[test\]\s*(?://[^\n]*\n\s*)*fn\s+"     # a line comment may sit between (Rust/50)
+    test_fn = r"#\[test\]\s*(?://[^\n]*\n\s*)*fn\s+"  # a line comment may sit between (Rust/50)
     names = re.findall(test_fn + r"(\w+)", live)
-    if not names:   # Rust/32's published test is commented out: passing it would check nothing
-        return {"files": {}, "steps": [["/bin/sh", "-c", "echo 'the published test has no live #[test] function: "
-                                                         "nothing checks this task'; exit 1"], ["/bin/true"]]}
+    if not names:  # Rust/32's published test is commented out: passing it would check nothing
+        return {
+            "files": {},
+            "steps": [
+                [
+                    "/bin/sh",
+                    "-c",
+                    "echo 'the published test has no live #[test] function: nothing checks this task'; exit 1",
+                ],
+                ["/bin/true"],
+            ],
+        }
     test = re.sub(test_fn, "pub fn ", live.replace("#[cfg(test)]", ""))
-    main = ("\nfn main() {\n" + "".join(f"    tests::{n}();\n" for n in names) +
-            "    if let Ok(token) = std::env::var(\"FERRY_TOKEN\") {\n        use std::io::Write;\n"
-            "        use std::os::unix::io::FromRawFd;\n"
-            "        let _ = unsafe { std::fs::File::from_raw_fd(3) }.write_all(token.as_bytes());\n    }\n}\n")
+    main = (
+        "\nfn main() {\n"
+        + "".join(f"    tests::{n}();\n" for n in names)
+        + '    if let Ok(token) = std::env::var("FERRY_TOKEN") {\n        use std::io::Write;\n'
+        "        use std::os::unix::io::FromRawFd;\n"
+        "        let _ = unsafe { std::fs::File::from_raw_fd(3) }.write_all(token.as_bytes());\n    }\n}\n"
+    )
     source = _rust_prompt(problem) + completion + "\n" + test + main
-    return {"files": {"main.rs": source},
-            "steps": [[*_FEW_ARENAS, hx_libs.RUSTC, "--edition", "2021", "-C", "opt-level=0", "--cap-lints", "allow", "-A", "warnings",
-                       "-C", "debuginfo=0", "-C", "strip=debuginfo",
-                       "-C", f"linker={os.path.realpath(shutil.which('cc') or 'cc')}",   # not via /etc/alternatives
-                       "-L", f"dependency={libs}/deps", *hx_libs.rust_externs(libs), "main.rs", "-o", "main"],
-                      ["./main"]]}
+    return {
+        "files": {"main.rs": source},
+        "steps": [
+            [
+                *_FEW_ARENAS,
+                hx_libs.RUSTC,
+                "--edition",
+                "2021",
+                "-C",
+                "opt-level=0",
+                "--cap-lints",
+                "allow",
+                "-A",
+                "warnings",
+                "-C",
+                "debuginfo=0",
+                "-C",
+                "strip=debuginfo",
+                "-C",
+                f"linker={os.path.realpath(shutil.which('cc') or 'cc')}",  # not via /etc/alternatives
+                "-L",
+                f"dependency={libs}/deps",
+                *hx_libs.rust_externs(libs),
+                "main.rs",
+                "-o",
+                "main",
+            ],
+            ["./main"],
+        ],
+    }
 
 
 def _rust_prompt(problem: dict) -> str:
@@ -164,20 +252,23 @@ def _own_prompt(problem: dict) -> str:
 
 @dataclass(frozen=True)
 class Language:
-    name: str           # as in the data set's file names
-    tool: str           # the toolchain binary whose absence means "not measured" (in the jail's /usr/bin)
-    program: Callable[[dict, str, str | None], dict]   # (problem, completion, libs) -> {"files", "steps"}
-    fence: str          # the code block's language tag, as the data stage renders training pairs
-    base_stops: tuple[str, ...]   # base mode: where a completion of the prompt's function ends
-    prompt: Callable[[dict], str] = _own_prompt   # what the model continues: ends inside the opened function
-    libs: Callable[[Path], str] | None = None     # prepares the test libraries (a directory bound read-only)
+    name: str  # as in the data set's file names
+    tool: str  # the toolchain binary whose absence means "not measured" (in the jail's /usr/bin)
+    program: Callable[[dict, str, str | None], dict]  # (problem, completion, libs) -> {"files", "steps"}
+    fence: str  # the code block's language tag, as the data stage renders training pairs
+    base_stops: tuple[str, ...]  # base mode: where a completion of the prompt's function ends
+    prompt: Callable[[dict], str] = _own_prompt  # what the model continues: ends inside the opened function
+    libs: Callable[[Path], str] | None = None  # prepares the test libraries (a directory bound read-only)
 
 
-LANGUAGES = {"cpp": Language("cpp", "g++", _cpp_program, "cpp", ("\n}\n",)),
-             "java": Language("java", "javac", _java_program, "java", ("\n    }\n",)),
-             "go": Language("go", "go", _go_program, "go", ("\n}\n",), libs=hx_libs.go_libs),
-             "rust": Language("rust", "rustc", _rust_program, "rust", ("\n}\n",), prompt=_rust_prompt,
-                              libs=lambda data: hx_libs.rust_libs())}
+LANGUAGES = {
+    "cpp": Language("cpp", "g++", _cpp_program, "cpp", ("\n}\n",)),
+    "java": Language("java", "javac", _java_program, "java", ("\n    }\n",)),
+    "go": Language("go", "go", _go_program, "go", ("\n}\n",), libs=hx_libs.go_libs),
+    "rust": Language(
+        "rust", "rustc", _rust_program, "rust", ("\n}\n",), prompt=_rust_prompt, libs=lambda data: hx_libs.rust_libs()
+    ),
+}
 
 
 def _opened(lang: Language, problem: dict) -> int:
@@ -189,8 +280,10 @@ def _opened(lang: Language, problem: dict) -> int:
 def data_dir(configured: str | None = None) -> Path:
     where = configured or os.environ.get(ENV)
     if not where:
-        raise HumanEvalXMissing(f"HumanEval-X: no local copy given; download THUDM/humaneval-x's "
-                                f"humaneval_<lang>.jsonl.gz files and set eval.humaneval_x_dir (or {ENV}) to their folder")
+        raise HumanEvalXMissing(
+            f"HumanEval-X: no local copy given; download THUDM/humaneval-x's "
+            f"humaneval_<lang>.jsonl.gz files and set eval.humaneval_x_dir (or {ENV}) to their folder"
+        )
     return Path(where)
 
 
@@ -225,25 +318,48 @@ def tracks(e) -> list[Track]:
     for name in e.humaneval_x_languages:
         lang = LANGUAGES[name]
         every = load_problems(name, e.humaneval_x_dir)
-        t = Track("humaneval-x", name, f"HumanEval-X {name}", f"pass_at_1_{name}", prompt=lang.prompt,
-                  from_reply=lambda p, reply, lang=lang: completion_from_reply(p, reply, _opened(lang, p)),
-                  base_stops=lang.base_stops, from_base=lambda p, text, lang=lang: text + "\n}\n" * _opened(lang, p),
-                  timeout_s=max(e.exec_timeout_s, 20.0))   # a compile step comes first
+        t = Track(
+            "humaneval-x",
+            name,
+            f"HumanEval-X {name}",
+            f"pass_at_1_{name}",
+            prompt=lang.prompt,
+            from_reply=lambda p, reply, lang=lang: completion_from_reply(p, reply, _opened(lang, p)),
+            base_stops=lang.base_stops,
+            from_base=lambda p, text, lang=lang: text + "\n}\n" * _opened(lang, p),
+            timeout_s=max(e.exec_timeout_s, 20.0),
+        )  # a compile step comes first
         t.not_measured = unavailable(name, e.humaneval_x_dir)
         if not t.not_measured:
-            libs = lang.libs(data_dir(e.humaneval_x_dir)) if lang.libs is not None else None   # cached: prepared above
+            libs = lang.libs(data_dir(e.humaneval_x_dir)) if lang.libs is not None else None  # cached: prepared above
             t.problems, t.total = select(every, e.humaneval_x_limit, e.subset_seed), len(every)
             t.program, t.binds = functools.partial(lang.program, libs=libs), (libs,) if libs else ()
         out.append(t)
     return out
 
 
-def execute(language: str, problems: list[dict], completions: list[str], timeout_s: float = 20.0,
-            memory_mb: int = 1024, workers: int = 2, unconfined: bool = False, what: str = "",
-            data: str | None = None) -> list[dict]:
+def execute(
+    language: str,
+    problems: list[dict],
+    completions: list[str],
+    timeout_s: float = 20.0,
+    memory_mb: int = 1024,
+    workers: int = 2,
+    unconfined: bool = False,
+    what: str = "",
+    data: str | None = None,
+) -> list[dict]:
     """One result per (problem, completion), in order: {"task_id", "passed", "result", "isolation"}."""
     lang = LANGUAGES[language]
     libs = lang.libs(data_dir(data)) if lang.libs is not None else None
     programs = [lang.program(p, c, libs) for p, c in zip(problems, completions)]
-    return run_programs([p["task_id"] for p in problems], programs, timeout_s, memory_mb, workers, unconfined,
-                        what or f"HumanEval-X {language} execution", binds=(libs,) if libs else ())
+    return run_programs(
+        [p["task_id"] for p in problems],
+        programs,
+        timeout_s,
+        memory_mb,
+        workers,
+        unconfined,
+        what or f"HumanEval-X {language} execution",
+        binds=(libs,) if libs else (),
+    )

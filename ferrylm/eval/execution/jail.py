@@ -18,6 +18,7 @@ Protocol: one JSON line in per program ({"nonce", "code", "timeout"}), one JSON 
 compiled language {"files": {name: text}, "steps": [argv, ...]}: the steps (compile, then run) share
 the program's directory, limits and uid, and the last one's harness writes the token itself.
 """
+
 import fcntl
 import json
 import os
@@ -44,9 +45,14 @@ def _run_child(workdir, code, limits, uid, token_w, token):
     err = os.open("stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(null, 0), os.dup2(null, 1), os.dup2(err, 2), os.dup2(token_w, _TOKEN_FD)
     os.closerange(_TOKEN_FD + 1, 1024)  # the worker's pipes to the evaluator stay out of reach
-    for kind, value in ((resource.RLIMIT_CPU, (cpu_s, cpu_s + 1)), (resource.RLIMIT_AS, (mem, mem)),
-                        (resource.RLIMIT_FSIZE, (fsize, fsize)), (resource.RLIMIT_CORE, (0, 0)),
-                        (resource.RLIMIT_NOFILE, (256, 256)), (resource.RLIMIT_NPROC, (nproc, nproc))):
+    for kind, value in (
+        (resource.RLIMIT_CPU, (cpu_s, cpu_s + 1)),
+        (resource.RLIMIT_AS, (mem, mem)),
+        (resource.RLIMIT_FSIZE, (fsize, fsize)),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_NOFILE, (256, 256)),
+        (resource.RLIMIT_NPROC, (nproc, nproc)),
+    ):
         resource.setrlimit(kind, value)
     if uid >= 0:
         os.setgroups([])
@@ -92,7 +98,7 @@ def _run_steps(files, steps, token):
                 if not last:
                     os.close(_TOKEN_FD)
                     out = os.open("step.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                    os.dup2(out, 1), os.dup2(out, 2)   # a compiler's messages, wherever it writes them
+                    os.dup2(out, 1), os.dup2(out, 2)  # a compiler's messages, wherever it writes them
                 os.execvpe(argv[0], argv, env)
             finally:
                 os._exit(127)
@@ -100,15 +106,18 @@ def _run_steps(files, steps, token):
         if status != 0:
             what = "compile" if not last else "run"
             tool = _tool(argv)
-            code = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
-                    else f"exit code {os.WEXITSTATUS(status)}")
+            code = (
+                f"signal {signal.Signals(os.WTERMSIG(status)).name}"
+                if os.WIFSIGNALED(status)
+                else f"exit code {os.WEXITSTATUS(status)}"
+            )
             # the compiler's own word for it; a last step may leave its own in reason.txt
             said = _first_error("step.txt" if not last else "reason.txt")[:300]
             print(f"{what} step {os.path.basename(tool)} failed ({code}){': ' + said if said else ''}", file=sys.stderr)
             sys.stderr.flush()
             if last and os.WIFSIGNALED(status):
-                os.kill(os.getpid(), os.WTERMSIG(status))   # the program's own signal is the verdict
-            os._exit(1)   # a compiler's crash is said as one, with its last word (LLVM's "out of memory")
+                os.kill(os.getpid(), os.WTERMSIG(status))  # the program's own signal is the verdict
+            os._exit(1)  # a compiler's crash is said as one, with its last word (LLVM's "out of memory")
     os._exit(0)
 
 
@@ -135,7 +144,7 @@ def _kill_leftovers(pid: int, jailed: bool) -> None:
     # One pass over /proc lost to a fork bomb: its survivors forked between the listing and the kills (59
     # left in a fresh clone's run). kill(-1) signals every process of the namespace but init and the caller
     # while the kernel holds its process table, so no fork gets past it; it repeats while any still live.
-    with open("/proc/1/comm") as f:          # never outside bwrap's pid namespace: -1 would be the host's
+    with open("/proc/1/comm") as f:  # never outside bwrap's pid namespace: -1 would be the host's
         inside = f.read().strip() == "bwrap"
     for _ in range(100):
         alive = _alive_besides_me()

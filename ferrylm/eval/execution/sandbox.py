@@ -11,6 +11,7 @@ A worker that dies (a program killed it) is replaced and that program counts as 
 Without bubblewrap the sandbox refuses to start, unless asked to run `unconfined` (resource limits
 and a clean environment only, the host fully visible), which every outcome then records.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,8 @@ class SandboxError(FerryError, RuntimeError):
 
 @dataclass
 class Outcome:
-    status: str      # 'passed', 'timed out' or 'failed: <reason>'
-    isolation: str   # 'bwrap+uid', 'bwrap' or 'unconfined'
+    status: str  # 'passed', 'timed out' or 'failed: <reason>'
+    isolation: str  # 'bwrap+uid', 'bwrap' or 'unconfined'
 
 
 @lru_cache(maxsize=1)
@@ -63,7 +64,7 @@ def _root_fs_args(binds: tuple[str, ...] = ()) -> list[str]:
     # The JDK's configuration (its conf/ links into /etc), for HumanEval-X in Java; nothing else of /etc.
     args += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/java-17-openjdk", "/etc/java-17-openjdk"]
     for bind in ([] if _python()[1].startswith("/usr/") else [_python()[1]]) + list(binds):
-        src, path = bind.split("=", 1) if "=" in bind else (bind, bind)   # "SRC=PATH": SRC seen at PATH
+        src, path = bind.split("=", 1) if "=" in bind else (bind, bind)  # "SRC=PATH": SRC seen at PATH
         # Programs run as another uid: the directories leading to the path (pyenv, a cache under
         # /root) are made open in the jail; their other contents are not there.
         parents = [str(p) for p in reversed(Path(path).parents) if str(p) != "/"]
@@ -76,10 +77,39 @@ def bwrap_command(binds: tuple[str, ...] = ()) -> list[str] | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return None
-    cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-           "--die-with-parent", "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-           *_root_fs_args(binds), "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(256 << 20), "--tmpfs", "/tmp",
-           "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm", "--chdir", "/tmp"]
+    cmd = [
+        bwrap,
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        *_root_fs_args(binds),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--size",
+        str(256 << 20),
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "1777",
+        "--size",
+        str(64 << 20),
+        "--tmpfs",
+        "/dev/shm",
+        "--chdir",
+        "/tmp",
+    ]
     if os.geteuid() == 0:
         cmd += ["--cap-drop", "ALL"] + [a for cap in _ROOT_CAPS for a in ("--cap-add", cap)]
     else:
@@ -91,8 +121,12 @@ def bwrap_command(binds: tuple[str, ...] = ()) -> list[str] | None:
 def _usable(cmd: tuple[str, ...]) -> bool:
     """bwrap installed is not bwrap allowed (user namespaces may be off for non-root users)."""
     try:
-        return subprocess.run([*cmd, _python()[0], "-I", "-S", "-c", "pass"], capture_output=True,
-                              timeout=30, env={}).returncode == 0
+        return (
+            subprocess.run(
+                [*cmd, _python()[0], "-I", "-S", "-c", "pass"], capture_output=True, timeout=30, env={}
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -102,26 +136,50 @@ def isolation_level(unconfined: bool = False) -> str:
     if unconfined:
         return "unconfined"
     if bwrap_command() is None:
-        raise SandboxError("the code sandbox needs bubblewrap (apt-get install bubblewrap; as a non-root user, "
-                           "unprivileged user namespaces too); to run generated code unconfined anyway, set "
-                           "eval.exec_unconfined=true")
+        raise SandboxError(
+            "the code sandbox needs bubblewrap (apt-get install bubblewrap; as a non-root user, "
+            "unprivileged user namespaces too); to run generated code unconfined anyway, set "
+            "eval.exec_unconfined=true"
+        )
     return "bwrap+uid" if os.geteuid() == 0 else "bwrap"
 
 
 class _Worker:
-    def __init__(self, uid: int, isolation: str, cpu_s: int, memory_bytes: int, file_bytes: int, nproc: int,
-                 binds: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        uid: int,
+        isolation: str,
+        cpu_s: int,
+        memory_bytes: int,
+        file_bytes: int,
+        nproc: int,
+        binds: tuple[str, ...] = (),
+    ):
         jailed = isolation != "unconfined"
         prog_uid = uid if isolation == "bwrap+uid" else -1
         # -S: no site-packages (programs see the standard library only, and start-up is faster);
         # -c: the jail's own root does not hold this package, so its source travels as an argument.
-        argv = [_python()[0], "-I", "-S", "-B", "-c", _JAIL_SOURCE.read_text(),
-                *map(str, (cpu_s, memory_bytes, file_bytes, nproc, prog_uid, int(jailed)))]
+        argv = [
+            _python()[0],
+            "-I",
+            "-S",
+            "-B",
+            "-c",
+            _JAIL_SOURCE.read_text(),
+            *map(str, (cpu_s, memory_bytes, file_bytes, nproc, prog_uid, int(jailed))),
+        ]
         if jailed:
             argv = bwrap_command(binds) + argv
         self.isolation = isolation
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, start_new_session=True, env={"PATH": "/usr/bin:/bin"})
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+            env={"PATH": "/usr/bin:/bin"},
+        )
         if self._read(30) is None:
             raise SandboxError("the sandbox worker did not start")
 
@@ -150,11 +208,21 @@ class _Worker:
 
 
 class Sandbox:
-    def __init__(self, slots: int = 2, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16,
-                 nproc: int = 64, unconfined: bool = False, binds: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        slots: int = 2,
+        timeout_s: float = 10.0,
+        memory_mb: int = 1024,
+        file_mb: int = 16,
+        nproc: int = 64,
+        unconfined: bool = False,
+        binds: tuple[str, ...] = (),
+    ):
         if slots < 1 or timeout_s <= 0 or memory_mb <= 0:
-            raise SandboxError(f"the sandbox needs at least one worker, a positive timeout and memory limit "
-                               f"(got workers={slots}, timeout={timeout_s}, memory_mb={memory_mb})")
+            raise SandboxError(
+                f"the sandbox needs at least one worker, a positive timeout and memory limit "
+                f"(got workers={slots}, timeout={timeout_s}, memory_mb={memory_mb})"
+            )
         self.timeout_s = timeout_s
         self.isolation = isolation_level(unconfined)
         self._spec = (self.isolation, int(timeout_s) + 1, memory_mb << 20, file_mb << 20, nproc, tuple(binds))
@@ -187,8 +255,9 @@ class Sandbox:
             self._idle.put((uid, worker))
 
 
-def run_program(code: str | dict, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16,
-                unconfined: bool = False) -> str:
+def run_program(
+    code: str | dict, timeout_s: float = 10.0, memory_mb: int = 1024, file_mb: int = 16, unconfined: bool = False
+) -> str:
     """One program in a one-slot sandbox; returns the status string."""
     with Sandbox(1, timeout_s, memory_mb, file_mb, unconfined=unconfined) as box:
         return box.run(code).status

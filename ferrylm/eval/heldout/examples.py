@@ -8,6 +8,7 @@ Two tasks (the data stage's `task` field):
   not written again.
 Rows of other formats (cpt, the user's chat files) have no task and are scored as generation.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,7 @@ from .explain_replies import summary_from_reply
 from .few_shot import with_shots
 
 TASKS = ("explain", "generate")
-EXPLAIN_MAX_TOKENS = 96      # a summary is one or two sentences; a reply past this has not stopped
+EXPLAIN_MAX_TOKENS = 96  # a summary is one or two sentences; a reply past this has not stopped
 
 
 def task_of(row: dict) -> str:
@@ -67,6 +68,7 @@ def kept_format(reply: str, row: dict) -> bool:
 def generate_replies(generator, rows: list[dict], max_tokens: int, concurrency: int, shots=None) -> list[str]:
     """One greedy reply per row; `shots` (few_shot.FewShot): training examples of the row's task and
     language shown first, as earlier turns."""
+
     def one(row: dict) -> str:
         messages = with_shots(shots, row["messages"], row.get("task"), row.get("language"))
         if task_of(row) == "explain":
@@ -81,8 +83,14 @@ def score_rows(rows: list[dict], replies: list[str]) -> list[dict]:
     chrf, bleu = sacrebleu.CHRF(), sacrebleu.BLEU(effective_order=True)
     out = []
     for row, reply in zip(rows, replies):
-        rec = {"source": row.get("source"), "language": row.get("language"), "task": task_of(row),
-               "messages": row["messages"], "reference": row["reference"], "reply": reply}
+        rec = {
+            "source": row.get("source"),
+            "language": row.get("language"),
+            "task": task_of(row),
+            "messages": row["messages"],
+            "reference": row["reference"],
+            "reply": reply,
+        }
         if rec["task"] == "explain":
             rec["output"] = summary_from_reply(reply)
             rec["smoothed_bleu4"] = 100 * smooth_bleu.sentence_score(rec["output"], row["reference"])
@@ -101,18 +109,26 @@ def summarize(scored: list[dict]) -> dict:
     out: dict = {}
     explain = [r for r in scored if r["task"] == "explain"]
     if explain:
-        out["explain"] = {"examples": len(explain), "smoothed_bleu4": smooth_bleu.corpus_score(
-            [r["output"] for r in explain], [r["reference"] for r in explain]), "signature": smooth_bleu.SIGNATURE,
+        out["explain"] = {
+            "examples": len(explain),
+            "smoothed_bleu4": smooth_bleu.corpus_score(
+                [r["output"] for r in explain], [r["reference"] for r in explain]
+            ),
+            "signature": smooth_bleu.SIGNATURE,
             # a difference in BLEU can be one of length: the reader sees both
             "mean_words": sum(len(r["output"].split()) for r in explain) / len(explain),
-            "reference_mean_words": sum(len(r["reference"].split()) for r in explain) / len(explain)}
+            "reference_mean_words": sum(len(r["reference"].split()) for r in explain) / len(explain),
+        }
     gen = [r for r in scored if r["task"] == "generate"]
     if gen:
         hyps, refs = [r["output"] for r in gen], [[r["reference"] for r in gen]]
         bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
         kept = [r["format_kept"] for r in gen if r.get("format_kept") is not None]
-        out["generate"] = {"examples": len(gen), "sacrebleu": bleu.corpus_score(hyps, refs).score,
-                           "chrf": chrf.corpus_score(hyps, refs).score,
-                           "format_kept": sum(kept) / len(kept) if kept else None,
-                           "signature": f"{bleu.get_signature()}; {chrf.get_signature()}"}
+        out["generate"] = {
+            "examples": len(gen),
+            "sacrebleu": bleu.corpus_score(hyps, refs).score,
+            "chrf": chrf.corpus_score(hyps, refs).score,
+            "format_kept": sum(kept) / len(kept) if kept else None,
+            "signature": f"{bleu.get_signature()}; {chrf.get_signature()}",
+        }
     return out

@@ -8,6 +8,7 @@ score as the bare summary does (tests/eval/heldout/test_explain_replies.py), so 
 way the data stage took the reference out of the doc comment: markers off, the first paragraph, cut
 where parameter / return markup starts, inline markup reduced to its text.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,11 +19,22 @@ _FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _TRIPLE = re.compile(r'[rRuUbB]?("""|\'\'\')(.*?)(?:\1|\Z)', re.S)
 _COMMENT_LINE = re.compile(r"^\s*(?:///?|//!|#|/\*+|\*/?|\*+/)")
 _HEADING = re.compile(r"^\s*#{1,6}\s*(?:summary|description|docstring|explanation|answer)\s*:?\s*$", re.I | re.M)
-_LABEL = re.compile(r"^\s*(?:[*_]{1,2})?\s*(?:one[- ]line\s+|short\s+|brief\s+)?(?:summary|description|docstring|"
-                    r"doc comment|answer|explanation|purpose|tl;?dr)\s*(?:[*_]{1,2})?\s*[:：—-]\s*(?:[*_]{1,2}\s*)?", re.I)
+_LABEL = re.compile(
+    r"^\s*(?:[*_]{1,2})?\s*(?:one[- ]line\s+|short\s+|brief\s+)?(?:summary|description|docstring|"
+    r"doc comment|answer|explanation|purpose|tl;?dr)\s*(?:[*_]{1,2})?\s*[:：—-]\s*(?:[*_]{1,2}\s*)?",
+    re.I,
+)
 _LEAD_IN = re.compile(r"^[^\n]{0,120}:\s*$")
-_WRAP = [(r"^\*\*(.+)\*\*$", 1), (r"^__(.+)__$", 1), (r"^\*(.+)\*$", 1), (r'^"(.+)"$', 1), (r"^'(.+)'$", 1),
-         (r"^“(.+)”$", 1), (r"^`(.+)`$", 1), (r"^> ?(.+)$", 1)]
+_WRAP = [
+    (r"^\*\*(.+)\*\*$", 1),
+    (r"^__(.+)__$", 1),
+    (r"^\*(.+)\*$", 1),
+    (r'^"(.+)"$', 1),
+    (r"^'(.+)'$", 1),
+    (r"^“(.+)”$", 1),
+    (r"^`(.+)`$", 1),
+    (r"^> ?(.+)$", 1),
+]
 
 
 def _outside_fences(text: str) -> str:
@@ -56,7 +68,7 @@ def _unmarked(text: str) -> str:
 
 def _unwrapped(line: str) -> str:
     line = _LABEL.sub("", line.strip(), count=1).strip()
-    for pattern, group in _WRAP * 2:     # bold inside quotes, or the other way round
+    for pattern, group in _WRAP * 2:  # bold inside quotes, or the other way round
         m = re.match(pattern, line)
         if m:
             line = m.group(group).strip()
@@ -68,7 +80,7 @@ def summary_from_reply(reply: str) -> str:
     text = _HEADING.sub("", reply.replace("\r\n", "\n").replace("\r", "\n")).strip()
     outside = _drop_lead_in(_outside_fences(text))
     if not re.search(r"\w", _LABEL.sub("", outside)) and _FENCE.search(text):
-        text = _FENCE.search(text).group(1)      # nothing but a lead-in outside: the fence holds it
+        text = _FENCE.search(text).group(1)  # nothing but a lead-in outside: the fence holds it
     else:
         text = outside
     text = _drop_lead_in(_LABEL.sub("", text.strip(), count=1) if _LABEL.match(text.strip() + " ") else text)

@@ -5,6 +5,7 @@ the same task and language (the data stage's shots.jsonl: never a held-out repos
 the same for every run of the same data) as earlier chat turns, the way a user shows examples in a
 chat; in base mode (raw completion) the examples' code comes before the prompt.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,15 +40,20 @@ class FewShot:
 
     def prefix(self, language: str) -> str:
         """Base mode: the generation examples' code (declaration and body), each followed by a blank line."""
-        return "".join(ex["prompt_code"] + ex["body"].rstrip("\n") + "\n\n" for ex in self.shown("generate", language)
-                       if "prompt_code" in ex)
+        return "".join(
+            ex["prompt_code"] + ex["body"].rstrip("\n") + "\n\n"
+            for ex in self.shown("generate", language)
+            if "prompt_code" in ex
+        )
 
     def summary(self, asked: set[tuple] = frozenset()) -> dict:
         """What was shown, for the report: k and, per task/language, which examples; and which of the
         (task, language) pairs `asked` had no training example, so were asked as they are."""
-        return {"k": self.k, "shown": {f"{t}/{lang}": [ex.get("source") for ex in rows]
-                                       for (t, lang), rows in self.pool.items()},
-                "asked_without_examples": sorted(f"{t}/{lang}" for t, lang in asked if not self.shown(t, lang))}
+        return {
+            "k": self.k,
+            "shown": {f"{t}/{lang}": [ex.get("source") for ex in rows] for (t, lang), rows in self.pool.items()},
+            "asked_without_examples": sorted(f"{t}/{lang}" for t, lang in asked if not self.shown(t, lang)),
+        }
 
 
 def shown_words(label: str) -> str:

@@ -1,6 +1,7 @@
 """Held-out loss per example, the same way for every model: the mean next-token loss over the answer's
 tokens (the training target: the assistant turn, rendered with the model's chat template), so the
 fine-tuned and the base model can be compared example by example."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,11 @@ log = get_logger("eval")
 
 def answered(tokenizer, rows: list[dict]) -> list[tuple[int, dict]]:
     """(index, the row rendered with its training answer) for each row that carries one (`answer`)."""
-    return [(i, render_messages(tokenizer, r["messages"] + [{"role": "assistant", "content": r["answer"]}]))
-            for i, r in enumerate(rows) if r.get("answer")]
+    return [
+        (i, render_messages(tokenizer, r["messages"] + [{"role": "assistant", "content": r["answer"]}]))
+        for i, r in enumerate(rows)
+        if r.get("answer")
+    ]
 
 
 def padded(examples: list[dict], pad_id: int):
@@ -38,9 +42,9 @@ def example_losses(model, tokenizer, rows: list[dict], batch: int = 8) -> list[f
     device = next(model.parameters()).device
     out: list[float | None] = [None] * len(rows)
     todo = answered(tokenizer, rows)
-    todo.sort(key=lambda t: len(t[1]["input_ids"]))   # batches of like lengths: little padding
+    todo.sort(key=lambda t: len(t[1]["input_ids"]))  # batches of like lengths: little padding
     for k in range(0, len(todo), batch):
-        chunk = todo[k:k + batch]
+        chunk = todo[k : k + batch]
         ids, labels, mask = padded([ex for _, ex in chunk], tokenizer.pad_token_id or 0)
         target = labels[:, 1:].to(device)
         # Logits only at the positions some row scores (the answers sit at the rows' ends): the prompts'
@@ -48,8 +52,9 @@ def example_losses(model, tokenizer, rows: list[dict], batch: int = 8) -> list[f
         keep = (target != -100).any(0).nonzero()[:, 0]
         with torch.no_grad():
             logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=keep).logits.float()
-        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target[:, keep], ignore_index=-100,
-                                                reduction="none")
+        nll = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), target[:, keep], ignore_index=-100, reduction="none"
+        )
         counts = (target != -100).sum(1).clamp(min=1)
         for (i, _), v in zip(chunk, (nll.sum(1) / counts).tolist()):
             out[i] = v

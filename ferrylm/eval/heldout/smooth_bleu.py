@@ -6,6 +6,7 @@ number); n-gram precisions for n = 1..4 with add-one smoothing for n > 1 (Lin & 
 geometric mean, and the brevity penalty exp(min(0, 1 - (r + 1) / (c + 1))). The corpus score is the
 mean over examples × 100 — the number CodeXGLUE's leaderboard reports (CodeBERT ≈ 19 on Python).
 """
+
 from __future__ import annotations
 
 import math
@@ -15,12 +16,14 @@ from collections import Counter
 
 SIGNATURE = "smoothed BLEU-4 (CodeXGLUE code-to-text: lower-cased, split on punctuation, NIST tokens, add-one for n>1, mean over examples)"
 
-_TINY = sys.float_info.min      # as the reference script: log(0) avoided, a zero count stays ~0
+_TINY = sys.float_info.min  # as the reference script: log(0) avoided, a zero count stays ~0
 _WORDS = re.compile(r"\w+|[^\s\w]")
-_NIST = [(re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"), r" \1 "),
-         (re.compile(r"([^0-9])([\.,])"), r"\1 \2 "),
-         (re.compile(r"([\.,])([^0-9])"), r" \1 \2"),
-         (re.compile(r"([0-9])(-)"), r"\1 \2 ")]
+_NIST = [
+    (re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"), r" \1 "),
+    (re.compile(r"([^0-9])([\.,])"), r"\1 \2 "),
+    (re.compile(r"([\.,])([^0-9])"), r" \1 \2"),
+    (re.compile(r"([0-9])(-)"), r"\1 \2 "),
+]
 
 
 def tokens(text: str) -> list[str]:
@@ -31,7 +34,7 @@ def tokens(text: str) -> list[str]:
 
 
 def _ngrams(words: list[str], n: int) -> Counter:
-    return Counter(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
+    return Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
 
 
 def sentence_score(hypothesis: str, reference: str, order: int = 4) -> float:

@@ -1,5 +1,6 @@
 """Pass@1 on the team's own code: held-out functions of its repositories, run against the
 repositories' own tests (tasks.py finds them, score.py scores a model's bodies)."""
+
 from .score import score
 from .tasks import RepoTaskError, RepoTasks, find_tasks, write_tasks
 

@@ -19,6 +19,7 @@ Blanking proves a task's tests exercise its function, two ways (each must fail a
   bools negated, std::string longer, a vector one item shorter), other types value-initialised. Raising:
   Java throws UnsupportedOperationException, C++ `throw 0`. (A stub that does not compile makes no task.)
 """
+
 from __future__ import annotations
 
 import ast
@@ -35,15 +36,15 @@ LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust", ".java": "java", ".cpp
 
 @dataclass(frozen=True)
 class Function:
-    file: str        # path inside the repository
-    name: str        # qualified name (Class.method; Go: Receiver.method)
+    file: str  # path inside the repository
+    name: str  # qualified name (Class.method; Go: Receiver.method)
     language: str
-    prompt: str      # signature + doc comment, dedented: the generate task's prompt
-    body: str        # the body as written in the file
-    start: int       # byte offsets of `body` in the file
+    prompt: str  # signature + doc comment, dedented: the generate task's prompt
+    body: str  # the body as written in the file
+    start: int  # byte offsets of `body` in the file
     end: int
-    indent: str      # Python: the def line's indentation, which a model's (dedented) body gets back
-    kind: str        # Python: "value", "procedure" or "generator"; Go: the result types, "" for none
+    indent: str  # Python: the def line's indentation, which a model's (dedented) body gets back
+    kind: str  # Python: "value", "procedure" or "generator"; Go: the result types, "" for none
 
     @property
     def id(self) -> str:
@@ -63,7 +64,7 @@ def functions(text: str, file: str, language: str, min_lines: int = 2, max_lines
 def splice(text: str, fn: Function, body: str) -> str:
     """The file with `fn`'s body replaced by `body`."""
     raw = text.encode()
-    return (raw[:fn.start] + body.encode() + raw[fn.end:]).decode()
+    return (raw[: fn.start] + body.encode() + raw[fn.end :]).decode()
 
 
 # Python ------------------------------------------------------------------------------------------
@@ -76,6 +77,7 @@ def _python_nodes(tree: ast.Module):
                 yield prefix + node.name, node
             elif isinstance(node, ast.ClassDef):
                 yield from walk(node.body, f"{prefix}{node.name}.")
+
     return dict(walk(tree.body))
 
 
@@ -94,42 +96,62 @@ def _python_functions(text: str, file: str, min_lines: int, max_lines: int) -> l
         name = p.source.split("::", 1)[1]
         node = nodes.get(name)
         if node is None or isinstance(node, ast.AsyncFunctionDef):
-            continue     # a coroutine's result cannot be changed before it is awaited
+            continue  # a coroutine's result cannot be changed before it is awaited
         doc_end, end = node.body[0].end_lineno, node.end_lineno
         start_b, end_b = line_starts[doc_end], line_starts[end]
         body = text.encode()[start_b:end_b].decode()
         def_line = text.splitlines()[node.lineno - 1]
-        out.append(Function(file, name, "python", p.prompt_code, body, start_b, end_b,
-                            def_line[:len(def_line) - len(def_line.lstrip())], _python_kind(node)))
+        out.append(
+            Function(
+                file,
+                name,
+                "python",
+                p.prompt_code,
+                body,
+                start_b,
+                end_b,
+                def_line[: len(def_line) - len(def_line.lstrip())],
+                _python_kind(node),
+            )
+        )
     return out
 
 
 def _python_kind(node: ast.FunctionDef) -> str:
-    inner = {id(n) for f in ast.walk(node) if f is not node and isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                               ast.Lambda, ast.ClassDef))
-             for n in ast.walk(f)}
+    inner = {
+        id(n)
+        for f in ast.walk(node)
+        if f is not node and isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+        for n in ast.walk(f)
+    }
     own = [n for n in ast.walk(node) if id(n) not in inner]
     if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own):
         return "generator"
-    if any(isinstance(n, ast.Return) and n.value is not None
-           and not (isinstance(n.value, ast.Constant) and n.value.value is None) for n in own):
+    if any(
+        isinstance(n, ast.Return)
+        and n.value is not None
+        and not (isinstance(n.value, ast.Constant) and n.value.value is None)
+        for n in own
+    ):
         return "value"
     return "procedure"
 
 
 # The wrong-value stub's change of a result, as one expression (it runs inside the repository's
 # process, which has no ferrylm to import).
-_WRONG_PY = ("(lambda v: (not v) if isinstance(v, bool) else v + 1 if isinstance(v, (int, float, complex)) "
-             "else v + type(v)('x') if isinstance(v, str) else v + b'x' if isinstance(v, bytes) "
-             "else type(v)(list(v)[1:]) if isinstance(v, (list, tuple)) and v "
-             "else type(v)([None]) if isinstance(v, (list, tuple)) "
-             "else type(v)(list(v.items())[1:]) if isinstance(v, dict) and v "
-             "else type(v)(list(v)[1:]) if isinstance(v, (set, frozenset)) and v else v)")
+_WRONG_PY = (
+    "(lambda v: (not v) if isinstance(v, bool) else v + 1 if isinstance(v, (int, float, complex)) "
+    "else v + type(v)('x') if isinstance(v, str) else v + b'x' if isinstance(v, bytes) "
+    "else type(v)(list(v)[1:]) if isinstance(v, (list, tuple)) and v "
+    "else type(v)([None]) if isinstance(v, (list, tuple)) "
+    "else type(v)(list(v.items())[1:]) if isinstance(v, dict) and v "
+    "else type(v)(list(v)[1:]) if isinstance(v, (set, frozenset)) and v else v)"
+)
 
 
 def _body_indent(fn: Function) -> str:
     first = next((ln for ln in fn.body.splitlines() if ln.strip()), fn.indent + "    ")
-    return first[:len(first) - len(first.lstrip())]
+    return first[: len(first) - len(first.lstrip())]
 
 
 def stub(fn: Function, how: str, text: str) -> str:
@@ -158,8 +180,12 @@ _GO_NUMBER = re.compile(r"^(?:u?int(?:8|16|32|64)?|uintptr|float(?:32|64)|comple
 
 
 # node types of a function, and the field that holds its result type
-_BRACE = {"go": ({"function_declaration", "method_declaration"}, "result"), "rust": ({"function_item"}, "return_type"),
-          "java": ({"method_declaration", "constructor_declaration"}, "type"), "cpp": ({"function_definition"}, "type")}
+_BRACE = {
+    "go": ({"function_declaration", "method_declaration"}, "result"),
+    "rust": ({"function_item"}, "return_type"),
+    "java": ({"method_declaration", "constructor_declaration"}, "type"),
+    "cpp": ({"function_definition"}, "type"),
+}
 
 
 def _name(node) -> str:
@@ -186,14 +212,25 @@ def _brace_functions(text: str, file: str, language: str, min_lines: int, max_li
         body = node.child_by_field_name("body")
         if name not in pairs or body is None:
             continue
-        start = body.start_byte + 1 + (src[body.start_byte + 1:body.start_byte + 2] == b"\n")
+        start = body.start_byte + 1 + (src[body.start_byte + 1 : body.start_byte + 2] == b"\n")
         result = node.child_by_field_name(result_field)
         kind = result.text.decode() if result is not None else ""
         declarator = node.child_by_field_name("declarator")
         if language == "cpp" and declarator is not None and declarator.type != "function_declarator":
-            kind += " " + declarator.text.decode().split(name.rsplit("::", 1)[-1])[0].strip()   # T* or T&
-        out.append(Function(file, name, language, pairs[name].prompt_code, src[start:node.end_byte].decode(), start,
-                            node.end_byte, "", kind))
+            kind += " " + declarator.text.decode().split(name.rsplit("::", 1)[-1])[0].strip()  # T* or T&
+        out.append(
+            Function(
+                file,
+                name,
+                language,
+                pairs[name].prompt_code,
+                src[start : node.end_byte].decode(),
+                start,
+                node.end_byte,
+                "",
+                kind,
+            )
+        )
     return sorted(out, key=lambda f: f.start)
 
 
@@ -202,8 +239,9 @@ def _go_results(result: str) -> list[str]:
     if not result.startswith("("):
         return [result]
     parts = [p.strip() for p in result[1:-1].split(",") if p.strip()]
-    types = [p.split(None, 1)[1] if " " in p and not p.startswith(("[]", "map[", "*", "func", "chan")) else p
-             for p in parts]
+    types = [
+        p.split(None, 1)[1] if " " in p and not p.startswith(("[]", "map[", "*", "func", "chan")) else p for p in parts
+    ]
     return types
 
 
@@ -216,7 +254,9 @@ def _go_wrong(name: str, typ: str) -> str:
     if typ == "bool":
         return f"!{name}"
     if typ.startswith("[]"):
-        return f"func() {typ} {{ if len({name}) > 0 {{ return {name}[1:] }}; return append({name}, *new({typ[2:]})) }}()"
+        return (
+            f"func() {typ} {{ if len({name}) > 0 {{ return {name}[1:] }}; return append({name}, *new({typ[2:]})) }}()"
+        )
     return f"*new({typ})"
 
 
@@ -238,9 +278,11 @@ def _go_stub(fn: Function, how: str, ind: str) -> str:
     changed = next((i for i, t in enumerate(types) if t != "error"), 0)
     values = [_go_wrong(n, t) if i == changed else n for i, (n, t) in enumerate(zip(names, types))]
     signature = fn.kind if fn.kind.startswith("(") else f"({fn.kind})"
-    original = fn.body[:len(fn.body) - len(close)]
-    return (f"{ind}{', '.join(names)} := func() {signature} {{\n{original}{ind}}}()\n"
-            f"{ind}return {', '.join(values)}\n{close}")
+    original = fn.body[: len(fn.body) - len(close)]
+    return (
+        f"{ind}{', '.join(names)} := func() {signature} {{\n{original}{ind}}}()\n"
+        f"{ind}return {', '.join(values)}\n{close}"
+    )
 
 
 # Rust --------------------------------------------------------------------------------------------
@@ -251,7 +293,7 @@ _RUST_INT = re.compile(r"^(?:[iu](?:8|16|32|64|128|size))$")
 def _rust_generic(typ: str, outer: str) -> str | None:
     """T of `outer<T>` (Option<T>, Vec<T>), or None."""
     typ = typ.replace(" ", "")
-    return typ[len(outer) + 1:-1] if typ.startswith(outer + "<") and typ.endswith(">") else None
+    return typ[len(outer) + 1 : -1] if typ.startswith(outer + "<") and typ.endswith(">") else None
 
 
 def _rust_wrong(name: str, typ: str) -> str:
@@ -290,10 +332,20 @@ def _first_argument(arguments: str) -> str:
 
 # Java and C++ ------------------------------------------------------------------------------------
 
-_JAVA_BOXED = {"int": "Integer", "long": "Long", "short": "Short", "byte": "Byte", "char": "Character",
-               "boolean": "Boolean", "double": "Double", "float": "Float"}
-_CPP_NUMBER = re.compile(r"^(?:(?:unsigned|signed|long|short|const)\s+)*(?:int|long|short|char|float|double|size_t|"
-                         r"std::size_t|u?int(?:8|16|32|64)_t|std::u?int(?:8|16|32|64)_t|unsigned|long long)$")
+_JAVA_BOXED = {
+    "int": "Integer",
+    "long": "Long",
+    "short": "Short",
+    "byte": "Byte",
+    "char": "Character",
+    "boolean": "Boolean",
+    "double": "Double",
+    "float": "Float",
+}
+_CPP_NUMBER = re.compile(
+    r"^(?:(?:unsigned|signed|long|short|const)\s+)*(?:int|long|short|char|float|double|size_t|"
+    r"std::size_t|u?int(?:8|16|32|64)_t|std::u?int(?:8|16|32|64)_t|unsigned|long long)$"
+)
 
 
 def _java_wrong(name: str, typ: str) -> str:
@@ -331,16 +383,25 @@ def _brace_stub(fn: Function, how: str, ind: str) -> str:
     typ = fn.kind.strip()
     if typ in ("", "()", "void"):
         return f"{ind}return;\n{close}"
-    original = fn.body[:len(fn.body) - len(close)]
+    original = fn.body[: len(fn.body) - len(close)]
     if fn.language == "rust":
-        return (f"{ind}let ferry_r: {typ} = (|| -> {typ} {{\n{original}{ind}}})();\n"
-                f"{ind}{_rust_wrong('ferry_r', typ)}\n{close}")
+        return (
+            f"{ind}let ferry_r: {typ} = (|| -> {typ} {{\n{original}{ind}}})();\n"
+            f"{ind}{_rust_wrong('ferry_r', typ)}\n{close}"
+        )
     if fn.language == "java":
-        return (f"{ind}{typ} ferryR = ((java.util.function.Supplier<{_JAVA_BOXED.get(typ, typ)}>) () -> {{\n"
-                f"{original}{ind}}}).get();\n{ind}return {_java_wrong('ferryR', typ)};\n{close}")
-    return (f"{ind}auto ferry_r = [&]() -> {typ} {{\n{original}{ind}}}();\n"
-            f"{ind}return {_cpp_wrong('ferry_r', typ)};\n{close}")
+        return (
+            f"{ind}{typ} ferryR = ((java.util.function.Supplier<{_JAVA_BOXED.get(typ, typ)}>) () -> {{\n"
+            f"{original}{ind}}}).get();\n{ind}return {_java_wrong('ferryR', typ)};\n{close}"
+        )
+    return (
+        f"{ind}auto ferry_r = [&]() -> {typ} {{\n{original}{ind}}}();\n"
+        f"{ind}return {_cpp_wrong('ferry_r', typ)};\n{close}"
+    )
 
 
-_PANIC = {"rust": 'panic!("blanked by ferrylm");', "java": 'throw new UnsupportedOperationException("blanked by ferrylm");',
-          "cpp": "throw 0;"}
+_PANIC = {
+    "rust": 'panic!("blanked by ferrylm");',
+    "java": 'throw new UnsupportedOperationException("blanked by ferrylm");',
+    "cpp": "throw 0;",
+}

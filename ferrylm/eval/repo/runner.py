@@ -13,6 +13,7 @@ pytest (or unittest) for Python, `go test ./...` for Go, `cargo test --offline` 
 `pytest` in a command are this interpreter, with its packages (pytest among them) visible; Go and
 Cargo run offline (GOPROXY=off, CARGO_NET_OFFLINE), their caches inside the program's directory.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,10 @@ from ..execution.sandbox import Sandbox, _python
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
 CARGO_ENV = "CARGO_NET_OFFLINE=true CARGO_INCREMENTAL=0 CARGO_BUILD_JOBS=2 CARGO_TERM_COLOR=never MALLOC_ARENA_MAX=2"
 # The JVM (javac's too) reserves address space by the machine's memory, not the jail's limit: these keep it under.
-JAVA_ENV = ('JAVA_TOOL_OPTIONS="-Xmx512m -Xss4m -XX:ReservedCodeCacheSize=64m -XX:MaxMetaspaceSize=256m '
-            '-XX:CompressedClassSpaceSize=64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CICompilerCount=1"')
+JAVA_ENV = (
+    'JAVA_TOOL_OPTIONS="-Xmx512m -Xss4m -XX:ReservedCodeCacheSize=64m -XX:MaxMetaspaceSize=256m '
+    '-XX:CompressedClassSpaceSize=64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CICompilerCount=1"'
+)
 
 
 # Debian points these at their programs through /etc/alternatives, which the jail does not have
@@ -38,8 +41,11 @@ ALTERNATIVES = ("cc", "c++", "gcc", "g++", "java", "javac", "jar", "ld")
 
 def _resolved_tools() -> str:
     """Shell lines linking each of ALTERNATIVES that goes through /etc/alternatives to its program, in bin/."""
-    links = {t: os.path.realpath(p) for t in ALTERNATIVES if (p := shutil.which(t, path="/usr/bin:/bin"))
-             and os.path.realpath(p) != p}
+    links = {
+        t: os.path.realpath(p)
+        for t in ALTERNATIVES
+        if (p := shutil.which(t, path="/usr/bin:/bin")) and os.path.realpath(p) != p
+    }
     return "".join(f" && ln -s {shlex.quote(target)} bin/{t}" for t, target in links.items())
 
 
@@ -63,7 +69,9 @@ def test_files(repo: Path, language: str) -> list[str]:
             elif language == "rust":
                 is_test = n.endswith(".rs") and "tests" in rel.parts[:-1]
             elif language in ("java", "cpp"):
-                is_test = n.endswith((".java",) if language == "java" else (".cc", ".cpp", ".cxx")) and is_test_file(str(rel))
+                is_test = n.endswith((".java",) if language == "java" else (".cc", ".cpp", ".cxx")) and is_test_file(
+                    str(rel)
+                )
             else:
                 is_test = n.endswith("_test.go")
             if is_test:
@@ -72,8 +80,11 @@ def test_files(repo: Path, language: str) -> list[str]:
 
 
 def _rust_unit_tests(repo: Path) -> bool:
-    return any("#[test]" in p.read_text(errors="replace") for p in repo.rglob("*.rs")
-               if "target" not in p.relative_to(repo).parts)
+    return any(
+        "#[test]" in p.read_text(errors="replace")
+        for p in repo.rglob("*.rs")
+        if "target" not in p.relative_to(repo).parts
+    )
 
 
 def detect_command(repo: Path, language: str) -> str | None:
@@ -90,6 +101,7 @@ def detect_command(repo: Path, language: str) -> str | None:
         return "go test ./..."
     try:
         import pytest  # noqa: F401 — pytest runs unittest suites too
+
         return "pytest -q -p no:cacheprovider"
     except ImportError:
         return "python -m unittest discover -q"
@@ -117,15 +129,20 @@ def pytest_sessionfinish(session, exitstatus):
 """
 # `pytest` and `python -m pytest` run with that hook (and say so: the shell then leaves the token to it).
 _PYTEST = '#!/bin/sh\ntouch "$HOME/.pytest_used"\nexec {py} -m pytest -p ferrylm_token "$@"\n'
-_PYTHON = '#!/bin/sh\nif [ "$1" = -m ] && [ "$2" = pytest ]; then shift 2; exec "$HOME/bin/pytest" "$@"; fi\nexec {py} "$@"\n'
+_PYTHON = (
+    '#!/bin/sh\nif [ "$1" = -m ] && [ "$2" = pytest ]; then shift 2; exec "$HOME/bin/pytest" "$@"; fi\nexec {py} "$@"\n'
+)
 
 
 def site_dirs() -> list[str]:
     """This interpreter's package directories as its path holds them (a venv's, and those its .pth
     files add, such as a system environment's under `make install DEVICE=system`): where pytest and the
     repositories' dependencies are found."""
-    dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
-            *(p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")))]
+    dirs = [
+        sysconfig.get_paths()["purelib"],
+        sysconfig.get_paths()["platlib"],
+        *(p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages"))),
+    ]
     return list(dict.fromkeys(os.path.realpath(d) for d in dirs if os.path.isdir(d)))
 
 
@@ -139,11 +156,13 @@ def _prelude(repo_in_jail: str) -> str:
     hook) and the compilers Debian links through /etc/alternatives first on PATH, set up Go's, Cargo's and
     the JVM's settings, then copy the repository and enter it."""
     site = os.pathsep.join(site_dirs())
-    return (f'mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/*{_resolved_tools()} && '
-            f'export PATH="$PWD/bin:$PATH" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
-            f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} CARGO_HOME="$PWD/.cargo" {CARGO_ENV} {JAVA_ENV} && '
-            f"cp -r {shlex.quote(repo_in_jail)} r && chmod -R u+w r && cd r && "
-            '{ [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"')
+    return (
+        f"mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/*{_resolved_tools()} && "
+        f'export PATH="$PWD/bin:$PATH" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
+        f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} CARGO_HOME="$PWD/.cargo" {CARGO_ENV} {JAVA_ENV} && '
+        f"cp -r {shlex.quote(repo_in_jail)} r && chmod -R u+w r && cd r && "
+        '{ [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"'
+    )
 
 
 # A repository's tests get more room than a benchmark's program; finding and scoring use the same.
@@ -152,8 +171,7 @@ LIMITS = {"memory_mb": 4096, "file_mb": 256, "nproc": 256}
 REPO_IN_JAIL = "/ferrylm-repo"
 
 
-def run(box: Sandbox, repo: Path, command: str, replaced: dict[str, str] | None = None,
-        timeout_s: float | None = None):
+def run(box: Sandbox, repo: Path, command: str, replaced: dict[str, str] | None = None, timeout_s: float | None = None):
     """The outcome of `command` on a copy of `repo` with `replaced` ({path in repo: text}) written over it."""
     seen_at = str(repo) if box.isolation == "unconfined" else REPO_IN_JAIL
     return box.run(program(seen_at, command, replaced), timeout_s)
@@ -163,10 +181,12 @@ def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> 
     """The jail program that copies the repository (seen at `repo`), writes `replaced` and runs `command`."""
     files = {f"replaced_{i}": text for i, text in enumerate((replaced or {}).values())} | _tools()
     place = "".join(f" && cp ../replaced_{i} {shlex.quote(path)}" for i, path in enumerate(replaced or {}))
-    script = (f"{_prelude(repo)}{place} && {{ {command} ; }} > ../test_output.txt 2>&1; code=$?; "
-              'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
-              '{ grep -m1 -E ":[0-9]+(:[0-9]+)?: (fatal )?error" ../test_output.txt || '
-              'grep -v -e "^[[:space:]]*$" -e "^FAIL$" ../test_output.txt | tail -n 1; } > ../reason.txt; fi; exit $code')
+    script = (
+        f"{_prelude(repo)}{place} && {{ {command} ; }} > ../test_output.txt 2>&1; code=$?; "
+        'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
+        '{ grep -m1 -E ":[0-9]+(:[0-9]+)?: (fatal )?error" ../test_output.txt || '
+        'grep -v -e "^[[:space:]]*$" -e "^FAIL$" ../test_output.txt | tail -n 1; } > ../reason.txt; fi; exit $code'
+    )
     return {"files": files, "steps": [["/bin/sh", "-c", script]]}
 
 

@@ -6,6 +6,7 @@ not, the body alone or the whole function with its signature and doc comment rep
 test of the task passes within its time limit. The repository must be as it was when the tasks were
 found (its file's hash is checked): otherwise the tasks are stale and scoring stops with one line.
 """
+
 from __future__ import annotations
 
 import ast
@@ -34,7 +35,9 @@ def read_tasks(path: str | Path) -> list[dict]:
                 row = json.loads(line)
                 row["task_id"], row["file"], row["start"], row["end"], row["command"]
             except (json.JSONDecodeError, KeyError, TypeError):
-                raise SamplesError(f"{path}:{n}: not a repository task (write them with ferrylm eval repo-tasks)") from None
+                raise SamplesError(
+                    f"{path}:{n}: not a repository task (write them with ferrylm eval repo-tasks)"
+                ) from None
             tasks.append(row)
     if not tasks:
         raise SamplesError(f"{path}: no tasks")
@@ -44,7 +47,7 @@ def read_tasks(path: str | Path) -> list[dict]:
 def _relative_indent(task: dict) -> str:
     """The original body's indentation beyond the def line's."""
     first = next((ln for ln in task["body"].splitlines() if ln.strip()), task["indent"] + "    ")
-    return first[len(task["indent"]):len(first) - len(first.lstrip())] or "    "
+    return first[len(task["indent"]) : len(first) - len(first.lstrip())] or "    "
 
 
 def python_body(task: dict, reply: str) -> str:
@@ -52,14 +55,14 @@ def python_body(task: dict, reply: str) -> str:
     code = extract_code(reply).replace("\r\n", "\n")
     name = task["name"].rsplit(".", 1)[-1]
     m = re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", code, re.M)
-    if m:                 # the whole function: its body, past a doc string
-        chunk = textwrap.dedent(code[code.rfind("\n", 0, m.start()) + 1:])
+    if m:  # the whole function: its body, past a doc string
+        chunk = textwrap.dedent(code[code.rfind("\n", 0, m.start()) + 1 :])
         try:
             node = next(n for n in ast.parse(chunk).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
             first = node.body[1] if ast.get_docstring(node) and len(node.body) > 1 else node.body[0]
-            code = "\n".join(chunk.splitlines()[first.lineno - 1:node.end_lineno])
+            code = "\n".join(chunk.splitlines()[first.lineno - 1 : node.end_lineno])
         except (SyntaxError, StopIteration):
-            pass           # scored as written: the tests will say
+            pass  # scored as written: the tests will say
     lines = textwrap.dedent(code).strip("\n").splitlines()
     prefix = task["indent"] + _relative_indent(task)
     return "".join((prefix + ln if ln.strip() else "") + "\n" for ln in lines) or f"{prefix}pass\n"
@@ -76,7 +79,7 @@ def spliced_text(task: dict, body: str) -> str:
     raw = path.read_bytes()
     if hashlib.sha256(raw).hexdigest() != task["file_sha256"]:
         raise SamplesError(f"{path} changed since its tasks were found: find them again (ferrylm eval repo-tasks)")
-    return (raw[:task["start"]] + body.encode() + raw[task["end"]:]).decode()
+    return (raw[: task["start"]] + body.encode() + raw[task["end"] :]).decode()
 
 
 def body_from_reply(task: dict, reply: str) -> str:
@@ -89,28 +92,41 @@ def spliced(task: dict, reply: str) -> str:
     return spliced_text(task, body_from_reply(task, reply))
 
 
-def execute(tasks: list[dict], samples: list[tuple[str, str]], workers: int = 2, unconfined: bool = False) -> list[dict]:
+def execute(
+    tasks: list[dict], samples: list[tuple[str, str]], workers: int = 2, unconfined: bool = False
+) -> list[dict]:
     """One result per sample, in order: {"task_id", "passed", "result", "isolation"}."""
     by_id = {t["task_id"]: t for t in tasks}
-    texts = [spliced(by_id[t], c) for t, c in samples]    # stale tasks stop here, before anything runs
+    texts = [spliced(by_id[t], c) for t, c in samples]  # stale tasks stop here, before anything runs
     results: list[dict | None] = [None] * len(samples)
     for repo in sorted({by_id[t]["repo"] for t, _ in samples}):
         mine = [i for i, (t, _) in enumerate(samples) if by_id[t]["repo"] == repo]
         longest = max(by_id[samples[i][0]]["timeout_s"] for i in mine)
         with runner.sandbox(Path(repo), longest, workers, unconfined) as box:
+
             def one(i: int) -> dict:
                 task = by_id[samples[i][0]]
                 out = runner.run(box, Path(repo), task["command"], {task["file"]: texts[i]}, task["timeout_s"])
-                return {"task_id": task["task_id"], "passed": out.status == "passed", "result": out.status,
-                        "isolation": out.isolation}
+                return {
+                    "task_id": task["task_id"],
+                    "passed": out.status == "passed",
+                    "result": out.status,
+                    "isolation": out.isolation,
+                }
+
             with ThreadPoolExecutor(workers) as pool:
                 for i, r in zip(mine, pool.map(one, mine)):
                     results[i] = r
     return results
 
 
-def score(tasks_path: str | Path, samples_path: str | Path, workers: int = 2, unconfined: bool = False,
-          ks: tuple[int, ...] = (1, 10, 100)) -> dict:
+def score(
+    tasks_path: str | Path,
+    samples_path: str | Path,
+    workers: int = 2,
+    unconfined: bool = False,
+    ks: tuple[int, ...] = (1, 10, 100),
+) -> dict:
     from ..benchmarks.score import read_samples
 
     tasks = read_tasks(tasks_path)

@@ -12,6 +12,7 @@ For each function with a doc comment and a body (the data stage's generate examp
 4. each task keeps its wall-clock limit: a multiple of its reference run.
 Every function left out is counted under its reason; the repository's tasks go to a JSONL file.
 """
+
 from __future__ import annotations
 
 import ast
@@ -50,13 +51,20 @@ class RepoTasks:
     language: str
     command: str | None
     tasks: list[dict] = field(default_factory=list)
-    skipped: str | None = None            # why the whole repository gave no task
-    dropped: Counter = field(default_factory=Counter)   # function -> no task, by reason
+    skipped: str | None = None  # why the whole repository gave no task
+    dropped: Counter = field(default_factory=Counter)  # function -> no task, by reason
     suite_s: float | None = None
 
     def summary(self) -> dict:
-        return {"repo": self.repo, "language": self.language, "command": self.command, "tasks": len(self.tasks),
-                "skipped": self.skipped, "dropped": dict(self.dropped), "suite_s": self.suite_s}
+        return {
+            "repo": self.repo,
+            "language": self.language,
+            "command": self.command,
+            "tasks": len(self.tasks),
+            "skipped": self.skipped,
+            "dropped": dict(self.dropped),
+            "suite_s": self.suite_s,
+        }
 
 
 def language_of(repo: Path) -> str:
@@ -72,8 +80,11 @@ def source_functions(repo: Path, language: str) -> list[Function]:
     for path in sorted(p for suffix, lang in LANGUAGES.items() if lang == language for p in repo.rglob(f"*{suffix}")):
         rel = str(path.relative_to(repo))
         # test code (test files, and helpers under tests/ or testing/) is never a task
-        if rel in tests or is_test_file(rel) or any(part.startswith(".") or part in runner.skip_dirs(language)
-                                                     for part in Path(rel).parts[:-1]):
+        if (
+            rel in tests
+            or is_test_file(rel)
+            or any(part.startswith(".") or part in runner.skip_dirs(language) for part in Path(rel).parts[:-1])
+        ):
             continue
         try:
             found += functions(path.read_text(), rel, language)
@@ -82,9 +93,17 @@ def source_functions(repo: Path, language: str) -> list[Function]:
     return found
 
 
-def find_tasks(repo: str | Path, language: str | None = None, command: str | None = None,
-               only: set[str] | None = None, runs: int = 3, unconfined: bool = False, workers: int = 2,
-               limit: int | None = None, suite_timeout_s: float = SUITE_TIMEOUT_S) -> RepoTasks:
+def find_tasks(
+    repo: str | Path,
+    language: str | None = None,
+    command: str | None = None,
+    only: set[str] | None = None,
+    runs: int = 3,
+    unconfined: bool = False,
+    workers: int = 2,
+    limit: int | None = None,
+    suite_timeout_s: float = SUITE_TIMEOUT_S,
+) -> RepoTasks:
     """The tasks of one repository (see the module's docstring). `only`: function ids (file::name) to
     consider; `limit`: stop after this many tasks; `suite_timeout_s`: the whole suite's time limit."""
     repo = Path(repo).resolve()
@@ -94,20 +113,14 @@ def find_tasks(repo: str | Path, language: str | None = None, command: str | Non
     if language not in LANGUAGES.values():
         raise RepoTaskError(f"{repo}: repository tasks read Python, Go, Rust, Java and C++, not {language!r}")
     command = command or runner.detect_command(repo, language)
-    out = RepoTasks(repo.name, language, command)
-    if command is None and language in ("java", "cpp"):
-        out.skipped = f"a {language} repository's test command is not detected: name it with `test:` in the manifest"
-        return out
-    if command is None:
-        out.skipped = ("no tests found (no test_*.py / *_test.go files, no Cargo.toml with #[test] or tests/); "
-                       "name its test command with `test:` in the manifest")
-        return out
-    if why := runner.missing_tool(command):
-        out.skipped = f"its test command {command!r}: {why}"
+    out = RepoTasks(repo.name, language, command, skipped=_unrunnable(language, command))
+    if out.skipped:
         return out
     candidates = [f for f in source_functions(repo, language) if only is None or f.id in only]
     if not candidates:
-        out.skipped = "no function with a doc comment and a body of 2-40 lines" + (" among those asked for" if only else "")
+        out.skipped = "no function with a doc comment and a body of 2-40 lines" + (
+            " among those asked for" if only else ""
+        )
         return out
     with runner.sandbox(repo, suite_timeout_s, workers, unconfined) as box:
         suite = _suite_runs(box, repo, command, runs, out)
@@ -118,12 +131,13 @@ def find_tasks(repo: str | Path, language: str | None = None, command: str | Non
             out.dropped["no test calls it"] = sum(f.id not in called for f in candidates)
             candidates = [f for f in candidates if f.id in called]
         each = 1 if suite == runs else runs
-        tests = {f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, language)}   # read once
-        with ThreadPoolExecutor(workers) as pool:      # as many functions at once as the sandbox has slots
+        tests = {f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, language)}  # read once
+        with ThreadPoolExecutor(workers) as pool:  # as many functions at once as the sandbox has slots
             for at in range(0, len(candidates), 2 * workers):
-                batch = candidates[at:at + 2 * workers]
-                for fn, (task, reason) in zip(batch, pool.map(lambda f: _prove(box, repo, f, command, each, tests),
-                                                                    batch)):
+                batch = candidates[at : at + 2 * workers]
+                for fn, (task, reason) in zip(
+                    batch, pool.map(lambda f: _prove(box, repo, f, command, each, tests), batch)
+                ):
                     if task:
                         out.tasks.append({"task_id": f"{repo.name}/{fn.id}", "repo": str(repo), **task})
                     else:
@@ -132,6 +146,20 @@ def find_tasks(repo: str | Path, language: str | None = None, command: str | Non
                     out.tasks = out.tasks[:limit]
                     break
     return out
+
+
+def _unrunnable(language: str, command: str | None) -> str | None:
+    """Why a repository's tests cannot be run as asked, or None."""
+    if command is None and language in ("java", "cpp"):
+        return f"a {language} repository's test command is not detected: name it with `test:` in the manifest"
+    if command is None:
+        return (
+            "no tests found (no test_*.py / *_test.go files, no Cargo.toml with #[test] or tests/); "
+            "name its test command with `test:` in the manifest"
+        )
+    if why := runner.missing_tool(command):
+        return f"its test command {command!r}: {why}"
+    return None
 
 
 def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int | None:
@@ -147,20 +175,27 @@ def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int
         return None
     passed = 1 + sum(runner.run(box, repo, command).status == "passed" for _ in range(runs - 1))
     if passed < runs:
-        log.info("repo tasks: %s: the suite passed %d of %d runs; each task's tests must pass %d times alone",
-                 repo.name, passed, runs, runs)
+        log.info(
+            "repo tasks: %s: the suite passed %d of %d runs; each task's tests must pass %d times alone",
+            repo.name,
+            passed,
+            runs,
+            runs,
+        )
     return passed
 
 
 def _mentions(tests: dict[str, str], fn: Function) -> list[str]:
     """The test files (path → text) that name the function (its last name), for the narrowed command."""
-    if fn.language == "go":   # a Go package's tests run together: the function's own package
+    if fn.language == "go":  # a Go package's tests run together: the function's own package
         return [f for f in tests if Path(f).parent == Path(fn.file).parent]
     name = re.compile(rf"\b{re.escape(fn.name.rsplit('.', 1)[-1])}\b")
     return [f for f, text in tests.items() if name.search(text)]
 
 
-def _prove(box, repo: Path, fn: Function, command: str, runs: int, tests: dict[str, str]) -> tuple[dict | None, str | None]:
+def _prove(
+    box, repo: Path, fn: Function, command: str, runs: int, tests: dict[str, str]
+) -> tuple[dict | None, str | None]:
     """(the task of `fn`, None) when its tests pass with its body and fail with both blanked bodies;
     else (None, the reason)."""
     files = _mentions(tests, fn)
@@ -183,9 +218,19 @@ def _prove(box, repo: Path, fn: Function, command: str, runs: int, tests: dict[s
         if "[build failed]" in status or "could not compile" in status or _compile_error_in(status, fn.file):
             return None, f"its {how} stub does not compile"
         if status == "passed":
-            return None, "its tests pass with a raising body" if how == "raising" else "its tests pass with a wrong value"
-    return {**fn.as_dict(), "id": fn.id, "command": cmd, "tests": files, "reference_s": round(reference_s, 2),
-            "timeout_s": timeout, "file_sha256": hashlib.sha256(text.encode()).hexdigest()}, None
+            return (
+                None,
+                "its tests pass with a raising body" if how == "raising" else "its tests pass with a wrong value",
+            )
+    return {
+        **fn.as_dict(),
+        "id": fn.id,
+        "command": cmd,
+        "tests": files,
+        "reference_s": round(reference_s, 2),
+        "timeout_s": timeout,
+        "file_sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }, None
 
 
 def _compile_error_in(status: str, file: str) -> bool:
@@ -220,7 +265,7 @@ def _called(repo: Path, language: str, command: str, out: RepoTasks, timeout_s: 
     """The ids (file::name) of the functions the suite calls, or None when that could not be seen
     (then every function goes on to the blanking, which decides alone)."""
     if language not in ("python", "go"):
-        return None       # no cheap coverage for Rust, Java or C++ here
+        return None  # no cheap coverage for Rust, Java or C++ here
     with tempfile.TemporaryDirectory(prefix="ferrylm-trace-") as tmp:
         copy = Path(tmp) / "r"
         shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
@@ -229,8 +274,11 @@ def _called(repo: Path, language: str, command: str, out: RepoTasks, timeout_s: 
                 return _py_called(copy, command, Path(tmp), timeout_s)
             return _go_called(copy, Path(tmp), timeout_s)
         except (OSError, subprocess.SubprocessError, ValueError) as e:
-            log.info("repo tasks: %s: which functions its tests call was not seen (%s); blanking decides alone",
-                     out.repo, str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
+            log.info(
+                "repo tasks: %s: which functions its tests call was not seen (%s); blanking decides alone",
+                out.repo,
+                str(e).splitlines()[0][:200] if str(e) else type(e).__name__,
+            )
             return None
 
 
@@ -240,24 +288,45 @@ def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float) -> set[str
     (tmp / "bin").mkdir()
     for name in ("python", "python3"):
         os.symlink(sys.executable, tmp / "bin" / name)
-    (tmp / "bin" / "pytest").write_text(f"#!/bin/sh\nexec {sys.executable} -m pytest \"$@\"\n")
+    (tmp / "bin" / "pytest").write_text(f'#!/bin/sh\nexec {sys.executable} -m pytest "$@"\n')
     (tmp / "bin" / "pytest").chmod(0o755)
     paths = [str(tmp / "trace"), *([str(copy / "src")] if (copy / "src").is_dir() else []), str(copy)]
-    env = {**os.environ, "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHONPATH": os.pathsep.join(paths), "FERRYLM_TRACE_ROOT": str(copy),
-           "FERRYLM_TRACE_OUT": str(tmp / "called.json"), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": os.pathsep.join(paths),
+        "FERRYLM_TRACE_ROOT": str(copy),
+        "FERRYLM_TRACE_OUT": str(tmp / "called.json"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     subprocess.run(["/bin/sh", "-c", command], cwd=copy, env=env, capture_output=True, timeout=3 * timeout_s)
     return {f"{f}::{q}" for f, q in json.loads((tmp / "called.json").read_text())}
 
 
 def _go_called(copy: Path, tmp: Path, timeout_s: float) -> set[str]:
-    env = {**os.environ, **dict(kv.split("=", 1) for kv in runner.GO_ENV.split()),
-           "GOCACHE": str(tmp / "gocache"), "GOPATH": str(tmp / "gopath")}
+    env = {
+        **os.environ,
+        **dict(kv.split("=", 1) for kv in runner.GO_ENV.split()),
+        "GOCACHE": str(tmp / "gocache"),
+        "GOPATH": str(tmp / "gopath"),
+    }
     profile = tmp / "cover.out"
-    subprocess.run(["go", "test", "-count=1", "-coverpkg=./...", f"-coverprofile={profile}", "./..."], cwd=copy,
-                   env=env, capture_output=True, timeout=3 * timeout_s)
-    listing = subprocess.run(["go", "tool", "cover", f"-func={profile}"], cwd=copy, env=env, capture_output=True,
-                             text=True, timeout=120, check=True).stdout
+    subprocess.run(
+        ["go", "test", "-count=1", "-coverpkg=./...", f"-coverprofile={profile}", "./..."],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        timeout=3 * timeout_s,
+    )
+    listing = subprocess.run(
+        ["go", "tool", "cover", f"-func={profile}"],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     module = re.search(r"^module\s+(\S+)", (copy / "go.mod").read_text(), re.M).group(1)
     called = set()
     for line in listing.splitlines():
@@ -267,9 +336,16 @@ def _go_called(copy: Path, tmp: Path, timeout_s: float) -> set[str]:
     return called
 
 
-def write_tasks(repos: list[str], output: str | Path, command: str | None = None, runs: int = 3,
-                limit: int | None = None, workers: int = 2, unconfined: bool = False,
-                suite_timeout_s: float = SUITE_TIMEOUT_S) -> list[RepoTasks]:
+def write_tasks(
+    repos: list[str],
+    output: str | Path,
+    command: str | None = None,
+    runs: int = 3,
+    limit: int | None = None,
+    workers: int = 2,
+    unconfined: bool = False,
+    suite_timeout_s: float = SUITE_TIMEOUT_S,
+) -> list[RepoTasks]:
     """`ferrylm eval repo-tasks`: every repository's tasks into one JSONL file (written whole, at the
     end), each repository's summary into `<output>.log.jsonl`."""
     if runs < 1 or workers < 1 or (limit is not None and limit < 1):
@@ -277,12 +353,24 @@ def write_tasks(repos: list[str], output: str | Path, command: str | None = None
     missing = [r for r in repos if not Path(r).is_dir()]
     if missing:
         raise FileNotFoundError(f"repo-tasks: {missing[0]} is not a directory")
-    found = [find_tasks(r, command=command, runs=runs, workers=workers, unconfined=unconfined, limit=limit,
-                        suite_timeout_s=suite_timeout_s) for r in repos]
+    found = [
+        find_tasks(
+            r,
+            command=command,
+            runs=runs,
+            workers=workers,
+            unconfined=unconfined,
+            limit=limit,
+            suite_timeout_s=suite_timeout_s,
+        )
+        for r in repos
+    ]
     for r in found:
         if r.skipped:
             log.warning("repo tasks: %s skipped: %s", r.repo, r.skipped)
     output = Path(output)
     write_text_atomic(output, "".join(json.dumps(t) + "\n" for r in found for t in r.tasks))
-    write_text_atomic(output.with_name(output.name + ".log.jsonl"), "".join(json.dumps(r.summary()) + "\n" for r in found))
+    write_text_atomic(
+        output.with_name(output.name + ".log.jsonl"), "".join(json.dumps(r.summary()) + "\n" for r in found)
+    )
     return found

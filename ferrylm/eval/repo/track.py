@@ -6,6 +6,7 @@ compared between the models with McNemar's test like every benchmark.
 Each repository is bound into the jail read-only at its own path; a program copies it, splices the
 model's body into the task's file and runs the task's tests (runner.py).
 """
+
 from __future__ import annotations
 
 from ...log import get_logger
@@ -16,13 +17,20 @@ from .tasks import find_tasks
 
 log = get_logger("eval")
 # base mode (raw completion): where a body ends
-_BASE_STOPS = {"python": ("\ndef ", "\nclass ", "\n@", "\nif __name__"), "go": ("\n}\n",), "rust": ("\n}\n",),
-               "java": ("\n    }\n", "\n}\n"), "cpp": ("\n}\n",)}
+_BASE_STOPS = {
+    "python": ("\ndef ", "\nclass ", "\n@", "\nif __name__"),
+    "go": ("\n}\n",),
+    "rust": ("\n}\n",),
+    "java": ("\n    }\n", "\n}\n"),
+    "cpp": ("\n}\n",),
+}
 
 
 # which functions a track holds -> (its title, its criterion key's part)
-SPLITS = {"repositories": ("Held-out repositories", "repos"),
-          "functions": ("Held-out functions of training repositories", "functions")}
+SPLITS = {
+    "repositories": ("Held-out repositories", "repos"),
+    "functions": ("Held-out functions of training repositories", "functions"),
+}
 
 
 def tracks(e, repositories: list[dict]) -> list[Track]:
@@ -35,17 +43,35 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
         if only is not None and not only:
             continue
         try:
-            found = find_tasks(repo["root"], command=repo.get("test"), only=only, limit=e.repo_task_limit,
-                               workers=e.exec_workers, unconfined=e.exec_unconfined)
+            found = find_tasks(
+                repo["root"],
+                command=repo.get("test"),
+                only=only,
+                limit=e.repo_task_limit,
+                workers=e.exec_workers,
+                unconfined=e.exec_unconfined,
+            )
         except Exception as err:  # noqa: BLE001 — one repository that cannot be read is reported, not fatal
-            log.warning("repo tasks: %s: %s", repo["name"], str(err).splitlines()[0] if str(err) else type(err).__name__)
+            log.warning(
+                "repo tasks: %s: %s", repo["name"], str(err).splitlines()[0] if str(err) else type(err).__name__
+            )
             continue
-        log.info("repo tasks: %s (%s): %d tasks%s; dropped %s", repo["name"], split, len(found.tasks),
-                 f" (skipped: {found.skipped})" if found.skipped else "", dict(found.dropped) or "none")
+        log.info(
+            "repo tasks: %s (%s): %d tasks%s; dropped %s",
+            repo["name"],
+            split,
+            len(found.tasks),
+            f" (skipped: {found.skipped})" if found.skipped else "",
+            dict(found.dropped) or "none",
+        )
         tasks += [t | {"split": split} for t in found.tasks]
     groups = sorted({(t["split"], t["language"]) for t in tasks})
-    return [_track(split, language, [t for t in tasks if (t["split"], t["language"]) == (split, language)],
-                   e.exec_unconfined) for split, language in groups]
+    return [
+        _track(
+            split, language, [t for t in tasks if (t["split"], t["language"]) == (split, language)], e.exec_unconfined
+        )
+        for split, language in groups
+    ]
 
 
 def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Track:
@@ -59,9 +85,19 @@ def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Tr
         return python_body(task, text) if language == "python" else go_body(task, text.rstrip() + "\n}\n")
 
     title, key = SPLITS[split]
-    return Track(f"own-{key}", language, f"{title} ({language})", f"pass_at_1_own_{key}_{language}", tasks, len(tasks),
-                 prompt=lambda t: t["prompt"],
-                 from_reply=body_from_reply,
-                 base_stops=_BASE_STOPS[language], from_base=from_base, program=program,
-                 binds=() if unconfined else tuple(f"{root}={seen_at[root]}" for root in roots),
-                 timeout_s=max(t["timeout_s"] for t in tasks), limits=runner.LIMITS)
+    return Track(
+        f"own-{key}",
+        language,
+        f"{title} ({language})",
+        f"pass_at_1_own_{key}_{language}",
+        tasks,
+        len(tasks),
+        prompt=lambda t: t["prompt"],
+        from_reply=body_from_reply,
+        base_stops=_BASE_STOPS[language],
+        from_base=from_base,
+        program=program,
+        binds=() if unconfined else tuple(f"{root}={seen_at[root]}" for root in roots),
+        timeout_s=max(t["timeout_s"] for t in tasks),
+        limits=runner.LIMITS,
+    )

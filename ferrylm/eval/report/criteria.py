@@ -1,4 +1,5 @@
 """Success criteria as data: a YAML of {key: {label, op, target, gate}}, shipped or the user's own."""
+
 from __future__ import annotations
 
 import operator
@@ -31,15 +32,20 @@ def load_criteria(source: str = "seed") -> list[Criterion]:
     """A shipped criteria set by name (ferrylm/criteria/NAME.yaml) or a YAML path."""
     shipped = resources.files("ferrylm") / "criteria" / f"{source}.yaml"
     path = Path(source)
-    text = path.read_text() if path.suffix in (".yaml", ".yml") and path.is_file() else (
-        shipped.read_text() if shipped.is_file() else None)
+    text = (
+        path.read_text()
+        if path.suffix in (".yaml", ".yml") and path.is_file()
+        else (shipped.read_text() if shipped.is_file() else None)
+    )
     if text is None:
         raise ConfigError(f"eval.criteria: {source!r} is neither a YAML file nor a shipped criteria set")
     out = []
     for key, spec in (yaml.safe_load(text) or {}).items():
         if not isinstance(spec, dict) or spec.get("op") not in _OPS or not isinstance(spec.get("target"), (int, float)):
             raise ConfigError(f"eval.criteria: {key}: needs op (one of {', '.join(_OPS)}) and a numeric target")
-        out.append(Criterion(key, spec.get("label", key), spec["op"], float(spec["target"]), bool(spec.get("gate", True))))
+        out.append(
+            Criterion(key, spec.get("label", key), spec["op"], float(spec["target"]), bool(spec.get("gate", True)))
+        )
     return out
 
 
@@ -49,6 +55,9 @@ def per_track(criteria: list[Criterion], tracks: dict[str, str]) -> list[Criteri
     > 0.4 holds for each language)."""
     have = {c.key for c in criteria}
     base = next((c for c in criteria if c.key == "pass_at_1"), None)
-    extra = [Criterion(key, f"{title} Pass@1", base.op, base.target, base.gate)
-             for key, title in tracks.items() if base is not None and key not in have]
+    extra = [
+        Criterion(key, f"{title} Pass@1", base.op, base.target, base.gate)
+        for key, title in tracks.items()
+        if base is not None and key not in have
+    ]
     return criteria + extra

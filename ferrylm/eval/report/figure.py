@@ -1,4 +1,5 @@
 """A matplotlib figure as an inline PNG: how the eval and bench reports embed their plots."""
+
 from __future__ import annotations
 
 import base64

@@ -8,18 +8,21 @@ The metrics: code understanding (smoothed BLEU-4 of the explain task's summaries
 task, and each benchmark language's Pass@1; the held-out ones also per language where the held-out
 repositories hold more than one.
 """
+
 from __future__ import annotations
 
 from ..heldout.few_shot import shown_words
 from .paired import compare
 
 # (task, per-example key, label, higher is better)
-METRICS = (("explain", "smoothed_bleu4", "Code understanding: smoothed BLEU-4 of summaries (0–100)", True),
-           ("generate", "bleu", "Code generation: sentence BLEU of bodies (0–100)", True),
-           ("generate", "chrf", "Code generation: chrF of bodies (0–100)", True),
-           ("generate", "format_kept", "Code generation: replies in the asked format (share)", True),
-           ("explain", "loss", "Held-out loss, explain task", False),
-           ("generate", "loss", "Held-out loss, generate task", False))
+METRICS = (
+    ("explain", "smoothed_bleu4", "Code understanding: smoothed BLEU-4 of summaries (0–100)", True),
+    ("generate", "bleu", "Code generation: sentence BLEU of bodies (0–100)", True),
+    ("generate", "chrf", "Code generation: chrF of bodies (0–100)", True),
+    ("generate", "format_kept", "Code generation: replies in the asked format (share)", True),
+    ("explain", "loss", "Held-out loss, explain task", False),
+    ("generate", "loss", "Held-out loss, generate task", False),
+)
 
 
 def verdict(c: dict, higher_is_better: bool) -> str:
@@ -32,10 +35,21 @@ def verdict(c: dict, higher_is_better: bool) -> str:
 
 
 def _line(label: str, scope: str, c: dict, higher: bool, unit: str, against: str = "base") -> dict:
-    return {"metric": label, "scope": scope, "against": against, "fine-tuned": c.get("a"), "other": c.get("b"),
-            "difference": c.get("difference"), "ci95": c.get("ci95"), "test": c.get("test"),
-            "p": c.get("p"), "n": c.get("tasks", 0), "unit": unit, "higher_is_better": higher,
-            "verdict": verdict(c, higher)}
+    return {
+        "metric": label,
+        "scope": scope,
+        "against": against,
+        "fine-tuned": c.get("a"),
+        "other": c.get("b"),
+        "difference": c.get("difference"),
+        "ci95": c.get("ci95"),
+        "test": c.get("test"),
+        "p": c.get("p"),
+        "n": c.get("tasks", 0),
+        "unit": unit,
+        "higher_is_better": higher,
+        "verdict": verdict(c, higher),
+    }
 
 
 def _heldout_lines(ft: list[dict], other: list[dict], against: str) -> list[dict]:
@@ -44,8 +58,16 @@ def _heldout_lines(ft: list[dict], other: list[dict], against: str) -> list[dict
     lines = []
     for task, key, label, higher in METRICS:
         for scope in scopes:
-            a, b = ({i: r[key] for i, r in enumerate(rows) if r["task"] == task and r.get(key) is not None
-                     and (scope == "all" or (r.get("language") or "text") == scope)} for rows in (ft, other))
+            a, b = (
+                {
+                    i: r[key]
+                    for i, r in enumerate(rows)
+                    if r["task"] == task
+                    and r.get(key) is not None
+                    and (scope == "all" or (r.get("language") or "text") == scope)
+                }
+                for rows in (ft, other)
+            )
             if not set(a) & set(b):
                 continue
             lines.append(_line(label, scope, compare(a, b), higher, "examples", against))
@@ -53,8 +75,11 @@ def _heldout_lines(ft: list[dict], other: list[dict], against: str) -> list[dict
 
 
 def _benchmark_lines(language_rows: list[dict]) -> list[dict]:
-    return [_line(f"{r['title']} Pass@1", r["language"], c, True, "tasks", against)
-            for r in language_rows for against, c in (r.get("paired_vs") or {}).items()]
+    return [
+        _line(f"{r['title']} Pass@1", r["language"], c, True, "tasks", against)
+        for r in language_rows
+        for against, c in (r.get("paired_vs") or {}).items()
+    ]
 
 
 def lines(scored: dict[str, list[dict]] | None, language_rows: list[dict]) -> list[dict]:
@@ -62,14 +87,18 @@ def lines(scored: dict[str, list[dict]] | None, language_rows: list[dict]) -> li
     same examples (the base; the base shown a few examples), each metric's lines together; [] when only
     one model was measured."""
     ft = (scored or {}).get("fine-tuned") or []
-    found = [ln for against, rows in (scored or {}).items() if against != "fine-tuned" and ft and rows
-             and len(rows) == len(ft) for ln in _heldout_lines(ft, rows, against)] + _benchmark_lines(language_rows)
+    found = [
+        ln
+        for against, rows in (scored or {}).items()
+        if against != "fine-tuned" and ft and rows and len(rows) == len(ft)
+        for ln in _heldout_lines(ft, rows, against)
+    ] + _benchmark_lines(language_rows)
     order = list(dict.fromkeys((ln["metric"], ln["scope"]) for ln in found))
     return sorted(found, key=lambda ln: order.index((ln["metric"], ln["scope"])))
 
 
 def _against(line: dict) -> str:
-    return line.get("against", "base")      # a report written before the few-shot column compared with the base only
+    return line.get("against", "base")  # a report written before the few-shot column compared with the base only
 
 
 def _num(v) -> str:
@@ -81,9 +110,11 @@ def text(line: dict) -> str:
     lo, hi = line["ci95"] or (None, None)
     scope = "" if line["scope"] == "all" else f" [{line['scope']}]"
     test = f"; McNemar p = {line['p']:.3g}" if line.get("p") is not None else ""
-    return (f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs {_against(line)} {_num(line.get('other', line.get('base')))}, "
-            f"difference {line['difference']:+.3f} (95 % interval {lo:+.3f} to {hi:+.3f}, {line['n']} {line['unit']}"
-            f"{test}) — **{line['verdict']}**")
+    return (
+        f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs {_against(line)} {_num(line.get('other', line.get('base')))}, "
+        f"difference {line['difference']:+.3f} (95 % interval {lo:+.3f} to {hi:+.3f}, {line['n']} {line['unit']}"
+        f"{test}) — **{line['verdict']}**"
+    )
 
 
 def headline(found: list[dict]) -> str:
@@ -102,16 +133,21 @@ def _against_base(overall: list[dict]) -> str:
     better = [ln for ln in overall if ln["verdict"] == "better"]
     worse = [ln for ln in overall if ln["verdict"] == "worse"]
     if not better and not worse:
-        return (f"No significant change on any of {len(overall)} measures: at this run's size the difference "
-                f"could be chance.")
+        return (
+            f"No significant change on any of {len(overall)} measures: at this run's size the difference "
+            f"could be chance."
+        )
     parts = []
     if better:
         parts.append("better on " + ", ".join(_short(ln) for ln in better))
     if worse:
         parts.append("worse on " + ", ".join(_short(ln) for ln in worse))
     rest = len(overall) - len(better) - len(worse)
-    return f"{'Yes' if better and not worse else 'Mixed' if better else 'No'}: " + "; ".join(parts) + \
-        (f"; no significant change on the other {rest}." if rest else ".")
+    return (
+        f"{'Yes' if better and not worse else 'Mixed' if better else 'No'}: "
+        + "; ".join(parts)
+        + (f"; no significant change on the other {rest}." if rest else ".")
+    )
 
 
 def _against_prompting(overall: list[dict], others: list[str]) -> str:
@@ -126,16 +162,25 @@ def _against_prompting(overall: list[dict], others: list[str]) -> str:
     worse = {o: [m for m, v in verdicts.items() if v.get(o) == "worse"] for o in others}
     parts = [f"better than {shown_words(o)} only, on {', '.join(ms)}" for o, ms in beats_some.items() if ms]
     parts += [f"worse than {shown_words(o)} on {', '.join(ms)}" for o, ms in worse.items() if ms]
-    rest = sum(1 for m in verdicts if m not in beats_all and not any(m in ms for ms in beats_some.values())
-               and not any(m in ms for ms in worse.values()))
-    tail = (("; " + "; ".join(parts)) if parts else "") + (f"; no significant change on the other {rest}." if rest else ".")
+    rest = sum(
+        1
+        for m in verdicts
+        if m not in beats_all
+        and not any(m in ms for ms in beats_some.values())
+        and not any(m in ms for ms in worse.values())
+    )
+    tail = (("; " + "; ".join(parts)) if parts else "") + (
+        f"; no significant change on the other {rest}." if rest else "."
+    )
     if beats_all:
         lead = "Mixed" if any(worse.values()) else "Yes"
         return f"{lead}: better than {' and than '.join(names)}, on {', '.join(beats_all)}" + tail
     if any(beats_some.values()) or any(worse.values()):
         return "No better than prompting: " + "; ".join(parts) + "."
-    return (f"No better than prompting: no significant change against {' or '.join(names)} on any of "
-            f"{len(verdicts)} measures (at this run's size a difference could be chance).")
+    return (
+        f"No better than prompting: no significant change against {' or '.join(names)} on any of "
+        f"{len(verdicts)} measures (at this run's size a difference could be chance)."
+    )
 
 
 def _short(line: dict) -> str:
@@ -144,11 +189,13 @@ def _short(line: dict) -> str:
 
 
 TITLE = "Did the fine-tune help?"
-_HOW = ("Fine-tuned − base (asked cold, and shown a few training examples where measured) over the same held-out "
-        "examples (repositories the training never saw) and the same "
-        "benchmark tasks; 95 % interval of the mean per-example difference by paired bootstrap (10,000 resamples), "
-        "McNemar's exact test where the outcome is pass/fail. Better / worse only where the interval excludes 0 "
-        "(p < 0.05); lower loss is better.")
+_HOW = (
+    "Fine-tuned − base (asked cold, and shown a few training examples where measured) over the same held-out "
+    "examples (repositories the training never saw) and the same "
+    "benchmark tasks; 95 % interval of the mean per-example difference by paired bootstrap (10,000 resamples), "
+    "McNemar's exact test where the outcome is pass/fail. Better / worse only where the interval excludes 0 "
+    "(p < 0.05); lower loss is better."
+)
 
 
 def markdown(found: list[dict]) -> list[str]:
@@ -171,13 +218,16 @@ def plot(found: list[dict]) -> str | None:
     for i, ln in enumerate(reversed(found)):
         sign = 1 if ln["higher_is_better"] else -1
         lo, hi = sorted(sign * v for v in ln["ci95"])
-        scale = max(abs(lo), abs(hi), abs(ln["difference"]), 1e-12)   # each metric in its own units: shown as a share of its widest end
+        scale = max(
+            abs(lo), abs(hi), abs(ln["difference"]), 1e-12
+        )  # each metric in its own units: shown as a share of its widest end
         color = {"better": "#2a8a2a", "worse": "#c23b3b"}.get(ln["verdict"], "#777")
         ax.plot([lo / scale, hi / scale], [i, i], color=color, lw=2)
         ax.plot([sign * ln["difference"] / scale], [i], "o", color=color)
     ax.axvline(0, color="#333", lw=1)
-    ax.set_yticks(range(len(found)), [f"{_short(ln)} vs {_against(ln)} ({ln['verdict']})" for ln in reversed(found)],
-                  fontsize=8)
+    ax.set_yticks(
+        range(len(found)), [f"{_short(ln)} vs {_against(ln)} ({ln['verdict']})" for ln in reversed(found)], fontsize=8
+    )
     ax.set_xlim(-1.1, 1.1)
     ax.set_xlabel("fine-tuned − the other model, each scaled to its interval's widest end; right of 0 is better")
     ax.grid(alpha=0.3, axis="x")
@@ -187,9 +237,12 @@ def plot(found: list[dict]) -> str | None:
 def to_html(found: list[dict]) -> str:
     import html
 
-    rows = "".join(f'<li class="{ln["verdict"].replace(" ", "-")}">{html.escape(text(ln)).replace("**", "")}</li>'
-                   for ln in found)
+    rows = "".join(
+        f'<li class="{ln["verdict"].replace(" ", "-")}">{html.escape(text(ln)).replace("**", "")}</li>' for ln in found
+    )
     img = plot(found)
     fig = f'<figure><img alt="{TITLE}" src="data:image/png;base64,{img}"></figure>' if img else ""
-    return (f'<section id="helped"><h2>{TITLE}</h2><p class="headline"><strong>{html.escape(headline(found))}'
-            f"</strong></p><p><small>{html.escape(_HOW)}</small></p><ul>{rows}</ul>{fig}</section>")
+    return (
+        f'<section id="helped"><h2>{TITLE}</h2><p class="headline"><strong>{html.escape(headline(found))}'
+        f"</strong></p><p><small>{html.escape(_HOW)}</small></p><ul>{rows}</ul>{fig}</section>"
+    )

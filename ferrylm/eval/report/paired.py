@@ -5,6 +5,7 @@ solved that the other did not. With one sample per task the outcomes are 0/1 and
 test applies (a two-sided binomial test on the discordant tasks); with several, a paired bootstrap
 of the mean per-task difference gives the interval.
 """
+
 from __future__ import annotations
 
 from math import comb
@@ -15,19 +16,22 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     n = only_a + only_b
     if n == 0:
         return 1.0
-    tail = sum(comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n
+    tail = sum(comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 
-def bootstrap_interval(diffs: list[float], iters: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_interval(
+    diffs: list[float], iters: int = 10_000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile interval of the mean of `diffs`, resampling examples with replacement (seeded)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     x = np.asarray(diffs, dtype=float)
     n = len(x)
-    means = np.concatenate([x[rng.integers(0, n, size=(min(1000, iters - k), n))].mean(axis=1)
-                            for k in range(0, iters, 1000)])
+    means = np.concatenate(
+        [x[rng.integers(0, n, size=(min(1000, iters - k), n))].mean(axis=1) for k in range(0, iters, 1000)]
+    )
     means.sort()
     lo = means[int((1 - level) / 2 * iters)]
     hi = means[min(iters - 1, int((1 + level) / 2 * iters))]
@@ -41,8 +45,13 @@ def compare(a: dict[str, float], b: dict[str, float], alpha: float = 0.05) -> di
         return {"tasks": 0}
     diffs = [a[t] - b[t] for t in tasks]
     lo, hi = bootstrap_interval(diffs)
-    out = {"tasks": len(tasks), "a": sum(a[t] for t in tasks) / len(tasks), "b": sum(b[t] for t in tasks) / len(tasks),
-           "difference": sum(diffs) / len(tasks), "ci95": [lo, hi]}
+    out = {
+        "tasks": len(tasks),
+        "a": sum(a[t] for t in tasks) / len(tasks),
+        "b": sum(b[t] for t in tasks) / len(tasks),
+        "difference": sum(diffs) / len(tasks),
+        "ci95": [lo, hi],
+    }
     if all(a[t] in (0, 1) and b[t] in (0, 1) for t in tasks):
         only_a = sum(1 for t in tasks if a[t] > b[t])
         only_b = sum(1 for t in tasks if b[t] > a[t])
@@ -58,9 +67,13 @@ def sentence(c: dict, a: str = "fine-tuned", b: str = "base") -> str:
     if not c.get("tasks"):
         return "no shared tasks to compare"
     lo, hi = c["ci95"]
-    head = (f"Pass@1 {a} {c['a']:.3f} vs {b} {c['b']:.3f} on {c['tasks']} tasks: difference {c['difference']:+.3f} "
-            f"(95% interval {lo:+.3f} to {hi:+.3f})")
+    head = (
+        f"Pass@1 {a} {c['a']:.3f} vs {b} {c['b']:.3f} on {c['tasks']} tasks: difference {c['difference']:+.3f} "
+        f"(95% interval {lo:+.3f} to {hi:+.3f})"
+    )
     if c["test"] == "McNemar exact":
         head += f"; solved by only one: {c['only_a']} {a}, {c['only_b']} {b}; McNemar exact p = {c['p']:.3g}"
-    verdict = "a real difference at the 5% level" if c["significant"] else "not a significant difference (could be chance)"
+    verdict = (
+        "a real difference at the 5% level" if c["significant"] else "not a significant difference (could be chance)"
+    )
     return f"{head} — {verdict}"

@@ -3,6 +3,7 @@
 Three forms of the same content: report.json (every number), report.md, and report.html — one
 self-contained page (inline CSS, plots embedded as PNG data) that opens anywhere.
 """
+
 from __future__ import annotations
 
 import html
@@ -60,13 +61,18 @@ def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, st
             ax.scatter(xs, [i] * len(xs), alpha=0.7, label=m)
         ax.set_yticks(range(len(lat)), list(lat)), ax.set_xlabel("512-token completion, seconds"), ax.grid(alpha=0.3)
         plots["Latency distribution"] = png(fig)
-    first = rows[0] if rows else None     # the first benchmark's first language: HumanEval by default
+    first = rows[0] if rows else None  # the first benchmark's first language: HumanEval by default
     per_task = {m: c["per_task"] for m, c in (first["summaries"] if first else {}).items() if c.get("per_task")}
     if per_task:
         tasks = list(next(iter(per_task.values())))
         fig, ax = plt.subplots(figsize=(max(6, len(tasks) * 0.06), 1 + 0.5 * len(per_task)))
-        ax.imshow([[per_task[m].get(t, 0) for t in tasks] for m in per_task], aspect="auto", cmap="Greens", vmin=0, vmax=1)
-        ax.set_yticks(range(len(per_task)), list(per_task)), ax.set_xlabel(f"{first['title']} task (0–{len(tasks) - 1})")
+        ax.imshow(
+            [[per_task[m].get(t, 0) for t in tasks] for m in per_task], aspect="auto", cmap="Greens", vmin=0, vmax=1
+        )
+        (
+            ax.set_yticks(range(len(per_task)), list(per_task)),
+            ax.set_xlabel(f"{first['title']} task (0–{len(tasks) - 1})"),
+        )
         plots["Pass@1 per task"] = png(fig)
     if len(rows) > 1:
         fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -74,8 +80,10 @@ def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, st
         for i, m in enumerate(models):
             values = [r["summaries"].get(m, {}).get("pass@1") or 0 for r in rows]
             ax.bar([x + i * 0.8 / len(models) for x in range(len(rows))], values, width=0.8 / len(models), label=m)
-        ax.set_xticks([x + 0.4 - 0.4 / len(models) for x in range(len(rows))],
-                      [f"{r['language']}\n{r['pairs']:,} pairs" for r in rows])
+        ax.set_xticks(
+            [x + 0.4 - 0.4 / len(models) for x in range(len(rows))],
+            [f"{r['language']}\n{r['pairs']:,} pairs" for r in rows],
+        )
         ax.set_ylabel("Pass@1"), ax.set_ylim(0, 1), ax.legend(), ax.grid(alpha=0.3, axis="y")
         plots["Pass@1 by language"] = png(fig)
     return plots
@@ -88,8 +96,12 @@ def _summaries(details: dict) -> dict[str, list[dict]]:
 
 def subset_note(details: dict) -> str:
     """One sentence when a benchmark ran on a subset of its tasks, so no Pass@1 reads as the full set's."""
-    parts = dict.fromkeys(f"{s['title']}: {s['tasks']} of {s['subset_of']} tasks"
-                          for ss in _summaries(details).values() for s in ss if "subset_of" in s)
+    parts = dict.fromkeys(
+        f"{s['title']}: {s['tasks']} of {s['subset_of']} tasks"
+        for ss in _summaries(details).values()
+        for s in ss
+        if "subset_of" in s
+    )
     return f"Subsets (seeded, the same for every model): {'; '.join(parts)}." if parts else ""
 
 
@@ -103,19 +115,36 @@ def language_rows(details: dict) -> list[dict]:
     rows: dict[tuple[str, str], dict] = {}
     for m, ss in per_model.items():
         for s in ss:
-            row = rows.setdefault((s["benchmark"], s["language"]), {
-                "benchmark": s["benchmark"], "language": s["language"], "title": s["title"],
-                "pairs": pairs.get(s["language"], 0), "summaries": {}})
+            row = rows.setdefault(
+                (s["benchmark"], s["language"]),
+                {
+                    "benchmark": s["benchmark"],
+                    "language": s["language"],
+                    "title": s["title"],
+                    "pairs": pairs.get(s["language"], 0),
+                    "summaries": {},
+                },
+            )
             row["summaries"][m] = s
     for row in rows.values():
         cells = row["summaries"]
-        row["cells"] = {m: (_fmt(c["pass@1"]) + f" ({c['passed_samples']}/{c['samples']}"
-                            + (f", subset of {c['subset_of']})" if "subset_of" in c else ")") if "pass@1" in c
-                            else f"not measured: {c.get('not_measured', 'no result')}") for m, c in cells.items()}
+        row["cells"] = {
+            m: (
+                _fmt(c["pass@1"])
+                + f" ({c['passed_samples']}/{c['samples']}"
+                + (f", subset of {c['subset_of']})" if "subset_of" in c else ")")
+                if "pass@1" in c
+                else f"not measured: {c.get('not_measured', 'no result')}"
+            )
+            for m, c in cells.items()
+        }
         ft = cells.get("fine-tuned", {}).get("per_task")
         # fine-tuned against each other model measured (the base, the base shown a few examples)
-        row["paired_vs"] = {m: compare(ft, c["per_task"]) for m, c in cells.items()
-                            if m != "fine-tuned" and ft is not None and "per_task" in c}
+        row["paired_vs"] = {
+            m: compare(ft, c["per_task"])
+            for m, c in cells.items()
+            if m != "fine-tuned" and ft is not None and "per_task" in c
+        }
         row["paired"] = row["paired_vs"].get("base")
     return list(rows.values())
 
@@ -127,22 +156,39 @@ def _paired_text(row: dict, sep: str) -> str:
 def _language_md(rows: list[dict], labels: list[str]) -> list[str]:
     if not rows:
         return []
-    lines = ["", "## Pass@1 by benchmark and language", "",
-             "| benchmark | training pairs in its language | " + " | ".join(labels) + " | is the difference real? |",
-             "|---|---:|" + "---|" * (len(labels) + 1)]
+    lines = [
+        "",
+        "## Pass@1 by benchmark and language",
+        "",
+        "| benchmark | training pairs in its language | " + " | ".join(labels) + " | is the difference real? |",
+        "|---|---:|" + "---|" * (len(labels) + 1),
+    ]
     for r in rows:
-        lines.append(f"| {r['title']} | {r['pairs']:,} | " + " | ".join(r["cells"].get(m, "—") for m in labels) +
-                     f" | {_paired_text(r, '<br>')} |")
+        lines.append(
+            f"| {r['title']} | {r['pairs']:,} | "
+            + " | ".join(r["cells"].get(m, "—") for m in labels)
+            + f" | {_paired_text(r, '<br>')} |"
+        )
     return lines
 
 
 def _markdown(table: list[dict], labels: list[str], details: dict, source: str, rows: list[dict], note: str) -> str:
-    lines = ["# ferrylm evaluation report", "", *helped.markdown(details.get("helped") or []),
-             "## Success criteria", "", f"Criteria: {source}. BLEU is code understanding: smoothed BLEU-4 of summaries (0–100) "
-             "divided by 100.", "", "| criterion | target | gate | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
+    lines = [
+        "# ferrylm evaluation report",
+        "",
+        *helped.markdown(details.get("helped") or []),
+        "## Success criteria",
+        "",
+        f"Criteria: {source}. BLEU is code understanding: smoothed BLEU-4 of summaries (0–100) divided by 100.",
+        "",
+        "| criterion | target | gate | " + " | ".join(labels) + " |",
+        "|---|---|---|" + "---|" * len(labels),
+    ]
     for e in table:
         cells = [f"{_fmt(e[m]['value'])} ({e[m]['verdict']})" for m in labels]
-        lines.append(f"| {e['label']} | {e['op']} {e['target']:g} | {'yes' if e['gate'] else 'no'} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {e['label']} | {e['op']} {e['target']:g} | {'yes' if e['gate'] else 'no'} | " + " | ".join(cells) + " |"
+        )
     if note:
         lines += ["", note]
     lines += _language_md(rows, labels)
@@ -156,23 +202,42 @@ def _language_html(rows: list[dict], labels: list[str]) -> str:
     if not rows:
         return ""
     head = "".join(f"<th>{html.escape(m)}</th>" for m in labels)
-    body = "".join(f"<tr><td>{html.escape(r['title'])}</td><td>{r['pairs']:,}</td>" +
-                   "".join(f"<td>{html.escape(r['cells'].get(m, '—'))}</td>" for m in labels) +
-                   f"<td>{'<br>'.join(html.escape(_paired_text(r, chr(10))).splitlines())}</td></tr>" for r in rows)
-    return (f"<h2>Pass@1 by benchmark and language</h2><table><tr><th>benchmark</th><th>training pairs in its language</th>{head}"
-            f"<th>is the difference real?</th></tr>{body}</table>")
+    body = "".join(
+        f"<tr><td>{html.escape(r['title'])}</td><td>{r['pairs']:,}</td>"
+        + "".join(f"<td>{html.escape(r['cells'].get(m, '—'))}</td>" for m in labels)
+        + f"<td>{'<br>'.join(html.escape(_paired_text(r, chr(10))).splitlines())}</td></tr>"
+        for r in rows
+    )
+    return (
+        f"<h2>Pass@1 by benchmark and language</h2><table><tr><th>benchmark</th><th>training pairs in its language</th>{head}"
+        f"<th>is the difference real?</th></tr>{body}</table>"
+    )
 
 
-def _html(table: list[dict], labels: list[str], plots: dict[str, str], source: str,
-          details: dict, languages: list[dict], note: str) -> str:
+def _html(
+    table: list[dict],
+    labels: list[str],
+    plots: dict[str, str],
+    source: str,
+    details: dict,
+    languages: list[dict],
+    note: str,
+) -> str:
     rows = []
     for e in table:
-        cells = "".join(f'<td class="{e[m]["verdict"].replace(" ", "-")}">{_fmt(e[m]["value"])}<br><small>{e[m]["verdict"]}</small></td>'
-                        for m in labels)
-        rows.append(f"<tr><td>{html.escape(e['label'])}</td><td>{html.escape(e['op'])} {e['target']:g}</td>"
-                    f"<td>{'yes' if e['gate'] else 'no'}</td>{cells}</tr>")
-    figs = "".join(f'<figure><img alt="{html.escape(t)}" src="data:image/png;base64,{b}"><figcaption>{html.escape(t)}'
-                   f"</figcaption></figure>" for t, b in plots.items())
+        cells = "".join(
+            f'<td class="{e[m]["verdict"].replace(" ", "-")}">{_fmt(e[m]["value"])}<br><small>{e[m]["verdict"]}</small></td>'
+            for m in labels
+        )
+        rows.append(
+            f"<tr><td>{html.escape(e['label'])}</td><td>{html.escape(e['op'])} {e['target']:g}</td>"
+            f"<td>{'yes' if e['gate'] else 'no'}</td>{cells}</tr>"
+        )
+    figs = "".join(
+        f'<figure><img alt="{html.escape(t)}" src="data:image/png;base64,{b}"><figcaption>{html.escape(t)}'
+        f"</figcaption></figure>"
+        for t, b in plots.items()
+    )
     head = "".join(f"<th>{html.escape(m)}</th>" for m in labels)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>ferrylm evaluation report</title>
 <style>body{{font:15px system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}}
@@ -182,23 +247,33 @@ figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f
 li.better{{color:#1d6b1d}}li.worse{{color:#a12828}}p.headline{{font-size:1.15em}}</style>
 </head><body><h1>ferrylm evaluation report</h1>{helped.to_html(details.get("helped") or [])}
 <h2>Success criteria</h2><p>Criteria: {html.escape(source)}. BLEU is code understanding: smoothed BLEU-4 of summaries (0–100) divided by 100.</p>
-<table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{''.join(rows)}</table>
-{f'<p>{html.escape(note)}</p>' if note else ''}
+<table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{"".join(rows)}</table>
+{f"<p>{html.escape(note)}</p>" if note else ""}
 {_language_html(languages, labels)}
-{verdict.to_html(details["human"]) if details.get("human") else ''}
-<h2>Plots</h2>{figs or '<p>no data to plot</p>'}<h2>Details</h2>{report_details.to_html(details)}</body></html>
+{verdict.to_html(details["human"]) if details.get("human") else ""}
+<h2>Plots</h2>{figs or "<p>no data to plot</p>"}<h2>Details</h2>{report_details.to_html(details)}</body></html>
 """
 
 
-def write_report(out_dir: Path, criteria: list[Criterion], models: dict[str, dict], details: dict,
-                 history: list[dict] | None = None, source: str = "seed") -> dict:
+def write_report(
+    out_dir: Path,
+    criteria: list[Criterion],
+    models: dict[str, dict],
+    details: dict,
+    history: list[dict] | None = None,
+    source: str = "seed",
+) -> dict:
     """models: label → {criterion key → value}. Writes report.{json,md,html}; returns the JSON."""
     table = criteria_table(criteria, models)
     labels = list(models)
     rows, note = language_rows(details), subset_note(details)
-    report = {"criteria": table, "models": models, "details": details,
-              "paired": {f"{r['benchmark']}/{r['language']}": r["paired"] for r in rows},
-              "failed_gates": {m: failed_gates(table, m) for m in labels}}
+    report = {
+        "criteria": table,
+        "models": models,
+        "details": details,
+        "paired": {f"{r['benchmark']}/{r['language']}": r["paired"] for r in rows},
+        "failed_gates": {m: failed_gates(table, m) for m in labels},
+    }
     write_json_atomic(out_dir / "report.json", report)
     md = _markdown(table, labels, details, source, rows, note)
     (out_dir / "report.md").write_text(md)

@@ -16,7 +16,9 @@ def test_unbiased_estimator_against_enumeration():
 
 
 def test_summary_means_over_tasks():
-    results = [{"task_id": "a", "passed": p} for p in (1, 0, 0, 0)] + [{"task_id": "b", "passed": p} for p in (1, 1, 0, 0)]
+    results = [{"task_id": "a", "passed": p} for p in (1, 0, 0, 0)] + [
+        {"task_id": "b", "passed": p} for p in (1, 1, 0, 0)
+    ]
     s = summarise(results, [1, 2, 10])
     assert s["pass@1"] == pytest.approx((0.25 + 0.5) / 2)
     assert s["pass@2"] == pytest.approx((0.5 + 5 / 6) / 2)
@@ -36,8 +38,8 @@ def test_a_seeded_subset_is_fixed_ordered_and_the_same_tasks_in_every_language()
     a, b = load_problems(40, seed=0), load_problems(40, seed=0)
     ids = [p["task_id"] for p in a]
     assert ids == [p["task_id"] for p in b] and len(set(ids)) == 40
-    assert ids == sorted(ids, key=lambda t: int(t.split("/")[1]))           # the data set's order
-    assert ids != [p["task_id"] for p in load_problems(40)]                 # not the first 40
+    assert ids == sorted(ids, key=lambda t: int(t.split("/")[1]))  # the data set's order
+    assert ids != [p["task_id"] for p in load_problems(40)]  # not the first 40
     assert ids != [p["task_id"] for p in load_problems(40, seed=1)]
     cpp = select([{"task_id": f"CPP/{i}"} for i in range(164)], 40, 0)
     assert [t["task_id"].split("/")[1] for t in cpp] == [t.split("/")[1] for t in ids]

@@ -1,4 +1,5 @@
 """Generated code runs for real, contained: canonical HumanEval solutions pass, hostile programs do not."""
+
 import json
 import os
 import socket
@@ -32,13 +33,18 @@ def test_basic_outcomes():
     assert run_program("while True: pass", timeout_s=1) == "timed out"
     assert time.monotonic() - t < 5
     assert run_program("x = bytearray(4 << 30)", memory_mb=256).startswith("failed: MemoryError")
-    assert run_program("import os; assert 'PYTHONPATH' not in os.environ and os.environ['HOME'] == os.getcwd()") == "passed"
+    assert (
+        run_program("import os; assert 'PYTHONPATH' not in os.environ and os.environ['HOME'] == os.getcwd()")
+        == "passed"
+    )
 
 
 def test_a_compiler_that_crashes_is_named_and_a_program_that_crashes_is_killed():
     crash = ["/bin/sh", "-c", "echo 'LLVM ERROR: out of memory' >&2; kill -ABRT $$"]
-    assert run_program({"files": {}, "steps": [crash, ["/bin/true"]]}) == \
-        "failed: compile step sh failed (signal SIGABRT): LLVM ERROR: out of memory"
+    assert (
+        run_program({"files": {}, "steps": [crash, ["/bin/true"]]})
+        == "failed: compile step sh failed (signal SIGABRT): LLVM ERROR: out of memory"
+    )
     assert run_program({"files": {}, "steps": [["/bin/true"], crash]}) == "failed: killed by SIGABRT"
 
 
@@ -141,10 +147,20 @@ def test_nothing_of_the_evaluators_environment_gets_in(tmp_path, monkeypatch):
     ]
     samples = tmp_path / "samples.jsonl"
     task = load_problems(1)[0]["task_id"]
-    samples.write_text("".join(json.dumps({"task_id": task, "completion": f"    import sys\n    try:\n        {r}\n"
-                                                                          f"    except Exception as e:\n        print(e, file=sys.stderr)\n"
-                                                                          f"    raise SystemExit(1)\n"}) + "\n"
-                               for r in routes))
+    samples.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "task_id": task,
+                    "completion": f"    import sys\n    try:\n        {r}\n"
+                    f"    except Exception as e:\n        print(e, file=sys.stderr)\n"
+                    f"    raise SystemExit(1)\n",
+                }
+            )
+            + "\n"
+            for r in routes
+        )
+    )
     score("humaneval", samples)
     text = (tmp_path / "samples.jsonl_results.jsonl").read_text()
     assert secret not in text and len(text.splitlines()) == len(routes)
@@ -163,8 +179,9 @@ def test_fork_bomb_and_orphans_are_contained(box):
     code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\ntime.sleep(60)\n"
     assert box.run(code).status == "timed out"
     deadline = time.monotonic() + 10  # SIGKILLed processes take a moment to be reaped
-    while (leftovers := [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) in (61000, 61001)]) and \
-            time.monotonic() < deadline:
+    while (
+        leftovers := [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) in (61000, 61001)]
+    ) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert leftovers == []
 

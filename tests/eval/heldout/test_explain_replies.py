@@ -1,6 +1,7 @@
 """An explain reply scores as its bare summary does, however a chat model wraps it: every wrapping of
 a reference, in each of the five languages' comment styles, gives back exactly the bare reference
 (the tolerance is zero: the same text, so the same smoothed BLEU-4)."""
+
 import pytest
 
 from ferrylm.eval.heldout import smooth_bleu
@@ -15,7 +16,9 @@ REFERENCES = {
     "cpp": "Computes the checksum of a buffer using CRC-32.",
 }
 DOC_COMMENT = {
-    "python": lambda s: f'def f(self, number):\n    """{s}\n\n    Args:\n        number: how many.\n    """\n    return 1\n',
+    "python": lambda s: (
+        f'def f(self, number):\n    """{s}\n\n    Args:\n        number: how many.\n    """\n    return 1\n'
+    ),
     "java": lambda s: f"/**\n * {s}\n *\n * @return the count\n */\npublic int size() {{ return n; }}\n",
     "go": lambda s: f"// {s}\nfunc Reverse(s string) string {{ return s }}\n",
     "rust": lambda s: f"/// {s}\n///\n/// # Panics\n/// When out of range.\npub fn split_at(&self, mid: usize) {{}}\n",
@@ -27,7 +30,9 @@ WRAPPINGS = {
     "doc comment in a fence": lambda s, lang: f"```{lang}\n{DOC_COMMENT[lang](s)}```",
     "doc comment alone": lambda s, lang: DOC_COMMENT[lang](s),
     "python docstring alone": lambda s, lang: f'"""{s}"""',
-    "line comments": lambda s, lang: "".join(f"// {w}\n" for w in s.rsplit(" ", 3)[0:1] + [" ".join(s.rsplit(" ", 3)[1:])]),
+    "line comments": lambda s, lang: "".join(
+        f"// {w}\n" for w in s.rsplit(" ", 3)[0:1] + [" ".join(s.rsplit(" ", 3)[1:])]
+    ),
     "hash comment": lambda s, lang: f"# {s}",
     "label": lambda s, lang: f"Summary: {s}",
     "bold label": lambda s, lang: f"**Summary:** {s}",
@@ -38,10 +43,14 @@ WRAPPINGS = {
     "backticks": lambda s, lang: f"`{s}`",
     "lead-in line": lambda s, lang: f"Here is the summary:\n\n{s}",
     "lead-in and fence": lambda s, lang: f"Sure! Here's a one-line summary:\n```text\n{s}\n```",
-    "trailing explanation": lambda s, lang: f"{s}\n\nThe function works by looping over its input once and "
-                                            "keeping a running total, so it runs in linear time.",
+    "trailing explanation": lambda s, lang: (
+        f"{s}\n\nThe function works by looping over its input once and "
+        "keeping a running total, so it runs in linear time."
+    ),
     "lead-in, label, trailing": lambda s, lang: f"Sure:\n\n**Summary**: {s}\n\nIt is called by the scheduler.",
-    "CRLF fence": lambda s, lang: f"```{lang}\r\n{DOC_COMMENT[lang](s)}```\r\n".replace("\n", "\r\n").replace("\r\r", "\r"),
+    "CRLF fence": lambda s, lang: f"```{lang}\r\n{DOC_COMMENT[lang](s)}```\r\n".replace("\n", "\r\n").replace(
+        "\r\r", "\r"
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """The base model shown a few training examples: the data stage offers only training-side examples, the
 same ones on every run, and every question of the eval (held-out, benchmark, base mode) gets them first."""
+
 import json
 from pathlib import Path
 
@@ -27,7 +28,9 @@ class Recorder:
         return ["    return 1\n"] * n
 
 
-def test_the_data_stage_offers_only_training_examples_and_the_same_ones_every_run(tmp_path, tiny_qwen2_dir, make_config):
+def test_the_data_stage_offers_only_training_examples_and_the_same_ones_every_run(
+    tmp_path, tiny_qwen2_dir, make_config
+):
     from ferrylm.data import run_data
 
     corpus = _four_repositories(tmp_path / "repos")
@@ -36,7 +39,7 @@ def test_the_data_stage_offers_only_training_examples_and_the_same_ones_every_ru
         cfg = make_config(tmp_path / run, tiny_qwen2_dir, corpus, "data.min_body_lines=1", "data.holdout_functions=0.5")
         data = run_data(cfg)
         files.append(Path(data.outputs["shots"]).read_text())
-    assert files[0] == files[1]                                   # the same data, the same examples
+    assert files[0] == files[1]  # the same data, the same examples
     shots = [json.loads(line) for line in files[0].splitlines()]
     repos = json.loads(Path(data.outputs["repositories"]).read_text())
     held_repos = {r["name"] for r in repos if r["split"] == "eval"}
@@ -54,12 +57,27 @@ def test_the_data_stage_offers_only_training_examples_and_the_same_ones_every_ru
     assert make_config(tmp_path / "c", tiny_qwen2_dir, corpus, f"eval.few_shot={POOL}").eval.few_shot == POOL
 
 
-POOL_ROWS = {("generate", "python"): [{"task": "generate", "language": "python", "source": f"r/m.py::f{i}",
-                                      "prompt_code": f"def f{i}():\n", "body": f"    return {i}\n",
-                                      "messages": [{"role": "user", "content": f"q{i}"},
-                                                   {"role": "assistant", "content": f"a{i}"}]} for i in range(3)],
-             ("explain", "python"): [{"task": "explain", "language": "python", "source": "r/m.py::g",
-                                     "messages": [{"role": "user", "content": "qx"}, {"role": "assistant", "content": "ax"}]}]}
+POOL_ROWS = {
+    ("generate", "python"): [
+        {
+            "task": "generate",
+            "language": "python",
+            "source": f"r/m.py::f{i}",
+            "prompt_code": f"def f{i}():\n",
+            "body": f"    return {i}\n",
+            "messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}],
+        }
+        for i in range(3)
+    ],
+    ("explain", "python"): [
+        {
+            "task": "explain",
+            "language": "python",
+            "source": "r/m.py::g",
+            "messages": [{"role": "user", "content": "qx"}, {"role": "assistant", "content": "ax"}],
+        }
+    ],
+}
 
 
 def test_questions_come_after_their_task_and_languages_examples():
@@ -69,25 +87,32 @@ def test_questions_come_after_their_task_and_languages_examples():
     asked = [{"role": "system", "content": "s"}, {"role": "user", "content": "Q"}]
     assert [m["content"] for m in shots.messages(asked, "generate", "python")] == ["s", "q0", "a0", "q1", "a1", "Q"]
     assert [m["content"] for m in shots.messages(asked[1:], "explain", "python")] == ["qx", "ax", "Q"]
-    assert shots.messages(asked, "generate", "go") == asked            # no training example in Go: asked as is
+    assert shots.messages(asked, "generate", "go") == asked  # no training example in Go: asked as is
     assert shots.prefix("python") == "def f0():\n    return 0\n\ndef f1():\n    return 1\n\n"
     assert shots.summary({("generate", "python"), ("generate", "cpp")}) == {
-        "k": 2, "shown": {"generate/python": ["r/m.py::f0", "r/m.py::f1"], "explain/python": ["r/m.py::g"]},
-        "asked_without_examples": ["generate/cpp"]}
+        "k": 2,
+        "shown": {"generate/python": ["r/m.py::f0", "r/m.py::f1"], "explain/python": ["r/m.py::g"]},
+        "asked_without_examples": ["generate/cpp"],
+    }
     # held-out rows: each by its own task; the scored record keeps the question as the data stage wrote it
-    rows = [{"task": "explain", "language": "python", "messages": [{"role": "user", "content": "Q1"}], "reference": "x"},
-            {"task": "generate", "language": "python", "messages": [{"role": "user", "content": "Q2"}], "reference": "y"}]
+    rows = [
+        {"task": "explain", "language": "python", "messages": [{"role": "user", "content": "Q1"}], "reference": "x"},
+        {"task": "generate", "language": "python", "messages": [{"role": "user", "content": "Q2"}], "reference": "y"},
+    ]
     gen = Recorder()
     replies = heldout.generate_replies(gen, rows, 16, 1, shots)
     assert [[m["content"] for m in a] for a in gen.asked] == [["qx", "ax", "Q1"], ["q0", "a0", "q1", "a1", "Q2"]]
     assert [r["messages"] for r in heldout.score_rows(rows, replies)] == [rows[0]["messages"], rows[1]["messages"]]
     # benchmark tracks: chat turns, or in base mode the examples' code before the prompt
-    track = benchmark.Track("b", "python", "B", "k", [{"task_id": "t", "prompt": "def g():\n"}],
-                            from_reply=lambda p, r: r)
+    track = benchmark.Track(
+        "b", "python", "B", "k", [{"task_id": "t", "prompt": "def g():\n"}], from_reply=lambda p, r: r
+    )
     for mode in ("chat", "base"):
         gen = Recorder()
         benchmark.generate(gen, [track], 16, 1, mode=mode, shots=shots)
         if mode == "chat":
-            assert [m["content"] for m in gen.asked[0][:4]] == ["q0", "a0", "q1", "a1"] and "def g()" in gen.asked[0][4]["content"]
+            assert [m["content"] for m in gen.asked[0][:4]] == ["q0", "a0", "q1", "a1"] and "def g()" in gen.asked[0][
+                4
+            ]["content"]
         else:
             assert gen.asked == [shots.prefix("python") + "def g():\n"]

@@ -1,5 +1,6 @@
 """Did the fine-tune help? Smoothed BLEU-4 and the paired bootstrap against hand computations, the
 verdict's wording for better / worse / no change, and the scoring of held-out replies."""
+
 import pytest
 
 from ferrylm.eval.heldout import smooth_bleu
@@ -19,7 +20,8 @@ def test_smoothed_bleu4_by_hand():
     short = smooth_bleu.sentence_score("a b", "a b c d")
     assert short == pytest.approx((1 * (1 + 1) / (1 + 1) * 1 / 1 * 1 / 1) ** 0.25 * 2.718281828459045 ** (1 - 5 / 3))
     assert smooth_bleu.corpus_score(["a b c d", "x y"], ["a b c d", "a b c d"]) == pytest.approx(
-        100 * (1 + smooth_bleu.sentence_score("x y", "a b c d")) / 2)
+        100 * (1 + smooth_bleu.sentence_score("x y", "a b c d")) / 2
+    )
 
 
 def test_paired_bootstrap_by_hand():
@@ -33,7 +35,9 @@ def test_paired_bootstrap_by_hand():
     assert bootstrap_interval([0.0, 0.0, 3.0]) == (0.0, 3.0)
 
 
-def _line(diffs_a, diffs_b, higher=True, against="base", metric="Code understanding: smoothed BLEU-4 of summaries (0–100)"):
+def _line(
+    diffs_a, diffs_b, higher=True, against="base", metric="Code understanding: smoothed BLEU-4 of summaries (0–100)"
+):
     c = compare(dict(enumerate(diffs_a)), dict(enumerate(diffs_b)))
     return helped._line(metric, "all", c, higher, "examples", against)
 
@@ -53,21 +57,39 @@ def test_verdict_wording_better_worse_and_no_change():
     assert helped.headline([]).startswith("Not answered")
 
 
-ROW = {"source": "m.py::scale", "language": "python", "task": "generate", "messages": [],
-       "prompt_code": "def scale(values, factor=2):\n    \"\"\"Scale.\"\"\"\n", "reference": "    return [v * factor for v in values]\n"}
+ROW = {
+    "source": "m.py::scale",
+    "language": "python",
+    "task": "generate",
+    "messages": [],
+    "prompt_code": 'def scale(values, factor=2):\n    """Scale."""\n',
+    "reference": "    return [v * factor for v in values]\n",
+}
 
 
 def test_format_kept_and_scores_per_example():
     assert kept_format("```python\n    return [v * factor for v in values]\n```", ROW)
-    assert not kept_format("```python\ndef scale(values, factor=2):\n    return values\n```", ROW)   # signature again
-    assert not kept_format("    return values", ROW)                                                  # no block
-    assert not kept_format("```python\na\n```\nand\n```python\nb\n```", ROW)                         # two blocks
-    explain = {"source": "m.py::scale", "language": "python", "task": "explain", "messages": [],
-               "reference": "Multiply every value by factor."}
-    scored = score_rows([ROW, explain], ["```python\n    return [v * factor for v in values]\n```",
-                                         "Multiply every value by factor.\n\nIt returns a list."])
+    assert not kept_format("```python\ndef scale(values, factor=2):\n    return values\n```", ROW)  # signature again
+    assert not kept_format("    return values", ROW)  # no block
+    assert not kept_format("```python\na\n```\nand\n```python\nb\n```", ROW)  # two blocks
+    explain = {
+        "source": "m.py::scale",
+        "language": "python",
+        "task": "explain",
+        "messages": [],
+        "reference": "Multiply every value by factor.",
+    }
+    scored = score_rows(
+        [ROW, explain],
+        [
+            "```python\n    return [v * factor for v in values]\n```",
+            "Multiply every value by factor.\n\nIt returns a list.",
+        ],
+    )
     assert scored[0]["bleu"] == pytest.approx(100) and scored[0]["format_kept"] == 1
-    assert scored[1]["output"] == "Multiply every value by factor." and scored[1]["smoothed_bleu4"] == pytest.approx(100)
+    assert scored[1]["output"] == "Multiply every value by factor." and scored[1]["smoothed_bleu4"] == pytest.approx(
+        100
+    )
     s = summarize(scored)
     assert s["explain"]["smoothed_bleu4"] == pytest.approx(100) and s["generate"]["format_kept"] == 1
 
@@ -80,45 +102,67 @@ def test_select_takes_the_first_rows_of_each_task():
 
 
 def test_lines_pair_the_same_examples_per_language():
-    ft = [{"task": "explain", "language": lang, "smoothed_bleu4": 20.0 + i % 2, "loss": 1.0}
-          for i, lang in enumerate(["python", "go"] * 10)]
-    base = [{"task": "explain", "language": lang, "smoothed_bleu4": 10.0, "loss": 2.0} for lang in ["python", "go"] * 10]
+    ft = [
+        {"task": "explain", "language": lang, "smoothed_bleu4": 20.0 + i % 2, "loss": 1.0}
+        for i, lang in enumerate(["python", "go"] * 10)
+    ]
+    base = [
+        {"task": "explain", "language": lang, "smoothed_bleu4": 10.0, "loss": 2.0} for lang in ["python", "go"] * 10
+    ]
     found = helped.lines({"fine-tuned": ft, "base": base}, [])
     scopes = [(ln["metric"].split(":")[0], ln["scope"], ln["verdict"]) for ln in found]
-    assert scopes == [("Code understanding", "all", "better"), ("Code understanding", "go", "better"),
-                      ("Code understanding", "python", "better"), ("Held-out loss, explain task", "all", "better"),
-                      ("Held-out loss, explain task", "go", "better"), ("Held-out loss, explain task", "python", "better")]
+    assert scopes == [
+        ("Code understanding", "all", "better"),
+        ("Code understanding", "go", "better"),
+        ("Code understanding", "python", "better"),
+        ("Held-out loss, explain task", "all", "better"),
+        ("Held-out loss, explain task", "go", "better"),
+        ("Held-out loss, explain task", "python", "better"),
+    ]
     assert found[0]["n"] == 20 and found[1]["n"] == 10
 
 
-UP, FLAT, DOWN = ([10.0 + i % 3 for i in range(30)], [5.0 + i % 2 for i in range(30)]), \
-    ([1.0, 2.0, 3.0, 4.0] * 5, [2.0, 1.0, 4.0, 3.0] * 5), ([1.0] * 30, [2.0 + (i % 2) for i in range(30)])
+UP, FLAT, DOWN = (
+    ([10.0 + i % 3 for i in range(30)], [5.0 + i % 2 for i in range(30)]),
+    ([1.0, 2.0, 3.0, 4.0] * 5, [2.0, 1.0, 4.0, 3.0] * 5),
+    ([1.0] * 30, [2.0 + (i % 2) for i in range(30)]),
+)
 GEN = "Code generation: chrF of bodies (0–100)"
 U, G = "Code understanding: smoothed BLEU-4 of summaries", "Code generation: chrF of bodies"
 
 
 def _pair(understanding, generation):
     """Lines of two metrics, each against the base and the base shown 2 examples: (vs base, vs 2-shot)."""
-    return [_line(*v, against=a, metric=m) for m, vs in (("Code understanding: smoothed BLEU-4 of summaries (0–100)",
-                                                         understanding), (GEN, generation))
-            for a, v in zip(("base", "base 2-shot"), vs)]
+    return [
+        _line(*v, against=a, metric=m)
+        for m, vs in (("Code understanding: smoothed BLEU-4 of summaries (0–100)", understanding), (GEN, generation))
+        for a, v in zip(("base", "base 2-shot"), vs)
+    ]
 
 
 def test_verdict_says_whether_fine_tuning_beat_prompting():
     beat_both = helped.headline(_pair((UP, UP), (FLAT, FLAT)))
-    assert beat_both == (f"Yes: better than the base model and than the base shown 2 examples, on {U}; "
-                         "no significant change on the other 1.")
+    assert beat_both == (
+        f"Yes: better than the base model and than the base shown 2 examples, on {U}; "
+        "no significant change on the other 1."
+    )
     only_cold = helped.headline(_pair((UP, FLAT), (FLAT, FLAT)))
     assert only_cold == (f"No better than prompting: better than the base model only, on {U}.")
     nothing = helped.headline(_pair((FLAT, FLAT), (FLAT, FLAT)))
-    assert nothing.startswith("No better than prompting: no significant change against the base model or the base "
-                              "shown 2 examples on any of 2 measures")
+    assert nothing.startswith(
+        "No better than prompting: no significant change against the base model or the base "
+        "shown 2 examples on any of 2 measures"
+    )
     worse = helped.headline(_pair((UP, DOWN), (FLAT, FLAT)))
-    assert worse == (f"No better than prompting: better than the base model only, on {U}; "
-                     f"worse than the base shown 2 examples on {U}.")
+    assert worse == (
+        f"No better than prompting: better than the base model only, on {U}; "
+        f"worse than the base shown 2 examples on {U}."
+    )
     mixed = helped.headline(_pair((UP, UP), (FLAT, DOWN)))
-    assert mixed.startswith(f"Mixed: better than the base model and than the base shown 2 examples, on {U}; "
-                            f"worse than the base shown 2 examples on {G}")
+    assert mixed.startswith(
+        f"Mixed: better than the base model and than the base shown 2 examples, on {U}; "
+        f"worse than the base shown 2 examples on {G}"
+    )
     # without the few-shot column the sentence is the one against the base alone
     assert helped.headline(_pair((UP, UP), (FLAT, FLAT))[::2]).startswith("Yes: better on Code understanding")
     assert "vs base 2-shot" in helped.text(_pair((UP, UP), (FLAT, FLAT))[1])
@@ -129,12 +173,15 @@ def test_lines_compare_with_every_other_model_metric_by_metric():
     base = [{"task": "explain", "language": "python", "smoothed_bleu4": 10.0} for _ in range(12)]
     shot = [{"task": "explain", "language": "python", "smoothed_bleu4": 20.0 + (i + 1) % 2} for i in range(12)]
     found = helped.lines({"fine-tuned": ft, "base": base, "base 2-shot": shot}, [])
-    assert [(ln["against"], ln["verdict"]) for ln in found] == [("base", "better"), ("base 2-shot", "no significant change")]
+    assert [(ln["against"], ln["verdict"]) for ln in found] == [
+        ("base", "better"),
+        ("base 2-shot", "no significant change"),
+    ]
     assert helped.headline(found).startswith("No better than prompting: better than the base model only")
 
 
 def test_a_report_written_before_the_few_shot_column_still_reads():
     old = {k: v for k, v in _pair((UP, UP), (FLAT, FLAT))[0].items() if k not in ("against", "other")}
-    old["base"] = 5.5                                   # how such a line named the base's value
+    old["base"] = 5.5  # how such a line named the base's value
     assert helped.text(old).split(",")[0].endswith("vs base 5.500")
     assert helped.headline([old]).startswith("Yes: better on Code understanding")

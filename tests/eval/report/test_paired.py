@@ -1,4 +1,5 @@
 """The report says whether a fine-tuned vs base difference could be chance, with exact numbers."""
+
 import pytest
 
 from ferrylm.eval.report.paired import bootstrap_interval, compare, mcnemar_exact, sentence
@@ -6,15 +7,15 @@ from ferrylm.eval.report.paired import bootstrap_interval, compare, mcnemar_exac
 
 def test_mcnemar_exact_against_hand_computed_values():
     assert mcnemar_exact(0, 0) == 1.0
-    assert mcnemar_exact(5, 4) == 1.0                          # 2 * P(X <= 4 | n=9) > 1, capped
-    assert mcnemar_exact(10, 0) == pytest.approx(2 / 1024)      # 2 * 0.5**10
-    assert mcnemar_exact(8, 2) == pytest.approx(2 * (1 + 10 + 45) / 1024)   # 0.109375
+    assert mcnemar_exact(5, 4) == 1.0  # 2 * P(X <= 4 | n=9) > 1, capped
+    assert mcnemar_exact(10, 0) == pytest.approx(2 / 1024)  # 2 * 0.5**10
+    assert mcnemar_exact(8, 2) == pytest.approx(2 * (1 + 10 + 45) / 1024)  # 0.109375
     assert mcnemar_exact(2, 8) == mcnemar_exact(8, 2)
 
 
 def test_eleven_against_ten_of_164_is_not_significant():
     base = {f"T{i}": float(i < 10) for i in range(164)}
-    tuned = {f"T{i}": float(1 <= i < 12) for i in range(164)}   # loses T0, gains T10 and T11
+    tuned = {f"T{i}": float(1 <= i < 12) for i in range(164)}  # loses T0, gains T10 and T11
     c = compare(tuned, base)
     assert (c["tasks"], c["only_a"], c["only_b"]) == (164, 2, 1)
     assert c["difference"] == pytest.approx(1 / 164) and c["p"] == 1.0 and not c["significant"]
@@ -25,7 +26,7 @@ def test_a_clear_gain_is_significant():
     base = {f"T{i}": 0.0 for i in range(50)}
     tuned = {f"T{i}": float(i < 20) for i in range(50)}
     c = compare(tuned, base)
-    assert c["p"] == pytest.approx(2 * 0.5 ** 20) and c["significant"]
+    assert c["p"] == pytest.approx(2 * 0.5**20) and c["significant"]
     assert 0 < c["ci95"][0] < 0.4 < c["ci95"][1]
 
 
