@@ -21,6 +21,7 @@ import shlex
 import shutil
 import sys
 import sysconfig
+from functools import cache
 from pathlib import Path
 
 from ...data.holdout import is_test_file
@@ -39,6 +40,7 @@ JAVA_ENV = (
 ALTERNATIVES = ("cc", "c++", "gcc", "g++", "java", "javac", "jar", "ld")
 
 
+@cache  # read once: every test run's program starts with these lines
 def _resolved_tools() -> str:
     """Shell lines linking each of ALTERNATIVES that goes through /etc/alternatives to its program, in bin/."""
     links = {
