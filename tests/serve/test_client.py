@@ -52,3 +52,16 @@ def test_chat_stops_reading_at_the_closed_code_block_and_hangs_up():
         assert _Streamer.sent and _Streamer.sent[0] < len(PIECES)  # the server saw the client go
     finally:
         server.shutdown()
+
+
+def test_timed_stream_keeps_the_whole_reply_and_times_its_first_piece():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Streamer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        t = client.timed_chat_stream(url, "m", [{"role": "user", "content": "double x"}], 64, ignore_eos=False)
+        assert t.text == "".join(PIECES)
+        # the first piece is sent at once, the last after every 20 ms pause
+        assert t.ttft_s < t.total_s and t.total_s >= 0.02 * (len(PIECES) - 1)
+    finally:
+        server.shutdown()
