@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ...errors import FerryError
 from ..execution import hx_libs
+from ..execution.sandbox import past_alternatives
 from .benchmark import Track, run_programs
 from .brace_replies import completion_from_reply
 from .humaneval import select
@@ -115,7 +116,7 @@ def _java_program(problem: dict, completion: str, libs: str | None = None) -> di
     test, n = re.subn(r"public\s+class\s+Main\b", "class FerryTests", problem["test"], count=1)
     if not n:
         raise ValueError(f"{problem['task_id']}: its test has no `public class Main`")
-    javac, java = (os.path.realpath(shutil.which(t) or t) for t in ("javac", "java"))  # not via /etc/alternatives
+    javac, java = past_alternatives("javac"), past_alternatives("java")
     return {
         "files": {"Main.java": problem["prompt"] + completion + "\n" + test + _JAVA_HARNESS},
         "steps": [
@@ -228,7 +229,7 @@ def _rust_program(problem: dict, completion: str, libs: str) -> dict:
                 "-C",
                 "strip=debuginfo",
                 "-C",
-                f"linker={os.path.realpath(shutil.which('cc') or 'cc')}",  # not via /etc/alternatives
+                f"linker={past_alternatives('cc')}",
                 "-L",
                 f"dependency={libs}/deps",
                 *hx_libs.rust_externs(libs),

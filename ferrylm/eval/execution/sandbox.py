@@ -51,6 +51,11 @@ def _python() -> tuple[str, str]:
     return os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix)
 
 
+def past_alternatives(tool: str) -> str:
+    """The program a tool's name runs, past Debian's /etc/alternatives links (the jail has no /etc)."""
+    return os.path.realpath(shutil.which(tool, path="/usr/bin:/bin") or tool)
+
+
 def _root_fs_args(binds: tuple[str, ...] = ()) -> list[str]:
     """/usr and the top-level links or directories into it, then the interpreter's prefix and the
     caller's read-only directories (a compiled language's prepared libraries), each at its own path

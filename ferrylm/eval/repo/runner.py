@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from ...data.holdout import is_test_file
-from ..execution.sandbox import Sandbox, _python
+from ..execution.sandbox import Sandbox, _python, past_alternatives
 
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
 CARGO_ENV = "CARGO_NET_OFFLINE=true CARGO_INCREMENTAL=0 CARGO_BUILD_JOBS=2 CARGO_TERM_COLOR=never MALLOC_ARENA_MAX=2"
@@ -44,9 +44,9 @@ ALTERNATIVES = ("cc", "c++", "gcc", "g++", "java", "javac", "jar", "ld")
 def _resolved_tools() -> str:
     """Shell lines linking each of ALTERNATIVES that goes through /etc/alternatives to its program, in bin/."""
     links = {
-        t: os.path.realpath(p)
+        t: past_alternatives(t)
         for t in ALTERNATIVES
-        if (p := shutil.which(t, path="/usr/bin:/bin")) and os.path.realpath(p) != p
+        if shutil.which(t, path="/usr/bin:/bin") not in (None, past_alternatives(t))
     }
     return "".join(f" && ln -s {shlex.quote(target)} bin/{t}" for t, target in links.items())
 
