@@ -5,10 +5,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from ferrylm.manifest import read_record, sha256_file
 from tests.conftest import tiny_overrides
 
 
+@pytest.mark.slow
 def test_ferrylm_run_chains_every_stage_through_its_records(tmp_path, tiny_qwen2_dir, tiny_corpus):
     run = tmp_path / "run"
     done = subprocess.run(

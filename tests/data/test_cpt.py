@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from ferrylm.data import run_data
 from ferrylm.data.encode import load_rows
 from ferrylm.train import run_train
@@ -9,6 +11,7 @@ from tests.conftest import tiny_config
 from tests.pinning import pinned
 
 
+@pytest.mark.slow
 def test_cpt_rows_are_packed_and_train(tmp_path, tiny_qwen2_dir, tiny_corpus):
     cfg = tiny_config(
         tmp_path / "run",

@@ -98,6 +98,7 @@ def py_tasks(tmp_path_factory):
     return repo, found, path
 
 
+@pytest.mark.slow
 def test_python_tasks_are_the_functions_their_tests_check(py_tasks):
     repo, found, _ = py_tasks
     assert found.command.startswith("pytest") and found.skipped is None
@@ -127,6 +128,7 @@ def _passed(repo: Path, found, tmp_path: Path, rows) -> list[bool]:
     return [json.loads(line)["passed"] for line in Path(out["results"]).read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_python_scoring_passes_the_reference_and_fails_wrong_bodies(py_tasks, tmp_path):
     repo, found, tasks = py_tasks
     before = _digest(repo)
@@ -175,6 +177,7 @@ def test_add():
 """
 
 
+@pytest.mark.slow
 def test_a_flaky_test_is_dropped(tmp_path):
     """Unconfined (the count must outlive each run): every third run fails. The suite passes 2 of 3
     runs, so each task's tests must pass three times alone; the sixth run fails."""
@@ -199,6 +202,7 @@ def test_a_flaky_test_is_dropped(tmp_path):
         ("def test_x():\n    pass\n", "pytset -q", "its test command 'pytset -q': 'pytset' is not installed here"),
     ],
 )
+@pytest.mark.slow
 def test_repositories_that_give_no_task_say_why(tmp_path, tests, command, reason):
     repo = _python_repo(tmp_path / "r", LIB, tests or "")
     if tests is None:
@@ -207,6 +211,7 @@ def test_repositories_that_give_no_task_say_why(tmp_path, tests, command, reason
     assert found.tasks == [] and found.skipped.startswith(reason), found.skipped
 
 
+@pytest.mark.slow
 def test_repo_tasks_cli_writes_tasks_and_refuses_bad_input(tmp_path):
     repo = _python_repo(tmp_path / "r")
     run = [sys.executable, "-m", "ferrylm", "eval", "repo-tasks"]
@@ -338,6 +343,7 @@ func TestShout(t *testing.T) {
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed (make toolchains installs it as root)")
 def test_go_tasks_and_scoring(tmp_path):
     repo = tmp_path / "gorepo"
@@ -409,6 +415,7 @@ mod tests {
     shutil.which("cargo") is None or not Path("/usr/bin/cargo").exists(),
     reason="Cargo is not installed (make toolchains installs Debian's as root)",
 )
+@pytest.mark.slow
 def test_rust_tasks_and_scoring(tmp_path):
     repo = tmp_path / "rsrepo"
     (repo / "src").mkdir(parents=True)
@@ -548,6 +555,7 @@ def _cpp_repo(root: Path) -> tuple[str, str]:
     return "g++ -std=c++17 -o t calc.cpp tests/test_calc.cc && ./t", "calc.cpp"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", ["java", "cpp"])
 def test_java_and_cpp_tasks_through_a_given_test_command(tmp_path, language):
     tool = {"java": "javac", "cpp": "g++"}[language]

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 def test_eval_through_triton_serves_both_models_and_times_their_streams(
     copy_run, tiny_qwen2_dir, tiny_corpus, make_config
 ):

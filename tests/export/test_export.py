@@ -192,6 +192,7 @@ def test_onnx_artifacts_carry_parity_and_refuse_below_threshold(trained_run, tmp
     assert not (copy / "export" / "onnx" / "fp32").exists() and not list((copy / "export" / "onnx").glob(".*"))
 
 
+@pytest.mark.slow
 def test_vllm_artifacts_w4a16_and_fp8_carry_parity_and_serve_their_own_integers(trained_run, tmp_path):
     """compressed-tensors W4A16 (pack-quantized) and FP8 (float-quantized) artifacts: the config vLLM
     reads, smaller files, parity read back through transformers' loader; the batch-1 engine runs the

@@ -144,6 +144,7 @@ def _chrome(tmp_path):
     not (shutil.which("chromium") and shutil.which("chromedriver")),
     reason="chromium and chromium-driver are installed by `make test` (needs root for apt-get)",
 )
+@pytest.mark.slow
 def test_a_reviewer_votes_with_mouse_and_keys_the_votes_survive_a_restart_and_reach_the_report(review_run, tmp_path):
     from PIL import Image, ImageStat
     from selenium.webdriver.common.by import By

@@ -95,6 +95,7 @@ def test_idle_vllm_stops_promptly(tmp_path, tiny_qwen2_dir, how):
     assert written == []  # nor in any file the run wrote (log, record)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "group"])
 def test_idle_triton_stops_promptly(tmp_path, tiny_qwen2_dir, how):
     repo = write_triton_repo(tmp_path / "triton_models", "ferrylm", tiny_qwen2_dir, engine="transformers")

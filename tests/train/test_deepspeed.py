@@ -91,6 +91,7 @@ def test_zero2_two_processes_then_resumed_on_one(copy_run, tiny_qwen2_dir, tiny_
 ZERO3_OFFLOAD = ("train.deepspeed=zero3", "train.offload_optimizer=true", "train.offload_params=true")
 
 
+@pytest.mark.slow
 def test_zero3_with_offload_saves_a_whole_adapter(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
     """ZeRO-3 shards every weight, LoRA's too; a save that does not gather them writes empty tensors
     (a failure known from other toolkits). Parameters and optimizer states offloaded to CPU RAM.
@@ -163,6 +164,7 @@ def test_launch_commands_and_slurm_script(tmp_path):
     assert bad.returncode == 2 and "train.max_stepz" in bad.stderr
 
 
+@pytest.mark.slow
 def test_zero3_full_fine_tune_with_leaf_layers_trains_the_same_numbers(copy_run, tiny_qwen2_dir, tiny_corpus):
     """A full fine-tune under ZeRO-3 gathers each decoder layer whole by default; the losses are those
     of the same run gathering per module (train.zero3_leaf_layers=false, measured once and pinned:

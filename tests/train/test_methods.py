@@ -69,6 +69,7 @@ def test_what_a_cpu_cannot_do_is_refused_before_loading(
     assert not (run / "train").exists()
 
 
+@pytest.mark.slow
 def test_one_process_zero2_with_optimizer_offload(copy_run, tiny_qwen2_dir, tiny_corpus):
     """The a800-80g shape on CPU: a single process (no launcher) under ZeRO-2 with the optimizer
     states offloaded, full fine-tune. In a subprocess: DeepSpeed's process group outlives a run."""
@@ -106,6 +107,7 @@ def test_one_process_zero2_with_optimizer_offload(copy_run, tiny_qwen2_dir, tiny
     assert (run / "train" / "model" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_cli_refusal_is_one_line(copy_run, tiny_qwen2_dir):
     """A shipped GPU preset on this CPU: the CLI answers with one line naming the key, exit 2
     (on a run whose data stage is done, so the missing-input check passes first)."""
@@ -132,6 +134,7 @@ def test_cli_refusal_is_one_line(copy_run, tiny_qwen2_dir):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_compiled_layers_train_the_same_numbers(copy_run, tiny_qwen2_dir, tiny_corpus, make_config):
     """train.compile=layers (each decoder layer through torch.compile) is a speed setting, not a
     different model: in fp32 on this CPU its losses equal the eager run's."""

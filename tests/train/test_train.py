@@ -40,6 +40,7 @@ def test_lora_training_lowers_loss_and_writes_adapter(copy_run, tiny_qwen2_dir, 
     pinned("lora eval losses", "train-loss", [m["base_eval_loss"], m["eval_loss"]], [10.7973, 10.7255])
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_last_complete_checkpoint_and_matches(
     copy_run, tiny_qwen2_dir, tiny_corpus, tmp_path, make_config
 ):

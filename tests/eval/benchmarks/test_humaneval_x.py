@@ -109,6 +109,7 @@ bool has_close_elements(vector<float> numbers, float threshold){ volatile long i
 }
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 def test_hostile_cpp_programs_are_contained(tmp_path):
     first = dict(hx.load_problems("cpp", limit=1)[0])
@@ -159,6 +160,7 @@ def test_cpp_completion_from_a_reply(reply, expected):
     assert hx.completion_from_reply(DECL, reply) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("javac") is None, reason="javac is not installed")
 def test_java_canonical_solutions_pass_and_wrong_or_early_exits_fail():
     """Every 8th task's canonical solution (all 164 pass: bench/humaneval_x_canonical.py, 2.5 min, too
@@ -187,6 +189,7 @@ def _jail_has(tool: str) -> bool:
     return shutil.which(tool, path="/usr/bin:/bin") is not None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _jail_has("go"), reason="Debian's golang-go is not installed")
 def test_go_canonical_solutions_pass_and_wrong_or_early_exits_fail():
     """Every 8th task's canonical solution (all 164: bench/humaneval_x_canonical.py), and the ways a Go
@@ -222,6 +225,7 @@ RUST_KNOWN = {
 }  # written for rand < 0.8's gen_range(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _jail_has("rustc"), reason="Debian's rustc is not installed")
 def test_rust_canonical_solutions_pass_and_wrong_or_early_exits_fail():
     problems = hx.load_problems("rust")
@@ -281,6 +285,7 @@ HOSTILE_BODIES = {  # per language: the body of the first task's function, each 
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", ["java", "go", "rust"])
 def test_hostile_java_go_and_rust_programs_are_contained(language):
     if not _jail_has({"java": "javac", "go": "go", "rust": "rustc"}[language]):
