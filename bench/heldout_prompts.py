@@ -18,9 +18,13 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--n", type=int, default=48, help="prompts, spread evenly over the held-out questions")
     ap.add_argument("--k", type=int, default=2, help="examples shown before each question")
+    ap.add_argument(
+        "--root",
+        help="where the run was started (its record's paths are relative to it); default: the directory holding runs/",
+    )
     a = ap.parse_args()
     record = Path(a.record)
-    root = record.parents[3]  # the record's paths are relative to the directory the run was started in
+    root = Path(a.root) if a.root else record.parents[3]  # runs/<name>/data/record.json
     outputs = json.loads(record.read_text())["outputs"]
     rows = [json.loads(line) for line in (root / outputs["eval_prompts"]).read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r["task"] == "generate"]
