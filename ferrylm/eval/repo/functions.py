@@ -23,13 +23,13 @@ Blanking proves a task's tests exercise its function, two ways (each must fail a
 from __future__ import annotations
 
 import ast
-import re
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
 
 from ...data.pairs import extract_pairs
 from ...data.pairs_ts import _parser, extract_pairs_ts
+from .wrong_values import JAVA_BOXED, cpp_wrong, go_results, go_wrong, java_wrong, rust_wrong
 
 LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust", ".java": "java", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp"}
 
@@ -174,10 +174,7 @@ def stub(fn: Function, how: str, text: str) -> str:
     return (raw[:def_at] + decorator.encode() + raw[def_at:]).decode()
 
 
-# Go ----------------------------------------------------------------------------------------------
-
-_GO_NUMBER = re.compile(r"^(?:u?int(?:8|16|32|64)?|uintptr|float(?:32|64)|complex(?:64|128)|byte|rune)$")
-
+# Go, Rust, Java and C++ ----------------------------------------------------------------------
 
 # node types of a function, and the field that holds its result type
 _BRACE = {
@@ -234,32 +231,6 @@ def _brace_functions(text: str, file: str, language: str, min_lines: int, max_li
     return sorted(out, key=lambda f: f.start)
 
 
-def _go_results(result: str) -> list[str]:
-    """The result types of a Go signature's result text: `int`, `(int, error)`, `(n int, err error)`."""
-    if not result.startswith("("):
-        return [result]
-    parts = [p.strip() for p in result[1:-1].split(",") if p.strip()]
-    types = [
-        p.split(None, 1)[1] if " " in p and not p.startswith(("[]", "map[", "*", "func", "chan")) else p for p in parts
-    ]
-    return types
-
-
-def _go_wrong(name: str, typ: str) -> str:
-    """An expression of type `typ` that differs from `name`'s value (its zero value where no change is known)."""
-    if _GO_NUMBER.match(typ):
-        return f"{name} + 1"
-    if typ == "string":
-        return f'{name} + "x"'
-    if typ == "bool":
-        return f"!{name}"
-    if typ.startswith("[]"):
-        return (
-            f"func() {typ} {{ if len({name}) > 0 {{ return {name}[1:] }}; return append({name}, *new({typ[2:]})) }}()"
-        )
-    return f"*new({typ})"
-
-
 def _closing(body: str) -> str:
     """The body's closing brace and what follows it, from the start of its line when the brace stands alone."""
     at = body.rstrip().rfind("}")
@@ -273,106 +244,16 @@ def _go_stub(fn: Function, how: str, ind: str) -> str:
         return f'{ind}panic("blanked by ferrylm")\n{close}'
     if not fn.kind:
         return f"{ind}return\n{close}"
-    types = _go_results(fn.kind)
+    types = go_results(fn.kind)
     names = [f"ferryR{i}" for i in range(len(types))]
     changed = next((i for i, t in enumerate(types) if t != "error"), 0)
-    values = [_go_wrong(n, t) if i == changed else n for i, (n, t) in enumerate(zip(names, types))]
+    values = [go_wrong(n, t) if i == changed else n for i, (n, t) in enumerate(zip(names, types))]
     signature = fn.kind if fn.kind.startswith("(") else f"({fn.kind})"
     original = fn.body[: len(fn.body) - len(close)]
     return (
         f"{ind}{', '.join(names)} := func() {signature} {{\n{original}{ind}}}()\n"
         f"{ind}return {', '.join(values)}\n{close}"
     )
-
-
-# Rust --------------------------------------------------------------------------------------------
-
-_RUST_INT = re.compile(r"^(?:[iu](?:8|16|32|64|128|size))$")
-
-
-def _rust_generic(typ: str, outer: str) -> str | None:
-    """T of `outer<T>` (Option<T>, Vec<T>), or None."""
-    typ = typ.replace(" ", "")
-    return typ[len(outer) + 1 : -1] if typ.startswith(outer + "<") and typ.endswith(">") else None
-
-
-def _rust_wrong(name: str, typ: str) -> str:
-    """An expression of type `typ` that differs from `name`'s value where it can (see the module's docstring)."""
-    typ = typ.strip()
-    if _RUST_INT.match(typ):
-        return f"{name}.wrapping_add(1)"
-    if typ in ("f32", "f64"):
-        return f"{name} + 1.0"
-    if typ == "bool":
-        return f"!{name}"
-    if typ == "char":
-        return f"if {name} == 'x' {{ 'y' }} else {{ 'x' }}"
-    if typ == "String":
-        return f'{name} + "x"'
-    if typ.replace(" ", "").startswith("&") and typ.endswith("str"):
-        return f'match {name}.chars().next() {{ Some(c) => &{name}[c.len_utf8()..], None => "x" }}'
-    if _rust_generic(typ, "Vec") is not None:
-        return f"{{ let mut v = {name}; if !v.is_empty() {{ v.remove(0); }} v }}"
-    if _rust_generic(typ, "Option") is not None:
-        return f"{name}.and(None)"
-    if (inner := _rust_generic(typ, "Result")) is not None:
-        return f"{name}.map(|v| {_rust_wrong('v', _first_argument(inner))})"
-    return "Default::default()"
-
-
-def _first_argument(arguments: str) -> str:
-    """`Vec<u8>` of `Vec<u8>,String`: the first of a generic's arguments."""
-    depth = 0
-    for i, c in enumerate(arguments):
-        depth += (c in "<([") - (c in ">)]")
-        if c == "," and depth == 0:
-            return arguments[:i]
-    return arguments
-
-
-# Java and C++ ------------------------------------------------------------------------------------
-
-_JAVA_BOXED = {
-    "int": "Integer",
-    "long": "Long",
-    "short": "Short",
-    "byte": "Byte",
-    "char": "Character",
-    "boolean": "Boolean",
-    "double": "Double",
-    "float": "Float",
-}
-_CPP_NUMBER = re.compile(
-    r"^(?:(?:unsigned|signed|long|short|const)\s+)*(?:int|long|short|char|float|double|size_t|"
-    r"std::size_t|u?int(?:8|16|32|64)_t|std::u?int(?:8|16|32|64)_t|unsigned|long long)$"
-)
-
-
-def _java_wrong(name: str, typ: str) -> str:
-    if typ in ("int", "long", "short", "byte", "char"):
-        return f"({typ}) ({name} + 1)"
-    if typ in ("double", "float"):
-        return f"{name} + 1"
-    if typ == "boolean":
-        return f"!{name}"
-    if typ == "String":
-        return f'{name} + "x"'
-    if typ.startswith(("List<", "java.util.List<")):
-        return f"{name} == null || {name}.isEmpty() ? null : {name}.subList(1, {name}.size())"
-    return "null"
-
-
-def _cpp_wrong(name: str, typ: str) -> str:
-    bare = typ.replace("const ", "").strip()
-    if bare == "bool":
-        return f"!{name}"
-    if _CPP_NUMBER.match(bare):
-        return f"{name} + 1"
-    if bare in ("std::string", "string"):
-        return f'{name} + "x"'
-    if bare.startswith(("std::vector<", "vector<")):
-        return f"[&] {{ auto v = {name}; if (!v.empty()) v.erase(v.begin()); return v; }}()"
-    return f"{typ}{{}}"
 
 
 def _brace_stub(fn: Function, how: str, ind: str) -> str:
@@ -387,16 +268,16 @@ def _brace_stub(fn: Function, how: str, ind: str) -> str:
     if fn.language == "rust":
         return (
             f"{ind}let ferry_r: {typ} = (|| -> {typ} {{\n{original}{ind}}})();\n"
-            f"{ind}{_rust_wrong('ferry_r', typ)}\n{close}"
+            f"{ind}{rust_wrong('ferry_r', typ)}\n{close}"
         )
     if fn.language == "java":
         return (
-            f"{ind}{typ} ferryR = ((java.util.function.Supplier<{_JAVA_BOXED.get(typ, typ)}>) () -> {{\n"
-            f"{original}{ind}}}).get();\n{ind}return {_java_wrong('ferryR', typ)};\n{close}"
+            f"{ind}{typ} ferryR = ((java.util.function.Supplier<{JAVA_BOXED.get(typ, typ)}>) () -> {{\n"
+            f"{original}{ind}}}).get();\n{ind}return {java_wrong('ferryR', typ)};\n{close}"
         )
     return (
         f"{ind}auto ferry_r = [&]() -> {typ} {{\n{original}{ind}}}();\n"
-        f"{ind}return {_cpp_wrong('ferry_r', typ)};\n{close}"
+        f"{ind}return {cpp_wrong('ferry_r', typ)};\n{close}"
     )
 
 
