@@ -6,6 +6,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from ferrylm.data.render import code_block_closed
 from ferrylm.serve import client
 
@@ -39,29 +41,27 @@ class _Streamer(BaseHTTPRequestHandler):
         pass
 
 
-def test_chat_stops_reading_at_the_closed_code_block_and_hangs_up():
+@pytest.fixture
+def streamer():
+    """The streaming server's URL, its count of pieces sent per request starting empty."""
+    _Streamer.sent = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Streamer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        reply = client.chat(url, "m", [{"role": "user", "content": "double x"}], 64, until=code_block_closed)
-        assert reply == ["Here it is:\n```python\n    return x * 2\n```"]
-        deadline = time.time() + 5
-        while not _Streamer.sent and time.time() < deadline:
-            time.sleep(0.05)
-        assert _Streamer.sent and _Streamer.sent[0] < len(PIECES)  # the server saw the client go
-    finally:
-        server.shutdown()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
 
 
-def test_timed_stream_keeps_the_whole_reply_and_times_its_first_piece():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Streamer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        t = client.timed_chat_stream(url, "m", [{"role": "user", "content": "double x"}], 64, ignore_eos=False)
-        assert t.text == "".join(PIECES)
-        # the first piece is sent at once, the last after every 20 ms pause
-        assert t.ttft_s < t.total_s and t.total_s >= 0.02 * (len(PIECES) - 1)
-    finally:
-        server.shutdown()
+def test_chat_stops_reading_at_the_closed_code_block_and_hangs_up(streamer):
+    reply = client.chat(streamer, "m", [{"role": "user", "content": "double x"}], 64, until=code_block_closed)
+    assert reply == ["Here it is:\n```python\n    return x * 2\n```"]
+    deadline = time.time() + 5
+    while not _Streamer.sent and time.time() < deadline:
+        time.sleep(0.05)
+    assert _Streamer.sent and _Streamer.sent[0] < len(PIECES)  # the server saw the client go
+
+
+def test_timed_stream_keeps_the_whole_reply_and_times_its_first_piece(streamer):
+    t = client.timed_chat_stream(streamer, "m", [{"role": "user", "content": "double x"}], 64, ignore_eos=False)
+    assert t.text == "".join(PIECES)
+    # the first piece is sent at once, the last after every 20 ms pause
+    assert t.ttft_s < t.total_s and t.total_s >= 0.02 * (len(PIECES) - 1)

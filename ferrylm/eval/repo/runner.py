@@ -44,9 +44,9 @@ ALTERNATIVES = ("cc", "c++", "gcc", "g++", "java", "javac", "jar", "ld")
 def _resolved_tools() -> str:
     """Shell lines linking each of ALTERNATIVES that goes through /etc/alternatives to its program, in bin/."""
     links = {
-        t: past_alternatives(t)
+        t: target
         for t in ALTERNATIVES
-        if shutil.which(t, path="/usr/bin:/bin") not in (None, past_alternatives(t))
+        if (p := shutil.which(t, path="/usr/bin:/bin")) and (target := past_alternatives(t)) != p
     }
     return "".join(f" && ln -s {shlex.quote(target)} bin/{t}" for t, target in links.items())
 
