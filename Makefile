@@ -93,8 +93,9 @@ DEMO_REPOS := toolz==1.2.0 --hash=sha256:9667a038e9d6ecba37995e26cb2f59ec6420b6a
   cachetools==8.0.2 --hash=sha256:30ac523adfc118b51d2b2e7bad8a0ddb31370dfe2700c7f10ca224f36ccf81e0|\
   inflection==0.5.1 --hash=sha256:1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417
 # The projects come first: where a machine has installed copies of them (site-packages, demo-gpu's
-# corpus), the sdists' files are the ones the deduplication keeps.
-DEMO_SOURCES := $(if $(filter demo-gpu,$(DEMO_CONFIG)),$(DEMO_REPOS_DIR)$(comma)stdlib$(comma)site-packages,stdlib$(comma)$(DEMO_REPOS_DIR))
+# corpus), the sdists' files are the ones the deduplication keeps. On CPU, six small packages of Go's
+# standard library join them (go-stdlib: their own tests run in place under an overlay; none without Go).
+DEMO_SOURCES := $(if $(filter demo-gpu,$(DEMO_CONFIG)),$(DEMO_REPOS_DIR)$(comma)stdlib$(comma)site-packages,stdlib$(comma)$(DEMO_REPOS_DIR)$(comma)go-stdlib)
 DEMO_DATA := data.sources=[$(DEMO_SOURCES)] data.holdout_functions=0.25 eval.repo_task_limit=10
 
 $(DEMO_REPOS_DIR)/.ready: Makefile

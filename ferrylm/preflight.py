@@ -24,7 +24,7 @@ def _model(cfg: Config) -> None:
 def _sources(cfg: Config) -> None:
     d = cfg.data
     for source in d.sources if d.format != "jsonl" else []:
-        if source not in ("stdlib", "site-packages") and not Path(source).expanduser().is_dir():
+        if source not in ("stdlib", "site-packages", "go-stdlib") and not Path(source).expanduser().is_dir():
             raise MissingInput(f"data.sources: {source} is not a directory")
     if d.manifest and d.format != "jsonl" and not Path(d.manifest).is_file():
         raise MissingInput(f"data.manifest: {d.manifest} does not exist")

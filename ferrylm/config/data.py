@@ -18,8 +18,9 @@ class DataConfig(_Section):
     (with fill-in-the-middle) for continued pre-training, "jsonl" the user's own chat files."""
     sources: list[str] = Field(default_factory=lambda: ["stdlib"])
     """Each source is a directory of repositories (every entry directly under it is one repository: the unit of
-    the train/eval split), "stdlib" (this interpreter's standard library) or "site-packages" (the packages
-    installed for it)."""
+    the train/eval split), "stdlib" (this interpreter's standard library), "site-packages" (the packages
+    installed for it) or "go-stdlib" (six small packages of Go's standard library with their tests, each a
+    repository: data/go_std.py; none where Go is not installed)."""
     manifest: str | None = None
     """Optional YAML listing repositories with their priority and language (`ferrylm manifest ROOT` writes one
     from the seed's <priority>/<language>/<repo> layout); scanned after `sources`."""

@@ -24,6 +24,7 @@ import yaml
 
 from ..config import DataConfig
 from ..errors import FerryError
+from . import go_std
 
 LANGUAGES = {
     ".py": "python",
@@ -100,6 +101,13 @@ def trees(cfg: DataConfig) -> list[Tree]:
             out.append(
                 Tree(Path(sysconfig.get_paths()["stdlib"]), "stdlib", excludes=("site-packages", "dist-packages"))
             )
+            continue
+        if source == go_std.SOURCE:
+            # A few packages of Go's standard library with their own tests (none where Go is missing).
+            out += [
+                Tree(d, f"{go_std.REPO_PREFIX}{pkg}", language="go", repo_per_entry=False, excludes=("testdata",))
+                for pkg, d in go_std.package_dirs()
+            ]
             continue
         if source == "site-packages":
             # The packages installed for this interpreter (each one a repository): a larger real corpus.

@@ -218,8 +218,8 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
 
 
 def _in_repo(ref, roots: dict) -> str:
-    """A file's path inside its repository."""
-    return os.path.relpath(ref.path, roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
+    """A file's path inside its repository (whose root is resolved: a source named through a link)."""
+    return os.path.relpath(os.path.realpath(ref.path), roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
 
 
 def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict) -> tuple[list, HeldOutFunctions]:

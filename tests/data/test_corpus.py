@@ -3,9 +3,18 @@ import os
 import pytest
 
 from ferrylm.config import load_config
-from ferrylm.data import EmptyCorpus, run_data
+from ferrylm.data import EmptyCorpus, go_std, run_data
 from ferrylm.data.collect import CleanStats, collect
-from ferrylm.data.corpus import ManifestError, ScanStats, load_manifest, manifest_from_layout, read_checked, trees, walk
+from ferrylm.data.corpus import (
+    ManifestError,
+    ScanStats,
+    load_manifest,
+    manifest_from_layout,
+    read_checked,
+    repository_roots,
+    trees,
+    walk,
+)
 
 GOOD = "def f(x):\n    return x\n" * 8  # 16 lines, 200 chars
 
@@ -108,3 +117,15 @@ def test_manifest_from_the_seed_layout(tmp_path):
     (tmp_path / "bad.yaml").write_text("repositories: [{name: x}]\n")
     with pytest.raises(ManifestError, match="entry 0 .* needs a 'path'"):
         load_manifest(tmp_path / "bad.yaml")
+
+
+@pytest.mark.skipif(not go_std.package_dirs(), reason="Go's standard library with its tests is not installed")
+def test_go_stdlib_source_gives_one_repository_per_package_with_its_tests(tmp_path):
+    cfg = load_config(overrides=["data.sources=[go-stdlib]"]).data
+    found = {t.name: t for t in trees(cfg)}
+    assert sorted(found) == sorted(f"go-std/{p}" for p, _ in go_std.package_dirs())
+    roots = repository_roots(cfg)  # each package is a repository whose tests the eval runs
+    assert roots["go-std/container/list"] == {"root": str(found["go-std/container/list"].root.resolve()), "test": None}
+    refs = [r for r in walk(found["go-std/encoding/hex"], cfg, ScanStats())]
+    assert {r.repo for r in refs} == {"go-std/encoding/hex"} and {r.language for r in refs} == {"go"}
+    assert any(r.path.endswith("hex_test.go") for r in refs) and go_std.std_package(refs[0].path.rsplit("/", 1)[0])

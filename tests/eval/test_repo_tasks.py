@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ferrylm.data import go_std
 from ferrylm.data.corpus import ManifestError, load_manifest
 from ferrylm.eval.repo import find_tasks, score
 from ferrylm.eval.repo.functions import functions, stub
@@ -367,6 +368,24 @@ def test_go_tasks_and_scoring(tmp_path):
     assert _passed(repo, found, tmp_path, rows) == [True, False, True]
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(
+    "container/ring" not in dict(go_std.package_dirs()), reason="Go's standard library with its tests is not installed"
+)
+def test_a_go_standard_library_package_runs_in_place_under_an_overlay(tmp_path):
+    ring = dict(go_std.package_dirs())["container/ring"]
+    found = find_tasks(ring, only={"ring.go::Len", "ring.go::Unlink"})
+    # the package alone, never a cached result; Unlink returns a pointer: its wrong value (nil) compiles too
+    assert found.command == "go test -count=1 ." and sorted(t["name"] for t in found.tasks) == ["Len", "Unlink"]
+    reference = next(t for t in found.tasks if t["name"] == "Len")["body"]
+    rows = [
+        ("ring/ring.go::Len", f"```go\nfunc (r *Ring) Len() int {{\n{reference}\n```"),
+        ("ring/ring.go::Len", "\treturn 1\n}"),
+        ("ring/ring.go::Len", "\tfor {\n\t}\n}"),  # loops: stopped at the task's limit
+    ]
+    assert _passed(ring, found, tmp_path, rows) == [True, False, False]
+
+
 RUST_LIB = """
 /// Adds one to each number and sums them.
 pub fn bump_sum(xs: &[i64]) -> i64 {
@@ -616,7 +635,10 @@ def test_held_out_functions_of_training_repositories_stay_out_of_training(tmp_pa
     from ferrylm.data import read_jsonl, run_data
 
     corpus = _four_repositories(tmp_path / "repos")
-    cfg = make_config(tmp_path / "run", tiny_qwen2_dir, corpus, "data.min_body_lines=1", "data.holdout_functions=0.5")
+    (tmp_path / "link").symlink_to(corpus)  # named through a link: the functions' paths are still the repositories'
+    cfg = make_config(
+        tmp_path / "run", tiny_qwen2_dir, tmp_path / "link", "data.min_body_lines=1", "data.holdout_functions=0.5"
+    )
     data = run_data(cfg)
     repos = {r["name"]: r for r in json.loads(Path(data.outputs["repositories"]).read_text())}
     trained = [r for r in repos.values() if r["split"] == "train"]

@@ -48,20 +48,21 @@ class LibsError(FerryError, RuntimeError):
     """A language's test libraries could not be prepared; the language is then not measured."""
 
 
-def _root() -> Path:
+def _root(under: str) -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "ferrylm" / "humaneval-x"
+    return base / "ferrylm" / under
 
 
-def _version(argv: list[str]) -> str:
+def tool_version(argv: list[str]) -> str:
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise LibsError(f"{' '.join(argv)}: {out.stderr.strip()[:200]}")
     return "".join(c if c.isalnum() or c in ".-" else "-" for c in out.stdout.split("\n")[0].strip())
 
 
-def _prepared(name: str, build: Callable[[Path], None]) -> str:
-    final = _root() / name
+def prepared(name: str, build: Callable[[Path], None], under: str = "humaneval-x") -> str:
+    """The directory `build` filled once (in a temporary directory, then renamed), readable by the jail's uids."""
+    final = _root(under) / name
     if (final / ".ready").is_file():
         return str(final)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +135,7 @@ def go_libs(data_dir: Path) -> str:
         (d / "probe.test").unlink()
         shutil.rmtree(d / "gopath", ignore_errors=True)
 
-    return _prepared(f"go-{_version([GO, 'env', 'GOVERSION'])}", build)
+    return prepared(f"go-{tool_version([GO, 'env', 'GOVERSION'])}", build)
 
 
 def rust_libs() -> str:
@@ -180,7 +181,7 @@ def rust_libs() -> str:
         for extra in ("crate", "target", "cargo-home"):
             shutil.rmtree(d / extra, ignore_errors=True)
 
-    return _prepared(f"rust-{_version([RUSTC, '--version'])}", build)
+    return prepared(f"rust-{tool_version([RUSTC, '--version'])}", build)
 
 
 def rust_externs(libs: str) -> list[str]:

@@ -252,6 +252,7 @@ def _go_stub(fn: Function, how: str, ind: str) -> str:
     original = fn.body[: len(fn.body) - len(close)]
     return (
         f"{ind}{', '.join(names)} := func() {signature} {{\n{original}{ind}}}()\n"
+        f"{ind}{', '.join('_' for _ in names)} = {', '.join(names)}\n"  # used even where a zero value replaces it
         f"{ind}return {', '.join(values)}\n{close}"
     )
 

@@ -16,15 +16,19 @@ Cargo run offline (GOPROXY=off, CARGO_NET_OFFLINE), their caches inside the prog
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import sysconfig
 from functools import cache
 from pathlib import Path
 
+from ...data import go_std
 from ...data.holdout import is_test_file
+from ..execution import hx_libs
 from ..execution.sandbox import Sandbox, _python, past_alternatives
 
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
@@ -99,8 +103,8 @@ def detect_command(repo: Path, language: str) -> str | None:
         return "cargo test --offline -q" if has_tests else None
     if not test_files(repo, language):
         return None
-    if language == "go":
-        return "go test ./..."
+    if language == "go":  # a standard-library package: its own tests alone, never a cached result
+        return "go test -count=1 ." if go_std.std_package(repo) else "go test ./..."
     try:
         import pytest  # noqa: F401 — pytest runs unittest suites too
 
@@ -175,26 +179,79 @@ REPO_IN_JAIL = "/ferrylm-repo"
 
 def run(box: Sandbox, repo: Path, command: str, replaced: dict[str, str] | None = None, timeout_s: float | None = None):
     """The outcome of `command` on a copy of `repo` with `replaced` ({path in repo: text}) written over it."""
-    seen_at = str(repo) if box.isolation == "unconfined" else REPO_IN_JAIL
+    # a standard-library package is run where it is (GOROOT is in the jail's /usr)
+    seen_at = str(repo) if box.isolation == "unconfined" or go_std.std_package(repo) else REPO_IN_JAIL
     return box.run(program(seen_at, command, replaced), timeout_s)
 
 
 def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> dict:
-    """The jail program that copies the repository (seen at `repo`), writes `replaced` and runs `command`."""
+    """The jail program that copies the repository (seen at `repo`), writes `replaced` and runs `command`;
+    a package of Go's standard library is not copied: `replaced` is laid over it by `go test -overlay`."""
     files = {f"replaced_{i}": text for i, text in enumerate((replaced or {}).values())} | _tools()
-    place = "".join(f" && cp ../replaced_{i} {shlex.quote(path)}" for i, path in enumerate(replaced or {}))
+    if package := go_std.std_package(repo):
+        files["overlay.in"] = json.dumps(
+            {
+                "Replace": {
+                    os.path.join(go_std.goroot(), "src", package, path): f"@HERE@/replaced_{i}"
+                    for i, path in enumerate(replaced or {})
+                }
+            }
+        )
+        start = _prelude_in_goroot(package)
+    else:
+        place = "".join(f" && cp ../replaced_{i} {shlex.quote(path)}" for i, path in enumerate(replaced or {}))
+        start = _prelude(repo) + place
     script = (
-        f"{_prelude(repo)}{place} && {{ {command} ; }} > ../test_output.txt 2>&1; code=$?; "
+        f"{start} && {{ {command} ; }} > $HOME/test_output.txt 2>&1; code=$?; "
         'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
-        '{ grep -m1 -E ":[0-9]+(:[0-9]+)?: (fatal )?error" ../test_output.txt || '
-        'grep -v -e "^[[:space:]]*$" -e "^FAIL$" ../test_output.txt | tail -n 1; } > ../reason.txt; fi; exit $code'
+        '{ grep -m1 -E ":[0-9]+(:[0-9]+)?: (fatal )?error" $HOME/test_output.txt || '
+        'grep -v -e "^[[:space:]]*$" -e "^FAIL$" $HOME/test_output.txt | tail -n 1; } > $HOME/reason.txt; fi; exit $code'
     )
     return {"files": files, "steps": [["/bin/sh", "-c", script]]}
+
+
+@cache  # once per package and process; the directory itself is kept per Go version
+def go_std_cache(package: str) -> str:
+    """A build cache that the package's own tests warmed (a run then builds only what its overlay changed:
+    0.4-1.5 s instead of 2-3 s cold), prepared outside the jail; a failed warm-up leaves it empty (cold)."""
+
+    def build(d: Path) -> None:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(d), "GOCACHE": str(d / "cache"), "GOPATH": str(d / "gopath")}
+        env |= dict(kv.split("=", 1) for kv in GO_ENV.split())
+        (d / "cache").mkdir()
+        cwd = os.path.join(go_std.goroot(), "src", package)
+        subprocess.run(["go", "test", "-count=1", "."], cwd=cwd, env=env, capture_output=True, timeout=600)
+        shutil.rmtree(d / "gopath", ignore_errors=True)
+
+    version = hx_libs.tool_version(["go", "env", "GOVERSION"])
+    return os.path.join(hx_libs.prepared(f"{version}-{package.replace('/', '-')}", build, under="go-std"), "cache")
+
+
+def binds_for(roots: list[str]) -> list[str]:
+    """What the jail must see, beside the repositories, to run the tests of these roots: the warm caches
+    of Go's standard-library packages, and GOROOT where it lies outside /usr."""
+    packages = [p for r in roots if (p := go_std.std_package(r))]
+    root = go_std.goroot()
+    return [go_std_cache(p) for p in packages] + ([root] if packages and not root.startswith("/usr/") else [])
+
+
+def _prelude_in_goroot(package: str) -> str:
+    """The prelude's tools, a copy of the package's warm build cache and the overlay file, then into the
+    package's directory in GOROOT (read-only in the jail)."""
+    warm = go_std_cache(package)
+    return (
+        f'mkdir bin && mv pytest python bin/ && chmod +x bin/* && export PATH="$PWD/bin:$PATH" '
+        f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} && '
+        f"cp -r {shlex.quote(warm)} .gocache && chmod -R u+w .gocache && "
+        'sed "s|@HERE@|$PWD|g" overlay.in > overlay.json && export GOFLAGS="$GOFLAGS -overlay=$PWD/overlay.json" && '
+        f"cd {shlex.quote(os.path.join(go_std.goroot(), 'src', package))}"
+    )
 
 
 def sandbox(repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False) -> Sandbox:
     """A sandbox that sees `repo` (read-only) and this interpreter's packages; files up to 256 MB."""
     binds = [f"{repo.resolve()}={REPO_IN_JAIL}"] + [d for d in site_dirs() if not d.startswith("/usr/")]
+    binds += binds_for([str(repo)])
     return Sandbox(slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else ())
 
 

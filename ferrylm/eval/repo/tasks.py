@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...data import go_std
 from ...data.holdout import is_test_file
 from ...errors import FerryError
 from ...log import get_logger
@@ -267,9 +268,11 @@ def _called(repo: Path, language: str, command: str, out: RepoTasks, timeout_s: 
     if language not in ("python", "go"):
         return None  # no cheap coverage for Rust, Java or C++ here
     with tempfile.TemporaryDirectory(prefix="ferrylm-trace-") as tmp:
-        copy = Path(tmp) / "r"
-        shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         try:
+            if language == "go" and (package := go_std.std_package(repo)):  # run in place: GOROOT is not written
+                return _go_called(repo, Path(tmp), timeout_s, package)
+            copy = Path(tmp) / "r"
+            shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
             if language == "python":
                 return _py_called(copy, command, Path(tmp), timeout_s)
             return _go_called(copy, Path(tmp), timeout_s)
@@ -303,7 +306,8 @@ def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float) -> set[str
     return {f"{f}::{q}" for f, q in json.loads((tmp / "called.json").read_text())}
 
 
-def _go_called(copy: Path, tmp: Path, timeout_s: float) -> set[str]:
+def _go_called(copy: Path, tmp: Path, timeout_s: float, package: str | None = None) -> set[str]:
+    """Go's coverage profile of the module's tests (`package`: of that standard-library package's own)."""
     env = {
         **os.environ,
         **dict(kv.split("=", 1) for kv in runner.GO_ENV.split()),
@@ -312,7 +316,9 @@ def _go_called(copy: Path, tmp: Path, timeout_s: float) -> set[str]:
     }
     profile = tmp / "cover.out"
     subprocess.run(
-        ["go", "test", "-count=1", "-coverpkg=./...", f"-coverprofile={profile}", "./..."],
+        ["go", "test", "-count=1", f"-coverprofile={profile}", "."]
+        if package
+        else ["go", "test", "-count=1", "-coverpkg=./...", f"-coverprofile={profile}", "./..."],
         cwd=copy,
         env=env,
         capture_output=True,
@@ -327,7 +333,7 @@ def _go_called(copy: Path, tmp: Path, timeout_s: float) -> set[str]:
         timeout=120,
         check=True,
     ).stdout
-    module = re.search(r"^module\s+(\S+)", (copy / "go.mod").read_text(), re.M).group(1)
+    module = package or re.search(r"^module\s+(\S+)", (copy / "go.mod").read_text(), re.M).group(1)
     called = set()
     for line in listing.splitlines():
         m = re.match(r"(\S+?):\d+:\s+(\S+)\s+([\d.]+)%", line)

@@ -9,6 +9,7 @@ model's body into the task's file and runs the task's tests (runner.py).
 
 from __future__ import annotations
 
+from ...data import go_std
 from ...log import get_logger
 from ..benchmarks.benchmark import Track
 from . import runner
@@ -76,7 +77,8 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
 
 def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Track:
     roots = sorted({t["repo"] for t in tasks})
-    seen_at = {root: root if unconfined else f"{runner.REPO_IN_JAIL}/{i}" for i, root in enumerate(roots)}
+    in_place = {root for root in roots if unconfined or go_std.std_package(root)}
+    seen_at = {root: root if root in in_place else f"{runner.REPO_IN_JAIL}/{i}" for i, root in enumerate(roots)}
 
     def program(task: dict, body: str) -> dict:
         return runner.program(seen_at[task["repo"]], task["command"], {task["file"]: spliced_text(task, body)})
@@ -97,7 +99,10 @@ def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Tr
         base_stops=_BASE_STOPS[language],
         from_base=from_base,
         program=program,
-        binds=() if unconfined else tuple(f"{root}={seen_at[root]}" for root in roots),
+        binds=()
+        if unconfined
+        else tuple(f"{root}={seen_at[root]}" for root in roots if root not in in_place)
+        + tuple(runner.binds_for(roots)),
         timeout_s=max(t["timeout_s"] for t in tasks),
         limits=runner.LIMITS,
     )
