@@ -24,8 +24,10 @@ import yaml
 
 from ..config import DataConfig
 from ..errors import FerryError
+from ..log import get_logger
 from . import go_std
 
+log = get_logger("data")
 LANGUAGES = {
     ".py": "python",
     ".java": "java",
@@ -104,9 +106,12 @@ def trees(cfg: DataConfig) -> list[Tree]:
             continue
         if source == go_std.SOURCE:
             # A few packages of Go's standard library with their own tests (none where Go is missing).
+            packages = go_std.package_dirs()
+            if not packages:
+                log.warning("data.sources: go-stdlib: no Go here with its standard library's tests; no package read")
             out += [
                 Tree(d, f"{go_std.REPO_PREFIX}{pkg}", language="go", repo_per_entry=False, excludes=("testdata",))
-                for pkg, d in go_std.package_dirs()
+                for pkg, d in packages
             ]
             continue
         if source == "site-packages":

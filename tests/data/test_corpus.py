@@ -129,3 +129,12 @@ def test_go_stdlib_source_gives_one_repository_per_package_with_its_tests(tmp_pa
     refs = [r for r in walk(found["go-std/encoding/hex"], cfg, ScanStats())]
     assert {r.repo for r in refs} == {"go-std/encoding/hex"} and {r.language for r in refs} == {"go"}
     assert any(r.path.endswith("hex_test.go") for r in refs) and go_std.std_package(refs[0].path.rsplit("/", 1)[0])
+
+
+def test_go_stdlib_without_go_reads_nothing_and_says_so(monkeypatch, caplog):
+    monkeypatch.setattr(go_std, "goroot", lambda: None)
+    assert go_std.package_dirs() == [] and go_std.std_package("/usr/lib/go/src/strings") is None
+    cfg = load_config(overrides=["data.sources=[go-stdlib]"]).data
+    with caplog.at_level("WARNING", logger="ferrylm.data"):
+        assert trees(cfg) == []
+    assert "go-stdlib: no Go here" in caplog.text
