@@ -12,7 +12,7 @@ repositories hold more than one.
 from __future__ import annotations
 
 from ..heldout.few_shot import shown_words
-from .paired import compare
+from .paired import MIN_BOOTSTRAP, compare
 
 # (task, per-example key, label, higher is better)
 METRICS = (
@@ -49,6 +49,7 @@ def _line(label: str, scope: str, c: dict, higher: bool, unit: str, against: str
         "unit": unit,
         "higher_is_better": higher,
         "verdict": verdict(c, higher),
+        "too_few": bool(c.get("too_few")),
     }
 
 
@@ -110,6 +111,7 @@ def text(line: dict) -> str:
     lo, hi = line["ci95"] or (None, None)
     scope = "" if line["scope"] == "all" else f" [{line['scope']}]"
     test = f"; McNemar p = {line['p']:.3g}" if line.get("p") is not None else ""
+    test += f"; too few to test, under {MIN_BOOTSTRAP}" if line.get("too_few") else ""
     return (
         f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs {_against(line)} {_num(line.get('other', line.get('base')))}, "
         f"difference {line['difference']:+.3f} (95 % interval {lo:+.3f} to {hi:+.3f}, {line['n']} {line['unit']}"
@@ -194,7 +196,7 @@ _HOW = (
     "examples (repositories the training never saw) and the same "
     "benchmark tasks; 95 % interval of the mean per-example difference by paired bootstrap (10,000 resamples), "
     "McNemar's exact test where the outcome is pass/fail. Better / worse only where the interval excludes 0 "
-    "(p < 0.05); lower loss is better."
+    f"(p < 0.05) over at least {MIN_BOOTSTRAP} examples; lower loss is better."
 )
 
 

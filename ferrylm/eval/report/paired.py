@@ -38,6 +38,11 @@ def bootstrap_interval(
     return float(lo), float(hi)
 
 
+# Fewer paired examples than this are no test by bootstrap: its interval of 1 example is a point, and even
+# 5 differences of one sign would not be significant by a sign test (two-sided p = 2 * 0.5**5 = 0.0625).
+MIN_BOOTSTRAP = 6
+
+
 def compare(a: dict[str, float], b: dict[str, float], alpha: float = 0.05) -> dict:
     """Per-task pass rates of two models (task → fraction passed) on their shared tasks."""
     tasks = sorted(set(a) & set(b))
@@ -58,7 +63,8 @@ def compare(a: dict[str, float], b: dict[str, float], alpha: float = 0.05) -> di
         out.update(only_a=only_a, only_b=only_b, test="McNemar exact", p=mcnemar_exact(only_a, only_b))
         out["significant"] = out["p"] < alpha
     else:
-        out.update(test="paired bootstrap", significant=not lo <= 0 <= hi)
+        too_few = len(tasks) < MIN_BOOTSTRAP
+        out.update(test="paired bootstrap", significant=not too_few and not lo <= 0 <= hi, too_few=too_few)
     return out
 
 

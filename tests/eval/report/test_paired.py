@@ -38,3 +38,15 @@ def test_several_samples_per_task_use_the_bootstrap():
     assert c["significant"]
     lo, hi = bootstrap_interval([1.0, -1.0] * 10, iters=2000)
     assert lo < 0 < hi
+
+
+def test_a_bootstrap_over_too_few_examples_is_no_verdict():
+    from ferrylm.eval.report.helped import _line, text
+
+    one = compare({"a": 9.7}, {"a": 5.2})  # its interval is the one difference: it would exclude 0
+    assert one["ci95"][0] == one["ci95"][1] > 0 and not one["significant"] and one["too_few"]
+    five = compare({f"T{i}": 2.0 + i for i in range(5)}, {f"T{i}": 1.0 for i in range(5)})
+    six = compare({f"T{i}": 2.0 + i for i in range(6)}, {f"T{i}": 1.0 for i in range(6)})
+    assert (five["significant"], six["significant"], six["too_few"]) == (False, True, False)
+    line = _line("chrF", "go", one, True, "examples")
+    assert line["verdict"] == "no significant change" and "too few to test, under 6" in text(line)
