@@ -382,8 +382,11 @@ def test_a_go_standard_library_package_runs_in_place_under_an_overlay(tmp_path):
         ("ring/ring.go::Len", f"```go\nfunc (r *Ring) Len() int {{\n{reference}\n```"),
         ("ring/ring.go::Len", "\treturn 1\n}"),
         ("ring/ring.go::Len", "\tfor {\n\t}\n}"),  # loops: stopped at the task's limit
+        ("ring/ring.go::Len", "\treturn r.size\n}"),  # does not compile: the compiler's line says why
     ]
-    assert _passed(ring, found, tmp_path, rows) == [True, False, False]
+    assert _passed(ring, found, tmp_path, rows) == [True, False, False, False]
+    said = json.loads((tmp_path / "s.jsonl_results.jsonl").read_text().splitlines()[-1])["result"]
+    assert "replaced_0_ring.go:" in said and "r.size undefined" in said and "[build failed]" in said
 
 
 RUST_LIB = """

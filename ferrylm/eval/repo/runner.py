@@ -189,13 +189,11 @@ def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> 
     a package of Go's standard library is not copied: `replaced` is laid over it by `go test -overlay`."""
     files = {f"replaced_{i}": text for i, text in enumerate((replaced or {}).values())} | _tools()
     if package := go_std.std_package(repo):
+        # the compiler names a laid-over file by its replacement's path: keep the file's own name at its end
+        over = {path: f"replaced_{i}_{Path(path).name}" for i, path in enumerate(replaced or {})}
+        files |= {over[path]: files.pop(f"replaced_{i}") for i, path in enumerate(over)}
         files["overlay.in"] = json.dumps(
-            {
-                "Replace": {
-                    os.path.join(go_std.goroot(), "src", package, path): f"@HERE@/replaced_{i}"
-                    for i, path in enumerate(replaced or {})
-                }
-            }
+            {"Replace": {os.path.join(go_std.goroot(), "src", package, p): f"@HERE@/{n}" for p, n in over.items()}}
         )
         start = _prelude_in_goroot(package)
     else:
@@ -205,7 +203,9 @@ def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> 
         f"{start} && {{ {command} ; }} > $HOME/test_output.txt 2>&1; code=$?; "
         'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
         '{ grep -m1 -E ":[0-9]+(:[0-9]+)?: (fatal )?error" $HOME/test_output.txt || '
-        'grep -v -e "^[[:space:]]*$" -e "^FAIL$" $HOME/test_output.txt | tail -n 1; } > $HOME/reason.txt; fi; exit $code'
+        # Go's compile errors say no "error": its first `file.go:LINE:COL:` line leads the last line
+        '{ g=$(grep -m1 -E "[.]go:[0-9]+:[0-9]+: " $HOME/test_output.txt); printf "%s%s\\n" "${g:+$g; }" '
+        '"$(grep -v -e "^[[:space:]]*$" -e "^FAIL$" $HOME/test_output.txt | tail -n 1)"; }; } > $HOME/reason.txt; fi; exit $code'
     )
     return {"files": files, "steps": [["/bin/sh", "-c", script]]}
 
