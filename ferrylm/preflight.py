@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .config import Config
+from .config.data import BUILT_IN_SOURCES
 from .errors import FerryError
 from .manifest import read_record
 from .models import EMBEDDED, check_model_dir
@@ -24,7 +25,7 @@ def _model(cfg: Config) -> None:
 def _sources(cfg: Config) -> None:
     d = cfg.data
     for source in d.sources if d.format != "jsonl" else []:
-        if source not in ("stdlib", "site-packages", "go-stdlib") and not Path(source).expanduser().is_dir():
+        if source not in BUILT_IN_SOURCES and not Path(source).expanduser().is_dir():
             raise MissingInput(f"data.sources: {source} is not a directory")
     if d.manifest and d.format != "jsonl" and not Path(d.manifest).is_file():
         raise MissingInput(f"data.manifest: {d.manifest} does not exist")

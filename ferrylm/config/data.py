@@ -10,6 +10,8 @@ from .base import _Section
 
 SEED_EXTENSIONS = (".py", ".java", ".go", ".rs", ".cpp", ".c", ".h", ".hpp")
 DEFAULT_EXTENSIONS = SEED_EXTENSIONS + (".cc", ".cxx", ".hh", ".hxx", ".ipp")
+# data.sources entries that name a corpus of this machine rather than a directory
+BUILT_IN_SOURCES = ("stdlib", "site-packages", "go-stdlib")
 
 
 class DataConfig(_Section):

@@ -104,7 +104,7 @@ def trees(cfg: DataConfig) -> list[Tree]:
                 Tree(Path(sysconfig.get_paths()["stdlib"]), "stdlib", excludes=("site-packages", "dist-packages"))
             )
             continue
-        if source == go_std.SOURCE:
+        if source == "go-stdlib":
             # A few packages of Go's standard library with their own tests (none where Go is missing).
             packages = go_std.package_dirs()
             if not packages:

@@ -17,7 +17,6 @@ from pathlib import Path
 # Leaf packages (no sub-packages) whose tests take under a second and which the test runner's own
 # dependencies do not import, so a changed file recompiles little: about 0.5 s a run with a warm cache.
 PACKAGES = ("container/list", "container/ring", "encoding/csv", "encoding/hex", "text/tabwriter", "unicode/utf16")
-SOURCE = "go-stdlib"  # the data.sources entry
 REPO_PREFIX = "go-std/"  # the packages' repository names: go-std/<import path>
 
 
@@ -35,12 +34,16 @@ def goroot() -> str | None:
     return root if out.returncode == 0 and root and os.path.isdir(os.path.join(root, "src")) else None
 
 
+def package_dir(package: str) -> str:
+    """Where the package's files are, under GOROOT as Go prints it (the path an overlay must name)."""
+    return os.path.join(goroot(), "src", package)
+
+
 def package_dirs() -> list[tuple[str, Path]]:
     """(import path, directory) of each of PACKAGES that this machine's GOROOT holds with its tests."""
-    root = goroot()
-    if root is None:
+    if goroot() is None:
         return []
-    dirs = [(p, Path(root, "src", p)) for p in PACKAGES]
+    dirs = [(p, Path(package_dir(p))) for p in PACKAGES]
     return [(p, d) for p, d in dirs if d.is_dir() and any(d.glob("*_test.go"))]
 
 

@@ -306,34 +306,30 @@ def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float) -> set[str
     return {f"{f}::{q}" for f, q in json.loads((tmp / "called.json").read_text())}
 
 
-def _go_called(copy: Path, tmp: Path, timeout_s: float, package: str | None = None) -> set[str]:
-    """Go's coverage profile of the module's tests (`package`: of that standard-library package's own)."""
-    env = {
-        **os.environ,
-        **dict(kv.split("=", 1) for kv in runner.GO_ENV.split()),
-        "GOCACHE": str(tmp / "gocache"),
-        "GOPATH": str(tmp / "gopath"),
-    }
+def _go_called(root: Path, tmp: Path, timeout_s: float, package: str | None = None) -> set[str]:
+    """Go's coverage profile of the module's tests at `root` (a copy; `package`: that standard-library
+    package's own tests, in place)."""
+    env = {**os.environ, **runner.GO_VARS, "GOCACHE": str(tmp / "gocache"), "GOPATH": str(tmp / "gopath")}
     profile = tmp / "cover.out"
     subprocess.run(
         ["go", "test", "-count=1", f"-coverprofile={profile}", "."]
         if package
         else ["go", "test", "-count=1", "-coverpkg=./...", f"-coverprofile={profile}", "./..."],
-        cwd=copy,
+        cwd=root,
         env=env,
         capture_output=True,
         timeout=3 * timeout_s,
     )
     listing = subprocess.run(
         ["go", "tool", "cover", f"-func={profile}"],
-        cwd=copy,
+        cwd=root,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     ).stdout
-    module = package or re.search(r"^module\s+(\S+)", (copy / "go.mod").read_text(), re.M).group(1)
+    module = package or re.search(r"^module\s+(\S+)", (root / "go.mod").read_text(), re.M).group(1)
     called = set()
     for line in listing.splitlines():
         m = re.match(r"(\S+?):\d+:\s+(\S+)\s+([\d.]+)%", line)
