@@ -6,8 +6,10 @@ is measured on a GPU (bench/kernels/gemv_triton.py)."""
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -41,6 +43,35 @@ for bad, message in (((x, w, None, 8, 32), "do not split into programs of block_
     except ValueError as e:
         assert message in str(e), e
 
+print("CHECK each epilogue against its reference", flush=True)
+# Each epilogue against its plain-torch reference, and attention against SDPA (the cache written).
+w, x, b, r = torch.randn(32, 100), torch.randn(100), torch.randn(32), torch.randn(32)
+pos, freq = torch.tensor([7]), torch.rand(4)
+for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}), (Epilogue(1e-6, SILU, 32), {}),
+                 (Epilogue(1e-6, ROPE, 8, 24, 1.5), {"pos": pos, "inv_freq": freq})):
+    for block_n in (1, 2):
+        got = gemv(x, w, b, block_n, 64, num_warps=4, num_stages=1, epilogue=e, **extra)
+        torch.testing.assert_close(got, gemv_reference(x, w, b, e, **extra), atol=1e-4, rtol=1e-4)
+print("CHECK attention against SDPA, the cache written", flush=True)
+L, KV, H, D, MAX = 2, 2, 4, 16, 150
+k_cache, v_cache = torch.randn(L, 1, KV, MAX, D), torch.randn(L, 1, KV, MAX, D)
+for p in (0, 5, 63, 64, 130):
+    qkv = torch.randn((H + 2 * KV) * D)
+    k_got, v_got = k_cache.clone(), v_cache.clone()
+    got = attention(qkv, k_got, v_got, torch.tensor([p]), 1, H)
+    # with programs reading other words into the L2 meanwhile (the o product's): the same
+    k_pf, v_pf = k_cache.clone(), v_cache.clone()
+    words = torch.randint(-2 ** 31, 2 ** 31 - 1, (20000,), dtype=torch.int32)
+    assert torch.equal(attention(qkv, k_pf, v_pf, torch.tensor([p]), 1, H, prefetch=words, prefetch_block=4096), got)
+    q, k, v = qkv.split([H * D, KV * D, KV * D])
+    k_want, v_want = k_cache.clone(), v_cache.clone()
+    k_want[1, 0, :, p], v_want[1, 0, :, p] = k.view(KV, D), v.view(KV, D)
+    want = F.scaled_dot_product_attention(q.view(1, H, 1, D), k_want[1][:, :, :p + 1], v_want[1][:, :, :p + 1],
+                                          enable_gqa=True)
+    torch.testing.assert_close(got, want.reshape(-1), atol=1e-4, rtol=1e-4)
+    assert torch.equal(k_got, k_want) and torch.equal(v_got, v_want), p
+# PART: the decoder, in its own interpreter beside the checks above
+torch.manual_seed(0)
 print("CHECK every product of a decoder on the kernel", flush=True)
 config = Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
@@ -74,33 +105,6 @@ with torch.no_grad():
         torch.testing.assert_close(got, want[i], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(model(torch.tensor([long_ids])).logits[0], want)   # the model's weights untouched
 
-print("CHECK each epilogue against its reference", flush=True)
-# Each epilogue against its plain-torch reference, and attention against SDPA (the cache written).
-w, x, b, r = torch.randn(32, 100), torch.randn(100), torch.randn(32), torch.randn(32)
-pos, freq = torch.tensor([7]), torch.rand(4)
-for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}), (Epilogue(1e-6, SILU, 32), {}),
-                 (Epilogue(1e-6, ROPE, 8, 24, 1.5), {"pos": pos, "inv_freq": freq})):
-    for block_n in (1, 2):
-        got = gemv(x, w, b, block_n, 64, num_warps=4, num_stages=1, epilogue=e, **extra)
-        torch.testing.assert_close(got, gemv_reference(x, w, b, e, **extra), atol=1e-4, rtol=1e-4)
-print("CHECK attention against SDPA, the cache written", flush=True)
-L, KV, H, D, MAX = 2, 2, 4, 16, 150
-k_cache, v_cache = torch.randn(L, 1, KV, MAX, D), torch.randn(L, 1, KV, MAX, D)
-for p in (0, 5, 63, 64, 130):
-    qkv = torch.randn((H + 2 * KV) * D)
-    k_got, v_got = k_cache.clone(), v_cache.clone()
-    got = attention(qkv, k_got, v_got, torch.tensor([p]), 1, H)
-    # with programs reading other words into the L2 meanwhile (the o product's): the same
-    k_pf, v_pf = k_cache.clone(), v_cache.clone()
-    words = torch.randint(-2 ** 31, 2 ** 31 - 1, (20000,), dtype=torch.int32)
-    assert torch.equal(attention(qkv, k_pf, v_pf, torch.tensor([p]), 1, H, prefetch=words, prefetch_block=4096), got)
-    q, k, v = qkv.split([H * D, KV * D, KV * D])
-    k_want, v_want = k_cache.clone(), v_cache.clone()
-    k_want[1, 0, :, p], v_want[1, 0, :, p] = k.view(KV, D), v.view(KV, D)
-    want = F.scaled_dot_product_attention(q.view(1, H, 1, D), k_want[1][:, :, :p + 1], v_want[1][:, :, :p + 1],
-                                          enable_gqa=True)
-    torch.testing.assert_close(got, want.reshape(-1), atol=1e-4, rtol=1e-4)
-    assert torch.equal(k_got, k_want) and torch.equal(v_got, v_want), p
 print("ok")
 """
 
@@ -176,6 +180,8 @@ try:
     raise AssertionError("no error")
 except ValueError as e:
     assert "power-of-two group of at least 16" in str(e), e
+# PART: the decoder, in its own interpreter beside the checks above
+torch.manual_seed(0)
 print("CHECK a 4-bit decoder's fused step against its prompt path, over two cache chunks", flush=True)
 config = Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
@@ -202,12 +208,30 @@ print("ok")
 """
 
 
+def _parts(checks: str) -> list[str]:
+    """The script's imports followed by each of its parts (split at `# PART:` lines), each a whole script."""
+    head, body = checks.split('print("CHECK', 1)
+    body = 'print("CHECK' + body.removesuffix('print("ok")\n')
+    return [head + part + 'print("ok")\n' for part in re.split(r"^# PART:.*\n", body, flags=re.M)]
+
+
 def _interpret(checks: str, count: int) -> None:
+    """Each part in an interpreter of its own, all at once: the interpreter runs on one core."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    out = subprocess.run([sys.executable, "-c", checks], env=env, capture_output=True, text=True, timeout=600)
-    started = [line[6:] for line in out.stdout.splitlines() if line.startswith("CHECK ")]
-    if out.returncode != 0 or not out.stdout.strip().endswith("ok"):
-        pytest.fail(f"check {started[-1] if started else 'setup'!r} failed:\n{out.stderr[-3000:]}")
+    runs = []
+    for part in _parts(checks):
+        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        runs.append(
+            (subprocess.Popen([sys.executable, "-c", part], env=env, stdout=out, stderr=err, text=True), out, err)
+        )
+    started = []
+    for proc, out, err in runs:
+        code = proc.wait(timeout=600)
+        out.seek(0), err.seek(0)
+        said = out.read()
+        started += [line[6:] for line in said.splitlines() if line.startswith("CHECK ")]
+        if code != 0 or not said.strip().endswith("ok"):
+            pytest.fail(f"check {started[-1] if started else 'setup'!r} failed:\n{err.read()[-3000:]}")
     assert len(started) == count
 
 
