@@ -65,6 +65,13 @@ def _post_messages(url: str, raw: str):
             yield chunk
 
 
+def _answer(url: str, timeout: float = 30, **body) -> tuple[int, str]:
+    """A POST's status and text. A response kept alive keeps its connection open, and tritonserver's
+    stop waits for every open connection until its drain time is over."""
+    r = requests.post(url, timeout=timeout, **body)
+    return r.status_code, r.text
+
+
 def _greedy(model, tokenizer, prompt: str, n: int) -> str:
     ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
     with torch.no_grad():
@@ -123,17 +130,15 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir, capsys)
         # gRPC streaming through tritonclient (port + 1): the same text.
         assert _grpc_stream(port + 1, prompt, 12) == _greedy(model, tokenizer, prompt, 12)
         # Malformed requests: an error each, and the server keeps serving.
-        both = requests.post(
-            f"{url}/v2/models/ferrylm/generate_stream",
-            timeout=30,
-            json={"text_input": "x", "messages": "[]", "max_tokens": 4},
+        _, both = _answer(
+            f"{url}/v2/models/ferrylm/generate_stream", json={"text_input": "x", "messages": "[]", "max_tokens": 4}
         )
-        assert "exactly one of text_input" in both.text
+        assert "exactly one of text_input" in both
         with pytest.raises(EndpointError, match="Expecting value"):  # messages that are not JSON
             list(_post_messages(url, "not json"))
-        bad = requests.post(f"{url}/v2/models/ferrylm/generate_stream", data=b"{not json", timeout=30)
+        status, said = _answer(f"{url}/v2/models/ferrylm/generate_stream", data=b"{not json")
         # Triton's own HTTP front end answers a body that is not JSON with 500 (not 400) and a message.
-        assert bad.status_code >= 400 and "error" in bad.text
+        assert status >= 400 and "error" in said
         with pytest.raises(EndpointError, match="HTTP 4"):
             list(triton_stream(url, "no-such-model", 4, prompt="x"))
         assert requests.get(f"{url}/v2/models/ferrylm/ready", timeout=5).status_code == 200
@@ -142,8 +147,8 @@ def test_triton_serves_the_exported_repository(tmp_path, tiny_qwen2_dir, capsys)
             list(triton_stream(url, "ferrylm", 200, prompt=prompt))
         # The same repository's other engines, loaded through Triton's model-control API.
         for name in ("ferrylm-hf", "ferrylm-w4a16"):
-            loaded = requests.post(f"{url}/v2/repository/models/{name}/load", timeout=300)
-            assert loaded.status_code == 200, loaded.text
+            status, said = _answer(f"{url}/v2/repository/models/{name}/load", timeout=300)
+            assert status == 200, said
         assert "".join(triton_stream(url, "ferrylm-hf", 12, prompt=prompt)) == _greedy(model, tokenizer, prompt, 12)
         assert "".join(triton_stream(url, "ferrylm-w4a16", 12, prompt=prompt)) == w4a16_greedy(prompt, 12)
 
