@@ -295,9 +295,12 @@ def test_hostile_java_go_and_rust_programs_are_contained(language):
     if language == "go":  # the hostile bodies need more packages than the reference harness adds
         first["test_setup"] = first["test_setup"].replace('"testing"', '"testing"\n    "net"\n    "syscall"')
         bodies = {k: "    _, _ = net.Dial, syscall.ForkExec\n" + v for k, v in bodies.items()}
-    results = hx.execute(language, [first] * len(bodies), list(bodies.values()), timeout_s=20, memory_mb=1024)
+    # 10 s, not the language's 20: the infinite loop and the fork bomb each run to the limit.
+    results = hx.execute(language, [first] * len(bodies), list(bodies.values()), timeout_s=10, memory_mb=1024)
     verdicts = dict(zip(bodies, (r["result"] for r in results)))
     assert not any(v == "passed" for v in verdicts.values()), verdicts
+    # compiled within the limit, then refused while running
+    assert all("run step" in verdicts[k] for k in ("connects to the network", "writes outside its directory")), verdicts
     assert verdicts["infinite loop"] in ("timed out", "failed: killed by SIGXCPU", "failed: killed by SIGKILL"), (
         verdicts
     )
