@@ -38,9 +38,8 @@ def _post(url: str, payload: dict, timeout: float, stream: bool = False) -> requ
         raise EndpointError(f"{url}: {e}") from None
     if r.status_code != 200:
         status, text = r.status_code, r.text
-        # The error's traceback keeps this frame: a response kept in it keeps its connection open, and a
-        # stopping tritonserver waits for every open connection until its drain time is over.
-        r.close()
+        # The error's traceback keeps this frame: a response kept in it keeps its connection open (closing
+        # it does not), and a stopping tritonserver waits for every open connection until its drain time is over.
         del r
         # A ferrylm Triton model's full queue: Triton's HTTP front end answers it with 400 and the model's error.
         error = ServerBusy if status in (429, 503) or '"error":"busy:' in text else EndpointError
