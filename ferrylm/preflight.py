@@ -10,7 +10,7 @@ from .config import Config
 from .config.data import BUILT_IN_SOURCES
 from .errors import FerryError
 from .manifest import read_record
-from .models import EMBEDDED, check_model_dir
+from .models import check_model_path
 
 
 class MissingInput(FerryError):
@@ -18,8 +18,7 @@ class MissingInput(FerryError):
 
 
 def _model(cfg: Config) -> None:
-    if cfg.model.path != EMBEDDED:
-        check_model_dir(cfg.model.path)
+    check_model_path(cfg.model.path)
 
 
 def _sources(cfg: Config) -> None:
