@@ -76,8 +76,9 @@ def _heldout_lines(ft: list[dict], other: list[dict], against: str) -> list[dict
 
 
 def _benchmark_lines(language_rows: list[dict]) -> list[dict]:
+    # general: a public benchmark (HumanEval, HumanEval-X), not the team's own code; a loss there is forgetting
     return [
-        _line(f"{r['title']} Pass@1", r["language"], c, True, "tasks", against)
+        {**_line(f"{r['title']} Pass@1", r["language"], c, True, "tasks", against), "general": not r["benchmark"].startswith("own-")}
         for r in language_rows
         for against, c in (r.get("paired_vs") or {}).items()
     ]
@@ -120,8 +121,28 @@ def text(line: dict) -> str:
 
 
 def headline(found: list[dict]) -> str:
-    """The answer in one sentence, from the overall lines (not the per-language ones): against the base
-    alone, or — with the base shown a few examples also measured — whether fine-tuning beat prompting."""
+    """The answer, led by any significant loss against the base on a general benchmark (a fine-tune
+    that forgot how to code is never a plain success), then one sentence from the overall lines (not the
+    per-language ones): against the base alone, or — with the base shown a few examples also measured —
+    whether fine-tuning beat prompting."""
+    forgot = [ln for ln in found if ln.get("general") and _against(ln) == "base" and ln["verdict"] == "worse"]
+    answer = _answer(found)
+    if not forgot:
+        return answer
+    return f"Worse at general coding: {', '.join(_fell(ln) for ln in forgot)}. Beyond that: {answer}"
+
+
+def _fell(line: dict) -> str:
+    name = line["metric"].removesuffix(" Pass@1")
+    return (
+        f"{name} {100 * line['other']:.1f} % → {100 * line['fine-tuned']:.1f} % "
+        f"(McNemar p = {line['p']:.2g}, {line['n']} {line['unit']})"
+        if line.get("p") is not None
+        else f"{name} {100 * line['other']:.1f} % → {100 * line['fine-tuned']:.1f} % ({line['n']} {line['unit']})"
+    )
+
+
+def _answer(found: list[dict]) -> str:
     overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
     if not overall:
         return "Not answered: the fine-tuned and the base model were not both measured on the same examples."

@@ -185,3 +185,29 @@ def test_a_report_written_before_the_few_shot_column_still_reads():
     old["base"] = 5.5  # how such a line named the base's value
     assert helped.text(old).split(",")[0].endswith("vs base 5.500")
     assert helped.headline([old]).startswith("Yes: better on Code understanding")
+
+
+def _humaneval_row(ft: list[int], base: list[int], benchmark: str = "humaneval") -> dict:
+    return {
+        "benchmark": benchmark,
+        "language": "python",
+        "title": "HumanEval (Python)" if benchmark == "humaneval" else "Own code, held-out functions (python)",
+        "paired_vs": {"base": compare(dict(enumerate(ft)), dict(enumerate(base)))},
+    }
+
+
+def test_a_loss_on_a_general_benchmark_leads_the_verdict():
+    # the numbers: 109/164 -> 78/164, 40 lost and 9 gained
+    base = [1] * 109 + [0] * 55
+    ft = [0] * 40 + [1] * 69 + [1] * 9 + [0] * 46
+    better = _line([10.0 + i % 3 for i in range(30)], [5.0 + i % 2 for i in range(30)])
+    found = [better, *helped.lines(None, [_humaneval_row(ft, base)])]
+    first = helped.headline(found)
+    assert first.startswith("Worse at general coding: HumanEval (Python) 66.5 % → 47.6 % (McNemar p = ")
+    assert "164 tasks). Beyond that: Mixed: better on Code understanding" in first
+    # the same loss on the team's own code is not forgetting: it is read like any other measure
+    own = helped.lines(None, [_humaneval_row(ft, base, benchmark="own-heldout")])
+    assert helped.headline([better, *own]).startswith("Mixed: better on Code understanding")
+    # no significant loss: no lead
+    same = helped.lines(None, [_humaneval_row(base, base)])
+    assert helped.headline([better, *same]).startswith("Yes: better on Code understanding")
