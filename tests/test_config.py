@@ -82,6 +82,6 @@ def test_missing_model_path_is_one_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert (
         err
-        == f"ferrylm: error: model.path: {tmp_path / 'no-model'} is not a Hugging Face model directory (no config.json)"
+        == f"ferrylm: error: model.path: {tmp_path / 'no-model'} is not a Hugging Face model directory (no config.json), a .gguf file, nor an embedded model (smollm2, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b)"
     )
     assert not (tmp_path / "run" / "data").exists()

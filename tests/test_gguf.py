@@ -94,7 +94,9 @@ def test_an_architecture_transformers_cannot_read_is_named(tmp_path):
 def test_model_path_names_what_it_accepts(tmp_path):
     with pytest.raises(ModelNotFound, match="missing.gguf does not exist"):
         check_model_path(str(tmp_path / "missing.gguf"))
-    with pytest.raises(ModelNotFound, match=r"nor an embedded model \(smollm2, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b\)"):
+    with pytest.raises(
+        ModelNotFound, match=r"nor an embedded model \(smollm2, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b\)"
+    ):
         check_model_path(str(tmp_path))
     assert check_model_path("qwen2.5-coder-1.5b") == Path("qwen2.5-coder-1.5b")
 
@@ -122,15 +124,18 @@ def test_converted_qwen_answers_as_transformers_gguf_load(qwen05_dir):
     ref_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     prompts = [
         "Write a Python function that returns the n-th Fibonacci number.",
-        "def is_palindrome(s: str) -> bool:\n    \"\"\"True when s reads the same backwards.\"\"\"\n",
+        'def is_palindrome(s: str) -> bool:\n    """True when s reads the same backwards."""\n',
         "Explain in one sentence what a hash map is.",
     ]
     for p in prompts:
         chat = [{"role": "user", "content": p}]
         ids = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
-        assert ids["input_ids"].tolist() == ref_tok.apply_chat_template(
-            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )["input_ids"].tolist()
+        assert (
+            ids["input_ids"].tolist()
+            == ref_tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)[
+                "input_ids"
+            ].tolist()
+        )
         a, b = (
             m.generate(**ids, max_new_tokens=24, do_sample=False)[0, ids["input_ids"].shape[1] :].tolist()
             for m in (ours, theirs)

@@ -55,40 +55,7 @@ class Config(_Section):
                 "eval.samples_per_task: the Triton model decodes greedily (one sample at temperature 0); "
                 "sample with serve.backend=vllm or eval.local=true"
             )
-        t = self.train
-        if t.offload_optimizer and not t.deepspeed:
-            raise ValueError(
-                "train.offload_optimizer: optimizer offload is DeepSpeed's; set train.deepspeed=zero2 or zero3"
-            )
-        if t.offload_params and t.deepspeed != "zero3":
-            raise ValueError("train.offload_params: parameter offload needs train.deepspeed=zero3")
-        if t.keep_best and t.save_steps == 0:
-            raise ValueError("train.keep_best: keeping the best checkpoint needs checkpoints; set train.save_steps")
-        if t.zero3_leaf_layers and t.method != "full" and not (t.gradient_checkpointing and t.checkpoint_fraction == 1):
-            # DeepSpeed 0.19.8 then fails in backward: a leaf layer's adapter weights are not gathered.
-            raise ValueError(
-                "train.zero3_leaf_layers: with an adapter only when every layer is checkpointed "
-                "(train.gradient_checkpointing=true, train.checkpoint_fraction=1)"
-            )
-        if t.base_precision == "fp8" and (t.method != "lora" or t.deepspeed):
-            raise ValueError(
-                "train.base_precision: fp8 is for method=lora without DeepSpeed (qlora's base is already "
-                "4-bit, a full fine-tune trains the base, DeepSpeed casts every floating-point tensor)"
-            )
-        if t.method == "qlora" and t.deepspeed == "zero3":
-            raise ValueError("train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3; use zero2 or none")
-        if t.compile != "none" and (t.method == "qlora" or t.deepspeed == "zero3"):
-            raise ValueError(
-                "train.compile: not with qlora or zero3 (4-bit layers and ZeRO-3's weight-gathering "
-                "hooks are not compiled here); set train.compile=none"
-            )
-        if t.compile == "model" and t.liger:
-            # Measured on an H100: the compiler's wrapping of Liger's Triton kernels gave wrong losses,
-            # then an illegal memory access.
-            raise ValueError(
-                "train.compile: model-wide compilation breaks Liger's kernels; use train.compile=layers "
-                "with train.liger=true"
-            )
+        _check_train(self.train)
         d = self.data
         if d.format == "jsonl" and not d.jsonl_files:
             raise ValueError("data.jsonl_files: format=jsonl needs at least one file")
@@ -170,3 +137,44 @@ def derive(cfg: Config, overrides: tuple[str, ...] | list[str]) -> Config:
 def load_config(source: str | None = None, overrides: tuple[str, ...] | list[str] = ()) -> Config:
     """Load a preset name or YAML path (None → the `default` preset), apply `a.b=value` overrides."""
     return _validated(_read_yaml(source or "default"), overrides)
+
+
+def _check_train(t: TrainConfig) -> None:
+    """The train section's rules across its keys."""
+    if t.offload_optimizer and not t.deepspeed:
+        raise ValueError(
+            "train.offload_optimizer: optimizer offload is DeepSpeed's; set train.deepspeed=zero2 or zero3"
+        )
+    if t.offload_params and t.deepspeed != "zero3":
+        raise ValueError("train.offload_params: parameter offload needs train.deepspeed=zero3")
+    if t.canary_tasks and not t.keep_best:
+        raise ValueError("train.canary_tasks: the canary chooses the checkpoint kept; set train.keep_best=true")
+    if t.canary_tasks and t.deepspeed:
+        raise ValueError("train.canary_tasks: the canary generates in one process; not with train.deepspeed")
+    if t.keep_best and t.save_steps == 0:
+        raise ValueError("train.keep_best: keeping the best checkpoint needs checkpoints; set train.save_steps")
+    if t.zero3_leaf_layers and t.method != "full" and not (t.gradient_checkpointing and t.checkpoint_fraction == 1):
+        # DeepSpeed 0.19.8 then fails in backward: a leaf layer's adapter weights are not gathered.
+        raise ValueError(
+            "train.zero3_leaf_layers: with an adapter only when every layer is checkpointed "
+            "(train.gradient_checkpointing=true, train.checkpoint_fraction=1)"
+        )
+    if t.base_precision == "fp8" and (t.method != "lora" or t.deepspeed):
+        raise ValueError(
+            "train.base_precision: fp8 is for method=lora without DeepSpeed (qlora's base is already "
+            "4-bit, a full fine-tune trains the base, DeepSpeed casts every floating-point tensor)"
+        )
+    if t.method == "qlora" and t.deepspeed == "zero3":
+        raise ValueError("train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3; use zero2 or none")
+    if t.compile != "none" and (t.method == "qlora" or t.deepspeed == "zero3"):
+        raise ValueError(
+            "train.compile: not with qlora or zero3 (4-bit layers and ZeRO-3's weight-gathering "
+            "hooks are not compiled here); set train.compile=none"
+        )
+    if t.compile == "model" and t.liger:
+        # Measured on an H100: the compiler's wrapping of Liger's Triton kernels gave wrong losses,
+        # then an illegal memory access.
+        raise ValueError(
+            "train.compile: model-wide compilation breaks Liger's kernels; use train.compile=layers "
+            "with train.liger=true"
+        )

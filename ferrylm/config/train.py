@@ -94,6 +94,15 @@ class TrainConfig(_Section):
     packages are installed and configured."""
     keep_best: bool = False
     """Evaluate at every checkpoint and keep the best one (by eval loss) beside the last K."""
+    canary_tasks: int = Field(0, ge=0, le=164)
+    """A general-coding canary (needs keep_best): this many HumanEval tasks (a seeded draw) generated greedily
+    and executed at every evaluation; the checkpoint kept, and trained on to the end, is the best by held-out
+    loss among those within forgetting_budget of the base's canary Pass@1. The eval leaves these tasks out of
+    HumanEval(-X) and names them. 0 = off."""
+    forgetting_budget: float = Field(3.0, ge=0)
+    """Points of canary Pass@1 (0-100) a kept checkpoint may lose against the base model."""
+    canary_max_new_tokens: int = Field(384, gt=0)
+    """New tokens per canary reply."""
     resume: bool = True
     """Resume from the newest complete checkpoint in <run>/train/checkpoints (false: start clean)."""
     seed: int = 0

@@ -246,6 +246,19 @@ def _triton_repo(cfg: Config, label: str, model_dir, out: Path) -> Path | None:
     )
 
 
+def without_canary(tracks: list[benchmark.Track], canary: dict | None) -> list[benchmark.Track]:
+    """HumanEval(-X) without the tasks the training's canary chose its checkpoint on (in every language:
+    they are the same problems); the report names them."""
+    if not canary:
+        return tracks
+    chosen = {t.rsplit("/", 1)[-1] for t in canary["tasks"]}
+    for t in tracks:
+        if t.benchmark in ("humaneval", "humaneval-x"):
+            t.problems = [p for p in t.problems if p["task_id"].rsplit("/", 1)[-1] not in chosen]
+            t.canary = sorted(canary["tasks"], key=lambda i: int(i.rsplit("/", 1)[-1]))
+    return tracks
+
+
 def _shots(e, data_outputs: dict) -> FewShot | None:
     """What the few-shot base is shown (eval.few_shot): None without a base to ask, or where the data
     stage offered no training examples (the cpt format), which is logged."""
@@ -317,6 +330,7 @@ def run_eval(cfg: Config) -> StageRecord:
 
         tracks += repo_tracks(e, json.loads(Path(data["outputs"]["repositories"]).read_text()))
     train, history = _training(cfg)
+    tracks = without_canary(tracks, (train or {}).get("canary"))
     shots = _shots(e, data["outputs"])
     found = measure_models(cfg, tracks, rows, out, shots)
     measured = {m: measures for m, (measures, _) in found.items()}

@@ -63,8 +63,10 @@ def training_arguments(run):
         # step 0 (LoRA starts as the identity), so that eval loss is the base model's.
         eval_strategy="steps",
         eval_steps=t.save_steps if t.keep_best else t.max_steps,
-        metric_for_best_model="eval_loss" if t.keep_best else None,
+        # with the canary: the held-out loss of checkpoints within the forgetting budget, and that one trained on
+        metric_for_best_model=("guarded_loss" if t.canary_tasks else "eval_loss") if t.keep_best else None,
         greater_is_better=False if t.keep_best else None,
+        load_best_model_at_end=bool(t.canary_tasks),
         eval_on_start=run.resume is None,
         report_to=list(t.report_to),
         seed=t.seed,

@@ -196,6 +196,7 @@ def run_train(cfg: Config) -> StageRecord:
     planned = _planned_peak(cfg, model_dir, args.world_size)
     model = setup_model(run, model_dir, args, train_set)
     trainer = setup_trainer(run, model, args, train_set, eval_set, tokenizer)
+    canary = setup_canary(run, trainer, tokenizer, args.world_size)
     check_room(cfg, run.out, model)
     result = train(run, trainer, tokenizer)
     saved = _save_trained(trainer, tokenizer, run.out, run.kind) if cfg.train.save_final else None
@@ -207,6 +208,15 @@ def run_train(cfg: Config) -> StageRecord:
             **({run.kind: str(saved)} if saved else {}),
         }
         record.metrics = _metrics(run, trainer, result, args, saved, planned)
+        if canary:
+            record.metrics["canary"] = canary.summary(_history(run), trainer.state.best_model_checkpoint)
+            if record.metrics["canary"]["over_budget"]:
+                log.warning(
+                    "canary: no checkpoint stayed within %.1f points of the base's Pass@1; the %s written is the "
+                    "last one, and the eval's HumanEval will say how much it forgot",
+                    cfg.train.forgetting_budget,
+                    run.kind,
+                )
         log.info("train: eval loss %.4f → %.4f", record.metrics["base_eval_loss"], record.metrics["eval_loss"])
         record.finish(run.out)
     return record
@@ -281,6 +291,19 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
     return trainer
 
 
+def setup_canary(run: _Run, trainer, tokenizer, world: int):
+    """The general-coding canary (train.canary_tasks), or None."""
+    if not run.t.canary_tasks:
+        return None
+    if world > 1:
+        raise FerryError("train.canary_tasks: the canary generates in one process; run it on one GPU")
+    from .canary import Canary
+
+    canary = Canary(run.t.canary_tasks, tokenizer, run.t.forgetting_budget, run.history, run.t.canary_max_new_tokens)
+    trainer.add_callback(canary)
+    return canary
+
+
 def train(run: _Run, trainer, tokenizer):
     try:
         with out_of_space(
@@ -297,11 +320,15 @@ def train(run: _Run, trainer, tokenizer):
         ) from None
 
 
+def _history(run: _Run) -> list[dict]:
+    return [json.loads(line) for line in run.history.read_text().splitlines() if line.strip()]
+
+
 def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: float | None) -> dict:
     import torch
 
     t = run.t
-    history = [json.loads(line) for line in run.history.read_text().splitlines() if line.strip()]
+    history = _history(run)
     evals = [h["eval_loss"] for h in history if "eval_loss" in h]
     speeds = [h for h in history if "tokens_per_s" in h]
     return {

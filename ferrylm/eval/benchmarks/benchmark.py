@@ -41,6 +41,7 @@ class Track:
     timeout_s: float = 10.0
     limits: dict | None = None  # the sandbox's limits where they differ from eval.exec_memory_mb's
     not_measured: str | None = None  # why this language cannot be measured here
+    canary: list[str] = field(default_factory=list)  # tasks left out: the training's canary chose on them
 
 
 def module(name: str):
@@ -226,5 +227,7 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None
                     )
                     + "\n"
                 )
-        summaries.append({**head, **summarise(results, e.pass_k, of=t.total)})
+        summaries.append(
+            {**head, **summarise(results, e.pass_k, of=t.total)} | ({"canary_left_out": t.canary} if t.canary else {})
+        )
     return summaries

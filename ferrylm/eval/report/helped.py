@@ -78,7 +78,10 @@ def _heldout_lines(ft: list[dict], other: list[dict], against: str) -> list[dict
 def _benchmark_lines(language_rows: list[dict]) -> list[dict]:
     # general: a public benchmark (HumanEval, HumanEval-X), not the team's own code; a loss there is forgetting
     return [
-        {**_line(f"{r['title']} Pass@1", r["language"], c, True, "tasks", against), "general": not r["benchmark"].startswith("own-")}
+        {
+            **_line(f"{r['title']} Pass@1", r["language"], c, True, "tasks", against),
+            "general": not r["benchmark"].startswith("own-"),
+        }
         for r in language_rows
         for against, c in (r.get("paired_vs") or {}).items()
     ]

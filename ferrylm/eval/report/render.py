@@ -102,7 +102,15 @@ def subset_note(details: dict) -> str:
         for s in ss
         if "subset_of" in s
     )
-    return f"Subsets (seeded, the same for every model): {'; '.join(parts)}." if parts else ""
+    left = next((s["canary_left_out"] for ss in _summaries(details).values() for s in ss if "canary_left_out" in s), [])
+    canary = (
+        f"Left out of HumanEval(-X): the {len(left)} tasks the training's canary chose its checkpoint on "
+        f"({', '.join(left)})."
+        if left
+        else ""
+    )
+    subsets = f"Subsets (seeded, the same for every model): {'; '.join(parts)}." if parts else ""
+    return " ".join(x for x in (subsets, canary) if x)
 
 
 def language_rows(details: dict) -> list[dict]:
