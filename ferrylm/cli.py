@@ -271,6 +271,13 @@ def _repo_tasks(args) -> int:
     )
     for r in found:
         print(json.dumps(r.summary()))
+    if not any(r.tasks for r in found):
+        from .eval.repo.tasks import RepoTaskError
+
+        raise RepoTaskError(
+            f"repo-tasks: no task was written: every repository was skipped or gave no task (the reasons above; "
+            f"each repository's in {args.output}.log.jsonl)"
+        )
     print(f"ferrylm: {sum(len(r.tasks) for r in found)} tasks written to {args.output}")
     return 0
 

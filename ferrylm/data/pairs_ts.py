@@ -111,11 +111,22 @@ def _pair(node, src: bytes, source: str, comments, prefixes, min_lines: int, max
     code_lines = [ln for ln in answer.splitlines()[:-1] if ln.strip()]  # without the closing brace
     if not (min_lines <= len(code_lines) <= max_lines):
         return None
-    name_node = node.child_by_field_name("name") or node.child_by_field_name("declarator")
-    name = name_node.text.decode(errors="replace").split("(")[0] if name_node is not None else "?"
+    name = function_name(node)
     code_start = src.find(b"\n", span[1]) + 1  # the line after the doc comment,
     code_start = min(code_start, anchor.start_byte) if code_start > 0 else anchor.start_byte  # or its own
     column = anchor.start_point[1]
     code = dedent(" " * column + src[code_start : node.end_byte].decode(errors="replace").lstrip(" \t"), column) + "\n"
     doc = summary(comment_text(src[span[0] : span[1]].decode(errors="replace")))
     return Pair(f"{source}::{name}", src[line_start:split].decode(errors="replace"), answer + "\n", doc, code)
+
+
+def function_name(node) -> str:
+    """A function's name in its file (C++: its declarator up to the parameters); a Go method's with its
+    receiver's type, `SliceIndex.Key`, so two types' methods of one name are two functions."""
+    named = node.child_by_field_name("name") or node.child_by_field_name("declarator")
+    name = named.text.decode(errors="replace").split("(")[0] if named is not None else "?"
+    receiver = node.child_by_field_name("receiver") if node.type == "method_declaration" else None
+    typ = next((c.child_by_field_name("type") for c in (receiver.named_children if receiver else [])), None)
+    if typ is None:
+        return name
+    return typ.text.decode(errors="replace").lstrip("*").split("[")[0].strip() + "." + name

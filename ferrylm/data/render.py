@@ -11,7 +11,9 @@ import re
 IGNORE_INDEX = -100
 
 _NAMES = {"python": "Python", "java": "Java", "go": "Go", "rust": "Rust", "c": "C", "cpp": "C++"}
-_CODE_BLOCK = re.compile(r"```[\w+#.-]*[ \t]*\n(.*?)(?:```|\Z)", re.S)
+# A fence opens and closes at the start of a line (up to 3 spaces in, as in Markdown): a docstring's
+# indented ```pycon example inside a reply's code is code, not the end of the block.
+_CODE_BLOCK = re.compile(r"^[ ]{0,3}```[\w+#.-]*[ \t]*\n(.*?)(?:^[ ]{0,3}```|\Z)", re.S | re.M)
 
 
 def user_message(prompt_code: str, language: str = "python") -> str:

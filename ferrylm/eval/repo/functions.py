@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from ...data.pairs import extract_pairs
-from ...data.pairs_ts import _parser, extract_pairs_ts
+from ...data.pairs_ts import _parser, extract_pairs_ts, function_name
 from .wrong_values import JAVA_BOXED, cpp_wrong, go_results, go_wrong, java_wrong, rust_wrong
 
 LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust", ".java": "java", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp"}
@@ -186,9 +186,8 @@ _BRACE = {
 
 
 def _name(node) -> str:
-    """A function's name as the data stage's pairs give it (C++: its declarator up to the parameters)."""
-    named = node.child_by_field_name("name") or node.child_by_field_name("declarator")
-    return named.text.decode(errors="replace").split("(")[0] if named is not None else "?"
+    """A function's name as the data stage's pairs give it."""
+    return function_name(node)
 
 
 def _brace_functions(text: str, file: str, language: str, min_lines: int, max_lines: int) -> list[Function]:

@@ -88,7 +88,7 @@ def source_functions(repo: Path, language: str) -> list[Function]:
         ):
             continue
         try:
-            found += functions(path.read_text(), rel, language)
+            found += functions(path.read_text(), rel, language, min_lines=1)  # a tested one-liner is a task too
         except (UnicodeDecodeError, OSError):
             continue
     return found
@@ -119,7 +119,7 @@ def find_tasks(
         return out
     candidates = [f for f in source_functions(repo, language) if only is None or f.id in only]
     if not candidates:
-        out.skipped = "no function with a doc comment and a body of 2-40 lines" + (
+        out.skipped = "no function with a doc comment and a body of 1-40 lines" + (
             " among those asked for" if only else ""
         )
         return out
@@ -128,9 +128,9 @@ def find_tasks(
         if suite is None:
             return out
         called = _called(repo, language, command, out, suite_timeout_s)
-        if called is not None and any(f.id not in called for f in candidates):
-            out.dropped["no test calls it"] = sum(f.id not in called for f in candidates)
-            candidates = [f for f in candidates if f.id in called]
+        if called is not None and any(not _in(f, called) for f in candidates):
+            out.dropped["no test calls it"] = sum(not _in(f, called) for f in candidates)
+            candidates = [f for f in candidates if _in(f, called)]
         each = 1 if suite == runs else runs
         tests = {f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, language)}  # read once
         with ThreadPoolExecutor(workers) as pool:  # as many functions at once as the sandbox has slots
@@ -149,14 +149,23 @@ def find_tasks(
     return out
 
 
+_NAME_IT = "`--test` for ferrylm eval repo-tasks, `test:` in a data manifest"
+
+
+def _in(fn: Function, called: set[str]) -> bool:
+    """Whether the first look saw `fn` called. Go's coverage names a method without its receiver's type:
+    `SliceIndex.Key` counts as called when any `Key` of its file was (the blanking then decides)."""
+    return fn.id in called or (fn.language == "go" and f"{fn.file}::{fn.name.rsplit('.', 1)[-1]}" in called)
+
+
 def _unrunnable(language: str, command: str | None) -> str | None:
     """Why a repository's tests cannot be run as asked, or None."""
     if command is None and language in ("java", "cpp"):
-        return f"a {language} repository's test command is not detected: name it with `test:` in the manifest"
+        return f"a {language} repository's test command is not detected: name it ({_NAME_IT})"
     if command is None:
         return (
             "no tests found (no test_*.py / *_test.go files, no Cargo.toml with #[test] or tests/); "
-            "name its test command with `test:` in the manifest"
+            f"name its test command ({_NAME_IT})"
         )
     if why := runner.missing_tool(command):
         return f"its test command {command!r}: {why}"

@@ -1,0 +1,147 @@
+"""The traps a new user's repositories hold, each in a small repository made here: a docstring with a
+fenced example, a tested one-liner, two Go types with one method name, a flaky test beside good ones, a
+missing test dependency, a warnings-as-errors config, a virtual environment under /tmp, and what
+`repo-tasks` says when every repository is skipped."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ferrylm.eval.repo import find_tasks, score
+
+FENCED_LIB = '''
+def scale(values, factor=2):
+    """Multiply every value by a factor.
+
+    ```pycon
+    >>> scale([1, 2])
+    [2, 4]
+    ```
+    """
+    out = [v * factor for v in values]
+    return out
+
+
+def double(x):
+    """Twice x."""
+    return 2 * x
+'''
+FENCED_TESTS = """
+from pkg import scale, double
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+
+def test_double():
+    assert double(4) == 8
+"""
+
+
+def _repo(root: Path, lib: str, tests: dict[str, str], extra: dict[str, str] | None = None) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text(lib)
+    (root / "tests").mkdir()
+    for name, text in tests.items():
+        (root / "tests" / name).write_text(text)
+    for name, text in (extra or {}).items():
+        (root / name).write_text(text)
+    return root
+
+
+def _score(found, tmp_path: Path, rows) -> list[dict]:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in found.tasks))
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps({"task_id": t, "completion": c}) + "\n" for t, c in rows))
+    out = score(tasks, samples)
+    return [json.loads(line) for line in Path(out["results"]).read_text().splitlines()]
+
+
+def _definition(repo: Path, task: dict) -> str:
+    """The original whole definition, signature and docstring included, as a model would repeat it."""
+    text = (repo / task["file"]).read_text()
+    start = text.rfind("\ndef ", 0, task["start"]) + 1
+    return text[start : task["end"]]
+
+
+@pytest.mark.slow
+def test_original_definitions_with_fenced_docstrings_and_one_liners_pass(tmp_path):
+    repo = _repo(tmp_path / "fenced", FENCED_LIB, {"test_pkg.py": FENCED_TESTS})
+    found = find_tasks(repo, runs=1)
+    assert sorted(t["name"] for t in found.tasks) == ["double", "scale"], found.summary()
+    rows = []
+    for t in found.tasks:
+        whole = _definition(repo, t)
+        rows += [
+            (t["task_id"], t["body"]),  # the body alone, unfenced
+            (t["task_id"], f"```python\n{t['body']}```"),
+            (t["task_id"], whole),  # the whole definition: its docstring's ```pycon is code, not a fence
+            (t["task_id"], f"Here it is:\n```python\n{whole}```\nIt scales."),
+        ]
+    results = _score(found, tmp_path, rows)
+    assert all(r["passed"] for r in results), [r["result"] for r in results if not r["passed"]]
+
+
+GO_TWO_RECEIVERS = """package idx
+
+type SliceIndex struct{ k int }
+type MapIndex struct{ k int }
+
+// Key returns the slice index's key.
+func (si SliceIndex) Key() int {
+	x := si.k
+	return x
+}
+
+// Key returns the map index's key, one past its own.
+func (mi *MapIndex) Key() int {
+	y := mi.k + 1
+	return y
+}
+"""
+GO_TWO_TESTS = """package idx
+
+import "testing"
+
+func TestKeys(t *testing.T) {
+	if (SliceIndex{3}).Key() != 3 {
+		t.Fatal("slice")
+	}
+	if (&MapIndex{3}).Key() != 4 {
+		t.Fatal("map")
+	}
+}
+"""
+
+
+@pytest.mark.slow
+def test_go_methods_of_one_name_on_two_receivers_are_two_tasks(tmp_path):
+    repo = tmp_path / "gotwo"
+    (repo / "idx").mkdir(parents=True)
+    (repo / "go.mod").write_text("module example.com/gotwo\n\ngo 1.19\n")
+    (repo / "idx" / "idx.go").write_text(GO_TWO_RECEIVERS)
+    (repo / "idx" / "idx_test.go").write_text(GO_TWO_TESTS)
+    found = find_tasks(repo, runs=1)
+    ids = [t["task_id"] for t in found.tasks]
+    assert sorted(ids) == ["gotwo/idx/idx.go::MapIndex.Key", "gotwo/idx/idx.go::SliceIndex.Key"], found.summary()
+    prompts = {t["name"]: t["prompt"] for t in found.tasks}
+    assert "func (si SliceIndex) Key() int" in prompts["SliceIndex.Key"]
+    assert "func (mi *MapIndex) Key() int" in prompts["MapIndex.Key"]
+    rows = [(t["task_id"], t["body"]) for t in found.tasks] + [(t["task_id"], "\treturn 0\n}\n") for t in found.tasks]
+    assert [r["passed"] for r in _score(found, tmp_path, rows)] == [True, True, False, False]
+
+
+def test_repo_tasks_exits_non_zero_when_no_task_was_written(tmp_path):
+    repo = _repo(tmp_path / "none", FENCED_LIB, {})
+    done = subprocess.run(
+        [sys.executable, "-m", "ferrylm", "eval", "repo-tasks", str(repo), "-o", str(tmp_path / "t.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr[-1500:]
+    assert "no task was written: every repository was skipped" in done.stderr
+    assert "--test" in done.stderr and "`test:` in the manifest" not in done.stderr
