@@ -30,6 +30,9 @@ from ...errors import FerryError
 
 _JAIL_SOURCE = Path(__file__).with_name("jail.py")
 _BASE_UID = 61000
+# Each sandbox of a machine claims its own block of uids (a lock file per block), so two evaluations at
+# once never share a uid: its process limit and "no process left behind" stay each one's own.
+_UID_BLOCK, _UID_BLOCKS = 64, 64
 # Capabilities a root worker keeps: uid/gid changes and chown for its programs, killing their
 # leftovers, removing what they left in the sticky /tmp.
 _ROOT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_FOWNER", "CAP_DAC_OVERRIDE")
@@ -56,10 +59,8 @@ def past_alternatives(tool: str) -> str:
     return os.path.realpath(shutil.which(tool, path="/usr/bin:/bin") or tool)
 
 
-def _root_fs_args(binds: tuple[str, ...] = ()) -> list[str]:
-    """/usr and the top-level links or directories into it, then the interpreter's prefix and the
-    caller's read-only directories (a compiled language's prepared libraries), each at its own path
-    or, given as "SRC=PATH", at PATH."""
+def _root_fs_args() -> list[str]:
+    """/usr and the top-level links or directories into it."""
     args = ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
@@ -67,12 +68,19 @@ def _root_fs_args(binds: tuple[str, ...] = ()) -> list[str]:
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
     # The JDK's configuration (its conf/ links into /etc), for HumanEval-X in Java; nothing else of /etc.
-    args += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/java-17-openjdk", "/etc/java-17-openjdk"]
+    return args + ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/java-17-openjdk", "/etc/java-17-openjdk"]
+
+
+def _bind_args(binds: tuple[str, ...] = ()) -> list[str]:
+    """The interpreter's prefix and the caller's read-only directories (a compiled language's prepared
+    libraries, a virtual environment), each at its own path or, given as "SRC=PATH", at PATH. Mounted
+    after the private /tmp, so a directory under /tmp is seen, not hidden by it."""
+    args = []
     for bind in ([] if _python()[1].startswith("/usr/") else [_python()[1]]) + list(binds):
         src, path = bind.split("=", 1) if "=" in bind else (bind, bind)  # "SRC=PATH": SRC seen at PATH
         # Programs run as another uid: the directories leading to the path (pyenv, a cache under
         # /root) are made open in the jail; their other contents are not there.
-        parents = [str(p) for p in reversed(Path(path).parents) if str(p) != "/"]
+        parents = [str(p) for p in reversed(Path(path).parents) if str(p) not in ("/", "/tmp", "/dev", "/dev/shm")]
         args += [a for d in parents for a in ("--perms", "0755", "--dir", d)] + ["--ro-bind", src, path]
     return args
 
@@ -95,7 +103,7 @@ def bwrap_command(binds: tuple[str, ...] = ()) -> list[str] | None:
         "--setenv",
         "PATH",
         "/usr/bin:/bin",
-        *_root_fs_args(binds),
+        *_root_fs_args(),
         "--proc",
         "/proc",
         "--dev",
@@ -112,6 +120,7 @@ def bwrap_command(binds: tuple[str, ...] = ()) -> list[str] | None:
         str(64 << 20),
         "--tmpfs",
         "/dev/shm",
+        *_bind_args(binds),
         "--chdir",
         "/tmp",
     ]
@@ -232,12 +241,21 @@ class Sandbox:
         self.isolation = isolation_level(unconfined)
         self._spec = (self.isolation, int(timeout_s) + 1, memory_mb << 20, file_mb << 20, nproc, tuple(binds))
         self._idle: queue.Queue[tuple[int, _Worker]] = queue.Queue()
+        self._claim = _claim_uids(slots) if self.isolation == "bwrap+uid" else None
+        base = _BASE_UID + _UID_BLOCK * (self._claim[0] if self._claim else 0)
         for i in range(slots):
-            self._idle.put((_BASE_UID + i, _Worker(_BASE_UID + i, *self._spec)))
+            self._idle.put((base + i, _Worker(base + i, *self._spec)))
+
+    @property
+    def uids(self) -> list[int]:
+        return sorted(uid for uid, _ in list(self._idle.queue))
 
     def close(self) -> None:
         while not self._idle.empty():
             self._idle.get()[1].close()
+        if self._claim:
+            self._claim[1].close()  # the block is free again
+            self._claim = None
 
     def __enter__(self) -> Sandbox:
         return self
@@ -258,6 +276,25 @@ class Sandbox:
             return Outcome(status, self.isolation)
         finally:
             self._idle.put((uid, worker))
+
+
+def _claim_uids(slots: int):
+    """(block number, its open lock file): the first block of uids no other sandbox on this machine holds."""
+    import fcntl
+    import tempfile
+
+    if slots > _UID_BLOCK:
+        raise SandboxError(f"the sandbox runs at most {_UID_BLOCK} programs at once (asked for {slots} workers)")
+    where = Path(tempfile.gettempdir()) / "ferrylm-sandbox-uids"
+    where.mkdir(mode=0o755, exist_ok=True)
+    for block in range(_UID_BLOCKS):
+        fh = open(where / f"{block}.lock", "w")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return block, fh
+        except OSError:
+            fh.close()
+    raise SandboxError(f"{_UID_BLOCKS} sandboxes already run on this machine; wait for one to finish")
 
 
 def run_program(

@@ -180,7 +180,7 @@ def test_fork_bomb_and_orphans_are_contained(box):
     assert box.run(code).status == "timed out"
     deadline = time.monotonic() + 10  # SIGKILLed processes take a moment to be reaped
     while (
-        leftovers := [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) in (61000, 61001)]
+        leftovers := [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) in box.uids]
     ) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert leftovers == []
@@ -270,3 +270,26 @@ def test_every_python_task_passes_when_the_reply_wraps_the_canonical_solution():
     results = execute(problems, bare + wrapped, 10, 1024, 2)
     verdicts = [r["passed"] for r in results]
     assert verdicts[:164] == verdicts[164:] and sum(verdicts[:164]) == 164
+
+
+@pytest.mark.skipif(not ROOT, reason="programs get uids of their own only when ferrylm runs as root")
+def test_two_sandboxes_at_once_never_share_a_uid():
+    with Sandbox(2) as a, Sandbox(2) as b:
+        assert a.uids and b.uids and not set(a.uids) & set(b.uids)
+        assert a.run("import os\nassert os.getuid() in %r\n" % (a.uids,)).status == "passed"
+        assert b.run("import os\nassert os.getuid() in %r\n" % (b.uids,)).status == "passed"
+        taken = set(a.uids)
+    with Sandbox(2) as c:  # a's block is free again once it closed
+        assert set(c.uids) == taken
+
+
+def test_a_directory_under_tmp_is_seen_in_the_jail():
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:  # a virtual environment or a clone under /tmp
+        os.chmod(d, 0o755)
+        (Path(d) / "mod.py").write_text("VALUE = 42\n")
+        os.chmod(Path(d) / "mod.py", 0o644)
+        with Sandbox(1, binds=(d,)) as box:
+            code = f"import sys\nsys.path.insert(0, {d!r})\nimport mod\nassert mod.VALUE == 42\n"
+            assert box.run(code).status == "passed"
