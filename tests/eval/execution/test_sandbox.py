@@ -276,8 +276,8 @@ def test_every_python_task_passes_when_the_reply_wraps_the_canonical_solution():
 def test_two_sandboxes_at_once_never_share_a_uid():
     with Sandbox(2) as a, Sandbox(2) as b:
         assert a.uids and b.uids and not set(a.uids) & set(b.uids)
-        assert a.run("import os\nassert os.getuid() in %r\n" % (a.uids,)).status == "passed"
-        assert b.run("import os\nassert os.getuid() in %r\n" % (b.uids,)).status == "passed"
+        assert a.run(f"import os\nassert os.getuid() in {a.uids!r}\n").status == "passed"
+        assert b.run(f"import os\nassert os.getuid() in {b.uids!r}\n").status == "passed"
         taken = set(a.uids)
     with Sandbox(2) as c:  # a's block is free again once it closed
         assert set(c.uids) == taken
