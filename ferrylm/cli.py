@@ -131,6 +131,11 @@ def _repo_tasks_args(p) -> None:
     p.add_argument("--workers", type=int, default=2, help="test runs at once (>= 1)")
     p.add_argument("--suite-timeout", type=float, default=600.0, help="seconds the whole suite may take (> 0)")
     p.add_argument("--unconfined", action="store_true", help="run the tests without the bubblewrap jail")
+    p.add_argument(
+        "--test-requires",
+        default=None,
+        help="what the tests need installed, as pip requirements separated by spaces (e.g. 'freezegun pytest-timeout')",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,7 +272,15 @@ def _repo_tasks(args) -> int:
     from .eval.repo import write_tasks
 
     found = write_tasks(
-        args.repos, args.output, args.test, args.runs, args.limit, args.workers, args.unconfined, args.suite_timeout
+        args.repos,
+        args.output,
+        args.test,
+        args.runs,
+        args.limit,
+        args.workers,
+        args.unconfined,
+        args.suite_timeout,
+        (args.test_requires or "").split() or None,
     )
     for r in found:
         print(json.dumps(r.summary()))

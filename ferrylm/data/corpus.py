@@ -59,6 +59,7 @@ class Tree:
     repo_per_entry: bool = True  # a directory of repositories, or (manifest) one repository
     excludes: tuple[str, ...] = ()
     test: str | None = None  # a manifest's test command, run from the repository's root
+    test_requires: tuple[str, ...] = ()  # a manifest's test requirements (pip), installed for its tests
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def trees(cfg: DataConfig) -> list[Tree]:
     return out
 
 
-_ENTRY_KEYS = {"path", "name", "priority", "language", "test"}
+_ENTRY_KEYS = {"path", "name", "priority", "language", "test", "test_requires"}
 
 
 def repository_roots(cfg: DataConfig) -> dict[str, dict]:
@@ -138,7 +139,11 @@ def repository_roots(cfg: DataConfig) -> dict[str, dict]:
         if tree.name in ("stdlib", "site-packages") and tree.repo_per_entry:
             continue
         if not tree.repo_per_entry:
-            out[tree.name] = {"root": str(tree.root.resolve()), "test": tree.test}
+            out[tree.name] = {
+                "root": str(tree.root.resolve()),
+                "test": tree.test,
+                "test_requires": list(tree.test_requires),
+            }
             continue
         for entry in sorted(tree.root.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
@@ -147,8 +152,9 @@ def repository_roots(cfg: DataConfig) -> dict[str, dict]:
 
 
 def load_manifest(path: str | Path) -> list[Tree]:
-    """Repositories from a YAML manifest: `repositories: [{path, name?, priority?, language?, test?}]`
-    (`test`: the command that runs the repository's tests from its root, for executed Pass@1)."""
+    """Repositories from a YAML manifest: `repositories: [{path, name?, priority?, language?, test?,
+    test_requires?}]` (`test`: the command that runs the repository's tests from its root, for executed
+    Pass@1; `test_requires`: pip requirements its tests need, installed for them)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"data.manifest: {path} does not exist")
@@ -168,6 +174,11 @@ def load_manifest(path: str | Path) -> list[Tree]:
             )
         if e.get("test") is not None and not (isinstance(e["test"], str) and e["test"].strip()):
             raise ManifestError(f"data.manifest: entry {i} of {path}: 'test' must be a shell command")
+        reqs = e.get("test_requires") or []
+        if not isinstance(reqs, list) or not all(isinstance(r, str) and r.strip() for r in reqs):
+            raise ManifestError(
+                f"data.manifest: entry {i} of {path}: 'test_requires' must be a list of pip requirements"
+            )
         root = path.parent / Path(e["path"]).expanduser()
         if not root.is_dir():
             raise FileNotFoundError(f"data.manifest: entry {i} ({e['path']}) is not a directory")
@@ -179,6 +190,7 @@ def load_manifest(path: str | Path) -> list[Tree]:
                 e.get("language"),
                 repo_per_entry=False,
                 test=e.get("test"),
+                test_requires=tuple(reqs),
             )
         )
     return out

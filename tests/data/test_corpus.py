@@ -125,7 +125,11 @@ def test_go_stdlib_source_gives_one_repository_per_package_with_its_tests(tmp_pa
     found = {t.name: t for t in trees(cfg)}
     assert sorted(found) == sorted(f"go-std/{p}" for p, _ in go_std.package_dirs())
     roots = repository_roots(cfg)  # each package is a repository whose tests the eval runs
-    assert roots["go-std/container/list"] == {"root": str(found["go-std/container/list"].root.resolve()), "test": None}
+    assert roots["go-std/container/list"] == {
+        "root": str(found["go-std/container/list"].root.resolve()),
+        "test": None,
+        "test_requires": [],
+    }
     refs = [r for r in walk(found["go-std/encoding/hex"], cfg, ScanStats())]
     assert {r.repo for r in refs} == {"go-std/encoding/hex"} and {r.language for r in refs} == {"go"}
     assert any(r.path.endswith("hex_test.go") for r in refs) and go_std.std_package(refs[0].path.rsplit("/", 1)[0])

@@ -44,7 +44,7 @@ def test_rust_go_and_doxygen_comments():
 # Real files that the Makefile's toolchains target installs (Debian's golang-go and librust-md5-dev) and
 # g++'s own headers. Counts pinned: methods (Go receivers, Rust impl functions, C++ members) included.
 REAL = [
-    ("/usr/lib/go-1.19/src/strings/builder.go", "go", 8, "Reset", "Reset resets the Builder to be empty."),
+    ("/usr/lib/go-1.19/src/strings/builder.go", "go", 8, "Builder.Reset", "Reset resets the Builder to be empty."),
     ("/usr/share/cargo/registry/md5-0.7.0/src/lib.rs", "rust", 4, "compute", "Finalize and return the digest."),
     ("/usr/include/c++/12/bits/stl_vector.h", "cpp", 3, "insert", "Inserts a range into the %vector."),
 ]

@@ -180,13 +180,14 @@ def test_add():
 
 @pytest.mark.slow
 def test_a_flaky_test_is_dropped(tmp_path):
-    """Unconfined (the count must outlive each run): every third run fails. The suite passes 2 of 3
-    runs, so each task's tests must pass three times alone; the sixth run fails."""
+    """Unconfined (the count must outlive each run): every third run fails. The suite's third run fails,
+    so the test is left out; without it nothing tests `add`, and the repository gives no task."""
     flaky = FLAKY.replace("COUNT", repr(str(tmp_path / "count")))
     repo = _python_repo(tmp_path / "flaky", LIB.split("\n\n\ndef words")[0] + "\n", flaky)
     found = find_tasks(repo, unconfined=True, workers=1)
-    assert found.tasks == [] and found.dropped == {"its tests flake (pass, then fail)": 1}
-    assert (tmp_path / "count").read_text() == "6"
+    assert found.tasks == [] and found.deselected == ["tests/test_pkg.py::test_add"]
+    assert found.skipped.startswith("its tests do not pass as checked out"), found.skipped
+    assert (tmp_path / "count").read_text() == "3"
 
 
 @pytest.mark.parametrize(
@@ -197,7 +198,7 @@ def test_a_flaky_test_is_dropped(tmp_path):
             "def test_x():\n    assert False\n",
             None,
             "its tests do not pass as checked out (pytest -q -p no:cacheprovider): "
-            "failed: run step sh failed (exit code 1): 1 failed in",
+            "failed: run step sh failed (exit code 1): assert False; first failed: tests/test_pkg.py::test_x; 1 failed in",
         ),
         ("def test_x():\n    pass\n", "sleep 60", "its tests did not finish within 5 s as checked out (sleep 60)"),
         ("def test_x():\n    pass\n", "pytset -q", "its test command 'pytset -q': 'pytset' is not installed here"),
@@ -374,15 +375,18 @@ def test_go_tasks_and_scoring(tmp_path):
 )
 def test_a_go_standard_library_package_runs_in_place_under_an_overlay(tmp_path):
     ring = dict(go_std.package_dirs())["container/ring"]
-    found = find_tasks(ring, only={"ring.go::Len", "ring.go::Unlink"})
+    found = find_tasks(ring, only={"ring.go::Ring.Len", "ring.go::Ring.Unlink"})
     # the package alone, never a cached result; Unlink returns a pointer: its wrong value (nil) compiles too
-    assert found.command == "go test -count=1 ." and sorted(t["name"] for t in found.tasks) == ["Len", "Unlink"]
-    reference = next(t for t in found.tasks if t["name"] == "Len")["body"]
+    assert found.command == "go test -count=1 ." and sorted(t["name"] for t in found.tasks) == [
+        "Ring.Len",
+        "Ring.Unlink",
+    ]
+    reference = next(t for t in found.tasks if t["name"] == "Ring.Len")["body"]
     rows = [
-        ("ring/ring.go::Len", f"```go\nfunc (r *Ring) Len() int {{\n{reference}\n```"),
-        ("ring/ring.go::Len", "\treturn 1\n}"),
-        ("ring/ring.go::Len", "\tfor {\n\t}\n}"),  # loops: stopped at the task's limit
-        ("ring/ring.go::Len", "\treturn r.size\n}"),  # does not compile: the compiler's line says why
+        ("ring/ring.go::Ring.Len", f"```go\nfunc (r *Ring) Len() int {{\n{reference}\n```"),
+        ("ring/ring.go::Ring.Len", "\treturn 1\n}"),
+        ("ring/ring.go::Ring.Len", "\tfor {\n\t}\n}"),  # loops: stopped at the task's limit
+        ("ring/ring.go::Ring.Len", "\treturn r.size\n}"),  # does not compile: the compiler's line says why
     ]
     assert _passed(ring, found, tmp_path, rows) == [True, False, False, False]
     said = json.loads((tmp_path / "s.jsonl_results.jsonl").read_text().splitlines()[-1])["result"]
@@ -585,7 +589,7 @@ def test_java_and_cpp_tasks_through_a_given_test_command(tmp_path, language):
         pytest.skip(f"{tool} is not installed (make toolchains installs it as root)")
     repo = tmp_path / f"{language}repo"
     command, file = (_java_repo if language == "java" else _cpp_repo)(repo)
-    assert "name it with `test:` in the manifest" in find_tasks(repo).skipped
+    assert "name it (`--test` for ferrylm eval repo-tasks, `test:` in a data manifest)" in find_tasks(repo).skipped
     found = find_tasks(repo, command=command)
     names = {"java": ["bumpSum", "dashed"], "cpp": ["bump_sum", "dashed"]}[language]
     assert found.language == language and sorted(t["name"] for t in found.tasks) == names, found.summary()

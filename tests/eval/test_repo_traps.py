@@ -81,6 +81,11 @@ def test_original_definitions_with_fenced_docstrings_and_one_liners_pass(tmp_pat
             (t["task_id"], whole),  # the whole definition: its docstring's ```pycon is code, not a fence
             (t["task_id"], f"Here it is:\n```python\n{whole}```\nIt scales."),
         ]
+    # a reply's imports above its function travel with the body (the file does not import operator)
+    double = next(t["task_id"] for t in found.tasks if t["name"] == "double")
+    rows.append(
+        (double, '```python\nfrom operator import mul\n\n\ndef double(x):\n    """Twice."""\n    return mul(2, x)\n```')
+    )
     results = _score(found, tmp_path, rows)
     assert all(r["passed"] for r in results), [r["result"] for r in results if not r["passed"]]
 
@@ -131,7 +136,15 @@ def test_go_methods_of_one_name_on_two_receivers_are_two_tasks(tmp_path):
     assert "func (si SliceIndex) Key() int" in prompts["SliceIndex.Key"]
     assert "func (mi *MapIndex) Key() int" in prompts["MapIndex.Key"]
     rows = [(t["task_id"], t["body"]) for t in found.tasks] + [(t["task_id"], "\treturn 0\n}\n") for t in found.tasks]
-    assert [r["passed"] for r in _score(found, tmp_path, rows)] == [True, True, False, False]
+    # a whole-method reply whose import the file lacks: the import goes into the file with the body
+    key = "gotwo/idx/idx.go::SliceIndex.Key"
+    rows.append(
+        (
+            key,
+            '```go\nimport "strconv"\n\nfunc (si SliceIndex) Key() int {\n\tn, _ := strconv.Atoi(strconv.Itoa(si.k))\n\treturn n\n}\n```',
+        )
+    )
+    assert [r["passed"] for r in _score(found, tmp_path, rows)] == [True, True, False, False, True]
 
 
 def test_repo_tasks_exits_non_zero_when_no_task_was_written(tmp_path):
@@ -145,3 +158,89 @@ def test_repo_tasks_exits_non_zero_when_no_task_was_written(tmp_path):
     assert done.returncode == 2, done.stderr[-1500:]
     assert "no task was written: every repository was skipped" in done.stderr
     assert "--test" in done.stderr and "`test:` in the manifest" not in done.stderr
+
+
+FLAKY_BESIDE = """
+import os
+from pkg import scale, double
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+
+def test_double():
+    assert double(4) == 8
+
+def test_flaky():
+    path = COUNT
+    n = int(open(path).read()) + 1 if os.path.exists(path) else 1
+    open(path, "w").write(str(n))
+    assert n > 1  # fails on its first run only
+"""
+
+
+@pytest.mark.slow
+def test_a_flaky_test_is_left_out_alone_and_its_file_keeps_the_others(tmp_path):
+    """Unconfined (the count must outlive each run)."""
+    flaky = FLAKY_BESIDE.replace("COUNT", repr(str(tmp_path / "count")))
+    repo = _repo(tmp_path / "flaky", FENCED_LIB, {"test_pkg.py": flaky})
+    found = find_tasks(repo, unconfined=True, workers=1)
+    assert found.deselected == ["tests/test_pkg.py::test_flaky"], found.summary()
+    assert sorted(t["name"] for t in found.tasks) == ["double", "scale"], found.summary()
+    assert all("--deselect tests/test_pkg.py::test_flaky" in t["command"] for t in found.tasks)
+
+
+def _wheel(folder: Path, name: str, code: str) -> Path:
+    """A one-module wheel made by hand (no index, no build): what a team's wheel cache holds."""
+    import zipfile
+
+    whl = folder / f"{name}-1.0-py3-none-any.whl"
+    info = f"{name}-1.0.dist-info"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr(f"{name}/__init__.py", code)
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+    return whl
+
+
+NEEDS_DEP = """
+import fakedep_for_tests
+from pkg import scale, double
+
+def test_scale():
+    assert scale([1, 2], fakedep_for_tests.THREE) == [3, 6]
+
+def test_double():
+    assert double(4) == 8
+"""
+
+
+@pytest.mark.slow
+def test_a_missing_test_dependency_is_named_and_test_requires_installs_it(tmp_path):
+    repo = _repo(tmp_path / "needs", FENCED_LIB, {"test_pkg.py": NEEDS_DEP})
+    skipped = find_tasks(repo, runs=1)
+    assert "ModuleNotFoundError: No module named 'fakedep_for_tests'" in skipped.skipped, skipped.skipped
+    assert "\x1b[" not in skipped.skipped and f"to see it: cd {repo} && pytest" in skipped.skipped
+    assert "--test-requires" in skipped.skipped
+    whl = _wheel(tmp_path, "fakedep_for_tests", "THREE = 3\n")
+    found = find_tasks(repo, runs=1, test_requires=[str(whl)])
+    assert sorted(t["name"] for t in found.tasks) == ["double", "scale"], found.summary()
+    results = _score(found, tmp_path, [(t["task_id"], t["body"]) for t in found.tasks])
+    assert all(r["passed"] for r in results), results
+
+
+REFUSES_PROFILERS = """
+import sys
+
+def pytest_configure(config):
+    if sys.getprofile() is not None:  # a suite that will not run under a profiler
+        raise SystemExit(3)
+"""
+
+
+@pytest.mark.slow
+def test_a_failed_call_trace_is_not_read_as_no_test_calls_anything(tmp_path):
+    repo = _repo(tmp_path / "noprof", FENCED_LIB, {"test_pkg.py": FENCED_TESTS, "conftest.py": REFUSES_PROFILERS})
+    found = find_tasks(repo, runs=1)
+    assert "no test calls it" not in found.dropped, found.summary()
+    assert sorted(t["name"] for t in found.tasks) == ["double", "scale"], found.summary()

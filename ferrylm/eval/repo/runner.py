@@ -30,6 +30,7 @@ from ...data import go_std
 from ...data.holdout import is_test_file
 from ..execution import hx_libs
 from ..execution.sandbox import Sandbox, _python, past_alternatives
+from . import reason
 
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
 GO_VARS = dict(kv.split("=", 1) for kv in GO_ENV.split())  # the same, for a process started here
@@ -141,6 +142,13 @@ _PYTHON = (
 )
 
 
+_REASON = Path(reason.__file__).read_text()
+
+
+def first_error(text: str) -> str:
+    return reason.first_error(text)
+
+
 def site_dirs() -> list[str]:
     """This interpreter's package directories as its path holds them (a venv's, and those its .pth
     files add, such as a system environment's under `make install DEVICE=system`): where pytest and the
@@ -155,14 +163,19 @@ def site_dirs() -> list[str]:
 
 def _tools() -> dict[str, str]:
     py = _python()[0]
-    return {"ferrylm_token.py": _PYTEST_TOKEN, "pytest": _PYTEST.format(py=py), "python": _PYTHON.format(py=py)}
+    return {
+        "ferrylm_token.py": _PYTEST_TOKEN,
+        "ferrylm_reason.py": _REASON,  # a failed run's one line (reason.py)
+        "pytest": _PYTEST.format(py=py),
+        "python": _PYTHON.format(py=py),
+    }
 
 
-def _prelude(repo_in_jail: str) -> str:
+def _prelude(repo_in_jail: str, deps: str | None = None) -> str:
     """Shell lines that put `python`, `python3` and `pytest` (this interpreter, pytest with the token
     hook) and the compilers Debian links through /etc/alternatives first on PATH, set up Go's, Cargo's and
-    the JVM's settings, then copy the repository and enter it."""
-    site = os.pathsep.join(site_dirs())
+    the JVM's settings, then copy the repository and enter it. `deps`: the repository's test requirements."""
+    site = os.pathsep.join([*([deps] if deps else []), *site_dirs()])
     return (
         f"mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/*{_resolved_tools()} && "
         f'export PATH="$PWD/bin:$PATH" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
@@ -182,10 +195,10 @@ def run(box: Sandbox, repo: Path, command: str, replaced: dict[str, str] | None 
     """The outcome of `command` on a copy of `repo` with `replaced` ({path in repo: text}) written over it."""
     # a standard-library package is run where it is (GOROOT is in the jail's /usr)
     seen_at = str(repo) if box.isolation == "unconfined" or go_std.std_package(repo) else REPO_IN_JAIL
-    return box.run(program(seen_at, command, replaced), timeout_s)
+    return box.run(program(seen_at, command, replaced, getattr(box, "deps", None)), timeout_s)
 
 
-def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> dict:
+def program(repo: str, command: str, replaced: dict[str, str] | None = None, deps: str | None = None) -> dict:
     """The jail program that copies the repository (seen at `repo`), writes `replaced` and runs `command`;
     a package of Go's standard library is not copied: `replaced` is laid over it by `go test -overlay`."""
     files = {f"replaced_{i}": text for i, text in enumerate((replaced or {}).values())} | _tools()
@@ -199,14 +212,11 @@ def program(repo: str, command: str, replaced: dict[str, str] | None = None) -> 
         start = _prelude_in_goroot(package)
     else:
         place = "".join(f" && cp ../replaced_{i} {shlex.quote(path)}" for i, path in enumerate(replaced or {}))
-        start = _prelude(repo) + place
+        start = _prelude(repo, deps) + place
     script = (
         f"{start} && {{ {command} ; }} > $HOME/test_output.txt 2>&1; code=$?; "
         'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
-        '{ grep -m1 -E ":[0-9]+(:[0-9]+)?: (fatal )?error" $HOME/test_output.txt || '
-        # Go's compile errors say no "error": its first `file.go:LINE:COL:` line leads the last line
-        '{ g=$(grep -m1 -E "[.]go:[0-9]+:[0-9]+: " $HOME/test_output.txt); printf "%s%s\\n" "${g:+$g; }" '
-        '"$(grep -v -e "^[[:space:]]*$" -e "^FAIL$" $HOME/test_output.txt | tail -n 1)"; }; } > $HOME/reason.txt; fi; exit $code'
+        f"{_python()[0]} -I -S $HOME/ferrylm_reason.py $HOME/test_output.txt > $HOME/reason.txt; fi; exit $code"
     )
     return {"files": files, "steps": [["/bin/sh", "-c", script]]}
 
@@ -250,11 +260,42 @@ def _prelude_in_goroot(package: str) -> str:
     )
 
 
-def sandbox(repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False) -> Sandbox:
-    """A sandbox that sees `repo` (read-only) and this interpreter's packages; files up to 256 MB."""
+def sandbox(repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False, deps: str | None = None) -> Sandbox:
+    """A sandbox that sees `repo` (read-only), this interpreter's packages and the repository's test
+    requirements (`deps`, test_deps()); files up to 256 MB."""
     binds = [f"{repo.resolve()}={REPO_IN_JAIL}"] + [d for d in site_dirs() if not d.startswith("/usr/")]
-    binds += binds_for([str(repo)])
-    return Sandbox(slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else ())
+    binds += binds_for([str(repo)]) + ([deps] if deps else [])
+    box = Sandbox(slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else ())
+    box.deps = deps
+    return box
+
+
+class TestDepsError(RuntimeError):
+    pass
+
+
+def test_deps(requires: list[str] | tuple[str, ...] | None) -> str | None:
+    """A folder holding the repository's test requirements (pip requirement strings), installed once per
+    set with `pip install --target` from the index or wheel cache pip is set up with (PIP_INDEX_URL,
+    PIP_FIND_LINKS, PIP_NO_INDEX); the jail and the call-tracing run put it first on the path."""
+    if not requires:
+        return None
+    import hashlib
+
+    key = hashlib.sha256("\n".join(sorted(requires)).encode()).hexdigest()[:16]
+
+    def build(d: Path) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-input", "--target", str(d), *requires],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if done.returncode:
+            said = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip() and "WARNING" not in ln]
+            raise TestDepsError((said or [f"pip exit {done.returncode}"])[-1].strip())
+
+    return hx_libs.prepared(key, build, under="test-deps")
 
 
 def missing_tool(command: str) -> str | None:

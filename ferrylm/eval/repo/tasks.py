@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from .functions import LANGUAGES, Function, functions, stub
 
 log = get_logger("eval")
 SUITE_TIMEOUT_S = 600.0
+MAX_DESELECTED = 5  # failing tests left out before a repository is called broken
 
 
 class RepoTaskError(FerryError, ValueError):
@@ -55,6 +57,7 @@ class RepoTasks:
     skipped: str | None = None  # why the whole repository gave no task
     dropped: Counter = field(default_factory=Counter)  # function -> no task, by reason
     suite_s: float | None = None
+    deselected: list[str] = field(default_factory=list)  # pytest tests that failed as checked out, left out
 
     def summary(self) -> dict:
         return {
@@ -65,6 +68,7 @@ class RepoTasks:
             "skipped": self.skipped,
             "dropped": dict(self.dropped),
             "suite_s": self.suite_s,
+            "deselected_tests": self.deselected,
         }
 
 
@@ -104,9 +108,11 @@ def find_tasks(
     workers: int = 2,
     limit: int | None = None,
     suite_timeout_s: float = SUITE_TIMEOUT_S,
+    test_requires: list[str] | None = None,
 ) -> RepoTasks:
     """The tasks of one repository (see the module's docstring). `only`: function ids (file::name) to
-    consider; `limit`: stop after this many tasks; `suite_timeout_s`: the whole suite's time limit."""
+    consider; `limit`: stop after this many tasks; `suite_timeout_s`: the whole suite's time limit;
+    `test_requires`: what its tests need installed (pip requirements)."""
     repo = Path(repo).resolve()
     if not repo.is_dir():
         raise RepoTaskError(f"{repo}: not a directory")
@@ -123,11 +129,17 @@ def find_tasks(
             " among those asked for" if only else ""
         )
         return out
-    with runner.sandbox(repo, suite_timeout_s, workers, unconfined) as box:
+    try:
+        deps = runner.test_deps(test_requires)
+    except runner.TestDepsError as e:
+        out.skipped = f"its test requirements ({' '.join(test_requires or [])}) could not be installed: {e}"
+        return out
+    with runner.sandbox(repo, suite_timeout_s, workers, unconfined, deps) as box:
         suite = _suite_runs(box, repo, command, runs, out)
         if suite is None:
             return out
-        called = _called(repo, language, command, out, suite_timeout_s)
+        command = out.command  # without the tests that failed as checked out
+        called = _called(repo, language, command, out, suite_timeout_s, deps)
         if called is not None and any(not _in(f, called) for f in candidates):
             out.dropped["no test calls it"] = sum(not _in(f, called) for f in candidates)
             candidates = [f for f in candidates if _in(f, called)]
@@ -173,17 +185,38 @@ def _unrunnable(language: str, command: str | None) -> str | None:
 
 
 def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int | None:
-    """How many of `runs` runs of the whole suite passed; None (and the reason) when none did."""
-    t0 = time.perf_counter()
-    first = runner.run(box, repo, command).status
-    out.suite_s = round(time.perf_counter() - t0, 2)
-    if first == "timed out":
-        out.skipped = f"its tests did not finish within {box.timeout_s:g} s as checked out ({command})"
+    """How many of `runs` runs of the whole suite passed; None (and the reason) when none did. A pytest
+    test that fails in a run is deselected on its own (at most MAX_DESELECTED, each counted) and the runs
+    start again without it, so one flaky or broken test does not cost the repository or its file."""
+    passed, tries, first_failure, asked = 0, 0, None, out.command
+    while tries < runs:
+        t0 = time.perf_counter()
+        status = runner.run(box, repo, out.command).status
+        out.suite_s = max(out.suite_s or 0, round(time.perf_counter() - t0, 2))
+        tries += 1
+        if status == "timed out" and not passed:
+            out.skipped = f"its tests did not finish within {box.timeout_s:g} s as checked out ({out.command})"
+            return None
+        passed += status == "passed"
+        first_failure = first_failure or (status if status != "passed" else None)
+        test = _failed_test(status)
+        if status != "passed" and test and asked.startswith("pytest ") and len(out.deselected) < MAX_DESELECTED:
+            _leave_out(out, asked, test)
+            passed, tries = 0, 0  # the suite without it, from the start
+    if not passed:
+        hint = (
+            "; a test dependency missing here? name it with --test-requires (test_requires: in a data manifest)"
+            if "ModuleNotFoundError" in (first_failure or status)
+            else ""
+        )
+        left = f"; without {', '.join(out.deselected)} no test passes either" if out.deselected else ""
+        out.skipped = (
+            f"its tests do not pass as checked out ({asked}): {first_failure or status} (to see it: cd {repo} && "
+            f"{asked}){left}{hint}"
+        )
         return None
-    if first != "passed":
-        out.skipped = f"its tests do not pass as checked out ({command}): {first}"
-        return None
-    passed = 1 + sum(runner.run(box, repo, command).status == "passed" for _ in range(runs - 1))
+    if out.deselected:
+        log.info("repo tasks: %s: tests that failed as checked out, left out: %s", repo.name, ", ".join(out.deselected))
     if passed < runs:
         log.info(
             "repo tasks: %s: the suite passed %d of %d runs; each task's tests must pass %d times alone",
@@ -193,6 +226,25 @@ def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int
             runs,
         )
     return passed
+
+
+def _leave_out(out: RepoTasks, asked: str, test: str) -> None:
+    """Deselect the test that failed; a second failing test of the same file leaves the whole file out
+    (a test module broken here, as a benchmark file whose plugin is missing)."""
+    file = test.split("::", 1)[0]
+    if any(t.split("::", 1)[0] == file for t in out.deselected):
+        out.deselected = [t for t in out.deselected if t.split("::", 1)[0] != file] + [file]
+    else:
+        out.deselected.append(test)
+    out.command = asked + "".join(
+        f" --deselect {shlex.quote(t)}" if "::" in t else f" --ignore={shlex.quote(t)}" for t in out.deselected
+    )
+
+
+def _failed_test(status: str) -> str | None:
+    """The pytest node id the failure's reason names first (reason.py: `first failed: tests/x.py::test_y`)."""
+    m = re.search(r"first failed: (\S+?::\S+?)(?:;|$)", status)
+    return m.group(1) if m else None
 
 
 def _mentions(tests: dict[str, str], fn: Function) -> list[str]:
@@ -240,6 +292,7 @@ def _prove(
         "reference_s": round(reference_s, 2),
         "timeout_s": timeout,
         "file_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "test_deps": getattr(box, "deps", None),
     }, None
 
 
@@ -271,7 +324,9 @@ atexit.register(lambda: json.dump(sorted(_seen), open(os.environ["FERRYLM_TRACE_
 """
 
 
-def _called(repo: Path, language: str, command: str, out: RepoTasks, timeout_s: float) -> set[str] | None:
+def _called(
+    repo: Path, language: str, command: str, out: RepoTasks, timeout_s: float, deps: str | None = None
+) -> set[str] | None:
     """The ids (file::name) of the functions the suite calls, or None when that could not be seen
     (then every function goes on to the blanking, which decides alone)."""
     if language not in ("python", "go"):
@@ -283,7 +338,7 @@ def _called(repo: Path, language: str, command: str, out: RepoTasks, timeout_s: 
             copy = Path(tmp) / "r"
             shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
             if language == "python":
-                return _py_called(copy, command, Path(tmp), timeout_s)
+                return _py_called(copy, command, Path(tmp), timeout_s, deps)
             return _go_called(copy, Path(tmp), timeout_s)
         except (OSError, subprocess.SubprocessError, ValueError) as e:
             log.info(
@@ -294,7 +349,7 @@ def _called(repo: Path, language: str, command: str, out: RepoTasks, timeout_s: 
             return None
 
 
-def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float) -> set[str]:
+def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float, deps: str | None = None) -> set[str]:
     (tmp / "trace").mkdir()
     (tmp / "trace" / "sitecustomize.py").write_text(_PY_TRACER)
     (tmp / "bin").mkdir()
@@ -302,17 +357,26 @@ def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float) -> set[str
         os.symlink(sys.executable, tmp / "bin" / name)
     (tmp / "bin" / "pytest").write_text(f'#!/bin/sh\nexec {sys.executable} -m pytest "$@"\n')
     (tmp / "bin" / "pytest").chmod(0o755)
-    paths = [str(tmp / "trace"), *([str(copy / "src")] if (copy / "src").is_dir() else []), str(copy)]
+    # the jail's path (runner._prelude): the repository (src/ first), then this interpreter's packages
+    own = [*([str(copy / "src")] if (copy / "src").is_dir() else []), str(copy)]
+    paths = [str(tmp / "trace"), *own, *([deps] if deps else []), *runner.site_dirs(), *own]
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST"))},
         "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONPATH": os.pathsep.join(paths),
         "FERRYLM_TRACE_ROOT": str(copy),
         "FERRYLM_TRACE_OUT": str(tmp / "called.json"),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    subprocess.run(["/bin/sh", "-c", command], cwd=copy, env=env, capture_output=True, timeout=3 * timeout_s)
-    return {f"{f}::{q}" for f, q in json.loads((tmp / "called.json").read_text())}
+    done = subprocess.run(
+        ["/bin/sh", "-c", command], cwd=copy, env=env, capture_output=True, text=True, timeout=3 * timeout_s
+    )
+    if done.returncode:  # a trace of a failed run would drop every function it did not reach
+        raise ValueError(f"the traced run failed: {runner.first_error(done.stdout + done.stderr)}")
+    called = {f"{f}::{q}" for f, q in json.loads((tmp / "called.json").read_text())}
+    if all(c.endswith("::<module>") for c in called):
+        raise ValueError("the traced run called no function of the repository")
+    return called
 
 
 def _go_called(root: Path, tmp: Path, timeout_s: float, package: str | None = None) -> set[str]:
@@ -356,6 +420,7 @@ def write_tasks(
     workers: int = 2,
     unconfined: bool = False,
     suite_timeout_s: float = SUITE_TIMEOUT_S,
+    test_requires: list[str] | None = None,
 ) -> list[RepoTasks]:
     """`ferrylm eval repo-tasks`: every repository's tasks into one JSONL file (written whole, at the
     end), each repository's summary into `<output>.log.jsonl`."""
@@ -373,6 +438,7 @@ def write_tasks(
             unconfined=unconfined,
             limit=limit,
             suite_timeout_s=suite_timeout_s,
+            test_requires=test_requires,
         )
         for r in repos
     ]

@@ -47,6 +47,7 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
             found = find_tasks(
                 repo["root"],
                 command=repo.get("test"),
+                test_requires=repo.get("test_requires"),
                 only=only,
                 limit=e.repo_task_limit,
                 workers=e.exec_workers,
@@ -81,7 +82,9 @@ def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Tr
     seen_at = {root: root if root in in_place else f"{runner.REPO_IN_JAIL}/{i}" for i, root in enumerate(roots)}
 
     def program(task: dict, body: str) -> dict:
-        return runner.program(seen_at[task["repo"]], task["command"], {task["file"]: spliced_text(task, body)})
+        return runner.program(
+            seen_at[task["repo"]], task["command"], {task["file"]: spliced_text(task, body)}, task.get("test_deps")
+        )
 
     def from_base(task: dict, text: str) -> str:
         return python_body(task, text) if language == "python" else go_body(task, text.rstrip() + "\n}\n")
@@ -102,7 +105,8 @@ def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Tr
         binds=()
         if unconfined
         else tuple(f"{root}={seen_at[root]}" for root in roots if root not in in_place)
-        + tuple(runner.binds_for(roots)),
+        + tuple(runner.binds_for(roots))
+        + tuple(sorted({t["test_deps"] for t in tasks if t.get("test_deps")})),
         timeout_s=max(t["timeout_s"] for t in tasks),
         limits=runner.LIMITS,
     )

@@ -1,0 +1,89 @@
+"""Own-code tasks on projects nobody here wrote: every original must pass when given back as a reply.
+
+For each repository: the tasks `ferrylm eval repo-tasks` finds (and the functions it considered, with
+each drop reason), then every task scored four ways with the original — the body alone, the body
+fenced, the whole definition (signature and docstring repeated), the whole definition fenced inside
+prose. A correct reply that fails is a reader's or a splicer's defect.
+
+    .venv/bin/python bench/repo_tasks_originals.py DIR[:REQ,REQ...] [...] --out bench/results/repo_tasks_originals.json
+
+REQ: what that repository's tests need installed (repo-tasks' --test-requires), e.g. humanize:freezegun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ferrylm.eval.repo.score import score
+from ferrylm.eval.repo.tasks import find_tasks
+
+
+def definition(task: dict) -> str:
+    """The original whole definition as a model repeats it: from its def (decorators left out) to its end."""
+    text = (Path(task["repo"]) / task["file"]).read_text()
+    head = task["prompt"].splitlines()[0].strip() if task["language"] == "python" else ""
+    start = text.rfind(head, 0, task["start"]) if head else text.rfind("\n", 0, task["start"]) + 1
+    line = text.rfind("\n", 0, start) + 1
+    return text[line : task["end"]]
+
+
+def forms(task: dict) -> dict[str, str]:
+    fence = "python" if task["language"] == "python" else task["language"]
+    whole = definition(task)
+    return {
+        "body": task["body"],
+        "body fenced": f"```{fence}\n{task['body']}```",
+        "definition": whole,
+        "definition fenced": f"Here is the function:\n```{fence}\n{whole}```\nIt does what the docstring says.",
+    }
+
+
+def one(repo: Path, requires: list[str] | None, runs: int) -> dict:
+    t0 = time.perf_counter()
+    found = find_tasks(repo, runs=runs, test_requires=requires)
+    row = found.summary() | {"find_s": round(time.perf_counter() - t0, 1)}
+    row["considered"] = len(found.tasks) + sum(found.dropped.values())
+    if not found.tasks:
+        return row
+    with tempfile.TemporaryDirectory() as tmp:
+        tasks, samples = Path(tmp) / "tasks.jsonl", Path(tmp) / "samples.jsonl"
+        tasks.write_text("".join(json.dumps(t) + "\n" for t in found.tasks))
+        rows = [(t["task_id"], name, reply) for t in found.tasks for name, reply in forms(t).items()]
+        samples.write_text("".join(json.dumps({"task_id": i, "completion": r}) + "\n" for i, _, r in rows))
+        out = score(tasks, samples)
+        results = [json.loads(line) for line in Path(out["results"]).read_text().splitlines()]
+    row["originals_passed"] = {
+        name: f"{sum(r['passed'] for (_, n, _), r in zip(rows, results) if n == name)}/{len(found.tasks)}"
+        for name in forms(found.tasks[0])
+    }
+    row["failed"] = [
+        {"task": i, "form": n, "result": r["result"][:300]} for (i, n, _), r in zip(rows, results) if not r["passed"]
+    ]
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repos", nargs="+", help="DIR, or DIR:REQ,REQ for the pip requirements its tests need")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    report = []
+    for arg in args.repos:
+        repo, _, reqs = arg.partition(":")
+        report.append(one(Path(repo).resolve(), [r for r in reqs.split(",") if r] or None, args.runs))
+        print(json.dumps({k: v for k, v in report[-1].items() if k != "failed"}), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+    bad = sum(len(r.get("failed", [])) for r in report)
+    print(f"{bad} original replies failed" if bad else "every original passed, in every form")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
