@@ -25,11 +25,11 @@ from ferrylm.eval.repo.tasks import find_tasks
 
 def definition(task: dict) -> str:
     """The original whole definition as a model repeats it: from its def (decorators left out) to its end."""
-    text = (Path(task["repo"]) / task["file"]).read_text()
-    head = task["prompt"].splitlines()[0].strip() if task["language"] == "python" else ""
-    start = text.rfind(head, 0, task["start"]) if head else text.rfind("\n", 0, task["start"]) + 1
-    line = text.rfind("\n", 0, start) + 1
-    return text[line : task["end"]]
+    raw = (Path(task["repo"]) / task["file"]).read_bytes()  # the task's offsets count bytes
+    head = task["prompt"].splitlines()[0].strip().encode() if task["language"] == "python" else b""
+    start = raw.rfind(head, 0, task["start"]) if head else raw.rfind(b"\n", 0, task["start"]) + 1
+    line = raw.rfind(b"\n", 0, start) + 1
+    return raw[line : task["end"]].decode()
 
 
 def forms(task: dict) -> dict[str, str]:

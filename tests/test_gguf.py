@@ -119,8 +119,8 @@ def test_converted_qwen_answers_as_transformers_gguf_load(qwen05_dir):
     assert tok.eos_token == "<|im_end|>" and "<|im_start|>assistant" in tok.apply_chat_template(
         [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
     )
-    ours = AutoModelForCausalLM.from_pretrained(qwen05_dir, dtype=torch.bfloat16)
-    theirs = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
+    ours = AutoModelForCausalLM.from_pretrained(qwen05_dir, dtype=torch.float32)
+    theirs = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     ref_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     prompts = [
         "Write a Python function that returns the n-th Fibonacci number.",

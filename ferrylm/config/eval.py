@@ -47,6 +47,13 @@ class EvalConfig(_Section):
     proven to check it (eval/repo/tasks.py) becomes a task, scored by running those tests in the jail."""
     repo_task_limit: int = Field(40, gt=0)
     """repo_tasks: at most this many tasks per held-out repository."""
+    repo_context: Literal["file", "none"] = "file"
+    """How repository tasks are asked: "file" shows the function's own file with its body cut out (imports,
+    constants, siblings, the enclosing class), as a team's assistant sees it; "none" the signature and doc
+    comment alone. Every model is asked the same way; the report names the setting."""
+    repo_context_tokens: int = Field(768, gt=0)
+    """repo_context=file: the file around the function is trimmed to about this many tokens (3 characters each),
+    so the question, 2 shown examples (384 tokens each at most) and the reply fit serve.max_model_len (2,048)."""
     max_new_tokens: int = Field(384, gt=0)
     """Tokens generated per benchmark task or held-out example."""
     latency_new_tokens: int = Field(512, gt=0)

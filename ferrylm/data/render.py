@@ -10,7 +10,7 @@ import re
 
 IGNORE_INDEX = -100
 
-_NAMES = {"python": "Python", "java": "Java", "go": "Go", "rust": "Rust", "c": "C", "cpp": "C++"}
+LANGUAGE_NAMES = {"python": "Python", "java": "Java", "go": "Go", "rust": "Rust", "c": "C", "cpp": "C++"}
 # A fence opens and closes at the start of a line (up to 3 spaces in, as in Markdown): a docstring's
 # indented ```pycon example inside a reply's code is code, not the end of the block.
 _CODE_BLOCK = re.compile(r"^[ ]{0,3}```[\w+#.-]*[ \t]*\n(.*?)(?:^[ ]{0,3}```|\Z)", re.S | re.M)
@@ -18,7 +18,7 @@ _CODE_BLOCK = re.compile(r"^[ ]{0,3}```[\w+#.-]*[ \t]*\n(.*?)(?:^[ ]{0,3}```|\Z)
 
 def user_message(prompt_code: str, language: str = "python") -> str:
     return (
-        f"Complete the body of this {_NAMES.get(language, language)} function. Reply with the body only, "
+        f"Complete the body of this {LANGUAGE_NAMES.get(language, language)} function. Reply with the body only, "
         f"in a ```{language} block.\n\n```{language}\n{prompt_code}```"
     )
 
@@ -29,7 +29,7 @@ def assistant_message(body: str, language: str = "python") -> str:
 
 def explain_message(code: str, language: str = "python") -> str:
     return (
-        f"Summarize what this {_NAMES.get(language, language)} function does, as its doc comment's first "
+        f"Summarize what this {LANGUAGE_NAMES.get(language, language)} function does, as its doc comment's first "
         f"sentence would. Reply with the summary only.\n\n```{language}\n{code}```"
     )
 

@@ -699,7 +699,7 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path
     for label in ("fine-tuned", "base"):
         track = next(b for b in report["details"][label]["benchmarks"] if b["benchmark"] == "own-repos")
         assert (track["title"], track["key"], track["tasks"]) == (
-            "Held-out repositories (python)",
+            "Held-out repositories (python, the file shown)",
             "pass_at_1_own_repos_python",
             2 * len(held),
         )
@@ -707,4 +707,6 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path
         assert len(rows) == 2 * len(held) and all(r["result"] for r in rows)
     assert "own-repos/python" in report["paired"]
     assert "pass_at_1_own_repos_python" in {r["criterion"] for r in report["criteria"]}
-    assert "Held-out repositories (python) Pass@1" in {ln["metric"] for ln in report["details"]["helped"]}
+    assert "Held-out repositories (python, the file shown) Pass@1" in {
+        ln["metric"] for ln in report["details"]["helped"]
+    }

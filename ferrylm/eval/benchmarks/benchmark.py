@@ -33,6 +33,7 @@ class Track:
     problems: list[dict] = field(default_factory=list)  # the selected tasks
     total: int = 0  # the data set's size (the problems may be a seeded subset of it)
     prompt: Callable[[dict], str] = lambda p: p["prompt"]  # what the model continues
+    question: Callable[[dict], str] | None = None  # the chat question, where not the instruction around prompt
     from_reply: Callable[[dict, str], str] | None = None  # chat reply -> completion
     base_stops: tuple[str, ...] = ()  # base mode: where a completion ends ...
     from_base: Callable[[dict, str], str] = lambda p, text: text  # ... and what closes it again
@@ -84,7 +85,8 @@ def generate(
             prompt = (shots.prefix(t.language) if shots else "") + t.prompt(p)
             texts = generator.complete(prompt, max_tokens, temperature, n=n, stop=list(t.base_stops))
             return [(i, p["task_id"], t.from_base(p, text)) for text in texts]
-        question = [{"role": "user", "content": user_message(t.prompt(p), t.language)}]
+        asked = t.question(p) if t.question else user_message(t.prompt(p), t.language)
+        question = [{"role": "user", "content": asked}]
         replies = generator.chat(
             with_shots(shots, question, "generate", t.language), max_tokens, temperature, n=n, until=code_block_closed
         )
@@ -177,6 +179,11 @@ def summarise(results: list[dict], ks: list[int], of: int | None = None) -> dict
     return out
 
 
+def asked(t: Track, p: dict, mode: str) -> str:
+    """What the model was shown for a task: its chat question's own text, or the prompt it continued."""
+    return t.question(p) if t.question and mode == "chat" else t.prompt(p)
+
+
 def file_label(label: str) -> str:
     """A model's label as file names carry it ("base 2-shot" -> "base-2-shot")."""
     return label.replace(" ", "-")
@@ -223,7 +230,12 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None
                 p = by_id[task_id]  # the prompt and reference too: a reader (or reviewer) needs nothing else
                 fh.write(
                     json.dumps(
-                        {**r, "completion": completion, "prompt": t.prompt(p), "reference": p.get("canonical_solution")}
+                        {
+                            **r,
+                            "completion": completion,
+                            "prompt": asked(t, p, e.prompt_mode),
+                            "reference": p.get("canonical_solution"),
+                        }
                     )
                     + "\n"
                 )

@@ -60,9 +60,12 @@ def python_body(task: dict, reply: str) -> str:
         chunk = textwrap.dedent(code[code.rfind("\n", 0, m.start()) + 1 :])
         try:
             node = next(n for n in ast.parse(chunk).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
-            first = node.body[1] if ast.get_docstring(node) and len(node.body) > 1 else node.body[0]
+            # past the doc string (comments after it stay), else from the first statement
+            start = (
+                node.body[0].end_lineno if ast.get_docstring(node) and len(node.body) > 1 else node.body[0].lineno - 1
+            )
             code = "\n".join(
-                above + textwrap.dedent("\n".join(chunk.splitlines()[first.lineno - 1 : node.end_lineno])).splitlines()
+                above + textwrap.dedent("\n".join(chunk.splitlines()[start : node.end_lineno])).splitlines()
             )
         except (SyntaxError, StopIteration):
             pass  # scored as written: the tests will say

@@ -138,27 +138,30 @@ def find_tasks(
         suite = _suite_runs(box, repo, command, runs, out)
         if suite is None:
             return out
-        command = out.command  # without the tests that failed as checked out
-        called = _called(repo, language, command, out, suite_timeout_s, deps)
+        called = _called(repo, language, out.command, out, suite_timeout_s, deps)  # without the tests left out
         if called is not None and any(not _in(f, called) for f in candidates):
             out.dropped["no test calls it"] = sum(not _in(f, called) for f in candidates)
             candidates = [f for f in candidates if _in(f, called)]
-        each = 1 if suite == runs else runs
-        tests = {f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, language)}  # read once
-        with ThreadPoolExecutor(workers) as pool:  # as many functions at once as the sandbox has slots
-            for at in range(0, len(candidates), 2 * workers):
-                batch = candidates[at : at + 2 * workers]
-                for fn, (task, reason) in zip(
-                    batch, pool.map(lambda f: _prove(box, repo, f, command, each, tests), batch)
-                ):
-                    if task:
-                        out.tasks.append({"task_id": f"{repo.name}/{fn.id}", "repo": str(repo), **task})
-                    else:
-                        out.dropped[reason] += 1
-                if limit and len(out.tasks) >= limit:
-                    out.tasks = out.tasks[:limit]
-                    break
+        _prove_all(box, repo, candidates, 1 if suite == runs else runs, workers, limit, out)
     return out
+
+
+def _prove_all(box, repo: Path, candidates: list[Function], each: int, workers: int, limit, out: RepoTasks) -> None:
+    """Each candidate proved (or dropped with its reason) into `out`, until `limit` tasks."""
+    tests = {f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, out.language)}  # read once
+    with ThreadPoolExecutor(workers) as pool:  # as many functions at once as the sandbox has slots
+        for at in range(0, len(candidates), 2 * workers):
+            batch = candidates[at : at + 2 * workers]
+            for fn, (task, reason) in zip(
+                batch, pool.map(lambda f: _prove(box, repo, f, out.command, each, tests), batch)
+            ):
+                if task:
+                    out.tasks.append({"task_id": f"{repo.name}/{fn.id}", "repo": str(repo), **task})
+                else:
+                    out.dropped[reason] += 1
+            if limit and len(out.tasks) >= limit:
+                out.tasks = out.tasks[:limit]
+                return
 
 
 _NAME_IT = "`--test` for ferrylm eval repo-tasks, `test:` in a data manifest"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...data import go_std
 from ...log import get_logger
 from ..benchmarks.benchmark import Track
-from . import runner
+from . import context, runner
 from .score import body_from_reply, go_body, python_body, spliced_text
 from .tasks import find_tasks
 
@@ -69,14 +69,13 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
         tasks += [t | {"split": split} for t in found.tasks]
     groups = sorted({(t["split"], t["language"]) for t in tasks})
     return [
-        _track(
-            split, language, [t for t in tasks if (t["split"], t["language"]) == (split, language)], e.exec_unconfined
-        )
+        _track(split, language, [t for t in tasks if (t["split"], t["language"]) == (split, language)], e)
         for split, language in groups
     ]
 
 
-def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Track:
+def _track(split: str, language: str, tasks: list[dict], e) -> Track:
+    unconfined = e.exec_unconfined
     roots = sorted({t["repo"] for t in tasks})
     in_place = {root for root in roots if unconfined or go_std.std_package(root)}
     seen_at = {root: root if root in in_place else f"{runner.REPO_IN_JAIL}/{i}" for i, root in enumerate(roots)}
@@ -93,11 +92,15 @@ def _track(split: str, language: str, tasks: list[dict], unconfined: bool) -> Tr
     return Track(
         f"own-{key}",
         language,
-        f"{title} ({language})",
+        f"{title} ({language}{', the file shown' if e.repo_context == 'file' else ''})",
         f"pass_at_1_own_{key}_{language}",
         tasks,
         len(tasks),
-        prompt=lambda t: t["prompt"],
+        # the file around the function (eval.repo_context=file), or its signature and doc comment alone
+        prompt=(lambda t: context.base_prompt(t, e.repo_context_tokens))
+        if e.repo_context == "file"
+        else (lambda t: t["prompt"]),
+        question=(lambda t: context.question(t, e.repo_context_tokens)) if e.repo_context == "file" else None,
         from_reply=body_from_reply,
         base_stops=_BASE_STOPS[language],
         from_base=from_base,

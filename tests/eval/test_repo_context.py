@@ -1,0 +1,72 @@
+"""The file as context for repository tasks: the function's own file with its body cut out, trimmed
+around the function; the hidden body never appears in what a model is asked, in any language."""
+
+from pathlib import Path
+
+import pytest
+
+from ferrylm.eval.repo import context
+from ferrylm.eval.repo.functions import functions
+
+PY = '''"""A module."""
+import re
+
+LIMIT = 3
+
+
+class Box:
+    def __init__(self, items):
+        self.items = items
+
+    def biggest(self, n=LIMIT):
+        """The n largest items, largest first."""
+        ranked = sorted(self.items, reverse=True)
+        return ranked[:n]
+
+
+def words(text):
+    """Split a text into its lower-case words."""
+    return re.findall(r"\\w+", text.lower())
+'''
+GO = """package idx
+
+import "strings"
+
+// Sep joins keys.
+const Sep = "/"
+
+// Join joins the parts with Sep, upper-cased.
+func Join(parts []string) string {
+	joined := strings.Join(parts, Sep)
+	return strings.ToUpper(joined)
+}
+"""
+
+
+def _tasks(tmp_path: Path, name: str, text: str, language: str) -> list[dict]:
+    (tmp_path / name).write_text(text)
+    return [f.as_dict() | {"repo": str(tmp_path), "task_id": f.id} for f in functions(text, name, language, 1)]
+
+
+@pytest.mark.parametrize("name, text, language", [("m.py", PY, "python"), ("idx.go", GO, "go")])
+def test_the_hidden_body_never_appears_and_the_file_around_it_does(tmp_path, name, text, language):
+    tasks = _tasks(tmp_path, name, text, language)
+    assert tasks
+    for t in tasks:
+        q, base = context.question(t, 1024), context.base_prompt(t, 1024)
+        body_lines = [ln.strip() for ln in t["body"].splitlines() if ln.strip() and ln.strip() != "}"]
+        for ln in body_lines:
+            assert ln not in q and ln not in base, (t["name"], ln)
+        assert context.hole_marker(language) in q and t["prompt"] in q
+        assert ("import re" if language == "python" else 'import "strings"') in q  # the file's imports
+        assert base.endswith(t["prompt"].splitlines()[-1] + "\n")  # base mode continues at the body
+
+
+def test_the_class_and_siblings_are_shown_and_a_small_budget_trims_around_the_function(tmp_path):
+    biggest = next(t for t in _tasks(tmp_path, "m.py", PY, "python") if t["name"] == "Box.biggest")
+    full = context.question(biggest, 1024)
+    assert "class Box:" in full and "self.items = items" in full and "LIMIT = 3" in full and "def words" in full
+    small = context.question(biggest, 50)  # 150 characters: the signature and doc comment, little else
+    assert "def biggest(self, n=LIMIT):" in small and "…" in small and "import re" not in small.split("```")[1]
+    before, hole, after = context.file_with_hole(biggest)
+    assert len(context.trimmed(before, hole, after, 150)) <= 150 + 2 * len("…\n")
