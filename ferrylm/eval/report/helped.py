@@ -30,7 +30,7 @@ def verdict(c: dict, higher_is_better: bool) -> str:
     if not c.get("tasks"):
         return "not compared"
     if not c["significant"]:
-        return "no significant change"
+        return "too few to tell" if c.get("too_few") else "no significant change"
     return "better" if (c["difference"] > 0) == higher_is_better else "worse"
 
 
@@ -50,6 +50,7 @@ def _line(label: str, scope: str, c: dict, higher: bool, unit: str, against: str
         "higher_is_better": higher,
         "verdict": verdict(c, higher),
         "too_few": bool(c.get("too_few")),
+        "smallest_significant": c.get("smallest_significant"),
     }
 
 
@@ -115,7 +116,10 @@ def text(line: dict) -> str:
     lo, hi = line["ci95"] or (None, None)
     scope = "" if line["scope"] == "all" else f" [{line['scope']}]"
     test = f"; McNemar p = {line['p']:.3g}" if line.get("p") is not None else ""
-    test += f"; too few to test, under {MIN_BOOTSTRAP}" if line.get("too_few") else ""
+    if line.get("smallest_significant") is not None:
+        test += f"; the smallest difference {line['n']} tasks can show: {line['smallest_significant']:.3f}"
+    elif line.get("too_few"):
+        test += f"; too few to test, under {MIN_BOOTSTRAP}"
     return (
         f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs {_against(line)} {_num(line.get('other', line.get('base')))}, "
         f"difference {line['difference']:+.3f} (95 % interval {lo:+.3f} to {hi:+.3f}, {line['n']} {line['unit']}"
@@ -163,12 +167,15 @@ def _against_base(overall: list[dict]) -> str:
             f"No significant change on any of {len(overall)} measures: at this run's size the difference "
             f"could be chance."
         )
+    few = [ln for ln in overall if ln["verdict"] == "too few to tell"]
     parts = []
     if better:
         parts.append("better on " + ", ".join(_short(ln) for ln in better))
     if worse:
         parts.append("worse on " + ", ".join(_short(ln) for ln in worse))
-    rest = len(overall) - len(better) - len(worse)
+    if few:
+        parts.append("too few tasks to tell on " + ", ".join(_short(ln) for ln in few))
+    rest = len(overall) - len(better) - len(worse) - len(few)
     return (
         f"{'Yes' if better and not worse else 'Mixed' if better else 'No'}: "
         + "; ".join(parts)

@@ -20,6 +20,18 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return min(1.0, 2 * tail)
 
 
+# A pass/fail comparison whose size cannot show a difference under this (as a share of tasks) says
+# "too few to tell", not "no significant change": 8 tasks can show only a 75-point one.
+TOO_FEW = 0.5
+
+
+def smallest_significant(tasks: int, alpha: float = 0.05) -> float:
+    """The smallest Pass@1 difference `tasks` paired tasks can show by McNemar's test: k/tasks for the
+    fewest discordant tasks k, all one way, with p < alpha (k = 6 at 5 %); 1.0 beyond reach (under 6 tasks)."""
+    k = next((k for k in range(1, tasks + 1) if mcnemar_exact(k, 0) < alpha), None)
+    return k / tasks if k else 1.0
+
+
 def bootstrap_interval(
     diffs: list[float], iters: int = 10_000, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float]:
@@ -62,6 +74,8 @@ def compare(a: dict[str, float], b: dict[str, float], alpha: float = 0.05) -> di
         only_b = sum(1 for t in tasks if b[t] > a[t])
         out.update(only_a=only_a, only_b=only_b, test="McNemar exact", p=mcnemar_exact(only_a, only_b))
         out["significant"] = out["p"] < alpha
+        out["smallest_significant"] = smallest_significant(len(tasks), alpha)
+        out["too_few"] = not out["significant"] and out["smallest_significant"] > TOO_FEW
     else:
         too_few = len(tasks) < MIN_BOOTSTRAP
         out.update(test="paired bootstrap", significant=not too_few and not lo <= 0 <= hi, too_few=too_few)
@@ -80,6 +94,10 @@ def sentence(c: dict, a: str = "fine-tuned", b: str = "base") -> str:
     if c["test"] == "McNemar exact":
         head += f"; solved by only one: {c['only_a']} {a}, {c['only_b']} {b}; McNemar exact p = {c['p']:.3g}"
     verdict = (
-        "a real difference at the 5% level" if c["significant"] else "not a significant difference (could be chance)"
+        "a real difference at the 5% level"
+        if c["significant"]
+        else f"too few tasks to tell (the smallest difference {c['tasks']} can show: {c['smallest_significant']:.2f})"
+        if c.get("too_few")
+        else "not a significant difference (could be chance)"
     )
     return f"{head} — {verdict}"

@@ -49,4 +49,16 @@ def test_a_bootstrap_over_too_few_examples_is_no_verdict():
     six = compare({f"T{i}": 2.0 + i for i in range(6)}, {f"T{i}": 1.0 for i in range(6)})
     assert (five["significant"], six["significant"], six["too_few"]) == (False, True, False)
     line = _line("chrF", "go", one, True, "examples")
-    assert line["verdict"] == "no significant change" and "too few to test, under 6" in text(line)
+    assert line["verdict"] == "too few to tell" and "too few to test, under 6" in text(line)
+
+
+def test_the_smallest_difference_a_size_can_show_and_too_few_to_tell():
+    from ferrylm.eval.report.paired import smallest_significant
+
+    # 6 discordant tasks all one way is the fewest with p < 0.05 (2 * 0.5**6 = 0.031; 5 give 0.0625)
+    assert smallest_significant(8) == 6 / 8 and smallest_significant(164) == 6 / 164 and smallest_significant(5) == 1.0
+    eight = compare({i: 1.0 for i in range(8)} | {0: 0.0}, {i: 0.0 for i in range(8)} | {0: 1.0, 1: 1.0})
+    assert not eight["significant"] and eight["too_few"]
+    assert "too few tasks to tell (the smallest difference 8 can show: 0.75)" in sentence(eight)
+    many = compare({i: float(i % 2) for i in range(40)}, {i: float((i + 1) % 2) for i in range(40)})
+    assert not many["significant"] and not many["too_few"] and many["smallest_significant"] == 6 / 40
