@@ -231,8 +231,32 @@ _HOW = (
 )
 
 
+# in another model's cell: ▲ it is significantly better than the fine-tuned model there, ▼ worse
+_MARK = {"worse": " ▲", "better": " ▼"}
+
+
+def table(found: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The first screen: one row per overall measure, a column per model (the others, then the fine-tuned
+    one); another model's cell is marked where it is significantly better (▲) or worse (▼) than fine-tuned."""
+    overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
+    columns = list(dict.fromkeys(_against(ln) for ln in overall)) + ["fine-tuned"]
+    rows: dict[str, dict[str, str]] = {}
+    for ln in overall:
+        row = rows.setdefault(_short(ln), {})
+        row["fine-tuned"] = _num(ln["fine-tuned"])
+        row[_against(ln)] = _num(ln.get("other", ln.get("base"))) + _MARK.get(ln["verdict"], "")
+    return ["measure", *columns], [[name, *(r.get(c, "—") for c in columns)] for name, r in rows.items()]
+
+
 def markdown(found: list[dict]) -> list[str]:
-    out = [f"## {TITLE}", "", f"**{headline(found)}**", "", _HOW, ""]
+    head, rows = table(found)
+    grid = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)] + [f"| {' | '.join(r)} |" for r in rows]
+    out = [
+        f"## {TITLE}",
+        "",
+        *(grid + ["", "▲ / ▼: significantly better / worse than the fine-tuned model.", ""] if rows else []),
+    ]
+    out += [f"**{headline(found)}**", "", _HOW, ""]
     return out + [f"- {text(ln)}" for ln in found] + [""]
 
 
@@ -275,7 +299,18 @@ def to_html(found: list[dict]) -> str:
     )
     img = plot(found)
     fig = f'<figure><img alt="{TITLE}" src="data:image/png;base64,{img}"></figure>' if img else ""
+    head, cells = table(found)
+    grid = (
+        '<table class="helped">'
+        + "<tr>"
+        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
+        + "</table><p><small>▲ / ▼: significantly better / worse than the fine-tuned model.</small></p>"
+        if cells
+        else ""
+    )
     return (
-        f'<section id="helped"><h2>{TITLE}</h2><p class="headline"><strong>{html.escape(headline(found))}'
+        f'<section id="helped"><h2>{TITLE}</h2>{grid}<p class="headline"><strong>{html.escape(headline(found))}'
         f"</strong></p><p><small>{html.escape(_HOW)}</small></p><ul>{rows}</ul>{fig}</section>"
     )

@@ -211,3 +211,15 @@ def test_a_loss_on_a_general_benchmark_leads_the_verdict():
     # no significant loss: no lead
     same = helped.lines(None, [_humaneval_row(base, base)])
     assert helped.headline([better, *same]).startswith("Yes: better on Code understanding")
+
+
+def test_the_first_screen_is_one_table_of_measures_by_model():
+    head, rows = helped.table(_pair((UP, FLAT), (DOWN, FLAT)))
+    assert head == ["measure", "base", "base 2-shot", "fine-tuned"]
+    understanding = next(r for r in rows if r[0] == U)
+    # fine-tuned beat the base there: the base's cell is marked worse; against 2-shot no significant change
+    assert understanding[1].endswith(" ▼") and not understanding[2].endswith(("▲", "▼"))
+    generation = next(r for r in rows if r[0] == G)
+    assert generation[1].endswith(" ▲")  # the base is significantly better than fine-tuned on generation
+    md = "\n".join(helped.markdown(_pair((UP, FLAT), (DOWN, FLAT))))
+    assert md.index("| measure | base | base 2-shot | fine-tuned |") < md.index("**No better than prompting")
