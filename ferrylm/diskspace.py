@@ -15,8 +15,12 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import FerryError
+
+if TYPE_CHECKING:
+    from .config import Config
 
 _NEARLY_FULL = 64 * 2**20  # below this, torch's lost-errno write failure is the disk's
 _TORCH_WRITE = ("unexpected pos", "PytorchStreamWriter failed", "No space left on device")
@@ -81,3 +85,16 @@ def enough_room(need: int, path: str | Path) -> str | None:
     if free >= need:
         return None
     return f"{_human(free)} free under {path}, and this run writes about {_human(need)}"
+
+
+def disk_need_bytes(cfg: Config, params: int, trainable: int) -> int:
+    """Checkpoints the run keeps, its final weights and its export artifacts."""
+    t, e = cfg.train, cfg.export
+    full = t.method == "full"
+    # A full fine-tune's checkpoint: bf16 weights + fp32 master copy, Adam m and v (2 + 12 bytes).
+    ckpt = params * 14 if full else trainable * 12
+    kept = (t.save_total_limit + (1 if t.keep_best else 0)) if t.save_steps else 0
+    need = kept * ckpt + (params * 2 if full else trainable * 4) + params * 2  # final weights, merged export
+    need += params * 4 if e.onnx else 0
+    need += sum({"w4a16": params * 0.6, "fp8": params * 1.1}[q] for q in e.vllm_quantize)
+    return int(need)

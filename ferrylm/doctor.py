@@ -16,20 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Config
+from .diskspace import disk_need_bytes
 from .pins import installed_version as _version
 from .pins import profile, requirements
+from .shapes import SMOLLM2_135M
 
-# The embedded model's config.json (SmolLM2-135M-Instruct, a Llama layout).
-SMOLLM2_135M = {
-    "model_type": "llama",
-    "hidden_size": 576,
-    "num_hidden_layers": 30,
-    "num_attention_heads": 9,
-    "num_key_value_heads": 3,
-    "intermediate_size": 1536,
-    "vocab_size": 49152,
-    "tie_word_embeddings": True,
-}
 GB = 1e9
 GiB = 2**30
 
@@ -219,19 +210,6 @@ def fp8_checks(cfg: Config, f: Facts) -> list[Check]:
             "FP8 products on every GPU" if f.gpus else "no GPU: torch emulates FP8 on the CPU, slower than fp32",
         )
     ]
-
-
-def disk_need_bytes(cfg: Config, params: int, trainable: int) -> int:
-    """Checkpoints the run keeps, its final weights and its export artifacts."""
-    t, e = cfg.train, cfg.export
-    full = t.method == "full"
-    # A full fine-tune's checkpoint: bf16 weights + fp32 master copy, Adam m and v (2 + 12 bytes).
-    ckpt = params * 14 if full else trainable * 12
-    kept = (t.save_total_limit + (1 if t.keep_best else 0)) if t.save_steps else 0
-    need = kept * ckpt + (params * 2 if full else trainable * 4) + params * 2  # final weights, merged export
-    need += params * 4 if e.onnx else 0
-    need += sum({"w4a16": params * 0.6, "fp8": params * 1.1}[q] for q in e.vllm_quantize)
-    return int(need)
 
 
 def disk_check(need: int, free: int, where: str) -> Check:

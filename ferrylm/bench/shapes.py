@@ -1,21 +1,14 @@
-"""Qwen2.5-7B's shapes, the one place the benchmarks take them from: its config, a random model of them,
-and the products of one decode step (weight [n, k]) with the epilogues the fused step gives them."""
+"""Qwen2.5-7B's shapes for the benchmarks (its config from ferrylm/shapes.py): a random model of them, and
+the products of one decode step (weight [n, k]) with the epilogues the fused step gives them."""
 
 from __future__ import annotations
 
-HIDDEN, INTERMEDIATE, VOCAB, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 3584, 18944, 152064, 28, 28, 4, 128
-QWEN7B = dict(
-    vocab_size=VOCAB,
-    hidden_size=HIDDEN,
-    intermediate_size=INTERMEDIATE,
-    num_hidden_layers=LAYERS,
-    num_attention_heads=HEADS,
-    num_key_value_heads=KV_HEADS,
-    max_position_embeddings=32768,
-    rope_theta=1_000_000.0,
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=False,
-)
+from ..shapes import QWEN25_7B
+
+QWEN7B = {k: v for k, v in QWEN25_7B.items() if k != "model_type"}
+HIDDEN, INTERMEDIATE, VOCAB = QWEN7B["hidden_size"], QWEN7B["intermediate_size"], QWEN7B["vocab_size"]
+LAYERS, HEADS, KV_HEADS = QWEN7B["num_hidden_layers"], QWEN7B["num_attention_heads"], QWEN7B["num_key_value_heads"]
+HEAD_DIM = HIDDEN // HEADS
 # One decode step's products, as the fused decoder lays them out: q/k/v in one, gate/up in one.
 PRODUCTS = {
     "wqkv": ((HEADS + 2 * KV_HEADS) * HEAD_DIM, HIDDEN),

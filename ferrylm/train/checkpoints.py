@@ -135,7 +135,7 @@ def drop_partial(folder: Path) -> None:
 
 def check_room(cfg, out: Path, model) -> None:
     """Warn, with the numbers, when run_dir's disk cannot hold the checkpoints this config keeps."""
-    from ..doctor import disk_need_bytes
+    from ..diskspace import disk_need_bytes
     from .build import parameter_count
 
     trainable, params = parameter_count(model)  # ZeRO-3 shards and 4-bit weights counted whole

@@ -42,18 +42,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..shapes import QWEN25_7B as QWEN25_7B_CONFIG
+
 GiB = 2**30
 
 
 @dataclass
 class ModelShape:
-    hidden: int = 3584
-    layers: int = 28
-    heads: int = 28
-    kv_heads: int = 4
-    intermediate: int = 18944
-    vocab: int = 152064
-    tied_embeddings: bool = False
+    hidden: int = QWEN25_7B_CONFIG["hidden_size"]  # Qwen2.5-7B's, what every preset plans for
+    layers: int = QWEN25_7B_CONFIG["num_hidden_layers"]
+    heads: int = QWEN25_7B_CONFIG["num_attention_heads"]
+    kv_heads: int = QWEN25_7B_CONFIG["num_key_value_heads"]
+    intermediate: int = QWEN25_7B_CONFIG["intermediate_size"]
+    vocab: int = QWEN25_7B_CONFIG["vocab_size"]
+    tied_embeddings: bool = QWEN25_7B_CONFIG["tie_word_embeddings"]
 
     @classmethod
     def from_hf_config(cls, c: dict) -> ModelShape:
