@@ -242,7 +242,7 @@ def table(found: list[dict]) -> tuple[list[str], list[list[str]]]:
     columns = list(dict.fromkeys(_against(ln) for ln in overall)) + ["fine-tuned"]
     rows: dict[str, dict[str, str]] = {}
     for ln in overall:
-        row = rows.setdefault(_short(ln), {})
+        row = rows.setdefault(_short(ln).replace(" Pass@1", ""), {})
         row["fine-tuned"] = _num(ln["fine-tuned"])
         row[_against(ln)] = _num(ln.get("other", ln.get("base"))) + _MARK.get(ln["verdict"], "")
     return ["measure", *columns], [[name, *(r.get(c, "—") for c in columns)] for name, r in rows.items()]
