@@ -82,7 +82,10 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
         "Held-out loss, generate task",
         "HumanEval (Python) Pass@1",
     } <= metrics
-    assert all(ln["verdict"] in ("better", "worse", "no significant change", "too few to tell") for ln in report["details"]["helped"])
+    assert all(
+        ln["verdict"] in ("better", "worse", "no significant change", "too few to tell")
+        for ln in report["details"]["helped"]
+    )
     assert {ln["against"] for ln in report["details"]["helped"]} == {"base", "base 2-shot"}
     assert "| criterion | target | gate | fine-tuned | base | base 2-shot |" in md
     bleu = next(r for r in report["criteria"] if r["criterion"] == "bleu")
