@@ -145,10 +145,6 @@ _PYTHON = (
 _REASON = Path(reason.__file__).read_text()
 
 
-def first_error(text: str) -> str:
-    return reason.first_error(text)
-
-
 def site_dirs() -> list[str]:
     """This interpreter's package directories as its path holds them (a venv's, and those its .pth
     files add, such as a system environment's under `make install DEVICE=system`): where pytest and the

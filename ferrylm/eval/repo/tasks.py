@@ -38,6 +38,7 @@ from ...log import get_logger
 from ...manifest import write_text_atomic
 from . import runner
 from .functions import LANGUAGES, Function, functions, stub
+from .reason import first_error
 
 log = get_logger("eval")
 SUITE_TIMEOUT_S = 600.0
@@ -375,7 +376,7 @@ def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float, deps: str 
         ["/bin/sh", "-c", command], cwd=copy, env=env, capture_output=True, text=True, timeout=3 * timeout_s
     )
     if done.returncode:  # a trace of a failed run would drop every function it did not reach
-        raise ValueError(f"the traced run failed: {runner.first_error(done.stdout + done.stderr)}")
+        raise ValueError(f"the traced run failed: {first_error(done.stdout + done.stderr)}")
     called = {f"{f}::{q}" for f, q in json.loads((tmp / "called.json").read_text())}
     if all(c.endswith("::<module>") for c in called):
         raise ValueError("the traced run called no function of the repository")
