@@ -77,6 +77,10 @@ class DataConfig(_Section):
     """format=sft: the tasks each function with a doc comment teaches, and the share of functions that give an
     example of each (seeded per function): "generate" doc comment + signature → body, "explain" the code →
     the doc comment's summary (code understanding, CodeXGLUE's code-to-text). A list names tasks at share 1."""
+    answer: Literal["body", "function"] = "body"
+    """format=sft: what a generate example answers with, "body" (the body alone) or "function" (the whole
+    function, signature and doc comment first, as an instruct model answers unasked). The eval asks every
+    model in the same form (the data stage's record carries it)."""
     min_body_lines: int = Field(2, ge=1)
     """format=sft: shortest function body (lines) used as an example."""
     max_body_lines: int = Field(30, ge=1)

@@ -16,15 +16,23 @@ LANGUAGE_NAMES = {"python": "Python", "java": "Java", "go": "Go", "rust": "Rust"
 _CODE_BLOCK = re.compile(r"^[ ]{0,3}```[\w+#.-]*[ \t]*\n(.*?)(?:^[ ]{0,3}```|\Z)", re.S | re.M)
 
 
-def user_message(prompt_code: str, language: str = "python") -> str:
-    return (
-        f"Complete the body of this {LANGUAGE_NAMES.get(language, language)} function. Reply with the body only, "
-        f"in a ```{language} block.\n\n```{language}\n{prompt_code}```"
+ANSWER_FORMS = ("body", "function")  # what a generate answer holds: the body alone, or the whole function
+
+
+def user_message(prompt_code: str, language: str = "python", form: str = "body") -> str:
+    """The generate question: complete the function, answering with its body or with the whole function."""
+    name = LANGUAGE_NAMES.get(language, language)
+    ask = (
+        f"Complete the body of this {name} function. Reply with the body only"
+        if form == "body"
+        else f"Complete this {name} function. Reply with the whole function"
     )
+    return f"{ask}, in a ```{language} block.\n\n```{language}\n{prompt_code}```"
 
 
-def assistant_message(body: str, language: str = "python") -> str:
-    return f"```{language}\n{body}```"
+def assistant_message(body: str, language: str = "python", prompt_code: str = "") -> str:
+    """The generate answer; `prompt_code` given: the whole function (signature and doc comment first)."""
+    return f"```{language}\n{prompt_code}{body}```"
 
 
 def explain_message(code: str, language: str = "python") -> str:
@@ -34,12 +42,13 @@ def explain_message(code: str, language: str = "python") -> str:
     )
 
 
-def task_turns(task: str, pair, language: str) -> tuple[str, str]:
+def task_turns(task: str, pair, language: str, form: str = "body") -> tuple[str, str]:
     """(user message, assistant answer) of one function for one task: "generate" (doc comment +
-    signature → body) or "explain" (code → summary)."""
+    signature → the body, or the whole function: `form`) or "explain" (code → summary)."""
     if task == "explain":
         return explain_message(pair.code, language), pair.summary
-    return user_message(pair.prompt_code, language), assistant_message(pair.body, language)
+    whole = pair.prompt_code if form == "function" else ""
+    return user_message(pair.prompt_code, language, form), assistant_message(pair.body, language, whole)
 
 
 def extract_code(reply: str) -> str:
@@ -58,19 +67,22 @@ def code_block_closed(text: str) -> bool:
     return bool(m) and text.endswith("```", 0, m.end())
 
 
-def chat_prompt(tokenizer, prompt_code: str, language: str = "python") -> str:
+def chat_prompt(tokenizer, prompt_code: str, language: str = "python", form: str = "body") -> str:
     return tokenizer.apply_chat_template(
-        [{"role": "user", "content": user_message(prompt_code, language)}], tokenize=False, add_generation_prompt=True
+        [{"role": "user", "content": user_message(prompt_code, language, form)}],
+        tokenize=False,
+        add_generation_prompt=True,
     )
 
 
-def render_example(tokenizer, prompt_code: str, body: str, language: str = "python") -> dict:
+def render_example(tokenizer, prompt_code: str, body: str, language: str = "python", form: str = "body") -> dict:
     """input_ids and labels for one pair: labels are IGNORE_INDEX over the prompt."""
+    whole = prompt_code if form == "function" else ""
     return render_messages(
         tokenizer,
         [
-            {"role": "user", "content": user_message(prompt_code, language)},
-            {"role": "assistant", "content": assistant_message(body, language)},
+            {"role": "user", "content": user_message(prompt_code, language, form)},
+            {"role": "assistant", "content": assistant_message(body, language, whole)},
         ],
     )
 

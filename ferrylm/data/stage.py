@@ -100,7 +100,7 @@ def run_data(cfg: Config) -> StageRecord:
     pack_len = d.max_seq_len if (d.pack or d.format == "cpt") else None
     held_out: list[dict] = []
     shots = ShotPool()  # training examples the eval may show the base model (eval.few_shot)
-    stats: dict = {"format": d.format}
+    stats: dict = {"format": d.format, **({"answer_form": d.answer} if d.format == "sft" else {})}
     (out / "repositories.json").unlink(missing_ok=True)  # written again for a corpus of repositories
 
     def partial() -> None:
@@ -275,7 +275,7 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             if task == "explain" and not p.summary:
                 no_summary += 1
                 continue
-            question, answer = task_turns(task, p, lang)
+            question, answer = task_turns(task, p, lang, d.answer)
             messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
             ex = render_messages(tokenizer, messages)
             if len(ex["input_ids"]) > d.max_seq_len:
@@ -296,7 +296,8 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
                         "task": task,
                         "messages": messages[:1],
                         "answer": answer,
-                        "reference": p.summary if task == "explain" else p.body,
+                        "reference": _reference(task, p, d.answer),
+                        "answer_form": d.answer,
                         "prompt_code": p.prompt_code,
                         "split": "repositories" if ref.repo in held else "functions",
                     }
@@ -305,6 +306,13 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
     stats["functions_without_summary"] = no_summary
     stats["examples_by_task"] = dict(sorted(examples.items()))
     return _held_out_names(pairs, kept.sources, roots)
+
+
+def _reference(task: str, pair, form: str) -> str:
+    """What a held-out reply is scored against: the summary, the body, or the whole function."""
+    if task == "explain":
+        return pair.summary
+    return pair.prompt_code + pair.body if form == "function" else pair.body
 
 
 def _held_out_names(pairs, sources: set[str], roots: dict) -> dict[str, list[str]]:

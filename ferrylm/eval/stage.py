@@ -277,6 +277,7 @@ def _details(tracks, rows: list[dict], found: dict, shots, train: dict | None, d
     measured = {m: measures for m, (measures, _) in found.items()}
     asked = {("generate", t.language) for t in tracks} | {(r.get("task"), r.get("language")) for r in rows}
     details = dict(measured) | ({"few_shot": shots.summary(asked)} if shots else {})
+    details["answer_form"] = data["metrics"].get("answer_form", "body")
     if train:
         details["training"] = {
             k: train[k]
@@ -331,6 +332,7 @@ def run_eval(cfg: Config) -> StageRecord:
         tracks += repo_tracks(e, json.loads(Path(data["outputs"]["repositories"]).read_text()))
     train, history = _training(cfg)
     tracks = without_canary(tracks, (train or {}).get("canary"))
+    tracks = benchmark.asked_for(tracks, data["metrics"].get("answer_form", "body"))
     shots = _shots(e, data["outputs"])
     found = measure_models(cfg, tracks, rows, out, shots)
     measured = {m: measures for m, (measures, _) in found.items()}

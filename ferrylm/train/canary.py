@@ -36,14 +36,17 @@ def task_number(task_id: str) -> str:
     return task_id.rsplit("/", 1)[-1]
 
 
-def replies(model, tokenizer, items: list[dict], max_new_tokens: int, batch: int) -> list[str]:
-    """Greedy chat replies to the eval's own HumanEval question, left-padded batches."""
+def replies(model, tokenizer, items: list[dict], max_new_tokens: int, batch: int, form: str = "body") -> list[str]:
+    """Greedy chat replies to the eval's own HumanEval question (in the data's answer form), left-padded
+    batches."""
     import torch
 
     side, tokenizer.padding_side = tokenizer.padding_side, "left"
     prompts = [
         tokenizer.apply_chat_template(
-            [{"role": "user", "content": user_message(p["prompt"])}], tokenize=False, add_generation_prompt=True
+            [{"role": "user", "content": user_message(p["prompt"], "python", form)}],
+            tokenize=False,
+            add_generation_prompt=True,
         )
         for p in items
     ]
@@ -69,8 +72,8 @@ class Canary(TrainerCallback):
     """At each evaluation: the canary's Pass@1 into the metrics and the history, and the guarded loss
     that train.keep_best chooses by."""
 
-    def __init__(self, n: int, tokenizer, budget_points: float, history: Path, max_new_tokens: int, batch: int = 16):
-        self.items, self.tokenizer, self.budget = problems(n), tokenizer, budget_points
+    def __init__(self, n, tokenizer, budget_points: float, history: Path, max_new_tokens: int, batch=16, form="body"):
+        self.items, self.tokenizer, self.budget, self.form = problems(n), tokenizer, budget_points, form
         self.history, self.max_new_tokens, self.batch = history, max_new_tokens, batch
         self.base = self._base_from_history()  # a resumed run measured its base before
 
@@ -85,7 +88,7 @@ class Canary(TrainerCallback):
         return next((h["eval_canary_pass_at_1"] for h in seen if h["step"] == 0), None)
 
     def measure(self, model) -> tuple[float, list[str]]:
-        texts = replies(model, self.tokenizer, self.items, self.max_new_tokens, self.batch)
+        texts = replies(model, self.tokenizer, self.items, self.max_new_tokens, self.batch, self.form)
         track = humaneval.track(self.items)
         samples = [(p["task_id"], humaneval.completion_from_reply(p, t)) for p, t in zip(self.items, texts)]
         results = execute(track, samples, memory_mb=1024, workers=4, what="canary execution")

@@ -188,7 +188,8 @@ def run_train(cfg: Config) -> StageRecord:
         choose_attention(cfg.train.attention, has_cuda),
     )
     setup_run_dir(run)
-    data_out = read_record(cfg.stage_dir("data"))["outputs"]  # refuses outputs of an unfinished data run
+    data = read_record(cfg.stage_dir("data"))  # refuses outputs of an unfinished data run
+    data_out = data["outputs"]
     train_set, eval_set = setup_data(run, data_out)
     args = training_arguments(run)  # before the model: ZeRO-3 loads weights straight into shards
     model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
@@ -196,7 +197,7 @@ def run_train(cfg: Config) -> StageRecord:
     planned = _planned_peak(cfg, model_dir, args.world_size)
     model = setup_model(run, model_dir, args, train_set)
     trainer = setup_trainer(run, model, args, train_set, eval_set, tokenizer)
-    canary = setup_canary(run, trainer, tokenizer, args.world_size)
+    canary = setup_canary(run, trainer, tokenizer, args.world_size, data["metrics"].get("answer_form", "body"))
     check_room(cfg, run.out, model)
     result = train(run, trainer, tokenizer)
     saved = _save_trained(trainer, tokenizer, run.out, run.kind) if cfg.train.save_final else None
@@ -291,15 +292,16 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
     return trainer
 
 
-def setup_canary(run: _Run, trainer, tokenizer, world: int):
-    """The general-coding canary (train.canary_tasks), or None."""
+def setup_canary(run: _Run, trainer, tokenizer, world: int, form: str):
+    """The general-coding canary (train.canary_tasks), asked in the data's answer form, or None."""
     if not run.t.canary_tasks:
         return None
     if world > 1:
         raise FerryError("train.canary_tasks: the canary generates in one process; run it on one GPU")
     from .canary import Canary
 
-    canary = Canary(run.t.canary_tasks, tokenizer, run.t.forgetting_budget, run.history, run.t.canary_max_new_tokens)
+    t = run.t
+    canary = Canary(t.canary_tasks, tokenizer, t.forgetting_budget, run.history, t.canary_max_new_tokens, form=form)
     trainer.add_callback(canary)
     return canary
 

@@ -17,6 +17,29 @@ def test_loss_only_on_answer_which_ends_with_end_of_turn(smollm2_dir):
     assert tok.decode(ex["input_ids"][n_prompt:]) == "```python\n    return 2 * x\n```<|im_end|>"
 
 
+def test_whole_function_answers_train_and_ask_alike(smollm2_dir):
+    tok = load_tokenizer(smollm2_dir)
+    code = 'def f(x):\n    """Double x."""\n'
+    ex = render_example(tok, code, "    return 2 * x\n", form="function")
+    n_prompt = sum(1 for label in ex["labels"] if label == IGNORE_INDEX)
+    served = chat_prompt(tok, code, form="function")
+    assert "Reply with the whole function" in served and "body only" not in served
+    assert ex["input_ids"][:n_prompt] == tok(served, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ex["input_ids"][n_prompt:]) == f"```python\n{code}    return 2 * x\n```<|im_end|>"
+
+
+def test_data_stage_with_whole_function_answers(make_config, tiny_qwen2_dir, tiny_corpus, tmp_path):
+    from ferrylm.data import run_data
+
+    cfg = make_config(tmp_path, tiny_qwen2_dir, tiny_corpus, "data.answer=function", "data.tasks=[generate]")
+    rec = run_data(cfg)
+    assert rec.metrics["answer_form"] == "function"
+    held = [json.loads(line) for line in open(tmp_path / "data" / "eval.jsonl")]
+    assert held and all(h["reference"].startswith(h["prompt_code"]) for h in held)
+    assert all(h["answer"] == f"```{h['language']}\n{h['reference']}```" for h in held)
+    assert all("whole function" in h["messages"][0]["content"] and h["answer_form"] == "function" for h in held)
+
+
 def test_data_stage_splits_by_repository_without_leaks(tiny_data_run, tiny_qwen2_dir):
     data = tiny_data_run / "data"
     splits = json.loads((data / "splits.json").read_text())

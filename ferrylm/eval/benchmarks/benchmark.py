@@ -56,6 +56,15 @@ def tracks(e) -> list[Track]:
     return [t for name in e.benchmarks for t in module(name).tracks(e)]
 
 
+def asked_for(tracks: list[Track], form: str) -> list[Track]:
+    """Each track that has no question of its own asks for the body or the whole function (the form the
+    fine-tune was trained to answer in: the data stage's answer_form); every model is asked alike."""
+    for t in tracks:
+        if t.question is None and form != "body":
+            t.question = lambda p, t=t: user_message(t.prompt(p), t.language, form)
+    return tracks
+
+
 def for_each_problem(items: list, one, concurrency: int, what: str) -> list:
     """`one(item)` → a list, over a pool, with progress, flattened in order."""
     progress = Progress(what, len(items))

@@ -3,9 +3,10 @@
 Two tasks (the data stage's `task` field):
 - explain (code understanding): the reply's first paragraph against the doc comment's summary,
   smoothed BLEU-4 (CodeXGLUE code-to-text; smooth_bleu.py) — the seed's 代码理解 BLEU;
-- generate (code generation): the reply's code block against the body, sacreBLEU and chrF (corpus
-  and per sentence), and whether the reply kept the asked format: one code block, the signature
-  not written again.
+- generate (code generation): the reply's code block against the body (or the whole function, where
+  the data stage's answer_form asked for it), sacreBLEU and chrF (corpus and per sentence), and
+  whether the reply kept the asked format: one code block, the signature not written again (or
+  written, for the whole function).
 Rows of other formats (cpt, the user's chat files) have no task and are scored as generation.
 """
 
@@ -56,13 +57,17 @@ def _signature_line(row: dict) -> str | None:
 
 
 def kept_format(reply: str, row: dict) -> bool:
-    """One fenced block (closed or running to the end) and no repeat of the function's signature."""
+    """One fenced block (closed or running to the end) and the function's signature not written again
+    (asked for the body) or written (asked for the whole function: the row's answer_form)."""
     if len(re.findall(r"^\s*```", reply, re.M)) > 2:
         return False
     if "```" not in reply:
         return False
     sig = _signature_line(row)
-    return not (sig and any(line.strip() == sig for line in extract_code(reply).splitlines()))
+    if not sig:
+        return True
+    written = any(line.strip() == sig for line in extract_code(reply).splitlines())
+    return written == (row.get("answer_form") == "function")
 
 
 def generate_replies(generator, rows: list[dict], max_tokens: int, concurrency: int, shots=None) -> list[str]:

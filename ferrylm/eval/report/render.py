@@ -110,7 +110,12 @@ def subset_note(details: dict) -> str:
         else ""
     )
     subsets = f"Subsets (seeded, the same for every model): {'; '.join(parts)}." if parts else ""
-    return " ".join(x for x in (subsets, canary) if x)
+    form = (
+        "Every model was asked for the whole function, the form the fine-tune answers in (data.answer=function)."
+        if details.get("answer_form") == "function"
+        else ""
+    )
+    return " ".join(x for x in (subsets, canary, form) if x)
 
 
 def language_rows(details: dict) -> list[dict]:

@@ -72,6 +72,9 @@ def test_format_kept_and_scores_per_example():
     assert not kept_format("```python\ndef scale(values, factor=2):\n    return values\n```", ROW)  # signature again
     assert not kept_format("    return values", ROW)  # no block
     assert not kept_format("```python\na\n```\nand\n```python\nb\n```", ROW)  # two blocks
+    whole = ROW | {"answer_form": "function"}  # asked for the whole function: the signature belongs
+    assert kept_format("```python\ndef scale(values, factor=2):\n    return values\n```", whole)
+    assert not kept_format("```python\n    return [v * factor for v in values]\n```", whole)
     explain = {
         "source": "m.py::scale",
         "language": "python",
