@@ -8,15 +8,19 @@
 #   bench/gpu_qwen_canary.sh part NN          # .gg/pNN (a 60 MB piece of the GGUF) copied to /tmp/q
 #   bench/gpu_qwen_canary.sh train            # the pieces joined and checked, then data and train (in the background)
 #   bench/gpu_qwen_canary.sh eval             # export (merged) and eval (in the background)
-#   bench/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records and report to $OUT
+#   bench/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
+#                                             # samples to $OUT/$TAG.tgz
 #
+# TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training).
 # Make the pieces here: split -b 60000000 -d -a 2 <the joined GGUF> .gg/p   (its SHA-256: ferrylm/gguf.py)
 # ARGS: extra dotted overrides for every stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/bw/usr/bin:$PATH PYTHONUNBUFFERED=1
 read -r -a EXTRA <<< "${ARGS:-}"
-RUN=(--config demo-gpu model.path=/tmp/q/model.gguf model.cache_dir=/tmp/cache run_dir=/tmp/run
+TAG=${TAG:-run}
+R=/tmp/$TAG
+RUN=(--config demo-gpu model.path=/tmp/q/model.gguf model.cache_dir=/tmp/cache run_dir=$R
   "data.sources=[stdlib]" data.max_pairs=2000 train.compile=none train.max_steps=220 train.save_steps=55
   train.canary_tasks=40 eval.local=true "eval.benchmarks=[humaneval]" eval.few_shot=0 eval.repo_tasks=false
   eval.bleu_limit=16 eval.latency_runs=1 "eval.latency_concurrency=[]" export.onnx=false "export.vllm_quantize=[]"
@@ -26,7 +30,7 @@ SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 stage() {
   local t0=$SECONDS
   python3 -m ferrylm "$1" "${RUN[@]}"
-  echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a /tmp/run_times.txt
+  echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a "$R.times.txt"
 }
 
 case "${1:-}" in
@@ -40,15 +44,15 @@ case "${1:-}" in
     [ -f /tmp/q/model.gguf ] || { cat /tmp/q/p?? > /tmp/q/model.gguf && rm /tmp/q/p??; }
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
     # a step outlives the call that starts it (the machine stays while calls follow within 30 s)
-    setsid nohup bash -c "$0 _run data train" > /tmp/train.log 2>&1 < /dev/null & ;;
-  eval) setsid nohup bash -c "$0 _run export eval" > /tmp/eval.log 2>&1 < /dev/null & ;;
-  _run) for s in "${@:2}"; do stage "$s" || { echo "failed: $s" > "/tmp/$2.done"; exit 1; }; done; echo ok > "/tmp/$2.done" ;;
+    setsid nohup bash -c "$0 _run data train" > "$R.train.log" 2>&1 < /dev/null & ;;
+  eval) setsid nohup bash -c "$0 _run export eval" > "$R.eval.log" 2>&1 < /dev/null & ;;
+  _run) for s in "${@:2}"; do stage "$s" || { echo "failed: $s" > "$R.$2.done"; exit 1; }; done; echo ok > "$R.$2.done" ;;
   wait)
     first=$([ "$2" = train ] && echo data || echo export)
-    for _ in $(seq 108); do [ -f "/tmp/$first.done" ] && break; sleep 5; done
-    tail -n 25 "/tmp/$2.log"; cat "/tmp/$first.done" 2>/dev/null || echo "still running"
+    for _ in $(seq "${WAIT_POLLS:-108}"); do [ -f "$R.$first.done" ] && break; sleep 5; done
+    tail -n 25 "$R.$2.log"; cat "$R.$first.done" 2>/dev/null || echo "still running"
     mkdir -p "$OUT"
-    for s in data train export eval; do cp "/tmp/run/$s/record.json" "$OUT/${s}_record.json" 2>/dev/null || true; done
-    cp /tmp/run/eval/report.md /tmp/run/train/log_history.jsonl /tmp/run_times.txt "/tmp/$2.log" "$OUT/" 2>/dev/null || true ;;
+    (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG"/*/record.json \
+      "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true ;;
   *) echo "usage: $0 setup | part NN | train | eval | wait train|eval" >&2; exit 2 ;;
 esac
