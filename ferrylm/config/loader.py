@@ -147,6 +147,10 @@ def _check_train(t: TrainConfig) -> None:
         )
     if t.offload_params and t.deepspeed != "zero3":
         raise ValueError("train.offload_params: parameter offload needs train.deepspeed=zero3")
+    if t.kl_to_base and t.method == "full":
+        raise ValueError("train.kl_to_base: the base is the model with its adapters off; needs method lora or qlora")
+    if t.kl_to_base and t.liger:
+        raise ValueError("train.kl_to_base: needs the logits, which train.liger never materialises")
     if t.canary_tasks and not t.keep_best:
         raise ValueError("train.canary_tasks: the canary chooses the checkpoint kept; set train.keep_best=true")
     if t.canary_tasks and t.deepspeed:

@@ -94,6 +94,12 @@ class TrainConfig(_Section):
     packages are installed and configured."""
     keep_best: bool = False
     """Evaluate at every checkpoint and keep the best one (by eval loss) beside the last K."""
+    kl_to_base: float = Field(0.0, ge=0)
+    """Weight of a penalty for drifting from the base model (method lora or qlora): the KL divergence from the
+    base's next-token distribution (the adapters switched off, no gradient) to the fine-tune's, over the
+    answer tokens, added to the loss in training (never to the held-out loss). Holds the fine-tune near the
+    base's own way of answering, which a general-coding canary sees it lose. Costs one more forward pass per
+    micro-batch. 0 = off."""
     canary_tasks: int = Field(0, ge=0, le=164)
     """A general-coding canary (needs keep_best): this many HumanEval tasks (a seeded draw) generated greedily
     and executed at every evaluation; the checkpoint kept, and trained on to the end, is the best by held-out

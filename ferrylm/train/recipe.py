@@ -289,6 +289,7 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
     )
     if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))
+    trainer.kl_weight = run.t.kl_to_base
     return trainer
 
 

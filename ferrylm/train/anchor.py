@@ -1,0 +1,36 @@
+"""The penalty for drifting from the base model (train.kl_to_base).
+
+A LoRA fine-tune is its base model with adapters: switched off, the same weights give the base's own
+next-token distribution, with no second copy in memory. Over the answer tokens, the KL divergence from
+the base's distribution to the fine-tune's is added to the loss; mass the base put on its own way of
+answering that the fine-tune takes away costs in proportion.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..data.render import IGNORE_INDEX
+
+NOT_MODEL_INPUTS = ("labels", "shift_labels")  # the reference pass computes no loss of its own
+
+
+def answer_logits(logits: torch.Tensor, inputs: dict) -> torch.Tensor:
+    """[N, V]: the logits that predict a target token. A batch with `shift_labels` (train/dataset.py's
+    scored_positions) already holds only those; padded rows predict labels[:, 1:]."""
+    if "shift_labels" in inputs:
+        return logits.reshape(-1, logits.shape[-1])
+    scored = inputs["labels"][:, 1:] != IGNORE_INDEX
+    return logits[:, :-1][scored]
+
+
+def kl_from_base(peft_model, model, inputs: dict, logits: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(Σ over answer tokens of KL(base ‖ fine-tune), the token count). `peft_model` owns the adapters,
+    `model` is what the trainer calls (it may wrap it)."""
+    with torch.no_grad(), peft_model.disable_adapter():
+        ref = model(**{k: v for k, v in inputs.items() if k not in NOT_MODEL_INPUTS}).logits
+    tuned, base = answer_logits(logits, inputs).float(), answer_logits(ref, inputs).float()
+    base_logp = F.log_softmax(base, dim=-1)
+    per_token = (base_logp.exp() * (base_logp - F.log_softmax(tuned, dim=-1))).sum(-1)
+    return per_token.sum(), per_token.numel()
