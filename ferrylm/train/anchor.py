@@ -34,3 +34,34 @@ def kl_from_base(peft_model, model, inputs: dict, logits: torch.Tensor) -> tuple
     base_logp = F.log_softmax(base, dim=-1)
     per_token = (base_logp.exp() * (base_logp - F.log_softmax(tuned, dim=-1))).sum(-1)
     return per_token.sum(), per_token.numel()
+
+
+class DriftPenalty:
+    """A Trainer mixin: with `kl_weight` (train.kl_to_base), the training loss gains the penalty, scaled
+    per answer token as the Trainer scales the loss; the held-out loss stays the plain loss."""
+
+    kl_weight = 0.0
+    _kl = _kl_n = 0.0  # Σ KL and answer tokens since the last log line
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if not (self.kl_weight and model.training):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        loss, outputs = super().compute_loss(model, inputs, True, num_items_in_batch)
+        total, n = kl_from_base(self.accelerator.unwrap_model(model), model, inputs, outputs.logits)
+        self._kl, self._kl_n = self._kl + float(total.detach()), self._kl_n + n
+        loss = loss + self.kl_weight * self._per_token(total, n, num_items_in_batch)
+        return (loss, outputs) if return_outputs else loss
+
+    def _per_token(self, total, n: int, num_items_in_batch):
+        """Over the accumulated batch's answer tokens (every process's) where the model divides its loss
+        by them, else this micro-batch's mean."""
+        if self.model_accepts_loss_kwargs and num_items_in_batch is not None:
+            devices = self.accelerator.num_processes if self.args.average_tokens_across_devices else 1
+            return total * devices / num_items_in_batch
+        return total / max(n, 1)
+
+    def drift_since_last_log(self) -> dict:
+        """{"kl_to_base": mean per answer token since the last log line}, or {} without the penalty."""
+        out = {"kl_to_base": self._kl / self._kl_n} if self._kl_n else {}
+        self._kl = self._kl_n = 0.0
+        return out

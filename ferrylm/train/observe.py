@@ -75,32 +75,13 @@ def example_lengths(inputs: dict) -> list[int]:
 def guarded_trainer_class():
     from transformers import Trainer
 
-    class GuardedTrainer(Trainer):
+    from .anchor import DriftPenalty
+
+    class GuardedTrainer(DriftPenalty, Trainer):
         _last = None  # (time, tokens seen) at the previous log line
         _flops = None  # weight FLOPs per trained token
         _sq = _n = 0  # Σ length² and Σ length over examples since the last log line (attention FLOPs)
         _peak = None  # the GPU's bf16 peak FLOP/s (0: unknown, no MFU)
-        kl_weight = 0.0  # train.kl_to_base
-        _kl = _kl_n = 0.0  # Σ KL from the base and answer tokens since the last log line
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            if not (self.kl_weight and model.training):  # the held-out loss stays the plain loss
-                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            from .anchor import kl_from_base
-
-            loss, outputs = super().compute_loss(model, inputs, True, num_items_in_batch)
-            total, n = kl_from_base(self.accelerator.unwrap_model(model), model, inputs, outputs.logits)
-            self._kl, self._kl_n = self._kl + float(total.detach()), self._kl_n + n
-            loss = loss + self.kl_weight * self._per_token(total, n, num_items_in_batch)
-            return (loss, outputs) if return_outputs else loss
-
-        def _per_token(self, total, n: int, num_items_in_batch):
-            """A sum over answer tokens scaled as the Trainer scales the loss: over the accumulated batch's
-            tokens (every process's) where the model divides by them, else this micro-batch's mean."""
-            if self.model_accepts_loss_kwargs and num_items_in_batch is not None:
-                devices = self.accelerator.num_processes if self.args.average_tokens_across_devices else 1
-                return total * devices / num_items_in_batch
-            return total / max(n, 1)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             if self._last is None:
@@ -141,10 +122,8 @@ def guarded_trainer_class():
                     out["gpu_utilization"] = float(torch.cuda.utilization())
                 except Exception:  # noqa: BLE001 - no NVML: the line simply lacks it
                     pass
-            if self._kl_n:
-                out["kl_to_base"] = self._kl / self._kl_n
-            self._last, self._sq, self._n, self._kl, self._kl_n = (now, seen), 0, 0, 0.0, 0.0
-            return out
+            self._last, self._sq, self._n = (now, seen), 0, 0
+            return out | self.drift_since_last_log()
 
     return GuardedTrainer
 

@@ -63,7 +63,7 @@ def test_every_hardware_preset_is_a_valid_run_config_and_plans():
     from ferrylm.config import load_config, preset_names
     from ferrylm.train.plan import setup_from_config
 
-    names = set(preset_names()) - {"default", "demo-gpu"}  # those two run SmolLM2, not Qwen2.5-7B
+    names = set(preset_names()) - {"default", "demo-gpu"}  # the demos: SmolLM2 and Qwen2.5-Coder-1.5B, not Qwen2.5-7B
     assert names >= {
         "a40x2",
         "a800-80g",
