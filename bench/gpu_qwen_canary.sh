@@ -13,7 +13,8 @@
 #
 # TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training).
 # Make the pieces here: split -b 60000000 -d -a 2 <the joined GGUF> .gg/p   (its SHA-256: ferrylm/gguf.py)
-# ARGS: extra dotted overrides for every stage.
+# ARGS: extra dotted overrides for every stage. The demo-gpu preset's recipe is the default; the earlier rows of
+# docs/performance.md ran before it took them: ARGS="data.answer=body train.kl_to_base=0" (+ the row's own keys).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/bw/usr/bin:$PATH PYTHONUNBUFFERED=1
@@ -29,7 +30,7 @@ SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 
 stage() {
   local t0=$SECONDS
-  python3 -m ferrylm "$1" "${RUN[@]}"
+  python3 -m ferrylm "$1" "${RUN[@]}" || return 1
   echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a "$R.times.txt"
 }
 
