@@ -54,6 +54,13 @@ class EvalConfig(_Section):
     repo_context_tokens: int = Field(768, gt=0)
     """repo_context=file: the file around the function is trimmed to about this many tokens (3 characters each),
     so the question, 2 shown examples (384 tokens each at most) and the reply fit serve.max_model_len (2,048)."""
+    retrieval_k: int = Field(4, ge=0)
+    """Repository tasks: two more columns, the base and the fine-tuned model each shown this many functions
+    retrieved from the training repositories (BM25 over the data stage's library of training functions,
+    never the task's own function nor a near duplicate of its body) above the same question. 0 = off."""
+    retrieval_tokens: int = Field(512, gt=0)
+    """retrieval_k: the retrieved functions fill at most about this many tokens (3 characters each), whole
+    functions in rank order, on top of repo_context_tokens."""
     max_new_tokens: int = Field(384, gt=0)
     """Tokens generated per benchmark task or held-out example."""
     latency_new_tokens: int = Field(512, gt=0)

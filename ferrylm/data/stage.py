@@ -21,6 +21,7 @@ from ..errors import FerryError
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
+from . import library
 from .collect import CleanStats, collect, worker_count
 from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
@@ -30,6 +31,9 @@ from .render import IGNORE_INDEX, render_messages, task_turns
 from .shots import ShotPool
 from .stats import write_report
 
+LIBRARY = "library.sqlite"  # the training functions, searchable (the eval's retrieval column)
+# outputs only some corpora give: a corpus of repositories (their tests), format=sft (the library)
+OPTIONAL = {"repositories": "repositories.json", "library": LIBRARY}
 log = get_logger("data")
 
 
@@ -101,7 +105,8 @@ def run_data(cfg: Config) -> StageRecord:
     held_out: list[dict] = []
     shots = ShotPool()  # training examples the eval may show the base model (eval.few_shot)
     stats: dict = {"format": d.format, **({"answer_form": d.answer} if d.format == "sft" else {})}
-    (out / "repositories.json").unlink(missing_ok=True)  # written again for a corpus of repositories
+    for name in OPTIONAL.values():  # written again where this run's corpus gives them
+        (out / name).unlink(missing_ok=True)
 
     def partial() -> None:
         # by name, not through `writers`: an interrupt can land before the writers are all bound;
@@ -128,7 +133,7 @@ def run_data(cfg: Config) -> StageRecord:
         "train": str(paths["train"]),
         "eval": str(paths["eval"]),
         "eval_prompts": str(out / "eval.jsonl"),
-        **({"repositories": str(out / "repositories.json")} if (out / "repositories.json").is_file() else {}),
+        **{key: str(out / name) for key, name in OPTIONAL.items() if (out / name).is_file()},
         **({"shots": str(shots.write(out / "shots.jsonl"))} if shots.rows else {}),
         **write_report(out, stats, paths.pop("lengths")),
     }
@@ -265,6 +270,7 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             f"and a {d.min_body_lines}–{d.max_body_lines} line body"
         )
     pairs, kept = _chosen_pairs(d, pairs, held, roots, stats)
+    stats["library_functions"] = _write_library(cfg, pairs, held, kept.sources)
     too_long, no_summary, examples = 0, 0, Counter()
     for p, ref in pairs:
         lang = ref.language
@@ -313,6 +319,18 @@ def _reference(task: str, pair, form: str) -> str:
     if task == "explain":
         return pair.summary
     return pair.prompt_code + pair.body if form == "function" else pair.body
+
+
+def _write_library(cfg, pairs, held, held_functions: set[str]) -> int:
+    """The functions the training sees (whole), searchable: what the eval's retrieval column may show."""
+    return library.write(
+        cfg.stage_dir("data") / LIBRARY,
+        (
+            (p.source, ref.language, p.prompt_code + p.body)
+            for p, ref in pairs
+            if ref.repo not in held and p.source not in held_functions
+        ),
+    )
 
 
 def _held_out_names(pairs, sources: set[str], roots: dict) -> dict[str, list[str]]:

@@ -22,6 +22,7 @@ from .heldout import examples as heldout
 from .heldout.few_shot import FewShot, with_shots
 from .heldout.loss import example_losses, losses_of
 from .latency import engine_latency, latency
+from .repo.retrieval import LABEL, with_retrieval
 from .report import helped
 from .report.criteria import Criterion, load_criteria, per_track
 from .report.render import language_rows, write_report
@@ -44,6 +45,7 @@ def measure(
     label: str,
     losses: list | None = None,
     shots: FewShot | None = None,
+    timed: bool | None = None,
 ) -> tuple[dict, list[dict]]:
     """The benchmarks' tracks and the held-out examples through `generator`, shown `shots` first when
     given; latency too when it is an endpoint (it needs streaming) or an in-process engine, and the
@@ -71,7 +73,7 @@ def measure(
     measured["heldout"] = heldout.summarize(scored)
     write_text_atomic(out / heldout_file(label), "".join(json.dumps(r) + "\n" for r in scored))
     measured["latency"] = None
-    if shots is not None:  # the same model's speed: measured when it was asked cold
+    if not (shots is None if timed is None else timed):  # the same model's speed: measured when asked cold
         return measured, scored
     if hasattr(generator, "timed_stream"):  # a served endpoint (vLLM's, Triton's)
         log.info(
@@ -171,12 +173,18 @@ def rewrite_report(cfg: Config) -> dict:
 
 
 def measure_models(
-    cfg: Config, tracks: list[benchmark.Track], rows: list[dict], out: Path, shots: FewShot | None = None
+    cfg: Config,
+    tracks: list[benchmark.Track],
+    rows: list[dict],
+    out: Path,
+    shots: FewShot | None = None,
+    retrieved: list[benchmark.Track] = (),
 ) -> dict[str, tuple[dict, list[dict]]]:
     """label → what measure() found (the measures, the scored held-out examples): the endpoint given
     (eval.endpoint), or the exported model, (eval.compare_base) the base, and (with `shots`) the base
     shown them, each in-process (eval.local) or served (vLLM; tritonserver with serve.backend=triton),
-    one model after the other: the few-shot base asks the base's server."""
+    one model after the other: the few-shot base asks the base's server; with `retrieved` (the repository
+    tasks' tracks with retrieval), each model also on those ("base + retrieval")."""
     from ..serve import served_model_dir
 
     e = cfg.eval
@@ -207,6 +215,8 @@ def measure_models(
                 if wanted and e.local:  # on the generator's own model, loaded once
                     loss = heldout_losses(lambda rs=shown[label]: example_losses(gen.model, gen.tokenizer, rs), label)
                 measured[label] = measure(cfg, gen, tracks, rows, out, label, loss, s)
+            if retrieved:  # the same model again on the repository tasks alone, shown what retrieval finds
+                measured[name + LABEL] = measure(cfg, gen, retrieved, [], out, name + LABEL, timed=False)
     return measured
 
 
@@ -257,6 +267,13 @@ def without_canary(tracks: list[benchmark.Track], canary: dict | None) -> list[b
             t.problems = [p for p in t.problems if p["task_id"].rsplit("/", 1)[-1] not in chosen]
             t.canary = sorted(canary["tasks"], key=lambda i: int(i.rsplit("/", 1)[-1]))
     return tracks
+
+
+def _retrieved(e, tracks: list[benchmark.Track], data_outputs: dict) -> list[benchmark.Track]:
+    """The repository tasks' tracks asked with retrieval (eval.retrieval_k), or none."""
+    if not e.retrieval_k or not data_outputs.get("library"):
+        return []
+    return with_retrieval(tracks, Path(data_outputs["library"]), e.retrieval_k, e.retrieval_tokens)
 
 
 def _shots(e, data_outputs: dict) -> FewShot | None:
@@ -334,7 +351,7 @@ def run_eval(cfg: Config) -> StageRecord:
     tracks = without_canary(tracks, (train or {}).get("canary"))
     tracks = benchmark.asked_for(tracks, data["metrics"].get("answer_form", "body"))
     shots = _shots(e, data["outputs"])
-    found = measure_models(cfg, tracks, rows, out, shots)
+    found = measure_models(cfg, tracks, rows, out, shots, _retrieved(e, tracks, data["outputs"]))
     measured = {m: measures for m, (measures, _) in found.items()}
     labels = ["fine-tuned", "base"] if (e.compare_base and not e.endpoint) or train else ["fine-tuned"]
     labels += [m for m in measured if m not in labels]  # the few-shot base

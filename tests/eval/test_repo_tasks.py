@@ -710,3 +710,11 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path
     assert "Held-out repositories (python, the file shown) Pass@1" in {
         ln["metric"] for ln in report["details"]["helped"]
     }
+    # retrieval (eval.retrieval_k=4): each model once more on the repository tasks alone, shown training functions
+    for label in ("base + retrieval", "fine-tuned + retrieval"):
+        assert [b["benchmark"] for b in report["details"][label]["benchmarks"]] == ["own-repos"]
+        rows = [json.loads(line) for line in open(run / "eval" / f"own_repos_python_{label.replace(' ', '-')}.jsonl")]
+        assert len(rows) == 2 * len(held)
+        assert any(r["prompt"].startswith("Functions from the training repositories") for r in rows)
+    against = {ln["against"] for ln in report["details"]["helped"] if ln["metric"].startswith("Held-out repositories")}
+    assert against == {"base", "base + retrieval", "fine-tuned + retrieval"}

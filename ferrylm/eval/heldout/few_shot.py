@@ -57,9 +57,14 @@ class FewShot:
 
 
 def shown_words(label: str) -> str:
-    """How a sentence names a compared model: 'the base model', 'the base shown 2 examples'."""
+    """How a sentence names a compared model: 'the base model', 'the base shown 2 examples', 'the base model
+    with retrieval'."""
     m = re.fullmatch(r"base (\d+)-shot", label)
-    return f"the base shown {m.group(1)} example{'s' * (m.group(1) != '1')}" if m else f"the {label} model"
+    if m:
+        return f"the base shown {m.group(1)} example{'s' * (m.group(1) != '1')}"
+    if label.endswith(" + retrieval"):  # the eval's retrieval column
+        return f"the {label.removesuffix(' + retrieval')} model with retrieval"
+    return f"the {label} model"
 
 
 def with_shots(shots: FewShot | None, messages: list[dict], task: str | None, language: str | None) -> list[dict]:

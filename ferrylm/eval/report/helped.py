@@ -149,14 +149,37 @@ def _fell(line: dict) -> str:
     )
 
 
+BASE_RETRIEVAL = "base + retrieval"  # the rival a team would try before fine-tuning
+TUNED_RETRIEVAL = "fine-tuned + retrieval"  # the fine-tune itself with retrieval: not a rival, a further step
+
+
 def _answer(found: list[dict]) -> str:
-    overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
+    everything = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
+    overall = [ln for ln in everything if _against(ln) != TUNED_RETRIEVAL]
     if not overall:
         return "Not answered: the fine-tuned and the base model were not both measured on the same examples."
     others = list(dict.fromkeys(_against(ln) for ln in overall))
-    if others == ["base"]:
-        return _against_base(overall)
-    return _against_prompting(overall, others)
+    answer = _against_base(overall) if others == ["base"] else _against_prompting(overall, others)
+    rival = [ln for ln in overall if _against(ln) == BASE_RETRIEVAL]
+    further = [ln for ln in everything if _against(ln) == TUNED_RETRIEVAL]
+    return (
+        answer
+        + _sentence("Against the base model with retrieval", rival, "better", "worse")
+        + _sentence("Retrieval on the fine-tuned model", further, "helps", "hurts", flip=True)
+    )
+
+
+def _sentence(lead: str, lines: list[dict], up: str, down: str, flip: bool = False) -> str:
+    """' <lead>: <up> on …; <down> on …; no significant change on N measures.' ('' without lines);
+    `flip`: the other model's gain is `up` (the line's verdict is the fine-tuned model's)."""
+    if not lines:
+        return ""
+    ups = [_short(ln) for ln in lines if ln["verdict"] == ("worse" if flip else "better")]
+    downs = [_short(ln) for ln in lines if ln["verdict"] == ("better" if flip else "worse")]
+    parts = [f"{up} on {', '.join(ups)}"] * bool(ups) + [f"{down} on {', '.join(downs)}"] * bool(downs)
+    rest = len(lines) - len(ups) - len(downs)
+    parts += [f"no significant change on {'the other ' if parts else ''}{rest} measure{'s' * (rest != 1)}"] * bool(rest)
+    return f" {lead}: " + "; ".join(parts) + "."
 
 
 def _against_base(overall: list[dict]) -> str:
@@ -190,10 +213,17 @@ def _against_prompting(overall: list[dict], others: list[str]) -> str:
     for ln in overall:
         verdicts.setdefault(_short(ln), {})[_against(ln)] = ln["verdict"]
     names = [shown_words(o) for o in others]
-    beats_all = [m for m, v in verdicts.items() if all(v.get(o) == "better" for o in others)]
-    beats_some = {o: [m for m, v in verdicts.items() if v.get(o) == "better" and m not in beats_all] for o in others}
+    # better than every rival measured on it (the retrieval column measures the repository tasks alone)
+    beats_all = [m for m, v in verdicts.items() if v and all(x == "better" for x in v.values())]
+    rivals = {m: tuple(o for o in others if o in verdicts[m]) for m in beats_all}
+    # measures better than some rivals, grouped by which: "better than A and than B only, on …"
+    beaten = {m: tuple(o for o in others if v.get(o) == "better") for m, v in verdicts.items() if m not in beats_all}
+    beats_some = {r: [m for m, b in beaten.items() if b == r] for r in dict.fromkeys(beaten.values()) if r}
     worse = {o: [m for m, v in verdicts.items() if v.get(o) == "worse"] for o in others}
-    parts = [f"better than {shown_words(o)} only, on {', '.join(ms)}" for o, ms in beats_some.items() if ms]
+    parts = [
+        f"better than {' and than '.join(shown_words(o) for o in r)} only, on {', '.join(ms)}"
+        for r, ms in beats_some.items()
+    ]
     parts += [f"worse than {shown_words(o)} on {', '.join(ms)}" for o, ms in worse.items() if ms]
     rest = sum(
         1
@@ -207,7 +237,12 @@ def _against_prompting(overall: list[dict], others: list[str]) -> str:
     )
     if beats_all:
         lead = "Mixed" if any(worse.values()) else "Yes"
-        return f"{lead}: better than {' and than '.join(names)}, on {', '.join(beats_all)}" + tail
+        groups = {r: [m for m in beats_all if rivals[m] == r] for r in dict.fromkeys(rivals.values())}
+        beaten = "; ".join(
+            f"better than {' and than '.join(shown_words(o) for o in r)}, on {', '.join(ms)}"
+            for r, ms in groups.items()
+        )
+        return f"{lead}: {beaten}" + tail
     if any(beats_some.values()) or any(worse.values()):
         return "No better than prompting: " + "; ".join(parts) + "."
     return (
@@ -239,7 +274,10 @@ def table(found: list[dict]) -> tuple[list[str], list[list[str]]]:
     """The first screen: one row per overall measure, a column per model (the others, then the fine-tuned
     one); another model's cell is marked where it is significantly better (▲) or worse (▼) than fine-tuned."""
     overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
-    columns = list(dict.fromkeys(_against(ln) for ln in overall)) + ["fine-tuned"]
+    others = list(dict.fromkeys(_against(ln) for ln in overall))
+    columns = (
+        [o for o in others if o != TUNED_RETRIEVAL] + ["fine-tuned"] + [TUNED_RETRIEVAL] * (TUNED_RETRIEVAL in others)
+    )
     rows: dict[str, dict[str, str]] = {}
     for ln in overall:
         row = rows.setdefault(_short(ln).replace(" Pass@1", ""), {})

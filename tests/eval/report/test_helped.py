@@ -226,3 +226,23 @@ def test_the_first_screen_is_one_table_of_measures_by_model():
     assert generation[1].endswith(" ▲")  # the base is significantly better than fine-tuned on generation
     md = "\n".join(helped.markdown(_pair((UP, FLAT), (DOWN, FLAT))))
     assert md.index("| measure | base | base 2-shot | fine-tuned |") < md.index("**No better than prompting")
+
+
+def test_retrieval_is_a_rival_column_and_a_further_step_for_the_fine_tune():
+    own = "Held-out repositories (python) Pass@1"
+    found = _pair((UP, UP), (FLAT, FLAT)) + [
+        _line(*UP, against="base", metric=own),
+        _line(*UP, against="base 2-shot", metric=own),
+        _line(*FLAT, against="base + retrieval", metric=own),
+        _line(*DOWN, against="fine-tuned + retrieval", metric=own),  # fine-tuned alone worse: retrieval helps it
+    ]
+    head, rows = helped.table(found)
+    assert head == ["measure", "base", "base 2-shot", "base + retrieval", "fine-tuned", "fine-tuned + retrieval"]
+    assert next(r for r in rows if r[0].startswith("Held-out repositories"))[-1].endswith(" ▲")
+    assert next(r for r in rows if r[0] == U)[3] == "—"  # retrieval asks the repository tasks alone
+    assert helped.headline(found) == (
+        f"Yes: better than the base model and than the base shown 2 examples, on {U}; "
+        "better than the base model and than the base shown 2 examples only, on Held-out repositories; "
+        "no significant change on the other 1. Against the base model with retrieval: no significant change on "
+        "1 measure. Retrieval on the fine-tuned model: helps on Held-out repositories."
+    )
