@@ -7,6 +7,7 @@ from packaging.requirements import Requirement
 from ferrylm import doctor as d
 from ferrylm.cli import main
 from ferrylm.config import load_config
+from ferrylm.doctor import serving
 
 
 def test_doctor_on_this_machine_prints_one_line_per_check_and_says_ready(capsys):
@@ -165,7 +166,7 @@ def test_the_embedded_models_shapes_match_its_converted_config(smollm2_dir):
 def test_a_gpu_machine_without_vllm_is_warned_with_what_to_install(monkeypatch):
     """Seen on an H100: vLLM missing is not a failure of the whole config (training and export need
     none); the line names the CUDA build to install, and eval.local=true needs none."""
-    monkeypatch.setattr(d, "_version", lambda dist: None)
+    monkeypatch.setattr(serving, "_version", lambda dist: None)
     gpu = d.Facts(gpus_listed=1, gpus=[d.Gpu("NVIDIA H100 80GB HBM3", 79.2, (9, 0))])
     served = next(c for c in d.eval_checks(load_config("demo-gpu"), None, gpu, "system") if c.name == "vLLM")
     assert served.line().startswith("! vLLM: not installed; `ferrylm serve` and the eval stage's endpoints need it")
