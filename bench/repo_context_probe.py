@@ -1,0 +1,88 @@
+"""Does showing the file help a model that can code? Own-code Pass@1 asked with the signature and doc
+comment alone (eval.repo_context=none) against the function's file with its body cut out (file), same
+tasks, same model, greedy; McNemar's test between the two.
+
+    .venv/bin/python bench/repo_context_probe.py DIR[:REQ,REQ...] [...] --model qwen2.5-coder-0.5b \\
+        --limit 10 --out bench/results/repo_context_probe_0.5b.json
+
+REQ: what that repository's tests need installed (repo-tasks' --test-requires). On a CPU the model runs
+in fp32 through transformers' generate: slow, but the outcome of a greedy reply does not depend on speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ferrylm.config import load_config
+from ferrylm.data.render import code_block_closed, user_message
+from ferrylm.eval.generators import LocalGenerator
+from ferrylm.eval.repo import context
+from ferrylm.eval.repo.score import score
+from ferrylm.eval.repo.tasks import find_tasks
+from ferrylm.eval.report.paired import mcnemar_exact
+from ferrylm.models import resolve_model_path
+
+SETTINGS = {
+    "none": lambda t, budget: user_message(t["prompt"], t["language"]),
+    "file": lambda t, budget: context.question(t, budget),
+}
+
+
+def passed(tasks: list[dict], replies: dict[str, str]) -> dict[str, bool]:
+    with tempfile.TemporaryDirectory() as tmp:
+        tpath, spath = Path(tmp) / "tasks.jsonl", Path(tmp) / "samples.jsonl"
+        tpath.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+        spath.write_text("".join(json.dumps({"task_id": i, "completion": r}) + "\n" for i, r in replies.items()))
+        results = [json.loads(line) for line in Path(score(tpath, spath)["results"]).read_text().splitlines()]
+    return {r["task_id"]: r["passed"] for r in results}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repos", nargs="+", help="DIR, or DIR:REQ,REQ for the pip requirements its tests need")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--limit", type=int, default=10, help="tasks per repository")
+    ap.add_argument("--budget", type=int, default=768, help="eval.repo_context_tokens")
+    ap.add_argument("--max-new-tokens", type=int, default=384)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    tasks: list[dict] = []
+    for arg in args.repos:
+        repo, _, reqs = arg.partition(":")
+        found = find_tasks(
+            Path(repo).resolve(), limit=args.limit, test_requires=[r for r in reqs.split(",") if r] or None
+        )
+        print(f"{repo}: {len(found.tasks)} tasks", flush=True)
+        tasks += found.tasks
+    gen = LocalGenerator(resolve_model_path(args.model, load_config("default").model.cache_dir))
+    report: dict = {"model": args.model, "tasks": len(tasks), "budget_tokens": args.budget, "settings": {}}
+    outcome: dict[str, dict[str, bool]] = {}
+    for name, ask in SETTINGS.items():
+        t0, replies = time.perf_counter(), {}
+        for t in tasks:
+            question = [{"role": "user", "content": ask(t, args.budget)}]
+            replies[t["task_id"]] = gen.chat(question, args.max_new_tokens, until=code_block_closed)[0]
+        outcome[name] = passed(tasks, replies)
+        report["settings"][name] = {
+            "passed": sum(outcome[name].values()),
+            "seconds": round(time.perf_counter() - t0),
+            "replies": replies,
+        }
+        print(f"{name}: {sum(outcome[name].values())}/{len(tasks)}", flush=True)
+    only_file = sum(outcome["file"][i] and not outcome["none"][i] for i in outcome["file"])
+    only_none = sum(outcome["none"][i] and not outcome["file"][i] for i in outcome["file"])
+    report |= {"only_file": only_file, "only_none": only_none, "mcnemar_p": mcnemar_exact(only_file, only_none)}
+    report["per_task"] = {i: {s: outcome[s][i] for s in SETTINGS} for i in outcome["file"]}
+    print(json.dumps({k: v for k, v in report.items() if k not in ("settings", "per_task")}))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
