@@ -1,6 +1,7 @@
 """The file as context for repository tasks: the function's own file with its body cut out, trimmed
 around the function; the hidden body never appears in what a model is asked, in any language."""
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,18 @@ func Join(parts []string) string {
 
 def _tasks(tmp_path: Path, name: str, text: str, language: str) -> list[dict]:
     (tmp_path / name).write_text(text)
-    return [f.as_dict() | {"repo": str(tmp_path), "task_id": f.id} for f in functions(text, name, language, 1)]
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    return [
+        f.as_dict() | {"repo": str(tmp_path), "task_id": f.id, "file_sha256": sha}
+        for f in functions(text, name, language, 1)
+    ]
+
+
+def test_a_file_changed_since_its_tasks_were_found_is_refused(tmp_path):
+    task = _tasks(tmp_path, "m.py", PY, "python")[0]
+    (tmp_path / "m.py").write_text("# a line above moves every offset\n" + PY)  # a cut here would show the body
+    with pytest.raises(Exception, match="changed since its tasks were found"):
+        context.question(task, 1024)
 
 
 @pytest.mark.parametrize("name, text, language", [("m.py", PY, "python"), ("idx.go", GO, "go")])

@@ -6,9 +6,8 @@ the function to a token budget. `eval.repo_context=file` (the default) asks ever
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ...data.render import LANGUAGE_NAMES
+from .score import task_file
 
 CHARS_PER_TOKEN = 3  # a budget in tokens, kept in characters (measured: Go 2.9, Python 3.4-3.8 a token)
 _HOLE = {"python": "# <the body to write>", "go": "// <the body to write>"}
@@ -20,7 +19,7 @@ def hole_marker(language: str) -> str:
 
 def file_with_hole(task: dict) -> tuple[str, str, str]:
     """(before, marker line, after): the task's file around its body, the body replaced by a marker."""
-    raw = (Path(task["repo"]) / task["file"]).read_bytes()
+    raw = task_file(task)  # a changed file would cut in the wrong place, perhaps showing the body
     before, after = raw[: task["start"]].decode(errors="replace"), raw[task["end"] :].decode(errors="replace")
     indent = task.get("indent", "") + ("    " if task["language"] == "python" else "\t")
     closing = "" if task["language"] == "python" else "}\n"  # a brace body's span ends with its closing brace

@@ -132,12 +132,19 @@ def _go_imports_moved(text: str) -> str:
     return text[: package.end()] + "".join(f"import {spec}\n" for spec in new) + text[package.end() :]
 
 
-def spliced_text(task: dict, body: str) -> str:
-    """The task's file with `body` in place of the original one."""
+def task_file(task: dict) -> bytes:
+    """The task's file as it was when the task was found (its offsets count these bytes); a changed file
+    stops with one line: its tasks are stale."""
     path = Path(task["repo"]) / task["file"]
     raw = path.read_bytes()
     if hashlib.sha256(raw).hexdigest() != task["file_sha256"]:
         raise SamplesError(f"{path} changed since its tasks were found: find them again (ferrylm eval repo-tasks)")
+    return raw
+
+
+def spliced_text(task: dict, body: str) -> str:
+    """The task's file with `body` in place of the original one."""
+    raw = task_file(task)
     text = (raw[: task["start"]] + body.encode() + raw[task["end"] :]).decode()
     return _go_imports_moved(text) if task.get("language") == "go" else text
 
