@@ -162,8 +162,8 @@ test: $(STAMP) chromium bubblewrap toolchains $(QWEN_TEST)
 	$(PY) -m pytest -q -ra --durations=15 $(ARGS)
 
 lint: $(STAMP)
-	$(PY) -m ruff check ferrylm tests bench
-	$(PY) -m ruff format --check ferrylm tests bench
+	$(PY) -m ruff check ferrylm tests bench studies
+	$(PY) -m ruff format --check ferrylm tests bench studies
 
 test-fast: $(STAMP) bubblewrap toolchains
 	$(PY) -m pytest -q -ra -m "not slow" $(ARGS)

@@ -103,42 +103,65 @@ def test_each_stage_lives_in_its_own_module_and_init_only_re_exports():
         assert defined in ([], ["__getattr__"]), (stage, defined)  # train's loads its recipe on first use
 
 
+SCRIPTS = [PACKAGE.parent / "bench", PACKAGE.parent / "studies"]  # run, never imported by the package
+
+
+def _scripts() -> list[Path]:
+    return sorted(p for folder in SCRIPTS for p in folder.rglob("*.py"))
+
+
+def _imported(path: Path) -> list[str]:
+    return [
+        name
+        for node in ast.walk(ast.parse(path.read_text()))
+        for name in (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+            else []
+        )
+    ]
+
+
 def test_no_benchmark_script_edits_sys_path():
     # they run with the package installed (.venv/bin/python bench/x.py) or on PYTHONPATH, never by editing it
-    bench = PACKAGE.parent / "bench"
-    assert [p.name for p in sorted(bench.rglob("*.py")) if "sys.path" in p.read_text()] == []
+    assert [p.name for p in _scripts() if "sys.path" in p.read_text()] == []
 
 
 def test_no_benchmark_script_imports_another():
-    # what scripts share (shapes, helpers) lives in ferrylm/bench/: a script is run, never imported
-    bench = PACKAGE.parent / "bench"
-    scripts = {p.stem for p in bench.rglob("*.py")}
+    # what benchmarks share (shapes, helpers) lives in ferrylm/bench/; a study's scripts share its own
+    # common.py (they run from its folder), never another study's or a benchmark's
     importing = []
-    for path in sorted(bench.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom) and node.level == 0
-                else []
-            )
-            importing += [f"{path.relative_to(bench)} imports {n}" for n in names if n.split(".")[0] in scripts]
+    for path in _scripts():
+        mine = {"common"} if path.parts[-3] == "studies" else set()
+        others = {p.stem for p in _scripts() if p.parent != path.parent or p.stem not in mine}
+        importing += [f"{path} imports {n}" for n in _imported(path) if n.split(".")[0] in others - mine]
     assert importing == []
+
+
+def test_nothing_of_the_package_or_the_tests_imports_a_study():
+    studies = {p.stem for p in (PACKAGE.parent / "studies").rglob("*.py")} | {"studies"}
+    found = [
+        f"{path} imports {n}"
+        for path in [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "tests").rglob("*.py")]
+        for n in _imported(path)
+        if n.split(".")[0] in studies
+    ]
+    assert found == []
 
 
 def test_every_name_a_benchmark_script_takes_from_ferrylm_exists():
     # the scripts run on machines the suite never sees (a GPU): at least what they import from the package is there
     import importlib
 
-    bench = PACKAGE.parent / "bench"
     missing = []
-    for path in sorted(bench.rglob("*.py")):
+    for path in _scripts():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("ferrylm"):
                 module = importlib.import_module(node.module)
                 missing += [
-                    f"{path.relative_to(bench)}: {node.module}.{a.name}"
+                    f"{path.relative_to(PACKAGE.parent)}: {node.module}.{a.name}"
                     for a in node.names
                     if not hasattr(module, a.name) and importlib.util.find_spec(f"{node.module}.{a.name}") is None
                 ]

@@ -8,15 +8,15 @@ from ferrylm.config.options import fields
 from ferrylm.config.options import main as options_main
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
-CITED = re.compile(r"bench/results/[A-Za-z0-9_./-]*[A-Za-z0-9_/]")
+RESULTS = [ROOT / "bench" / "results", *sorted((ROOT / "studies").glob("*/results"))]
+CITED = re.compile(r"(?:bench|studies/[\w-]+)/results/[A-Za-z0-9_./-]*[A-Za-z0-9_/]")
 
 
 def _docs() -> dict[Path, str]:
     pages = [
         ROOT / "README.md",
         ROOT / "bench" / "README.md",
-        ROOT / "bench" / "kernels" / "README.md",
+        *sorted((ROOT / "studies").glob("*/*.md")),
         *sorted((ROOT / "docs").glob("*.md")),
         *sorted((ROOT / "docs" / "notes").glob("*.md")),
     ]
@@ -48,9 +48,9 @@ def test_cited_results_exist_and_every_result_is_cited():
     missing = sorted(c for c in cited if not (ROOT / c).exists())
     assert not missing, f"docs cite results that are not there: {missing}"
     # A cited folder (bench/results/<run>/) covers the files inside it: one run's outputs.
-    files = {str(p.relative_to(ROOT)) for p in RESULTS.rglob("*") if p.is_file()}
+    files = {str(p.relative_to(ROOT)) for results in RESULTS for p in results.rglob("*") if p.is_file()}
     uncited = sorted(f for f in files if not any(f == c or f.startswith(c + "/") for c in cited))
-    assert not uncited, f"results cited nowhere in README.md, bench/README.md or docs/: {uncited}"
+    assert not uncited, f"results cited nowhere in README.md, bench/README.md, docs/ or a study's pages: {uncited}"
 
 
 def test_the_performance_page_is_one_page_of_claims_each_with_its_section():
@@ -68,12 +68,13 @@ def test_the_performance_page_is_one_page_of_claims_each_with_its_section():
 
 def test_every_section_the_code_names_exists():
     # `docs/<page>.md, "<title>"` in a comment or docstring: the page holds a heading or a bold lead of that title
-    ref = re.compile(r'(docs/[\w/]+\.md)[,:]? \(?"([^"]+)"')
+    ref = re.compile(r'((?:docs|studies)/[\w/]+\.md)[,:]? \(?"([^"]+)"')
     sources = [
         *(ROOT / "ferrylm").rglob("*.py"),
         *(ROOT / "ferrylm").rglob("*.yaml"),
         *(ROOT / "bench").rglob("*.py"),
         *(ROOT / "bench").rglob("*.sh"),
+        *(ROOT / "studies").rglob("*.py"),
     ]
     missing = []
     for path in sources:
@@ -85,3 +86,12 @@ def test_every_section_the_code_names_exists():
             if not any(t.startswith(title.lower()) for t in titles):
                 missing.append(f"{path.relative_to(ROOT)}: {page}, {title!r}")
     assert not missing, missing
+
+
+def test_every_study_says_its_question_command_and_verdict():
+    studies = sorted(p for p in (ROOT / "studies").iterdir() if p.is_dir())
+    assert studies
+    for study in studies:
+        readme = (study / "README.md").read_text() if (study / "README.md").is_file() else ""
+        for part in ("**The question.**", "**The verdict**", "**The command.**"):
+            assert part in readme, f"{study.relative_to(ROOT)}/README.md lacks {part}"

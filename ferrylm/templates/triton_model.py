@@ -92,7 +92,7 @@ class TritonPythonModel:
             )
             # Tune and capture the step now, so that a ready server answers at full speed. On a GPU both
             # bf16 and the W4A16 artifact run on the engine's own kernels (the 4-bit one decodes faster
-            # than torch's int4 kernel: docs/notes/gemv4_kernel.md, "Subnormal weights").
+            # than torch's int4 kernel: studies/decode_kernels/NOTES.md, "Subnormal weights").
             self.model.warm_up(self.tokenizer("Hello")["input_ids"])
         else:
             import torch

@@ -16,7 +16,7 @@ integers' offset apply once per word, and x is read eight bytes at a time. A pro
 blocks (`sub`), so each x value it reads serves twice the words; the next tile's words and x are read
 before this tile's products, or the words two tiles ahead (`ahead`: more of the reads in flight). What
 each of these gained, and where the kernel stands against torch's int4 kernel, is in
-docs/notes/gemv4_kernel.md.
+studies/decode_kernels/NOTES.md.
 
 The RMS norm before q/k/v and gate/up cannot be folded into integers already rounded: the kernel
 multiplies x by the norm's weight as it reads it instead (`norm_weight`), and scales by 1/rms(x) at
@@ -168,7 +168,7 @@ def prompt4(
     """x [M, K] (bf16; fp32 multiplies in fp32) times the transposed 4-bit weight of `pack_int4` (fp32
     [M, N]): the prompt's product, where a row of x is not alone. The same numbers as F.linear in fp32
     on `dequantize`'s weight (up to summation order) without writing that weight out in fp32 first.
-    The default tile was the fastest overall of 12 at a 128-token prompt on an H100 (bench/kernels/prompt4.py --sweep)."""
+    The default tile was the fastest overall of 12 at a 128-token prompt on an H100 (studies/decode_kernels/prompt4.py --sweep)."""
     strips, words, b = packed.shape
     m, k, n = x.shape[0], 8 * words, strips * b
     if (

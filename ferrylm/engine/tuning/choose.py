@@ -7,7 +7,7 @@ shape when the engine is built.
 A kernel timed alone is not the kernel inside the captured step, where programmatic dependent launch
 overlaps it with its neighbours and the L2 holds clean weights, not the dirty lines of a flush: alone,
 the 4-bit products of a 7B layer take longer than they add to the step, and rank differently
-(docs/notes/gemv4_kernel.md, "The configurations chosen inside the captured step"). `fastest` therefore keeps
+(studies/decode_kernels/NOTES.md, "The configurations chosen inside the captured step"). `fastest` therefore keeps
 its runners-up (for the 4-bit products every candidate that passed its check, for bf16 ones three),
 and `refine` lets the engine try each of them in its captured step (`Engine._refine`), keeping one
 only where the whole step gets faster, over the keys again (up to three passes) since their kernels
@@ -187,11 +187,11 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
 
 # (block_n, block_k, sub, num_warps[, ahead]): the fastest four of each 7B layer shape timed inside the
 # captured step, out of 32 (block_n 8/16, block_k 256-2048, one or two row blocks a program, 4 or 8
-# warps; H100, 2026-11-26, bench/results/gemv4_in_step_h100.json): narrow row blocks, so a layer has many
+# warps; H100, 2026-11-26, studies/decode_kernels/results/gemv4_in_step_h100.json): narrow row blocks, so a layer has many
 # programs. Then tiles of 4,096: where K is 3,584 a program reads all its weights before it waits for
 # the kernel before it (programmatic dependent launch); the step has not chosen them on an H100 since.
 # Last, the words read two tiles ahead (`ahead`) for the two fastest of down and of gate/up in the step
-# crossed with it (bench/results/gemv4_in_step_ahead_h100.json): down's long rows run two programs a
+# crossed with it (studies/decode_kernels/results/gemv4_in_step_ahead_h100.json): down's long rows run two programs a
 # multiprocessor, and a second tile in flight made its step 2.9 % faster.
 TUNE4 = (
     (8, 256, 1, 4),

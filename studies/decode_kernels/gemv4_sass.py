@@ -1,9 +1,9 @@
 """The 4-bit kernel's compiled loop for sm_90 (H100/H200), made without a GPU: instructions a weight and
 the most frequent opcodes, for one configuration. How the kernel's changes were read before they were
-timed (docs/notes/gemv4_kernel.md, "Subnormal weights").
+timed (studies/decode_kernels/NOTES.md, "Subnormal weights").
 
-    .venv/bin/python bench/kernels/gemv4_sass.py 8 512 4 1 2                       # block_n block_k num_warps pair sub (gate/up)
-    .venv/bin/python bench/kernels/gemv4_sass.py 8 1024 8 0 2 --n 3584 --k 18944   # down
+    .venv/bin/python studies/decode_kernels/gemv4_sass.py 8 512 4 1 2                       # block_n block_k num_warps pair sub (gate/up)
+    .venv/bin/python studies/decode_kernels/gemv4_sass.py 8 1024 8 0 2 --n 3584 --k 18944   # down
 
 The loop is the code between the kernel's last backward branch and its target; it holds two tiles (the
 kernel's loop pass; `--tiles 1` for kernels before 2026-11-26's third version, one tile a pass). Triton's

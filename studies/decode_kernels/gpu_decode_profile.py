@@ -1,6 +1,6 @@
 """Where a decode step's time goes: CUDA kernels of 64 steps of `Engine` (--engine picks which) on Qwen2.5-7B shapes.
 
-python3 bench/kernels/gpu_decode_profile.py --out gpu_decode_profile.json [--engine fused-gemv|int4|int4-gemv]
+python3 studies/decode_kernels/gpu_decode_profile.py --out gpu_decode_profile.json [--engine fused-gemv|int4|int4-gemv]
 """
 
 from __future__ import annotations

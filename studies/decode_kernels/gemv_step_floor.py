@@ -1,6 +1,6 @@
 """What the bf16 decode step's weight reads alone cost on this GPU: the 113 products of a Qwen2.5-7B
 step (per layer q/k/v, o, gate/up, down; then the output layer) replaced by the plainest read of the
-same bytes (`kernel_studies._stream`), launched in the same order back to back in a CUDA graph,
+same bytes (`common._stream`), launched in the same order back to back in a CUDA graph,
 each on its own buffer (14.1 GB in all, so nothing is in the L2). Two ways: each read after the last (`serial`), and each launching
 its successor at once through programmatic dependent launch (`overlapped`: no kernel boundary drains
 the memory, the best any sequence of kernels reading these bytes could do). Beside them, in the same
@@ -9,7 +9,7 @@ Each is also split by kind (q/k/v, o, gate/up, down, output layer; the engine's 
 rest) as gemv4_in_step.py splits the 4-bit step: each kernel's end minus the previous one's, profiled
 (the reads alone launched once each, not in the graph: the profiler's split, not the graph's total).
 
-    python3 bench/kernels/gemv_step_floor.py --out gemv_step_floor_h100.json [--try 3584,3584:2,4096,4,1 ...]
+    python3 studies/decode_kernels/gemv_step_floor.py --out gemv_step_floor_h100.json [--try 3584,3584:2,4096,4,1 ...]
 
 `--try N,K:block_n,block_k,num_warps,num_stages` puts that configuration on the [N, K] products of the
 engine's step and times its 512 tokens again (then the engine's own choice once more, for the drift).
@@ -49,7 +49,7 @@ def _prefetch_asm(ptr, n, sink_ptr, p, BLOCK: tl.constexpr):
 
 
 def reads_alone(layers: int, pdl: bool, rounds: int = 10) -> dict:
-    from ferrylm.bench.kernel_studies import STEP_PRODUCTS, _stream, back_to_back, split_events
+    from common import STEP_PRODUCTS, _stream, back_to_back, split_events
 
     shapes = [s for _ in range(layers) for s in LAYER] + [HEAD]
     bufs = [torch.empty(n * k // 2 // BLOCK * BLOCK, device="cuda", dtype=torch.int32) for n, k in shapes]
@@ -93,7 +93,8 @@ def engine_step(
 ) -> dict:
     """The engine's 512 tokens and its step split by kind; then with each of `tries` (a product's
     shape and a configuration for it) in place of the engine's choice, and the choice again."""
-    from ferrylm.bench.kernel_studies import split_step
+    from common import split_step
+
     from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine, decode_step
     from ferrylm.engine.decode_step import configure

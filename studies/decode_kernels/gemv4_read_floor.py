@@ -6,7 +6,7 @@ read by the plainest kernel and by torch's sum (`stream`), for what a read of th
 the plain read, the strips' read and the kernel back to back on copies of the words (`back_to_back`),
 without do_bench's flush.
 
-    python3 bench/kernels/gemv4_read_floor.py --out gemv4_read_floor_h100.json
+    python3 studies/decode_kernels/gemv4_read_floor.py --out gemv4_read_floor_h100.json
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
+from common import _stream, back_to_back
 
-from ferrylm.bench.kernel_studies import _stream, back_to_back
 from ferrylm.bench.shapes import HIDDEN, PRODUCTS, VOCAB, epilogues
 
 

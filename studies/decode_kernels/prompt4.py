@@ -2,7 +2,7 @@
 each group) against what it replaced, F.linear in fp32 on the weight dequantized first, per
 Qwen2.5-7B layer shape for a 128-token prompt, on a GPU.
 
-    python3 bench/kernels/prompt4.py --out prompt4_h100.json [--sweep]
+    python3 studies/decode_kernels/prompt4.py --out prompt4_h100.json [--sweep]
 
 `--sweep` also times each shape at block_m 64/128, block_n 64/128/256 and 4 or 8 warps (each checked
 against the fp32 product first).

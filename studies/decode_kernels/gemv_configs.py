@@ -1,7 +1,7 @@
 """Experiment: does a wider set of kernel configurations than `tuning.candidates` make the fused
 one-token step's products faster? Qwen2.5-7B shapes with the epilogues `decode_step` gives them.
 
-    python3 bench/kernels/gemv_configs.py --out gemv_configs.json
+    python3 studies/decode_kernels/gemv_configs.py --out gemv_configs.json
 
 For each product: the best of `tuning.candidates` (what the engine tunes over) and the best of a wider
 set (block_n up to 8, block_k from 256, num_stages up to 4), timed like `tuning.tune` (L2 flushed).

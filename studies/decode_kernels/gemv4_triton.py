@@ -1,8 +1,8 @@
 """The 4-bit matrix-vector kernel (ferrylm/engine/kernels/gemv4.py) per Qwen2.5-7B layer shape, beside torch's
 int4 kernel (what `Engine(int4_group=...)` runs), one token, on a GPU.
 
-    python3 bench/kernels/gemv4_triton.py --group 128 --out gemv4_triton_h100.json
-    python3 bench/kernels/gemv4_triton.py --group 128 --vary num_warps=4,8 --workers 14 --out gemv4_warps_h100.json
+    python3 studies/decode_kernels/gemv4_triton.py --group 128 --out gemv4_triton_h100.json
+    python3 studies/decode_kernels/gemv4_triton.py --group 128 --vary num_warps=4,8 --workers 14 --out gemv4_warps_h100.json
 
 Round-to-nearest 4-bit weights of random bf16 matrices; each product with its decode-step epilogue
 (rotary positions on q/k/v, SiLU on gate/up, residual adds) for the Triton kernel, plain for torch's.
@@ -25,8 +25,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import torch
-
-from ferrylm.bench.kernel_studies import SHAPES, _compile, configs, run, shape
+from common import SHAPES, _compile, configs, run, shape
 
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
 

@@ -1,6 +1,6 @@
 """Do compiled decoder layers give the same LoRA gradients as eager ones? (Qwen2.5-7B widths, 4 layers)
 
-    python3 bench/kernels/compile_grad_check.py --out compile_grad_check.json
+    python3 studies/decode_kernels/compile_grad_check.py --out compile_grad_check.json
 
 Same weights, same tokens: one forward/backward eager, one with each decoder layer compiled, in
 bf16 and in fp32; compares the loss and every LoRA gradient (relative L2 difference), then runs

@@ -1,7 +1,7 @@
 """The 4-bit engine's captured step, kernel by kernel and configuration by configuration (Qwen2.5-7B
 shapes, random weights, W4A16 group 128, one GPU).
 
-    python3 bench/kernels/gemv4_in_step.py --out gemv4_in_step.json [--workers 14] [--wide]
+    python3 studies/decode_kernels/gemv4_in_step.py --out gemv4_in_step.json [--workers 14] [--wide]
 
 1. Where the step's time goes: each kernel's end minus the previous kernel's end, summed per kind over
    31 captured steps (with programmatic dependent launch kernels overlap, so their own durations
@@ -121,7 +121,8 @@ def main() -> None:
     ap.add_argument("--cross", help="key=v1,v2: a gemv4 argument to cross the candidates with (e.g. ahead=1,2)")
     ap.add_argument("--empty", action="store_true")
     args = ap.parse_args()
-    from ferrylm.bench.kernel_studies import _compile, products, split_step
+    from common import _compile, products, split_step
+
     from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import configure

@@ -1,9 +1,9 @@
 """The 4-bit Triton kernel's engine on the Qwen2.5-7B shape (random weights, W4A16 group 128), each phase
 of its start-up timed as it ends, then 512-token decodes: where the start-up goes when it is slow.
 
-    python3 bench/kernels/gemv4_decode_phases.py OUT.json compile          # the step captured into a CUDA graph, tuned kernels
-    python3 bench/kernels/gemv4_decode_phases.py OUT.json eager            # no compile: a Python launch per kernel
-    python3 bench/kernels/gemv4_decode_phases.py OUT.json compile fixed    # one fixed configuration, no tuning
+    python3 studies/decode_kernels/gemv4_decode_phases.py OUT.json compile          # the step captured into a CUDA graph, tuned kernels
+    python3 studies/decode_kernels/gemv4_decode_phases.py OUT.json eager            # no compile: a Python launch per kernel
+    python3 studies/decode_kernels/gemv4_decode_phases.py OUT.json compile fixed    # one fixed configuration, no tuning
 """
 
 import json

@@ -2,7 +2,7 @@
 target for Nsight Compute, which then profiles one launch of the kernel alone.
 
     ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-        -k regex:gemv4_kernel -s 1 -c 1 python3 bench/kernels/gemv4_ncu.py w13 16 256 4 2
+        -k regex:gemv4_kernel -s 1 -c 1 python3 studies/decode_kernels/gemv4_ncu.py w13 16 256 4 2
 
 Arguments: the product (w13: gate/up with its norm and SiLU, w2: down with its residual), then
 block_n, block_k, num_warps and sub (defaults: the tuner's choice of the 2026-11-26 H200 run).
