@@ -296,7 +296,7 @@ def serve_w4a16(overrides: list[str], run) -> None:
     transformers' reading of the same file than to the merged bf16 model's, and within serving noise of
     it. vLLM serving bf16 SmolLM2 differs from transformers by 0.04 a token on this prompt; with int8
     activations (the CPU build's W4A8, its default on AMX CPUs) the artifact was 0.17-0.71 away
-    (bench/vllm_cpu_w4a8.py, docs/performance.md)."""
+    (studies/w4a16_on_vllm_cpu/vllm_cpu_w4a8.py, docs/performance.md)."""
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -14,7 +14,7 @@ continuation, and at each step the artifact's top token is compared with the ref
 agreement says how far two greedy texts stay together, and one early difference changes everything
 after it: on 4 prompts x 16 tokens it put the same GPTQ recipe at 0.74 in one GPU run and 0.48 in the
 next, and barely told GPTQ from round-to-nearest (0.125 against 0.035 on SmolLM2) where forced
-agreement (0.789 against 0.645) and KL (0.246 against 0.603) did (bench/results/parity_measures_smollm2.json).
+agreement (0.789 against 0.645) and KL (0.246 against 0.603) did (studies/parity_measures/results/parity_measures_smollm2.json).
 """
 
 from __future__ import annotations

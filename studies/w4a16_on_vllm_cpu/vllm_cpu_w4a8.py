@@ -1,6 +1,6 @@
 """Does vLLM's CPU build serve a W4A16 artifact as written? Prompt log-probabilities, summed |differences|.
 
-    .venv/bin/python bench/vllm_cpu_w4a8.py --out vllm_cpu_w4a8.json
+    .venv/bin/python studies/w4a16_on_vllm_cpu/vllm_cpu_w4a8.py --out vllm_cpu_w4a8.json
 
 On CPUs with AMX the CPU build runs 4-bit weights with int8 activations (W4A8) unless
 VLLM_CPU_INT4_W4A8=0. For the real SmolLM2 (the embedded base model) quantized by the export's own

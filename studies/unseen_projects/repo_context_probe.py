@@ -2,7 +2,7 @@
 comment alone (eval.repo_context=none) against the function's file with its body cut out (file), same
 tasks, same model, greedy; McNemar's test between the two.
 
-    .venv/bin/python bench/repo_context_probe.py DIR[:REQ,REQ...] [...] --model qwen2.5-coder-0.5b \\
+    .venv/bin/python studies/unseen_projects/repo_context_probe.py DIR[:REQ,REQ...] [...] --model qwen2.5-coder-0.5b \\
         --limit 10 --out bench/results/repo_context_probe_0.5b.json
 
 REQ: what that repository's tests need installed (repo-tasks' --test-requires). On a CPU the model runs

@@ -5,7 +5,7 @@ each drop reason), then every task scored four ways with the original — the bo
 fenced, the whole definition (signature and docstring repeated), the whole definition fenced inside
 prose. A correct reply that fails is a reader's or a splicer's defect.
 
-    .venv/bin/python bench/repo_tasks_originals.py DIR[:REQ,REQ...] [...] --out bench/results/repo_tasks_originals.json
+    .venv/bin/python studies/unseen_projects/repo_tasks_originals.py DIR[:REQ,REQ...] [...] --out studies/unseen_projects/results/repo_tasks_originals.json
 
 REQ: what that repository's tests need installed (repo-tasks' --test-requires), e.g. humanize:freezegun.
 """

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Starts vLLM's CPU build on a model directory, times the start, runs one probe against it, stops it.
-#   bench/cpu_demo_sizing/vllm_probe.sh MODEL_DIR PROBE LABEL [vLLM flags...]
+#   studies/cpu_demo_sizing/vllm_probe.sh MODEL_DIR PROBE LABEL [vLLM flags...]
 #   PROBE: throughput (128 tokens at 1/8/16 concurrent) | fence (tokens after the first code block)
 #          | he40 (40 seeded HumanEval tasks, chat, 16 concurrent) | none (start time only)
 # The numbers of docs/notes/fresh_clone_runs.md, "What sized the CPU demo":

@@ -3,7 +3,7 @@
 # product's own commands: one data stage (the demo-gpu preset), then `ferrylm train` twice from the
 # same rows and seed, the loss logged every step, with train.base_precision=model and =fp8.
 #
-#   bash bench/fp8_loss_curve.sh WORK_DIR OUT_JSON [dotted overrides...]
+#   bash studies/fp8_base_loss/fp8_loss_curve.sh WORK_DIR OUT_JSON [dotted overrides...]
 #
 # OUT_JSON holds both curves and the per-step difference (largest, mean over the last 100 steps),
 # both held-out losses and each run's tokens/s. FERRYLM: the command (default `python3 -m ferrylm`);

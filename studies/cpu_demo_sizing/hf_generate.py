@@ -1,5 +1,5 @@
 """transformers generate() speed of the embedded SmolLM2 in fp32 on this CPU, batch 1 and 8, 128 tokens.
-.venv/bin/python bench/cpu_demo_sizing/hf_generate.py CACHE_DIR"""
+.venv/bin/python studies/cpu_demo_sizing/hf_generate.py CACHE_DIR"""
 
 import sys
 import time

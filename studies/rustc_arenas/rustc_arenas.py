@@ -2,7 +2,7 @@
 (`humaneval_x._FEW_ARENAS`, what the Rust compile step runs with): how many of N compiles of one
 HumanEval-X canonical solution pass at each limit. On a loaded machine the default arenas fail.
 
-    FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python bench/rustc_arenas.py --runs 8 --out rustc_arenas.json
+    FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python studies/rustc_arenas/rustc_arenas.py --runs 8 --out rustc_arenas.json
 """
 
 from __future__ import annotations

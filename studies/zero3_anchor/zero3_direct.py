@@ -1,7 +1,7 @@
 """The anchor for `ferrylm bench`'s ZeRO-3 row: the same full fine-tune driven by DeepSpeed directly
 (no Trainer, no ferrylm), launched with torchrun, so both can be measured in one run on one machine.
 
-    torchrun --nproc_per_node 2 bench/zero3_direct.py --model DIR --out direct.json [--zero KEY=VALUE ...]
+    torchrun --nproc_per_node 2 studies/zero3_anchor/zero3_direct.py --model DIR --out direct.json [--zero KEY=VALUE ...]
 
 The recipe of ../shared's ZeRO-3 anchor: bf16 weights loaded under zero.Init, gradient checkpointing
 (non-reentrant, as ferrylm sets it), SDPA, micro-batch 1, no accumulation, DeepSpeed's own AdamW

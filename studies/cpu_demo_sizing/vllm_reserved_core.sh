@@ -1,7 +1,7 @@
 #!/bin/bash
 # vLLM's CPU build with one core kept for its scheduler (its default) against none (both cores compute),
 # alternately, ROUNDS times: the start, 128 tokens at 1/8/16 concurrent and 40 seeded HumanEval tasks.
-#   bench/cpu_demo_sizing/vllm_reserved_core.sh MODEL_DIR [ROUNDS]
+#   studies/cpu_demo_sizing/vllm_reserved_core.sh MODEL_DIR [ROUNDS]
 # (MODEL_DIR: a demo run's runs/default/export/merged; bf16 and eager, as the demo serves it.)
 set -e
 here=$(cd "$(dirname "$0")" && pwd); repo=$(cd "$here/../.." && pwd)

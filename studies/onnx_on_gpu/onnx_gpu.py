@@ -3,7 +3,7 @@ PyTorch (greedy continuations equal, max |Δlogit|, forced agreement) and 512-to
 kept on the GPU (IO binding), beside transformers' generate() in the same precision on the same GPU and
 ferrylm's engine on the same weights, in the same run.
 
-    python3 bench/onnx_gpu.py --merged <run>/export/merged --work /tmp/onnx-gpu --out onnx_gpu.json
+    python3 studies/onnx_on_gpu/onnx_gpu.py --merged <run>/export/merged --work /tmp/onnx-gpu --out onnx_gpu.json
 
 The reference is the merged model in fp32 (on the CPU: a reference, not a speed); the artifact is the
 export's fp32 ONNX graph, exported into --work if it is not there. Prompts: fixed chat requests.

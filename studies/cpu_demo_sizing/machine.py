@@ -1,5 +1,5 @@
 """This machine's memory bandwidth and fp32 matmul rate, as torch sees them.
-.venv/bin/python bench/cpu_demo_sizing/machine.py"""
+.venv/bin/python studies/cpu_demo_sizing/machine.py"""
 
 import time
 
