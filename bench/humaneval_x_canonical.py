@@ -11,7 +11,7 @@ import argparse
 import json
 import time
 
-from ferrylm.eval.benchmarks import humaneval_x as hx
+from ferrylm.eval.tasks import humaneval_x as hx
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Records real SmolLM2-135M-Instruct chat replies to the first HumanEval-X tasks of each language
 (greedy, 200 new tokens, stopping at the first closed code block, exactly as the eval stage asks),
-into tests/eval/benchmarks/data/smollm2_humaneval_x_replies.json, which the extraction test reads.
+into tests/eval/tasks/data/smollm2_humaneval_x_replies.json, which the extraction test reads.
 
     FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python bench/humaneval_x_replies.py
 """
@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from ferrylm.data.render import code_block_closed, user_message
-from ferrylm.eval.benchmarks import humaneval_x as hx
 from ferrylm.eval.generators import LocalGenerator
+from ferrylm.eval.tasks import humaneval_x as hx
 from ferrylm.models import convert_embedded
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "eval" / "data" / "smollm2_humaneval_x_replies.json"

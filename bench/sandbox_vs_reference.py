@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ferrylm.eval.benchmarks.humaneval import execute, load_problems
+from ferrylm.eval.tasks.humaneval import execute, load_problems
 
 
 def reference(samples_file: Path, workers: int) -> tuple[float, int]:

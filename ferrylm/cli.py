@@ -242,7 +242,7 @@ def _manifest(args) -> int:
 
 
 def _score(args) -> int:
-    from .eval.benchmarks.score import score
+    from .eval.tasks.score import score
 
     if args.benchmark == "repo":
         from .eval.repo import score as score_repo

@@ -22,10 +22,10 @@ from ferrylm.bench import load, run_bench
 from ferrylm.config import load_config
 from ferrylm.data import run_data
 from ferrylm.eval import GateFailed, run_eval
-from ferrylm.eval.benchmarks import humaneval
-from ferrylm.eval.benchmarks.benchmark import summarise
 from ferrylm.eval.generators import EndpointGenerator
 from ferrylm.eval.heldout import smooth_bleu
+from ferrylm.eval.tasks import humaneval
+from ferrylm.eval.tasks.benchmark import summarise
 from ferrylm.export import run_export
 from ferrylm.serve import ServeError, free_port
 from ferrylm.train import run_train

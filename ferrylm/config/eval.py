@@ -24,7 +24,7 @@ class EvalConfig(_Section):
     humaneval_limit: int | None = Field(None, gt=0)
     """Run only this many of HumanEval's 164 tasks (None: all; with subset_seed a seeded draw)."""
     benchmarks: list[str] = Field(default_factory=lambda: ["humaneval"])
-    """Benchmarks run on every model, each a module of ferrylm/eval/benchmarks (benchmark.py there): "humaneval" (Python),
+    """Benchmarks run on every model, each a module of ferrylm/eval/tasks (benchmark.py there): "humaneval" (Python),
     "humaneval-x" (the same tasks in the languages below, compiled and run in the sandbox; data from
     humaneval_x_dir or $FERRYLM_HUMANEVAL_X)."""
     humaneval_x_languages: list[Literal["cpp", "java", "go", "rust"]] = Field(
@@ -97,7 +97,7 @@ class EvalConfig(_Section):
     @classmethod
     def _known_benchmarks(cls, v: list[str]) -> list[str]:
         # Without importing the eval package (torch, the sandbox) just to read a config.
-        here = Path(__file__).parent.parent / "eval" / "benchmarks"
+        here = Path(__file__).parent.parent / "eval" / "tasks"
 
         def is_benchmark(p: Path) -> bool:
             return p.stem != "benchmark" and p.is_file() and "\ndef tracks(" in p.read_text()

@@ -1,4 +1,4 @@
-"""Eval stage: code benchmarks' Pass@k (HumanEval, HumanEval-X; see benchmarks/), the held-out
+"""Eval stage: code benchmarks' Pass@k (HumanEval, HumanEval-X; see tasks/), the held-out
 repositories' code understanding and generation (heldout/) and loss per example, latency against
 live endpoints, training numbers, and the report — which opens with whether the fine-tune helped.
 

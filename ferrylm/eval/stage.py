@@ -16,7 +16,6 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic, write_text_atomic
 from ..models import resolve_model_path
 from ..serve.client import use_api_key
-from .benchmarks import benchmark
 from .generators import EndpointGenerator, LocalGenerator, TritonGenerator
 from .heldout import examples as heldout
 from .heldout.few_shot import FewShot, with_shots
@@ -26,6 +25,7 @@ from .repo.retrieval import LABEL, with_retrieval
 from .report import helped
 from .report.criteria import Criterion, load_criteria, per_track
 from .report.render import language_rows, write_report
+from .tasks import benchmark
 
 log = get_logger("eval")
 

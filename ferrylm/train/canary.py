@@ -16,8 +16,8 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from ..data.render import user_message
-from ..eval.benchmarks import humaneval
-from ..eval.benchmarks.benchmark import execute
+from ..eval.tasks import humaneval
+from ..eval.tasks.benchmark import execute
 from ..log import get_logger
 
 log = get_logger("train")

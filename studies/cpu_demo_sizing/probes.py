@@ -7,8 +7,8 @@ import time
 import urllib.request
 
 from ferrylm.data.render import user_message
-from ferrylm.eval.benchmarks import humaneval
 from ferrylm.eval.generators import EndpointGenerator
+from ferrylm.eval.tasks import humaneval
 
 URL = "http://127.0.0.1:8123"
 

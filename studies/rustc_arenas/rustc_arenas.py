@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def main() -> None:
-    from ferrylm.eval.benchmarks import humaneval_x as hx
+    from ferrylm.eval.tasks import humaneval_x as hx
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)

@@ -5,9 +5,9 @@ import json
 import sqlite3
 
 from ferrylm.data import library
-from ferrylm.eval.benchmarks import humaneval
-from ferrylm.eval.benchmarks.benchmark import Track
 from ferrylm.eval.repo.retrieval import holds_body, snippets, with_retrieval
+from ferrylm.eval.tasks import humaneval
+from ferrylm.eval.tasks.benchmark import Track
 
 BODY = "    total = 0\n    for item in items:\n        total += item.price * item.count\n    return total\n"
 TASK = {

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from ferrylm.config import load_config
-from ferrylm.eval.benchmarks import humaneval
-from ferrylm.eval.benchmarks.benchmark import Track
 from ferrylm.eval.report.render import subset_note
 from ferrylm.eval.stage import without_canary
+from ferrylm.eval.tasks import humaneval
+from ferrylm.eval.tasks.benchmark import Track
 from ferrylm.models import load_model, load_tokenizer
 from ferrylm.train import run_train
 from ferrylm.train.canary import GUARDED, Canary, problems

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...data import library
 from ...data.render import user_message
-from ..benchmarks.benchmark import Track
+from ..tasks.benchmark import Track
 from .context import CHARS_PER_TOKEN
 
 SHINGLE = 5  # tokens per shingle when comparing a retrieved function with the hidden body

@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ...data.render import extract_code
-from ..benchmarks.benchmark import summarise
-from ..benchmarks.brace_replies import completion_from_reply
-from ..benchmarks.humaneval import SamplesError
+from ..tasks.benchmark import summarise
+from ..tasks.brace_replies import completion_from_reply
+from ..tasks.humaneval import SamplesError
 from . import runner
 
 
@@ -195,7 +195,7 @@ def score(
     unconfined: bool = False,
     ks: tuple[int, ...] = (1, 10, 100),
 ) -> dict:
-    from ..benchmarks.score import read_samples
+    from ..tasks.score import read_samples
 
     tasks = read_tasks(tasks_path)
     path = Path(samples_path)

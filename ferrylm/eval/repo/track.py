@@ -1,4 +1,4 @@
-"""The team's own functions as benchmark tracks of the eval stage (benchmarks/benchmark.py's seam): one track per
+"""The team's own functions as benchmark tracks of the eval stage (tasks/benchmark.py's seam): one track per
 language and split — "Held-out repositories (python)", "Held-out functions of training repositories
 (python)" (data.holdout_functions) — whose Pass@1 is judged by the seed's Pass@1 criterion and
 compared between the models with McNemar's test like every benchmark.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...data import go_std
 from ...log import get_logger
-from ..benchmarks.benchmark import Track
+from ..tasks.benchmark import Track
 from . import context, runner
 from .score import body_from_reply, go_body, python_body, spliced_text
 from .tasks import find_tasks

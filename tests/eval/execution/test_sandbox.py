@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ferrylm.cli import main
-from ferrylm.eval.benchmarks.humaneval import SamplesError, completion_from_reply, execute, load_problems
-from ferrylm.eval.benchmarks.score import score
 from ferrylm.eval.execution.sandbox import Sandbox, SandboxError, run_program
+from ferrylm.eval.tasks.humaneval import SamplesError, completion_from_reply, execute, load_problems
+from ferrylm.eval.tasks.score import score
 
 ROOT = os.geteuid() == 0
 

@@ -83,7 +83,7 @@ DECLARATIONS = {
 @pytest.mark.parametrize("lang", sorted(DECLARATIONS))
 def test_a_crlf_reply_gives_the_program_an_lf_reply_gives(lang):
     """A reply whose lines end in CRLF: its closing fence must not be compiled as code."""
-    from ferrylm.eval.benchmarks.brace_replies import completion_from_reply
+    from ferrylm.eval.tasks.brace_replies import completion_from_reply
 
     problem = {"declaration": DECLARATIONS[lang]}
     body = {"go": "    return a + b\n}\n", "rust": "    a + b\n}\n"}.get(lang, "    return a + b;\n}\n")

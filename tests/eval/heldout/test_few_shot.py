@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from ferrylm.data.shots import MAX_TOKENS, POOL
-from ferrylm.eval.benchmarks import benchmark
 from ferrylm.eval.heldout import examples as heldout
 from ferrylm.eval.heldout.few_shot import FewShot, shown_words
+from ferrylm.eval.tasks import benchmark
 from tests.eval.test_repo_tasks import _four_repositories
 
 

@@ -3,7 +3,7 @@
 Models answer with the body alone, or repeat the signature (with whatever its return type holds:
 Go's `interface{}`, generics, where-clauses, default arguments), the imports, the class around the
 method, helpers after it, a usage `main`, prose around the code block. Every shape of a correct answer
-must become the program the bare canonical solution makes (tests/eval/benchmarks/test_humaneval_x.py checks all
+must become the program the bare canonical solution makes (tests/eval/tasks/test_humaneval_x.py checks all
 164 tasks of each language).
 """
 

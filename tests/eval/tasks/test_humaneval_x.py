@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ferrylm.eval.benchmarks import brace_replies as br
-from ferrylm.eval.benchmarks import humaneval_x as hx
 from ferrylm.eval.execution.sandbox import bwrap_command
+from ferrylm.eval.tasks import brace_replies as br
+from ferrylm.eval.tasks import humaneval_x as hx
 
 DATA = os.environ.get(hx.ENV)
 pytestmark = [
@@ -348,7 +348,7 @@ def test_a_correct_answer_passes_in_every_shape_a_reply_takes(language):
     (Java's prompt leaves its class open too, so a body alone needs two braces)."""
     from types import SimpleNamespace
 
-    from ferrylm.eval.benchmarks import benchmark
+    from ferrylm.eval.tasks import benchmark
 
     e = SimpleNamespace(
         humaneval_x_languages=[language],
@@ -396,7 +396,7 @@ def test_real_smollm2_replies_become_programs_that_fail_only_for_the_models_reas
     import json
     from types import SimpleNamespace
 
-    from ferrylm.eval.benchmarks import benchmark
+    from ferrylm.eval.tasks import benchmark
 
     replies = json.loads((Path(__file__).parent / "data" / "smollm2_humaneval_x_replies.json").read_text())
     e = SimpleNamespace(

@@ -96,7 +96,7 @@ public class Main {
 # glibc gives each thread of a multi-threaded compiler (javac, rustc's LLVM) its own 64 MB arena
 # reservation, and how many it makes depends on contention: rustc took 500 MB to over 1 GB of address
 # space for one HumanEval-X program and, on a loaded machine, died of LLVM's "out of memory" under the
-# 1 GB limit. Two arenas keep it under 500 MB (tests/eval/benchmarks/test_humaneval_x.py holds it under 512).
+# 1 GB limit. Two arenas keep it under 500 MB (tests/eval/tasks/test_humaneval_x.py holds it under 512).
 _FEW_ARENAS = ["/usr/bin/env", "MALLOC_ARENA_MAX=2"]
 # The JVM reserves far more address space than it uses; these keep it (javac's too) under the
 # sandbox's memory limit and its thread count under the process limit.

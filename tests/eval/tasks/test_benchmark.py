@@ -1,5 +1,5 @@
-from ferrylm.eval.benchmarks import humaneval
-from ferrylm.eval.benchmarks.benchmark import Track, asked_for
+from ferrylm.eval.tasks import humaneval
+from ferrylm.eval.tasks.benchmark import Track, asked_for
 
 
 def test_asked_for_the_whole_function_where_the_fine_tune_answers_so():

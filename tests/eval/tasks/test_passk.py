@@ -1,6 +1,6 @@
 import pytest
 
-from ferrylm.eval.benchmarks.benchmark import pass_at_k, summarise
+from ferrylm.eval.tasks.benchmark import pass_at_k, summarise
 
 
 def test_unbiased_estimator_against_enumeration():
@@ -33,7 +33,7 @@ def test_stop_sequences_cut_like_a_server():
 
 
 def test_a_seeded_subset_is_fixed_ordered_and_the_same_tasks_in_every_language():
-    from ferrylm.eval.benchmarks.humaneval import load_problems, select
+    from ferrylm.eval.tasks.humaneval import load_problems, select
 
     a, b = load_problems(40, seed=0), load_problems(40, seed=0)
     ids = [p["task_id"] for p in a]
