@@ -1,5 +1,5 @@
 """What the scripts of this study share (they import it as `common`: each runs from this folder): the 7B products'
-4-bit inputs and one launch of each (gemv4_triton.py, gemv4_in_step.py), a captured step split among its
+4-bit inputs and one launch of each (gemv4_vs_int4mm.py, gemv4_in_step.py), a captured step split among its
 kernels (gemv4_in_step.py, gemv_step_floor.py), and weight reads timed back to back (gemv4_read_floor.py,
 gemv_step_floor.py). GPU only; importing it needs only torch and triton."""
 

@@ -2,7 +2,7 @@
 computes F.linear (whole tiles, masked tiles wider than K, bias) and each of its epilogues its
 reference; the attention kernel equals SDPA and writes the cache; a fused decoder on the kernel, and
 the fused one-token step (decode_step.py) over several steps, give transformers' logits. Their speed
-is measured on a GPU (studies/decode_kernels/gemv_triton.py)."""
+is measured on a GPU (studies/decode_kernels/gemv_vs_cublas.py)."""
 
 import importlib.util
 import os

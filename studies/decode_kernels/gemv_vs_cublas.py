@@ -1,6 +1,6 @@
 """The engine's Triton matrix-vector kernel (ferrylm/engine/kernels/gemv.py) against cuBLAS, for batch-1 bf16 decode.
 
-    python3 studies/decode_kernels/gemv_triton.py --out gemv_h200.json [--decode]
+    python3 studies/decode_kernels/gemv_vs_cublas.py --out gemv_h200.json [--decode]
 
 1. Per Qwen2.5-7B decode shape: cuBLAS's `F.linear` and the kernel's tuned configuration, in ms and
    GB/s (L2 flushed between runs, as in decode where each weight is read once per token).

@@ -1,8 +1,8 @@
 """The 4-bit matrix-vector kernel (ferrylm/engine/kernels/gemv4.py) per Qwen2.5-7B layer shape, beside torch's
 int4 kernel (what `Engine(int4_group=...)` runs), one token, on a GPU.
 
-    python3 studies/decode_kernels/gemv4_triton.py --group 128 --out gemv4_triton_h100.json
-    python3 studies/decode_kernels/gemv4_triton.py --group 128 --vary num_warps=4,8 --workers 14 --out gemv4_warps_h100.json
+    python3 studies/decode_kernels/gemv4_vs_int4mm.py --group 128 --out gemv4_triton_h100.json
+    python3 studies/decode_kernels/gemv4_vs_int4mm.py --group 128 --vary num_warps=4,8 --workers 14 --out gemv4_warps_h100.json
 
 Round-to-nearest 4-bit weights of random bf16 matrices; each product with its decode-step epilogue
 (rotary positions on q/k/v, SiLU on gate/up, residual adds) for the Triton kernel, plain for torch's.
