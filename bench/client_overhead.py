@@ -90,8 +90,8 @@ def ratios(times: dict, base: str) -> dict:
 
 def main() -> None:
     from ferrylm.config import load_config
-    from ferrylm.data.render import user_message
     from ferrylm.eval.latency import LATENCY_PROMPT
+    from ferrylm.prompts import user_message
     from ferrylm.serve import free_port, server_for
 
     ap = argparse.ArgumentParser()

@@ -8,10 +8,10 @@ into tests/eval/tasks/data/smollm2_humaneval_x_replies.json, which the extractio
 import json
 from pathlib import Path
 
-from ferrylm.data.render import code_block_closed, user_message
 from ferrylm.eval.generators import LocalGenerator
 from ferrylm.eval.tasks import humaneval_x as hx
 from ferrylm.models import convert_embedded
+from ferrylm.prompts import code_block_closed, user_message
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "eval" / "data" / "smollm2_humaneval_x_replies.json"
 

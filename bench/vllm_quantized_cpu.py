@@ -44,9 +44,9 @@ def main() -> None:
     from transformers import AutoModelForCausalLM
 
     from ferrylm.data import read_jsonl
-    from ferrylm.data.render import user_message
     from ferrylm.export.vllm_quant import load_compressed, write_compressed
     from ferrylm.models import load_tokenizer
+    from ferrylm.prompts import user_message
     from ferrylm.serve import VllmServer, free_port
 
     ap = argparse.ArgumentParser()

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from ..log import get_logger
 from ..manifest import temporary_name
-from .render import IGNORE_INDEX
+from ..prompts import IGNORE_INDEX
 
 log = get_logger("data")
 

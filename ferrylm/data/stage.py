@@ -21,13 +21,13 @@ from ..errors import FerryError
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
+from ..prompts import IGNORE_INDEX, render_messages, task_turns
 from . import library
 from .collect import CleanStats, collect, worker_count
 from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
 from .formats import read_conversations
 from .holdout import HeldOutFunctions, drawn, is_test_file
-from .render import IGNORE_INDEX, render_messages, task_turns
 from .shots import ShotPool
 from .stats import write_report
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..data.render import user_message
+from ..prompts import user_message
 from ..serve.client import timed_chat_stream
 
 # A fixed prompt, so latency numbers compare across runs and models.

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.routing import Route
 
-from ..data.render import extract_code
+from ..prompts import extract_code
 from .guard import Guard
 from .store import VERDICTS, Votes
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..data.render import IGNORE_INDEX
+from ..prompts import IGNORE_INDEX
 
 NOT_MODEL_INPUTS = ("labels", "shift_labels")  # the reference pass computes no loss of its own
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from ..data.render import user_message
 from ..eval.tasks import humaneval
 from ..eval.tasks.benchmark import execute
 from ..log import get_logger
+from ..prompts import user_message
 
 log = get_logger("train")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from ..data.encode import load_rows
-from ..data.render import IGNORE_INDEX
+from ..prompts import IGNORE_INDEX
 
 
 def examples(path: str | Path, limit: int | None = None):

@@ -6,9 +6,9 @@ import sys
 import time
 import urllib.request
 
-from ferrylm.data.render import user_message
 from ferrylm.eval.generators import EndpointGenerator
 from ferrylm.eval.tasks import humaneval
+from ferrylm.prompts import user_message
 
 URL = "http://127.0.0.1:8123"
 

@@ -8,8 +8,8 @@ from tokenizers import Regex, normalizers, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from ferrylm.data.encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids, load_rows
-from ferrylm.data.render import IGNORE_INDEX
 from ferrylm.models import load_tokenizer
+from ferrylm.prompts import IGNORE_INDEX
 
 QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 

@@ -9,8 +9,8 @@ from ferrylm.config import load_config
 from ferrylm.data import EmptyCorpus, run_data
 from ferrylm.data.encode import load_rows
 from ferrylm.data.formats import RowError, read_conversations, to_messages
-from ferrylm.data.render import IGNORE_INDEX, render_messages
 from ferrylm.models import load_tokenizer
+from ferrylm.prompts import IGNORE_INDEX, render_messages
 
 ALPACA = {"instruction": "Reverse a string.", "input": "s = 'abc'", "output": "s[::-1]"}
 SHAREGPT = {

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ferrylm.data.render import code_block_closed
+from ferrylm.prompts import code_block_closed
 from ferrylm.serve import client
 
 PIECES = ["Here", " it is:\n", "```python\n", "    return x", " * 2\n", "```", "\nThis doubles", " x."] + [" more"] * 40

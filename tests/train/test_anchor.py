@@ -9,8 +9,8 @@ import torch
 from peft import LoraConfig, get_peft_model
 
 from ferrylm.config import load_config
-from ferrylm.data.render import IGNORE_INDEX
 from ferrylm.models import load_model
+from ferrylm.prompts import IGNORE_INDEX
 from ferrylm.train import run_train
 from ferrylm.train.anchor import kl_from_base
 from ferrylm.train.dataset import scored_positions

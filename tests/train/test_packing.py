@@ -4,7 +4,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from ferrylm.data.encode import Packer
-from ferrylm.data.render import IGNORE_INDEX
+from ferrylm.prompts import IGNORE_INDEX
 from ferrylm.train.dataset import PadCollator, packing_self_test, split_packed
 
 

@@ -16,7 +16,7 @@ import re
 
 import sacrebleu
 
-from ...data.render import code_block_closed, extract_code
+from ...prompts import code_block_closed, extract_code
 from ..progress import pool_map
 from . import smooth_bleu
 from .explain_replies import summary_from_reply

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...data.render import render_messages
 from ...log import get_logger
+from ...prompts import render_messages
 
 log = get_logger("eval")
 

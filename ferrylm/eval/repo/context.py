@@ -6,7 +6,7 @@ the function to a token budget. `eval.repo_context=file` (the default) asks ever
 
 from __future__ import annotations
 
-from ...data.render import LANGUAGE_NAMES
+from ...prompts import LANGUAGE_NAMES
 from .score import task_file
 
 CHARS_PER_TOKEN = 3  # a budget in tokens, kept in characters (measured: Go 2.9, Python 3.4-3.8 a token)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from ...data import library
-from ...data.render import user_message
+from ...prompts import user_message
 from ..tasks.benchmark import Track
 from .context import CHARS_PER_TOKEN
 

@@ -17,7 +17,7 @@ import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ...data.render import extract_code
+from ...prompts import extract_code
 from ..tasks.benchmark import summarise
 from ..tasks.brace_replies import completion_from_reply
 from ..tasks.humaneval import SamplesError

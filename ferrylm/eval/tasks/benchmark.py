@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
 
-from ...data.render import code_block_closed, user_message
+from ...prompts import code_block_closed, user_message
 from ..execution.sandbox import Sandbox
 from ..heldout.few_shot import with_shots
 from ..progress import Progress, pool_map

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ...data.render import extract_code
+from ...prompts import extract_code
 
 
 def entry_point(problem: dict) -> str:

@@ -14,8 +14,8 @@ import random
 import re
 from importlib import resources
 
-from ...data.render import extract_code
 from ...errors import FerryError
+from ...prompts import extract_code
 from . import benchmark
 from .benchmark import Track
 

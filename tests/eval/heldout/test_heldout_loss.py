@@ -4,8 +4,8 @@ example's own mean answer loss run alone."""
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ferrylm.data.render import render_messages
 from ferrylm.eval.heldout.loss import example_losses
+from ferrylm.prompts import render_messages
 
 
 def test_batched_losses_equal_each_example_alone(tiny_qwen2_dir):

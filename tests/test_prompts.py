@@ -1,8 +1,8 @@
 import json
 
 from ferrylm.data.encode import load_rows
-from ferrylm.data.render import IGNORE_INDEX, chat_prompt, extract_code, render_example
 from ferrylm.models import load_tokenizer
+from ferrylm.prompts import IGNORE_INDEX, chat_prompt, extract_code, render_example
 
 
 def test_loss_only_on_answer_which_ends_with_end_of_turn(smollm2_dir):
@@ -65,7 +65,7 @@ def test_extract_code():
 
 
 def test_a_reply_can_stop_at_its_first_closed_code_block_without_changing_the_code():
-    from ferrylm.data.render import code_block_closed
+    from ferrylm.prompts import code_block_closed
 
     replies = [
         "Sure!\n```python\n    return x * 2\n```\nThis doubles x, because ```inline``` ...",

@@ -1,7 +1,7 @@
-"""Render pairs with the model's own chat template, masking the loss on the prompt.
-
-The same wording is used by the eval stage when it asks an endpoint for a completion, so the
-prompt the server builds at inference is token-for-token the prompt the model was trained on.
+"""The words a model is asked and answers in, shared by the data stage, training and the eval: the generate
+and explain questions, the answer's form, reading a reply's code block, and rendering a conversation with
+the model's own chat template (the loss masked on the prompt). One module, so the prompt a server builds
+at inference is token-for-token the prompt the model was trained on.
 """
 
 from __future__ import annotations
