@@ -1,2 +1,2 @@
 """The held-out repositories' examples scored per example: understanding and generation (examples,
-smooth_bleu, explain_replies), the loss per example (loss), and the base shown a few examples (few_shot)."""
+smooth_bleu; the summary read by ../replies/summary.py), the loss per example (loss), and the base shown a few examples (few_shot)."""

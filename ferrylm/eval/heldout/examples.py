@@ -18,8 +18,8 @@ import sacrebleu
 
 from ...prompts import code_block_closed, extract_code
 from ..progress import pool_map
+from ..replies.summary import summary_from_reply
 from . import smooth_bleu
-from .explain_replies import summary_from_reply
 from .few_shot import with_shots
 
 TASKS = ("explain", "generate")

@@ -9,17 +9,14 @@ found (its file's hash is checked): otherwise the tasks are stale and scoring st
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
-import re
-import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ...prompts import extract_code
+from ..replies.braces import go_body, go_imports_moved
+from ..replies.python import python_body
 from ..tasks.benchmark import summarise
-from ..tasks.brace_replies import completion_from_reply
 from ..tasks.humaneval import SamplesError
 from . import runner
 
@@ -44,94 +41,6 @@ def read_tasks(path: str | Path) -> list[dict]:
     return tasks
 
 
-def _relative_indent(task: dict) -> str:
-    """The original body's indentation beyond the def line's."""
-    first = next((ln for ln in task["body"].splitlines() if ln.strip()), task["indent"] + "    ")
-    return first[len(task["indent"]) : len(first) - len(first.lstrip())] or "    "
-
-
-def python_body(task: dict, reply: str) -> str:
-    """The body a reply gives, indented as the function's body stands in its file."""
-    code = extract_code(reply).replace("\r\n", "\n")
-    name = task["name"].rsplit(".", 1)[-1]
-    m = re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", code, re.M)
-    if m:  # the whole function: its body, past a doc string, after the imports the reply wrote above it
-        above = _imports(code[: m.start()])
-        chunk = textwrap.dedent(code[code.rfind("\n", 0, m.start()) + 1 :])
-        try:
-            node = next(n for n in ast.parse(chunk).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
-            # past the doc string (comments after it stay), else from the first statement
-            start = (
-                node.body[0].end_lineno if ast.get_docstring(node) and len(node.body) > 1 else node.body[0].lineno - 1
-            )
-            code = "\n".join(
-                above + textwrap.dedent("\n".join(chunk.splitlines()[start : node.end_lineno])).splitlines()
-            )
-        except (SyntaxError, StopIteration):
-            pass  # scored as written: the tests will say
-    lines = textwrap.dedent(code).strip("\n").splitlines()
-    prefix = task["indent"] + _relative_indent(task)
-    return "".join((prefix + ln if ln.strip() else "") + "\n" for ln in lines) or f"{prefix}pass\n"
-
-
-def _imports(text: str) -> list[str]:
-    """The import statements a reply wrote at its top level (above its function): they travel with the
-    body as its first lines, since the name they bind is what the body uses."""
-    try:
-        tree = ast.parse(textwrap.dedent(text))
-    except SyntaxError:
-        return [ln.strip() for ln in text.splitlines() if re.match(r"(?:import|from)\s+[\w.]+", ln)]
-    return [
-        ast.unparse(n)
-        for n in tree.body
-        if isinstance(n, (ast.Import, ast.ImportFrom)) and getattr(n, "module", None) != "__future__"
-    ]
-
-
-_GO_IMPORT = re.compile(r'^import\s*(?:\(([^)]*)\)|((?:[\w.]+\s+)?"[^"]+"))', re.M)
-_GO_MARK = "// ferrylm:import "  # a reply's import, carried in its body to the file's import block
-
-
-def go_body(task: dict, reply: str) -> str:
-    """What follows the prompt's opening brace: the body, its closing brace, and any helpers after it;
-    the imports the reply wrote above its function ride along as marked comment lines (spliced_text
-    moves them into the file)."""
-    reply = reply.replace("\r\n", "\n")
-    body = completion_from_reply({"declaration": task["prompt"]}, reply)
-    code = extract_code(reply)
-    head = code[: code.find("func ")] if "func " in code else ""
-    specs = [
-        ln.strip()
-        for m in _GO_IMPORT.finditer(head)
-        for ln in (m.group(1) or m.group(2)).splitlines()
-        if ln.strip() and not ln.strip().startswith("//")
-    ]
-    # only what the body uses: Go refuses an unused import (a dropped usage example's "fmt")
-    used = [sp for sp in specs if re.search(rf"\b{re.escape(_go_name(sp))}\.", body)]
-    return "".join(f"\t{_GO_MARK}{spec}\n" for spec in used) + body
-
-
-def _go_name(spec: str) -> str:
-    """The name an import spec binds: its alias, else its path's last element."""
-    alias, _, path = spec.rpartition(" ")
-    return alias.strip() or path.strip('"').rsplit("/", 1)[-1]
-
-
-def _go_imports_moved(text: str) -> str:
-    """The marked imports out of the body and into the file, after its package clause, where the file
-    does not import that path already (Go refuses an import declared twice)."""
-    marks = re.findall(rf"^\s*{re.escape(_GO_MARK)}(.+)\n", text, re.M)
-    if not marks:
-        return text
-    text = re.sub(rf"^\s*{re.escape(_GO_MARK)}.+\n", "", text, flags=re.M)
-    have = set(re.findall(r'"([^"]+)"', "".join(m.group(0) for m in _GO_IMPORT.finditer(text))))
-    new = [spec for spec in dict.fromkeys(marks) if spec.split('"')[1] not in have]
-    package = re.search(r"^package\s+\w+.*\n", text, re.M)
-    if not new or not package:
-        return text
-    return text[: package.end()] + "".join(f"import {spec}\n" for spec in new) + text[package.end() :]
-
-
 def task_file(task: dict) -> bytes:
     """The task's file as it was when the task was found (its offsets count these bytes); a changed file
     stops with one line: its tasks are stale."""
@@ -146,7 +55,7 @@ def spliced_text(task: dict, body: str) -> str:
     """The task's file with `body` in place of the original one."""
     raw = task_file(task)
     text = (raw[: task["start"]] + body.encode() + raw[task["end"] :]).decode()
-    return _go_imports_moved(text) if task.get("language") == "go" else text
+    return go_imports_moved(text) if task.get("language") == "go" else text
 
 
 def body_from_reply(task: dict, reply: str) -> str:

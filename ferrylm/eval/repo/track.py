@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from ...data import go_std
 from ...log import get_logger
+from ..replies.braces import go_body
+from ..replies.python import python_body
 from ..tasks.benchmark import Track
 from . import context, runner
-from .score import body_from_reply, go_body, python_body, spliced_text
+from .score import body_from_reply, spliced_text
 from .tasks import find_tasks
 
 log = get_logger("eval")

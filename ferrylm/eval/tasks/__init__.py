@@ -1,2 +1,2 @@
 """Executed code benchmarks: the seam each goes through (benchmark), HumanEval and HumanEval-X, how a
-brace-language reply becomes a completion (brace_replies), and scoring a file of samples (score)."""
+brace-language reply becomes a completion (../replies/), and scoring a file of samples (score)."""

@@ -11,11 +11,10 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import re
 from importlib import resources
 
 from ...errors import FerryError
-from ...prompts import extract_code
+from ..replies.python import completion_from_reply
 from . import benchmark
 from .benchmark import Track
 
@@ -43,14 +42,6 @@ def select(problems: list[dict], limit: int | None, seed: int | None) -> list[di
         return problems[:limit]
     keep = set(random.Random(seed).sample(range(len(problems)), limit))
     return [p for i, p in enumerate(problems) if i in keep]
-
-
-def completion_from_reply(problem: dict, reply: str) -> str:
-    """What to append to the prompt: a body, or a whole redefinition if the model wrote one."""
-    code = extract_code(reply)
-    if re.search(rf"^\s*def\s+{re.escape(problem['entry_point'])}\s*\(", code, re.M):
-        return "\n" + code  # the prompt's docstring-only function is redefined by the reply
-    return code
 
 
 def program(problem: dict, completion: str) -> str:

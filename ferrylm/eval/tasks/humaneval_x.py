@@ -25,8 +25,8 @@ from pathlib import Path
 from ...errors import FerryError
 from ..execution import hx_libs
 from ..execution.sandbox import past_alternatives
+from ..replies.braces import completion_from_reply
 from .benchmark import Track, run_programs
-from .brace_replies import completion_from_reply
 from .humaneval import select
 
 ENV = "FERRYLM_HUMANEVAL_X"

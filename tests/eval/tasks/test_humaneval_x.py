@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ferrylm.eval.execution.sandbox import bwrap_command
-from ferrylm.eval.tasks import brace_replies as br
+from ferrylm.eval.replies import braces as br
 from ferrylm.eval.tasks import humaneval_x as hx
 
 DATA = os.environ.get(hx.ENV)

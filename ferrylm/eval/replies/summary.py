@@ -4,7 +4,7 @@ Chat models answer "summarise this function" in many shapes: the bare sentence; 
 comment of any of the five languages (`\"\"\"...\"\"\"`, `/** ... */`, `///`, `//`, `#`), alone or on the
 function repeated whole; inside a fence; after a label ("Summary:", "**Description:**"), in bold or in
 quotes; after a lead-in line ("Here is the summary:"); followed by an explanation. Each of these must
-score as the bare summary does (tests/eval/heldout/test_explain_replies.py), so the summary is taken out the
+score as the bare summary does (tests/eval/replies/test_summary.py), so the summary is taken out the
 way the data stage took the reference out of the doc comment: markers off, the first paragraph, cut
 where parameter / return markup starts, inline markup reduced to its text.
 """

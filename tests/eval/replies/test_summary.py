@@ -5,7 +5,7 @@ a reference, in each of the five languages' comment styles, gives back exactly t
 import pytest
 
 from ferrylm.eval.heldout import smooth_bleu
-from ferrylm.eval.heldout.explain_replies import summary_from_reply
+from ferrylm.eval.replies.summary import summary_from_reply
 
 # References as the data stage makes them: a doc comment's first paragraph, one line.
 REFERENCES = {
@@ -83,7 +83,7 @@ DECLARATIONS = {
 @pytest.mark.parametrize("lang", sorted(DECLARATIONS))
 def test_a_crlf_reply_gives_the_program_an_lf_reply_gives(lang):
     """A reply whose lines end in CRLF: its closing fence must not be compiled as code."""
-    from ferrylm.eval.tasks.brace_replies import completion_from_reply
+    from ferrylm.eval.replies.braces import completion_from_reply
 
     problem = {"declaration": DECLARATIONS[lang]}
     body = {"go": "    return a + b\n}\n", "rust": "    a + b\n}\n"}.get(lang, "    return a + b;\n}\n")

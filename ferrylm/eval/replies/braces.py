@@ -118,3 +118,48 @@ def _without_main(rest: str) -> str:
             start = rest.rfind("\n", 0, m.start()) + 1
             return rest[:start].rstrip() + "\n" if rest[:start].strip() else ""
     return rest.rstrip() + "\n" if rest.strip() else ""
+
+
+# Go in a repository task: a reply's imports travel with its body, marked, to the file's import block.
+_GO_IMPORT = re.compile(r'^import\s*(?:\(([^)]*)\)|((?:[\w.]+\s+)?"[^"]+"))', re.M)
+_GO_MARK = "// ferrylm:import "  # a reply's import, carried in its body to the file's import block
+
+
+def go_body(task: dict, reply: str) -> str:
+    """What follows the prompt's opening brace: the body, its closing brace, and any helpers after it;
+    the imports the reply wrote above its function ride along as marked comment lines (the repository
+    tasks' splice moves them into the file)."""
+    reply = reply.replace("\r\n", "\n")
+    body = completion_from_reply({"declaration": task["prompt"]}, reply)
+    code = extract_code(reply)
+    head = code[: code.find("func ")] if "func " in code else ""
+    specs = [
+        ln.strip()
+        for m in _GO_IMPORT.finditer(head)
+        for ln in (m.group(1) or m.group(2)).splitlines()
+        if ln.strip() and not ln.strip().startswith("//")
+    ]
+    # only what the body uses: Go refuses an unused import (a dropped usage example's "fmt")
+    used = [sp for sp in specs if re.search(rf"\b{re.escape(_go_name(sp))}\.", body)]
+    return "".join(f"\t{_GO_MARK}{spec}\n" for spec in used) + body
+
+
+def _go_name(spec: str) -> str:
+    """The name an import spec binds: its alias, else its path's last element."""
+    alias, _, path = spec.rpartition(" ")
+    return alias.strip() or path.strip('"').rsplit("/", 1)[-1]
+
+
+def go_imports_moved(text: str) -> str:
+    """The marked imports out of the body and into the file, after its package clause, where the file
+    does not import that path already (Go refuses an import declared twice)."""
+    marks = re.findall(rf"^\s*{re.escape(_GO_MARK)}(.+)\n", text, re.M)
+    if not marks:
+        return text
+    text = re.sub(rf"^\s*{re.escape(_GO_MARK)}.+\n", "", text, flags=re.M)
+    have = set(re.findall(r'"([^"]+)"', "".join(m.group(0) for m in _GO_IMPORT.finditer(text))))
+    new = [spec for spec in dict.fromkeys(marks) if spec.split('"')[1] not in have]
+    package = re.search(r"^package\s+\w+.*\n", text, re.M)
+    if not new or not package:
+        return text
+    return text[: package.end()] + "".join(f"import {spec}\n" for spec in new) + text[package.end() :]
