@@ -24,7 +24,10 @@ def test_default_preset_loads_with_overrides():
         ("train.offload_params=true", "train.offload_params: parameter offload needs train.deepspeed=zero3"),
         ("hardware.gpus=0", "hardware.gpus: Input should be greater than 0"),
         ("train.base_precision=int4", "train.base_precision: Input should be 'model' or 'fp8' (got 'int4')"),
-        ("eval.benchmarks=[humaneval,mbpp]", "eval.benchmarks: unknown benchmark mbpp (known: humaneval, humaneval-x)"),
+        (
+            "eval.benchmarks=[humaneval,mbpp]",
+            "eval.benchmarks: unknown benchmark mbpp (known: humaneval, humaneval-x, own-code)",
+        ),
         ("eval.benchmarks=[benchmark]", "eval.benchmarks: unknown benchmark benchmark"),  # the seam is not a benchmark
     ],
 )

@@ -336,17 +336,13 @@ def run_eval(cfg: Config) -> StageRecord:
     e = cfg.eval
     criteria = load_criteria(e.criteria)  # a bad criteria file fails before any server starts
     use_api_key(os.environ.get(cfg.serve.api_key_env))  # the servers it starts (serve.*) ask for it
-    tracks = benchmark.tracks(e)  # so does a benchmark's missing data
+    data = read_record(cfg.stage_dir("data"))
+    tracks = benchmark.tracks(e, data["outputs"])  # so does a benchmark's missing data
     out = cfg.stage_dir("eval")
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
     record = StageRecord("eval", cfg.digest())
-    data = read_record(cfg.stage_dir("data"))
     rows = heldout.select(read_jsonl(data["outputs"]["eval_prompts"]), e.bleu_limit)
-    if e.repo_tasks and data["outputs"].get("repositories"):  # the held-out repositories' own tests
-        from .repo.track import tracks as repo_tracks
-
-        tracks += repo_tracks(e, json.loads(Path(data["outputs"]["repositories"]).read_text()))
     train, history = _training(cfg)
     tracks = without_canary(tracks, (train or {}).get("canary"))
     tracks = benchmark.asked_for(tracks, data["metrics"].get("answer_form", "body"))

@@ -1,7 +1,8 @@
 """The seam every executed code benchmark goes through.
 
 A benchmark is a module of this package named after it ("humaneval-x" → `humaneval_x.py`) with
-`tracks(e) -> list[Track]`, given the eval config: one track per language it measures, holding its
+`tracks(e, inputs) -> list[Track]`, given the eval config and the data stage's outputs (own_code.py reads
+the repositories there): one track per language it measures, holding its
 selected tasks and how a task becomes a prompt, a reply a completion, and a completion a program
 for the sandbox (or why that language cannot be measured here). The stage generates every track's
 tasks through one pool (a few tasks per language would otherwise leave a server's batch idle),
@@ -50,10 +51,12 @@ def module(name: str):
     return importlib.import_module(f"{__package__}.{name.replace('-', '_')}")
 
 
-def tracks(e) -> list[Track]:
-    """Every track of every benchmark `e.benchmarks` names, in that order. A benchmark whose data is
-    missing raises here, before any model is loaded or server started."""
-    return [t for name in e.benchmarks for t in module(name).tracks(e)]
+def tracks(e, inputs: dict) -> list[Track]:
+    """Every track of every benchmark `e.benchmarks` names, in that order, then the team's own code
+    (own-code, where eval.repo_tasks is on). A benchmark whose data is missing raises here, before any
+    model is loaded or server started."""
+    names = dict.fromkeys([*e.benchmarks, *(["own-code"] if e.repo_tasks else [])])
+    return [t for name in names for t in module(name).tracks(e, inputs)]
 
 
 def asked_for(tracks: list[Track], form: str) -> list[Track]:

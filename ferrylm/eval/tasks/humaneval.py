@@ -63,7 +63,7 @@ def track(problems: list[dict], total: int = 164, timeout_s: float = 10.0) -> Tr
     )
 
 
-def tracks(e) -> list[Track]:
+def tracks(e, inputs: dict | None = None) -> list[Track]:
     """The benchmark seam (benchmark.py): HumanEval is one Python track, feeding the seed's Pass@1."""
     every = load_problems()
     return [track(select(every, e.humaneval_limit, e.subset_seed), len(every), e.exec_timeout_s)]

@@ -311,7 +311,7 @@ def unavailable(language: str, configured: str | None = None) -> str | None:
     return None
 
 
-def tracks(e) -> list[Track]:
+def tracks(e, inputs: dict | None = None) -> list[Track]:
     """The benchmark seam (benchmark.py): one track per configured language, each feeding its own
     `pass_at_1_<language>` criterion. Missing data raises; a missing toolchain or library makes
     that language "not measured" and the rest still run."""
