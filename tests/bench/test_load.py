@@ -1,4 +1,4 @@
-"""The concurrency sweep's bookkeeping (ferrylm/bench/load.py), which bench/serve_team.py reports from a GPU:
+"""The concurrency sweep's bookkeeping (ferrylm/bench/load.py), which studies/serving_a_team/serve_team.py reports from a GPU:
 percentiles are measured values, aggregate throughput is over the level's wall time, and each level's
 requests are sent together."""
 

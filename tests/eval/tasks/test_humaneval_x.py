@@ -371,7 +371,7 @@ def test_a_correct_answer_passes_in_every_shape_a_reply_takes(language):
     assert verdicts == dict.fromkeys(completions, "passed"), verdicts
 
 
-# Real SmolLM2-135M-Instruct replies (bench/humaneval_x_replies.py records them): the verdict each gets
+# Real SmolLM2-135M-Instruct replies (tests/eval/tasks/record_humaneval_x_replies.py records them): the verdict each gets
 # through the eval stage's track, and why. Every failure is the model's own code, found by its
 # compiler or tests, never one of our assembly (a brace we lost, an include inside the function,
 # its usage example's second main).

@@ -1,8 +1,8 @@
 """vLLM's prefix caching and n-gram speculative decoding on the held-out prompts (docs/performance.md,
 "Serving a team"): each variant started by ferrylm's launcher on the same model and asked the same questions,
 greedy; a variant is worth keeping only when its replies equal the default's and it is faster.
-    python bench/serve_spec.py --model DIR --prompts P.jsonl --out R.json [--variants default,no-prefix,ngram]
-P.jsonl comes from bench/heldout_prompts.py. Each pass starts from an empty prefix cache (vLLM's dev-mode
+    python studies/serving_a_team/serve_spec.py --model DIR --prompts P.jsonl --out R.json [--variants default,no-prefix,ngram]
+P.jsonl comes from studies/serving_a_team/heldout_prompts.py. Each pass starts from an empty prefix cache (vLLM's dev-mode
 /reset_prefix_cache), so a cached prefix is only one the pass itself wrote: the examples shown before every question.
 """
 

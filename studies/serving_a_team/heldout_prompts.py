@@ -1,6 +1,6 @@
 """The held-out generation prompts of a data stage's run, as served requests: each question as the fine-tuned
-model gets it and as the base is asked with k examples (what bench/serve_spec.py sends):
-    python bench/heldout_prompts.py runs/default/data/record.json prompts.jsonl [--n 48] [--k 2]
+model gets it and as the base is asked with k examples (what studies/serving_a_team/serve_spec.py sends):
+    python studies/serving_a_team/heldout_prompts.py runs/default/data/record.json prompts.jsonl [--n 48] [--k 2]
 """
 
 from __future__ import annotations

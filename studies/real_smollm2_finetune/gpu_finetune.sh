@@ -2,18 +2,18 @@
 # Does the fine-tune help, on real weights? The demo-gpu preset's learning rate and epochs chosen by
 # held-out loss, on the real SmolLM2-135M-Instruct weights, by the product's own commands:
 #
-#   bench/gpu_finetune.sh data                 # the preset's corpus: this machine's standard library and site-packages
-#   bench/gpu_finetune.sh train LR EPOCHS ...  # one run per (LR, EPOCHS) in runs/ft-LR-EPOCHS, held-out loss
+#   studies/real_smollm2_finetune/gpu_finetune.sh data                 # the preset's corpus: this machine's standard library and site-packages
+#   studies/real_smollm2_finetune/gpu_finetune.sh train LR EPOCHS ...  # one run per (LR, EPOCHS) in runs/ft-LR-EPOCHS, held-out loss
 #                                              # every half epoch (train.keep_best), summary line per run
-#   bench/gpu_finetune.sh eval LR EPOCHS       # that run: export (merged) and the eval stage (in-process, both models)
+#   studies/real_smollm2_finetune/gpu_finetune.sh eval LR EPOCHS       # that run: export (merged) and the eval stage (in-process, both models)
 #
 # FERRYLM: the command (default .venv/bin/ferrylm; `python3 -m ferrylm` where the package is on PYTHONPATH).
-# RESULTS=DIR: where the records, the loss curves and the report are copied (default bench/results/gpu_finetune).
+# RESULTS=DIR: where the records, the loss curves and the report are copied (default studies/real_smollm2_finetune/results/gpu_finetune).
 # Extra dotted overrides for every stage: ARGS="data.max_pairs=6000 ...".
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 read -r -a FERRYLM <<< "${FERRYLM:-.venv/bin/ferrylm}"
-RESULTS=${RESULTS:-bench/results/gpu_finetune}
+RESULTS=${RESULTS:-studies/real_smollm2_finetune/results/gpu_finetune}
 read -r -a EXTRA <<< "${ARGS:-}"
 PY=$(command -v python3)
 COMMON=(--config demo-gpu eval.local=true "${EXTRA[@]}")
@@ -63,5 +63,5 @@ case "${1:-}" in
   data) data ;;
   train) shift; while [ $# -ge 2 ]; do train "$1" "$2"; shift 2; done ;;
   eval) evaluate "$2" "$3" ;;
-  *) echo "usage: bench/gpu_finetune.sh data | train LR EPOCHS [LR EPOCHS ...] | eval LR EPOCHS" >&2; exit 2 ;;
+  *) echo "usage: studies/real_smollm2_finetune/gpu_finetune.sh data | train LR EPOCHS [LR EPOCHS ...] | eval LR EPOCHS" >&2; exit 2 ;;
 esac

@@ -3,11 +3,11 @@
 # the engine's backend (Triton) and vLLM's CUDA build on the same 7B-shaped W4A16 weights, vLLM's prefix caching
 # and n-gram speculation on the held-out prompts (the real SmolLM2 weights, then the 7B shape), then bf16:
 #   PARTS=/tmp/vparts CARRY=.gpu55 TRITON=/tmp/tri SMOL=/tmp/smol PROMPTS=p.jsonl RESULTS=/tmp/res \
-#     bash bench/gpu_serve_vllm.sh
+#     bash studies/serving_a_team/gpu_serve_vllm.sh
 # PARTS holds vsite.tar.xz.part* (vLLM 0.22.0 and what it needs beyond the image: docs/gpu.md), its sha256 in
 # `sha`, and wheels that replace some of it; CARRY the small wheels ferrylm needs and tok/; TRITON
-# pytriton.tar.xz and np/ (bench/gpu_serve_team.sh); SMOL the SmolLM2 GGUF in halves a, b with sha and init.py;
-# PROMPTS bench/heldout_prompts.py's file. Runs in the background; RESULTS/done marks the end.
+# pytriton.tar.xz and np/ (studies/serving_a_team/gpu_serve_team.sh); SMOL the SmolLM2 GGUF in halves a, b with sha and init.py;
+# PROMPTS studies/serving_a_team/heldout_prompts.py's file. Runs in the background; RESULTS/done marks the end.
 set -euo pipefail
 source bench/gpu_site.sh
 PARTS=${PARTS:-/tmp/vparts} CARRY=${CARRY:-.gpu55} RESULTS=${RESULTS:-/tmp/res}
@@ -27,8 +27,8 @@ install_smollm2 "$SMOL"
 rm -rf /tmp/ck && mkdir -p /tmp/ck && cp -r ferrylm bench "$CARRY/tok" /tmp/ck/ && cp "$PROMPTS" /tmp/ck/prompts.jsonl && cd /tmp/ck
 # vLLM's pins (compressed-tensors 0.15.0.1, ...) before the small wheels'
 export PYTHONPATH=/tmp/vsite:/tmp/ck:/tmp/site XDG_CACHE_HOME=/tmp/fcache PYTHONUNBUFFERED=1
-team() { python3 bench/serve_team.py --out "$RESULTS/$1.json" "${@:2}" > "$RESULTS/$1.log" 2>&1 || true; }
-spec() { python3 bench/serve_spec.py --prompts prompts.jsonl --out "$RESULTS/$1.json" "${@:2}" > "$RESULTS/$1.log" 2>&1 || true; }
+team() { python3 studies/serving_a_team/serve_team.py --out "$RESULTS/$1.json" "${@:2}" > "$RESULTS/$1.log" 2>&1 || true; }
+spec() { python3 studies/serving_a_team/serve_spec.py --prompts prompts.jsonl --out "$RESULTS/$1.json" "${@:2}" > "$RESULTS/$1.log" 2>&1 || true; }
 setsid nohup bash -c "$(declare -f team spec); set -x
   python3 bench/make_qwen7b_shape.py /tmp/q7w4 /tmp/ck/tok 128 > $RESULTS/make_w4a16.log 2>&1
   RESULTS=$RESULTS team engine_w4a16 --model /tmp/q7w4 --w4a16 --steps engine,triton

@@ -5,7 +5,7 @@
 # repository), evaluated in-process on the serving engine (eval.local=true), fine-tuned vs base with
 # the paired tests ("Did the fine-tune help?"). Then the planner's held-out memory points on Qwen2.5-7B shapes.
 #
-#   bench/gpu_pipeline.sh [install|data|train|export|quant|serve|serve-vllm|triton-7b|qlora|eval|eval-triton|eval-vllm|planner|all] ...
+#   studies/gpu_pipeline/gpu_pipeline.sh [install|data|train|export|quant|serve|serve-vllm|triton-7b|qlora|eval|eval-triton|eval-vllm|planner|all] ...
 #   (default: all)
 #
 # quant: the export with W4A16 calibrated (GPTQ), then again with round-to-nearest, both manifests kept.
@@ -19,13 +19,13 @@
 #        `ferrylm serve` on vLLM (eval.local=false). qlora: a short QLoRA run, its peak beside the plan.
 #
 # WHEELS=DIR: install from the wheels in DIR alone (no package index), where the machine has none.
-# RESULTS=DIR: where the doctor output, the report and the planner's rows are copied (default bench/results/gpu).
+# RESULTS=DIR: where the doctor output, the report and the planner's rows are copied (default studies/gpu_pipeline/results/gpu).
 # FERRYLM: the command (default .venv/bin/ferrylm; `python3 -m ferrylm` where the package is on PYTHONPATH).
 # ARGS: dotted overrides for every stage, e.g. ARGS="train.max_steps=330".
 # Everything else it needs (the tokenizer, the 7B-shaped model, the data) it makes itself.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-RESULTS=${RESULTS:-bench/results/gpu}
+cd "$(dirname "$0")/../.."
+RESULTS=${RESULTS:-studies/gpu_pipeline/results/gpu}
 read -r -a FERRYLM <<< "${FERRYLM:-.venv/bin/ferrylm}"
 read -r -a EXTRA <<< "${ARGS:-}"
 CONFIG=(--config demo-gpu eval.local=true "${EXTRA[@]}")
@@ -169,6 +169,6 @@ for step in "${@:-all}"; do
     planner) planner ;;
     all) install; stage data; stage train; stage export; stage eval
          cp runs/demo-gpu/eval/report.md runs/demo-gpu/eval/report.json "$RESULTS/"; planner ;;
-    *) echo "bench/gpu_pipeline.sh: unknown step '$step'" >&2; exit 2 ;;
+    *) echo "studies/gpu_pipeline/gpu_pipeline.sh: unknown step '$step'" >&2; exit 2 ;;
   esac
 done

@@ -2,7 +2,7 @@
 (greedy, 200 new tokens, stopping at the first closed code block, exactly as the eval stage asks),
 into tests/eval/tasks/data/smollm2_humaneval_x_replies.json, which the extraction test reads.
 
-    FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python bench/humaneval_x_replies.py
+    FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python tests/eval/tasks/record_humaneval_x_replies.py
 """
 
 import json
@@ -13,7 +13,7 @@ from ferrylm.eval.tasks import humaneval_x as hx
 from ferrylm.models import convert_embedded
 from ferrylm.prompts import code_block_closed, user_message
 
-OUT = Path(__file__).resolve().parents[1] / "tests" / "eval" / "data" / "smollm2_humaneval_x_replies.json"
+OUT = Path(__file__).resolve().parent / "data" / "smollm2_humaneval_x_replies.json"
 
 
 def main(tasks_per_language: int = 3) -> None:

@@ -1,9 +1,9 @@
 """A team's load on one GPU: the engine alone, the same engine behind `ferrylm serve serve.backend=triton`,
 vLLM as the peer, and transformers' generate(), on one model (the Qwen2.5-7B shape of bench/make_qwen7b_shape.py).
 
-    XDG_CACHE_HOME=/tmp/fcache python3 bench/serve_team.py --model /tmp/q7w4 --w4a16 --out /tmp/res/team_w4a16.json
-    XDG_CACHE_HOME=/tmp/fcache python3 bench/serve_team.py --model /tmp/q7 --generate --out /tmp/res/team_bf16.json
-    python3 bench/serve_team.py --model /tmp/q7w4 --w4a16 --steps vllm --out /tmp/res/vllm_w4a16.json
+    XDG_CACHE_HOME=/tmp/fcache python3 studies/serving_a_team/serve_team.py --model /tmp/q7w4 --w4a16 --out /tmp/res/team_w4a16.json
+    XDG_CACHE_HOME=/tmp/fcache python3 studies/serving_a_team/serve_team.py --model /tmp/q7 --generate --out /tmp/res/team_bf16.json
+    python3 studies/serving_a_team/serve_team.py --model /tmp/q7w4 --w4a16 --steps vllm --out /tmp/res/vllm_w4a16.json
 
 1. The engine alone, on a machine that has never tuned (the cache under XDG_CACHE_HOME empty): its start-up
    by phase, then 512 new tokens three times read without a host sync per token (`generate_timed`: the

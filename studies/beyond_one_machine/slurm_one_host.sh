@@ -5,11 +5,11 @@
 # that the job was accepted, that its batch step and its srun step both ran, and that the train stage
 # wrote its record. As root, from the repository, after `make install`:
 #
-#   bash bench/slurm_one_host.sh [WORK_DIR]          # default /tmp/ferrylm-slurm
+#   bash studies/beyond_one_machine/slurm_one_host.sh [WORK_DIR]          # default /tmp/ferrylm-slurm
 #
 # The daemons keep running afterwards (`scontrol shutdown; pkill -x munged` stops them).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 WORK=$(realpath -m "${1:-/tmp/ferrylm-slurm}")
 PY=${PY:-$PWD/.venv/bin/python}
 [ "$(id -u)" = 0 ] || { echo "slurm_one_host: run as root (it starts munged, slurmctld and slurmd)" >&2; exit 2; }

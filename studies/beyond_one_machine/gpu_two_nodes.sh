@@ -2,7 +2,7 @@
 # Two nodes of 2 GPUs on one 4-GPU host against one node of 4 (ZeRO-3 LoRA, Qwen2.5-7B shape), a node
 # killed once checkpoint-5 is complete, and both launched again (bench/train_zero.py zero3-lora-two-nodes),
 # on a machine with no package index:
-#   CARRY=.gpu55 RESULTS=/tmp/res bash bench/gpu_two_nodes.sh
+#   CARRY=.gpu55 RESULTS=/tmp/res bash studies/beyond_one_machine/gpu_two_nodes.sh
 # CARRY holds the wheels the image lacks (pydantic, hjson, datasets, ..., and DeepSpeed built from its sdist
 # with DS_BUILD_OPS=0: `pip wheel --no-deps --no-build-isolation .`) and tok/ (a tokenizer for the 7B shape).
 # Runs in the background; RESULTS/done marks the end.
