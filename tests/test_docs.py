@@ -95,3 +95,10 @@ def test_every_study_says_its_question_command_and_verdict():
         readme = (study / "README.md").read_text() if (study / "README.md").is_file() else ""
         for part in ("**The question.**", "**The verdict**", "**The command.**"):
             assert part in readme, f"{study.relative_to(ROOT)}/README.md lacks {part}"
+
+
+def test_every_benchmark_script_is_in_the_bench_readme():
+    readme = (ROOT / "bench" / "README.md").read_text()
+    scripts = [p.name for p in (ROOT / "bench").iterdir() if p.suffix in (".py", ".sh")]
+    assert len(scripts) <= 25, "bench/ keeps the re-runnable benchmarks; a one-question study goes to studies/"
+    assert [s for s in scripts if f"`{s}`" not in readme] == []
