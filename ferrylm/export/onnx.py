@@ -66,23 +66,16 @@ def quantize(src_dir: str | Path, dst_dir: str | Path, method: str) -> dict:
     for g in GRAPHS:
         src, dst = src_dir / f"{g}.onnx", dst_dir / f"{g}.onnx"
         head = _lm_head_nodes(onnx.load(str(src), load_external_data=False))
-        if method == "int8-naive":
+        if method in ("int8-naive", "int8"):
+            # int8: one scale per output channel, the output layer left in fp32; naive: neither
+            careful = {"per_channel": True, "nodes_to_exclude": head} if method == "int8" else {}
             quantize_dynamic(
                 str(src),
                 str(dst),
                 weight_type=QuantType.QInt8,
                 op_types_to_quantize=["MatMul"],
                 use_external_data_format=True,
-            )
-        elif method == "int8":
-            quantize_dynamic(
-                str(src),
-                str(dst),
-                weight_type=QuantType.QInt8,
-                op_types_to_quantize=["MatMul"],
-                per_channel=True,
-                nodes_to_exclude=head,
-                use_external_data_format=True,
+                **careful,
             )
         elif method == "int4":
             q = MatMulNBitsQuantizer(
