@@ -45,7 +45,7 @@ def measure(
     label: str,
     losses: list | None = None,
     shots: FewShot | None = None,
-    timed: bool | None = None,
+    timed: bool = True,
 ) -> tuple[dict, list[dict]]:
     """The benchmarks' tracks and the held-out examples through `generator`, shown `shots` first when
     given; latency too when it is an endpoint (it needs streaming) or an in-process engine, and the
@@ -73,7 +73,7 @@ def measure(
     measured["heldout"] = heldout.summarize(scored)
     write_text_atomic(out / heldout_file(label), "".join(json.dumps(r) + "\n" for r in scored))
     measured["latency"] = None
-    if not (shots is None if timed is None else timed):  # the same model's speed: measured when asked cold
+    if shots is not None or not timed:  # the same model's speed: measured once, when it was asked cold
         return measured, scored
     if hasattr(generator, "timed_stream"):  # a served endpoint (vLLM's, Triton's)
         log.info(

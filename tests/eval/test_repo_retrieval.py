@@ -80,7 +80,8 @@ def test_the_retrieval_tracks_ask_the_same_question_below_the_functions(tmp_path
     assert "def item_price" in asked and BODY not in asked
     go_asked = copies[1].question(go_task)
     assert "func OrderTotal" in go_asked and go_task["body"] not in go_asked and go_asked.endswith("```")
-    assert copies[0].prompt(TASK).startswith("# def ") and copies[0].prompt(TASK).endswith(TASK["prompt"])
+    base = copies[0].prompt(TASK)
+    assert base.startswith("# def ") and base.endswith("\n" + TASK["prompt"])  # the prompt's first line stays code
     assert own.question(TASK) == "QUESTION " + TASK["prompt"]  # the plain track is untouched
 
 

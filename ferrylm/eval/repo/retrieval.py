@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 from ...data import library
-from ...prompts import user_message
 from ..tasks.benchmark import Track
 from .context import CHARS_PER_TOKEN
 
@@ -67,12 +66,11 @@ def with_retrieval(tracks: list[Track], index: Path, k: int, budget_tokens: int)
         return memo[p["task_id"]]
 
     def asked(track: Track):
-        plain = track.question or (lambda p: user_message(track.prompt(p), track.language))
-        return lambda p: shown(found(p), track.language) + plain(p)
+        return lambda p: shown(found(p), track.language) + track.ask(p)
 
-    def prompted(track: Track):
+    def prompted(track: Track):  # each line of code made a comment; the prompt's own first line stays code
         mark = "# " if track.language == "python" else "// "
-        return lambda p: "".join(re.sub(r"(?m)^", mark, c).rstrip(" ") for c in found(p)) + track.prompt(p)
+        return lambda p: "".join(re.sub(r"(?m)^(?=.)", mark, c) for c in found(p)) + track.prompt(p)
 
     return [
         dataclasses.replace(t, question=asked(t), prompt=prompted(t)) for t in tracks if t.benchmark.startswith("own-")

@@ -44,6 +44,11 @@ class Track:
     limits: dict | None = None  # the sandbox's limits where they differ from eval.exec_memory_mb's
     not_measured: str | None = None  # why this language cannot be measured here
     canary: list[str] = field(default_factory=list)  # tasks left out: the training's canary chose on them
+    form: str = "body"  # without a question of its own: asked for the body or the whole function (asked_for)
+
+    def ask(self, p: dict) -> str:
+        """The chat question for task `p`: the track's own, else the prompt in the fine-tune's instruction."""
+        return self.question(p) if self.question else user_message(self.prompt(p), self.language, self.form)
 
 
 def module(name: str):
@@ -63,8 +68,7 @@ def asked_for(tracks: list[Track], form: str) -> list[Track]:
     """Each track that has no question of its own asks for the body or the whole function (the form the
     fine-tune was trained to answer in: the data stage's answer_form); every model is asked alike."""
     for t in tracks:
-        if t.question is None and form != "body":
-            t.question = lambda p, t=t: user_message(t.prompt(p), t.language, form)
+        t.form = form
     return tracks
 
 
@@ -97,8 +101,7 @@ def generate(
             prompt = (shots.prefix(t.language) if shots else "") + t.prompt(p)
             texts = generator.complete(prompt, max_tokens, temperature, n=n, stop=list(t.base_stops))
             return [(i, p["task_id"], t.from_base(p, text)) for text in texts]
-        asked = t.question(p) if t.question else user_message(t.prompt(p), t.language)
-        question = [{"role": "user", "content": asked}]
+        question = [{"role": "user", "content": t.ask(p)}]
         replies = generator.chat(
             with_shots(shots, question, "generate", t.language), max_tokens, temperature, n=n, until=code_block_closed
         )
@@ -192,8 +195,9 @@ def summarise(results: list[dict], ks: list[int], of: int | None = None) -> dict
 
 
 def asked(t: Track, p: dict, mode: str) -> str:
-    """What the model was shown for a task: its chat question's own text, or the prompt it continued."""
-    return t.question(p) if t.question and mode == "chat" else t.prompt(p)
+    """What the model was shown for a task: its chat question where the track words its own or asks for the
+    whole function, else the prompt it continued or completed."""
+    return t.ask(p) if mode == "chat" and (t.question or t.form != "body") else t.prompt(p)
 
 
 def file_label(label: str) -> str:
