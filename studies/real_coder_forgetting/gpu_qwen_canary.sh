@@ -8,6 +8,8 @@
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN          # .gg/pNN (a 60 MB piece of the GGUF) copied to /tmp/q
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh train            # the pieces joined and checked, then data and train (in the background)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh eval             # export (merged) and eval (in the background)
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh probe DIR[:REQ]...  # the base asked with the signature alone and
+#                                             # with the file (studies/unseen_projects/repo_context_probe.py, background)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
 #                                             # samples to $OUT/$TAG.tgz
 #
@@ -18,6 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/bw/usr/bin:$PATH PYTHONUNBUFFERED=1
+# test requirements from the carried wheels alone (no index there)
+export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/projs/w
 read -r -a EXTRA <<< "${ARGS:-}"
 TAG=${TAG:-run}
 R=/tmp/$TAG
@@ -38,6 +42,7 @@ case "${1:-}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
     dpkg -x .whl/bubblewrap_*.deb /tmp/bw
+    [ ! -d .proj ] || cp -r .proj /tmp/projs  # projects with their tests and a manifest, for the own-code tracks
     python3 -c "import ferrylm.data.stage, ferrylm.train.recipe, ferrylm.export.stage, ferrylm.eval.stage, ferrylm.train.canary"
     bwrap --version && nvidia-smi -L ;;
   part) mkdir -p /tmp/q && cp ".gg/p$2" /tmp/q/ && ls /tmp/q | wc -l ;;
@@ -47,13 +52,17 @@ case "${1:-}" in
     # a step outlives the call that starts it (the machine stays while calls follow within 30 s)
     setsid nohup bash -c "$0 _run data train" > "$R.train.log" 2>&1 < /dev/null & ;;
   eval) setsid nohup bash -c "$0 _run export eval" > "$R.eval.log" 2>&1 < /dev/null & ;;
+  probe)
+    model=$(dirname "$(ls /tmp/cache/*/config.json | head -n 1)")
+    setsid nohup python3 studies/unseen_projects/repo_context_probe.py "${@:2}" --model "$model" --limit 40 \
+      --out "/tmp/$TAG.probe.json" > "/tmp/$TAG.probe.log" 2>&1 < /dev/null & ;;
   _run) for s in "${@:2}"; do stage "$s" || { echo "failed: $s" > "$R.$2.done"; exit 1; }; done; echo ok > "$R.$2.done" ;;
   wait)
     first=$([ "$2" = train ] && echo data || echo export)
     for _ in $(seq "${WAIT_POLLS:-108}"); do [ -f "$R.$first.done" ] && break; sleep 5; done
     tail -n 25 "$R.$2.log"; cat "$R.$first.done" 2>/dev/null || echo "still running"
     mkdir -p "$OUT"
-    (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG"/*/record.json \
+    (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json \
       "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true ;;
-  *) echo "usage: $0 setup | part NN | train | eval | wait train|eval" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | part NN | train | eval | probe DIR... | wait train|eval" >&2; exit 2 ;;
 esac
