@@ -8,8 +8,9 @@
   get them;
 - with `kl_weight` (train.kl_to_base), the training loss gains the penalty for drifting from the
   base (anchor.py) and the log lines its mean per answer token;
-- a non-finite loss raises `NonFiniteLoss` before that step's optimizer update, so the weights in
-  hand are the last good ones (the train stage saves them and stops with a clear message).
+- a non-finite loss, or non-finite gradients behind a finite loss, raise `NonFiniteLoss` before that
+  step's optimizer update, so the weights in hand are the last good ones (the train stage saves them
+  and stops with a clear message).
 """
 
 from __future__ import annotations
@@ -32,9 +33,26 @@ PEAK_BF16_FLOPS = {
 
 
 class NonFiniteLoss(RuntimeError):
-    def __init__(self, step: int, value: float):
-        super().__init__(f"loss {value} at step {step}")
-        self.step, self.value = step, value
+    def __init__(self, step: int, value: float, what: str = "loss"):
+        super().__init__(f"{what} {value} at step {step}")
+        self.step, self.value, self.what = step, value, what
+
+
+def gradient_guard():
+    """A callback that stops a step whose gradients are not finite before the optimizer applies them: a
+    NaN in one gradient (clipping then spreads it to all) would otherwise reach every weight while that
+    step's loss looked finite."""
+    from transformers import TrainerCallback
+
+    class GradientGuard(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            grads = [p.grad for p in model.parameters() if p.grad is not None] if model is not None else []
+            if grads:  # none where DeepSpeed holds them (it has its own overflow check)
+                norm = torch.nn.utils.get_total_norm(grads)
+                if not torch.isfinite(norm):
+                    raise NonFiniteLoss(state.global_step + 1, float(norm), "gradient norm")
+
+    return GradientGuard()
 
 
 def peak_flops() -> float | None:

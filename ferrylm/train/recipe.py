@@ -35,7 +35,7 @@ from .checkpoints import (
     writing,
 )
 from .launch import prepare_distributed_env
-from .observe import NonFiniteLoss, guarded_trainer_class, selective_checkpointing
+from .observe import NonFiniteLoss, gradient_guard, guarded_trainer_class, selective_checkpointing
 
 log = get_logger("train")
 
@@ -285,7 +285,7 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
         train_dataset=train_set,
         eval_dataset=eval_set,
         data_collator=collate,
-        callbacks=[MarkComplete(), _HistoryWriter(run.history)],
+        callbacks=[MarkComplete(), _HistoryWriter(run.history), gradient_guard()],
     )
     if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))
@@ -317,7 +317,7 @@ def train(run: _Run, trainer, tokenizer):
         # Raised before that step's optimizer update: the weights in hand are the last good ones.
         last_good = _save_trained(trainer, tokenizer, run.out, f"last-good-{run.kind}")
         raise TrainingDiverged(
-            f"train: the loss became {e.value} at step {e.step}; stopped before that step's "
+            f"train: the {e.what} became {e.value} at step {e.step}; stopped before that step's "
             f"update. The last good weights (step {e.step - 1}) are in {last_good}; lower "
             f"train.learning_rate or check the data"
         ) from None

@@ -63,6 +63,31 @@ def test_non_finite_loss_stops_with_last_good_weights(copy_run, tiny_qwen2_dir, 
     assert not (run / "train" / "adapter").exists()
 
 
+def test_non_finite_gradients_behind_a_finite_loss_stop_before_the_update(
+    copy_run, tiny_qwen2_dir, tiny_corpus, monkeypatch
+):
+    import torch
+    from safetensors.torch import load_file
+
+    from ferrylm.train import recipe
+    from ferrylm.train.observe import guarded_trainer_class
+
+    class NanGradientAtStep2(guarded_trainer_class()):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            loss = super().training_step(model, inputs, num_items_in_batch)
+            if self.state.global_step == 1:  # the loss stays finite; one gradient does not
+                next(p for p in model.parameters() if p.requires_grad).grad.fill_(float("nan"))
+            return loss
+
+    monkeypatch.setattr(recipe, "guarded_trainer_class", lambda: NanGradientAtStep2)
+    run = copy_run()
+    cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.save_steps=100")
+    with pytest.raises(TrainingDiverged, match=r"the gradient norm became nan at step 2; stopped before"):
+        run_train(cfg)
+    weights = load_file(run / "train" / "last-good-adapter" / "adapter_model.safetensors")
+    assert weights and all(torch.isfinite(w).all() for w in weights.values())  # step 1's, not NaN
+
+
 def test_selective_checkpointing_recomputes_some_layers_with_the_same_losses(
     tiny_data_run, tmp_path, tiny_qwen2_dir, tiny_corpus, caplog
 ):
