@@ -88,23 +88,51 @@ DEMO_CONFIG ?= $(if $(filter cpu,$(DEVICE)),default,demo-gpu)
 # three small projects (pinned, hash-checked), unpacked once. A share of their functions is held out
 # and scored by running the projects' own tests on each model's bodies (executed Pass@1). boltons'
 # suite costs 3.5 min of task finding on 2 cores (bench/results/repo_tasks_speed_amd_avx2.json): left out.
-DEMO_REPOS_DIR := $(abspath .cache/ferrylm/demo-repos)
 DEMO_REPOS := toolz==1.2.0 --hash=sha256:9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490|\
   cachetools==8.0.2 --hash=sha256:30ac523adfc118b51d2b2e7bad8a0ddb31370dfe2700c7f10ca224f36ccf81e0|\
   inflection==0.5.1 --hash=sha256:1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417
+# demo-gpu: six more projects, so the own-code tracks hold about 100 Python tasks (the CPU's task finding
+# could not afford them), listed in a manifest with their tests' requirements; data.seed=13435 holds out
+# toolz, isodate and humanize whole and a quarter of the others' functions (measured on an H200:
+# docs/performance.md, "A real coder model forgets").
+DEMO_GPU_REPOS := isodate==0.7.2 --hash=sha256:4cd1aa0f43ca76f4a6c6c0292a85f40b35ec2e43e315b59f06e6d32171a953e6|\
+  python-slugify==9.2.0 --hash=sha256:cee32948083476013804de1667724fb1362dacb71e47b1d5d92adf8db6ee3298|\
+  humanize==4.17.0 --hash=sha256:1d6a36c453dbfbb3f0b34601d2e0b4ce5d48d780305cd45714843f0068fde6ac|\
+  more-itertools==11.2.1 --hash=sha256:cbf08fd0af284dc69718b9b76a8e6203df624d70209ea511e4219d350c856f63|\
+  tomli==2.5.0 --hash=sha256:264507556cd8b8c8e7c6ee037cdf443a463f03f4c958e57195e3d369711b8ff6|\
+  wcwidth==0.9.4 --hash=sha256:fd8d57d3cdfe570e3265c8fab1885c24e34ef40889c0759c0c304a19e9835954
+define DEMO_GPU_MANIFEST
+# The GPU demo's projects (written by the Makefile); a name is the unit the data stage splits by.
+repositories:
+  - {path: toolz-1.2.0, name: toolz}
+  - {path: cachetools-8.0.2, name: cachetools}
+  - {path: inflection-0.5.1, name: inflection}
+  - {path: isodate-0.7.2, name: isodate}
+  - {path: python_slugify-9.2.0, name: python_slugify, test_requires: [text-unidecode]}
+  - {path: humanize-4.17.0, name: humanize, test_requires: [freezegun]}
+  - {path: more_itertools-11.2.1, name: more_itertools}
+  - {path: tomli-2.5.0, name: tomli}
+  - {path: wcwidth-0.9.4, name: wcwidth}
+endef
+export DEMO_GPU_MANIFEST
+GPU_DEMO := $(filter demo-gpu,$(DEMO_CONFIG))
+DEMO_REPOS_DIR := $(abspath .cache/ferrylm/demo-repos$(if $(GPU_DEMO),-gpu))
+DEMO_PINS := $(DEMO_REPOS)$(if $(GPU_DEMO),|$(DEMO_GPU_REPOS))
 # The projects come first: where a machine has installed copies of them (site-packages, demo-gpu's
-# corpus), the sdists' files are the ones the deduplication keeps. On CPU, six small packages of Go's
-# standard library join them (go-stdlib: their own tests run in place under an overlay; none without Go).
-DEMO_SOURCES := $(if $(filter demo-gpu,$(DEMO_CONFIG)),$(DEMO_REPOS_DIR)$(comma)stdlib$(comma)site-packages,stdlib$(comma)$(DEMO_REPOS_DIR)$(comma)go-stdlib)
-DEMO_DATA := data.sources=[$(DEMO_SOURCES)] data.holdout_functions=0.25 eval.repo_task_limit=10
+# corpus), the sdists' files are the ones the deduplication keeps. Six small packages of Go's standard
+# library join them (go-stdlib: their own tests run in place under an overlay; none without Go).
+DEMO_DATA := $(if $(GPU_DEMO),data.sources=[stdlib$(comma)site-packages$(comma)go-stdlib] \
+  data.manifest=$(DEMO_REPOS_DIR)/manifest.yaml data.seed=13435 eval.repo_task_limit=40,\
+  data.sources=[stdlib$(comma)$(DEMO_REPOS_DIR)$(comma)go-stdlib] eval.repo_task_limit=10) data.holdout_functions=0.25
 
 $(DEMO_REPOS_DIR)/.ready: Makefile
 	rm -rf $(DEMO_REPOS_DIR) $(DEMO_REPOS_DIR).tmp && mkdir -p $(DEMO_REPOS_DIR).tmp/sdists
-	printf '%s\n' '$(DEMO_REPOS)' | tr '|' '\n' | sed 's/^ *//' > $(DEMO_REPOS_DIR).tmp/requirements.txt
+	printf '%s\n' '$(DEMO_PINS)' | tr '|' '\n' | sed 's/^ *//' > $(DEMO_REPOS_DIR).tmp/requirements.txt
 	$(PY) -m pip download -q --no-deps --no-binary :all: --require-hashes -r $(DEMO_REPOS_DIR).tmp/requirements.txt \
 	  -d $(DEMO_REPOS_DIR).tmp/sdists
 	for f in $(DEMO_REPOS_DIR).tmp/sdists/*.tar.gz; do tar xzf $$f -C $(DEMO_REPOS_DIR).tmp; done
 	rm -rf $(DEMO_REPOS_DIR).tmp/sdists $(DEMO_REPOS_DIR).tmp/requirements.txt
+	$(if $(GPU_DEMO),printf '%s\n' "$$DEMO_GPU_MANIFEST" > $(DEMO_REPOS_DIR).tmp/manifest.yaml)
 	mv $(DEMO_REPOS_DIR).tmp $(DEMO_REPOS_DIR) && touch $@
 
 demo-repos: $(STAMP) $(DEMO_REPOS_DIR)/.ready
