@@ -52,30 +52,12 @@ if triton is not None:
         return (pid // per_group) * PERIOD + (pid % per_group) * BLOCK_N + tl.arange(0, BLOCK_N)
 
     @triton.jit
-    def _epilogue(
-        ya,
-        yb,
-        sq,
-        pid,
-        rows,
-        b_ptr,
-        r_ptr,
-        y_ptr,
-        pos_ptr,
-        freq_ptr,
-        eps,
-        rope_scale,
-        K: tl.constexpr,
-        HAS_BIAS: tl.constexpr,
-        NORM: tl.constexpr,
-        PAIR: tl.constexpr,
-        PERIOD: tl.constexpr,
-        ROPE_ROWS: tl.constexpr,
-        RESIDUAL: tl.constexpr,
-        BLOCK_N: tl.constexpr,
-    ):
+    def _epilogue(ya, yb, sq, pid, rows, out, K, HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N):
         """Everything after the dot products ya (and yb, the paired rows; sq: x's squares, for NORM):
-        shared by the bf16 kernel here and the 4-bit one of gemv4.py."""
+        shared by the bf16 kernel here and the 4-bit one of gemv4.py. `out`: the kernel's (b_ptr, r_ptr,
+        y_ptr, pos_ptr, freq_ptr, eps, rope_scale); the rest are its constexprs (a jit function called with
+        constexpr values is compiled for them, annotated or not)."""
+        b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale = out
         HALF: tl.constexpr = PERIOD // 2
         if NORM:  # RMS norm of x, its weight folded into w's columns: W (g * x / rms(x)) = (W g) x / rms(x)
             inv_rms = tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
@@ -176,28 +158,8 @@ if triton is not None:
             yb = tl.sum(acc_b, axis=1)
         else:
             yb = ya
-        _epilogue(
-            ya,
-            yb,
-            sq,
-            pid,
-            rows,
-            b_ptr,
-            r_ptr,
-            y_ptr,
-            pos_ptr,
-            freq_ptr,
-            eps,
-            rope_scale,
-            K,
-            HAS_BIAS,
-            NORM,
-            PAIR,
-            PERIOD,
-            ROPE_ROWS,
-            RESIDUAL,
-            BLOCK_N,
-        )
+        out = (b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale)  # `_epilogue`'s
+        _epilogue(ya, yb, sq, pid, rows, out, K, HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
 def supports_pdl() -> bool:

@@ -269,52 +269,11 @@ def _gemv4_kernel(
     a, b, c, d, sq = acc
     sq = tl.sum(sq, axis=1)
     ya, yb = _sums(a, b, PAIR)
-    _epilogue(
-        ya,
-        yb,
-        sq,
-        pid,
-        rows,
-        b_ptr,
-        r_ptr,
-        y_ptr,
-        pos_ptr,
-        freq_ptr,
-        eps,
-        rope_scale,
-        K,
-        HAS_BIAS,
-        NORM,
-        PAIR,
-        PERIOD,
-        ROPE_ROWS,
-        RESIDUAL,
-        BLOCK_N,
-    )
+    out = (b_ptr, r_ptr, y_ptr, pos_ptr, freq_ptr, eps, rope_scale)  # `_epilogue`'s
+    _epilogue(ya, yb, sq, pid, rows, out, K, HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
     if SUB == 2:
         ya, yb = _sums(c, d, PAIR)
-        _epilogue(
-            ya,
-            yb,
-            sq,
-            pid + 1,
-            rows2,
-            b_ptr,
-            r_ptr,
-            y_ptr,
-            pos_ptr,
-            freq_ptr,
-            eps,
-            rope_scale,
-            K,
-            HAS_BIAS,
-            NORM,
-            PAIR,
-            PERIOD,
-            ROPE_ROWS,
-            RESIDUAL,
-            BLOCK_N,
-        )
+        _epilogue(ya, yb, sq, pid + 1, rows2, out, K, HAS_BIAS, NORM, PAIR, PERIOD, ROPE_ROWS, RESIDUAL, BLOCK_N)
 
 
 @triton.jit
