@@ -7,5 +7,6 @@ imports nothing from them. Measurements: docs/performance.md.
 """
 
 from .engine import Engine
+from .options import EngineOptions
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "EngineOptions"]

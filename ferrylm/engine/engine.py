@@ -20,9 +20,12 @@ from pathlib import Path
 
 import torch
 
+from .options import EngineOptions
+
 
 class Engine:
-    """`fused=True` runs `FusedDecoder` (q/k/v and gate/up fused, Llama-family models) instead of the
+    """Its modes are an `EngineOptions` (engine/options.py, validated once), or that object's fields
+    given as keywords. `fused=True` runs `FusedDecoder` (q/k/v and gate/up fused, Llama-family models) instead of the
     transformers model; `int4_group` then makes its linear layers 4-bit (round to nearest) and
     `w4a16_dir` gives them the export stage's W4A16 artifact's own integers and scales; `gemv=True`
     (CUDA, bf16) puts its linear layers on the Triton matrix-vector kernel of `gemv.py` instead and
@@ -39,53 +42,37 @@ class Engine:
     prompts of one bucket share a prefill captured in a CUDA graph (padding after the prompt is never
     attended to: each later step overwrites its own position first); elsewhere, given, it pads only."""
 
-    def __init__(
-        self,
-        model,
-        max_len: int = 2048,
-        compile: bool | None = None,
-        tune: bool = True,
-        fused: bool = False,
-        int4_group: int | None = None,
-        w4a16_dir: str | None = None,
-        gemv: bool = False,
-        gemv_fixed: dict | None = None,
-        tuned_dir: str | bool | None = None,
-        prefill_bucket: int | None = None,
-        tune_budget_s: float | None = None,
-        progress=None,
-    ):
+    def __init__(self, model, max_len: int = 2048, options: EngineOptions | None = None, progress=None, **switches):
+        """`options` (engine/options.py), or its fields as keywords: `Engine(model, fused=True)`."""
         from transformers import StaticCache
 
-        if int4_group and w4a16_dir:  # each gives the decoder its 4-bit weights: one would silently win
-            raise ValueError("Engine: int4_group and w4a16_dir each choose the decoder's 4-bit weights; give one")
+        if options is not None and switches:
+            raise ValueError(f"Engine: give options or its fields ({', '.join(sorted(switches))}), not both")
+        o = self.options = options or EngineOptions(**switches)
         import torch._inductor.config as inductor
 
         # tune: let inductor generate the batch-1 matrix-vector kernels itself (and fuse an FP8
         # weight's cast into them) instead of calling a general GEMM: gpt-fast's setting. Set both
         # ways: the setting is global and a later engine must not inherit an earlier one's.
-        inductor.coordinate_descent_tuning = tune
-        inductor.triton.unique_kernel_names = tune
+        inductor.coordinate_descent_tuning = o.tune
+        inductor.triton.unique_kernel_names = o.tune
         self.model = model.eval()
         self.device = next(model.parameters()).device
         # start-up phase -> seconds (`_phase`); `progress(phase, seconds)` is called as each one ends
-        self.phases, self.progress, self.tune_budget_s, self.max_len = {}, progress, tune_budget_s, max_len
-        if gemv and self.device.type != "cuda":
+        self.phases, self.progress, self.tune_budget_s, self.max_len = {}, progress, o.tune_budget_s, max_len
+        if o.gemv and self.device.type != "cuda":
             raise ValueError("Engine(gemv=True): the Triton matrix-vector kernel runs on CUDA GPUs only")
         self.decoder = None
-        compile = self.device.type == "cuda" if compile is None else compile
-        if fused or int4_group or w4a16_dir or gemv:
+        compile = o.compiled(self.device.type)
+        if o.fused_decoder:
             # Only a captured kernel engine's choice is kept: it alone is refined in its step.
-            self.decoder = self._fused_decoder(
-                max_len, int4_group, w4a16_dir, gemv, gemv_fixed, tuned_dir if compile else False
-            )
+            self.decoder = self._fused_decoder(max_len, o, o.tuned_dir if compile else False)
+            self.decoder.static_shapes = compile and not o.gemv  # only a compiled forward needs them
         else:
             self.cache = StaticCache(config=model.config, max_cache_len=max_len)
-        if self.decoder is not None:
-            self.decoder.static_shapes = compile and not gemv  # only a compiled forward needs them
         self._decode_state(max_len)
-        self.prefill_bucket = prefill_bucket or (64 if compile and gemv else None)
-        self._choose_step(compile, gemv)
+        self.prefill_bucket = o.prefill_bucket or (64 if compile and o.gemv else None)
+        self._choose_step(compile, o.gemv)
 
     def _decode_state(self, max_len: int) -> None:
         # The decode loop's state lives in fixed buffers that the captured step reads and advances
@@ -118,32 +105,32 @@ class Engine:
         else:
             self._step = self._advance
 
-    def _fused_decoder(self, max_len, int4_group, w4a16_dir, gemv, gemv_fixed, tuned_dir):
+    def _fused_decoder(self, max_len, o: EngineOptions, tuned_dir):
         from .fused import FusedDecoder
         from .kernels.int4 import int4_from_w4a16, int4_weights
 
         start = time.perf_counter()
         decoder = FusedDecoder(self.model, max_len)
         make = None
-        if gemv:
+        if o.gemv:
             from .kernels.gemv4 import Gemv4Linear as make
-        if w4a16_dir:
-            int4_from_w4a16(decoder, w4a16_dir, make)
-        elif int4_group:
-            int4_weights(decoder, int4_group, make)
+        if o.w4a16_dir:
+            int4_from_w4a16(decoder, o.w4a16_dir, make)
+        elif o.int4_group:
+            int4_weights(decoder, o.int4_group, make)
         self._phase("convert", start)
-        if gemv:
+        if o.gemv:
             from .decode_step import gemv_weights
             from .kernels.gemv import supports_pdl
             from .tuning.cache import load, shipped, tuned_path
             from .tuning.choose import Budget
 
             start = time.perf_counter()
-            self._tuned = None if gemv_fixed or tuned_dir is False else tuned_path(supports_pdl(), tuned_dir or None)
+            self._tuned = None if o.gemv_fixed or tuned_dir is False else tuned_path(supports_pdl(), tuned_dir or None)
             # This machine's own choices over the ones shipped for its GPU (tuned on the same kind of card).
             saved = {**shipped(), **load(self._tuned)} if self._tuned is not None else {}
             self.budget = Budget(self.tune_budget_s)
-            configs = gemv_weights(decoder, configs=saved, fixed=gemv_fixed, budget=self.budget)
+            configs = gemv_weights(decoder, configs=saved, fixed=o.gemv_fixed, budget=self.budget)
             self._phase("tune", start)
             self.gemv_configs = {key: cfg for key, cfg in configs.items() if key in decoder.gemv_layers}
             self.tuned_keys = [key for key in self.gemv_configs if key not in saved]  # the others were saved
