@@ -3,7 +3,7 @@
 For each function with a doc comment and a body (the data stage's generate examples):
 1. the repository's tests must pass as checked out, in the jail, `runs` times (a suite that fails is
    skipped with its reason; one that passes only sometimes makes every task prove stability alone);
-2. a cheap first look at which functions the tests call at all (a profiler for Python, Go's coverage
+2. a cheap first look at which functions the tests call at all (trace.py: a profiler for Python, Go's coverage
    profile; none for Rust), outside the jail on a copy;
 3. the tests that name the function (pytest: its test files; Go: its package; Rust: the crate's) pass with the original
    body (`runs` times when the suite flaked), and fail with each of two blanked bodies — one that
@@ -18,27 +18,20 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 import re
 import shlex
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...data import go_std
 from ...data.holdout import is_test_file
 from ...errors import FerryError
 from ...log import get_logger
 from ...manifest import write_text_atomic
-from . import runner
+from . import runner, trace
 from .functions import LANGUAGES, Function, functions, stub
-from .reason import first_error
 
 log = get_logger("eval")
 SUITE_TIMEOUT_S = 600.0
@@ -139,7 +132,9 @@ def find_tasks(
         suite = _suite_runs(box, repo, command, runs, out)
         if suite is None:
             return out
-        called = _called(repo, language, out.command, out, suite_timeout_s, deps)  # without the tests left out
+        called = trace.called(
+            repo, language, out.command, out.repo, suite_timeout_s, deps
+        )  # without the tests left out
         if called is not None and any(not _in(f, called) for f in candidates):
             out.dropped["no test calls it"] = sum(not _in(f, called) for f in candidates)
             candidates = [f for f in candidates if _in(f, called)]
@@ -311,108 +306,6 @@ def _parses(text: str) -> bool:
         return True
     except SyntaxError:
         return False
-
-
-# The first look: which functions the suite calls at all ---------------------------------------------
-
-_PY_TRACER = """
-import atexit, json, os, sys, threading
-_root, _seen = os.environ["FERRYLM_TRACE_ROOT"], set()
-def _profile(frame, event, arg):
-    if event == "call" and frame.f_code.co_filename.startswith(_root):
-        c = frame.f_code
-        _seen.add((os.path.relpath(c.co_filename, _root), getattr(c, "co_qualname", c.co_name)))
-sys.setprofile(_profile)
-threading.setprofile(_profile)
-atexit.register(lambda: json.dump(sorted(_seen), open(os.environ["FERRYLM_TRACE_OUT"], "w")))
-"""
-
-
-def _called(
-    repo: Path, language: str, command: str, out: RepoTasks, timeout_s: float, deps: str | None = None
-) -> set[str] | None:
-    """The ids (file::name) of the functions the suite calls, or None when that could not be seen
-    (then every function goes on to the blanking, which decides alone)."""
-    if language not in ("python", "go"):
-        return None  # no cheap coverage for Rust, Java or C++ here
-    with tempfile.TemporaryDirectory(prefix="ferrylm-trace-") as tmp:
-        try:
-            if language == "go" and (package := go_std.std_package(repo)):  # run in place: GOROOT is not written
-                return _go_called(repo, Path(tmp), timeout_s, package)
-            copy = Path(tmp) / "r"
-            shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-            if language == "python":
-                return _py_called(copy, command, Path(tmp), timeout_s, deps)
-            return _go_called(copy, Path(tmp), timeout_s)
-        except (OSError, subprocess.SubprocessError, ValueError) as e:
-            log.info(
-                "repo tasks: %s: which functions its tests call was not seen (%s); blanking decides alone",
-                out.repo,
-                str(e).splitlines()[0][:200] if str(e) else type(e).__name__,
-            )
-            return None
-
-
-def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float, deps: str | None = None) -> set[str]:
-    (tmp / "trace").mkdir()
-    (tmp / "trace" / "sitecustomize.py").write_text(_PY_TRACER)
-    (tmp / "bin").mkdir()
-    for name in ("python", "python3"):
-        os.symlink(sys.executable, tmp / "bin" / name)
-    (tmp / "bin" / "pytest").write_text(f'#!/bin/sh\nexec {sys.executable} -m pytest "$@"\n')
-    (tmp / "bin" / "pytest").chmod(0o755)
-    # the jail's path (runner._prelude): the repository (src/ first), then this interpreter's packages
-    own = [*([str(copy / "src")] if (copy / "src").is_dir() else []), str(copy)]
-    paths = [str(tmp / "trace"), *own, *([deps] if deps else []), *runner.site_dirs(), *own]
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST"))},
-        "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONPATH": os.pathsep.join(paths),
-        "FERRYLM_TRACE_ROOT": str(copy),
-        "FERRYLM_TRACE_OUT": str(tmp / "called.json"),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    done = subprocess.run(
-        ["/bin/sh", "-c", command], cwd=copy, env=env, capture_output=True, text=True, timeout=3 * timeout_s
-    )
-    if done.returncode:  # a trace of a failed run would drop every function it did not reach
-        raise ValueError(f"the traced run failed: {first_error(done.stdout + done.stderr)}")
-    called = {f"{f}::{q}" for f, q in json.loads((tmp / "called.json").read_text())}
-    if all(c.endswith("::<module>") for c in called):
-        raise ValueError("the traced run called no function of the repository")
-    return called
-
-
-def _go_called(root: Path, tmp: Path, timeout_s: float, package: str | None = None) -> set[str]:
-    """Go's coverage profile of the module's tests at `root` (a copy; `package`: that standard-library
-    package's own tests, in place)."""
-    env = {**os.environ, **runner.GO_VARS, "GOCACHE": str(tmp / "gocache"), "GOPATH": str(tmp / "gopath")}
-    profile = tmp / "cover.out"
-    subprocess.run(
-        ["go", "test", "-count=1", f"-coverprofile={profile}", "."]
-        if package
-        else ["go", "test", "-count=1", "-coverpkg=./...", f"-coverprofile={profile}", "./..."],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        timeout=3 * timeout_s,
-    )
-    listing = subprocess.run(
-        ["go", "tool", "cover", f"-func={profile}"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    module = package or re.search(r"^module\s+(\S+)", (root / "go.mod").read_text(), re.M).group(1)
-    called = set()
-    for line in listing.splitlines():
-        m = re.match(r"(\S+?):\d+:\s+(\S+)\s+([\d.]+)%", line)
-        if m and float(m.group(3)) > 0:
-            called.add(f"{m.group(1).removeprefix(module + '/')}::{m.group(2)}")
-    return called
 
 
 def write_tasks(
