@@ -10,7 +10,6 @@ import os
 import random
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +21,10 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
 from ..prompts import IGNORE_INDEX, render_messages, task_turns
-from . import library
-from .collect import CleanStats, collect, worker_count
+from . import cpt, library
+from .collect import CleanStats, collect
 from .corpus import ScanStats, repository_roots
-from .encode import ArrowRows, Encoder, Packer, cpt_examples, document_end_id, fim_token_ids
+from .encode import ArrowRows, Packer
 from .formats import read_conversations
 from .holdout import HeldOutFunctions, drawn, is_test_file
 from .shots import ShotPool
@@ -206,7 +205,7 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
     if d.format == "sft":
         functions = _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots)
     else:
-        _cpt(cfg, tokenizer, docs, held, writers, held_out, stats)
+        cpt.write_examples(cfg.data, tokenizer, docs, held, writers, held_out, stats)
     write_json_atomic(
         cfg.stage_dir("data") / "repositories.json",
         [
@@ -340,63 +339,6 @@ def _held_out_names(pairs, sources: set[str], roots: dict) -> dict[str, list[str
         if p.source in sources:
             functions.setdefault(ref.repo, []).append(f"{_in_repo(ref, roots)}::{p.source.split('::', 1)[1]}")
     return functions
-
-
-def _cpt(cfg, tokenizer, docs, held, writers, held_out, stats) -> None:
-    d = cfg.data
-    encoder = Encoder(tokenizer, threads=worker_count(d))
-    fim = fim_token_ids(tokenizer)
-    if fim is None and d.fim_rate > 0:
-        log.warning("data: the tokenizer has no fill-in-the-middle tokens; cpt examples are plain code")
-    end_id = document_end_id(tokenizer)
-    from tqdm import tqdm
-
-    def examples_of(chunk):
-        return cpt_examples(
-            [doc.text for doc in chunk],
-            [doc.ref.rel for doc in chunk],
-            encoder,
-            fim,
-            end_id,
-            d.fim_rate,
-            d.fim_spm_rate,
-            d.seed,
-        )
-
-    chunks = [docs[i : i + 256] for i in range(0, len(docs), 256)]
-    t0 = time.perf_counter()
-    # The next batch is tokenized (the tokenizer releases the GIL) while this one is packed and written.
-    with ThreadPoolExecutor(1) as ahead:
-        pending = ahead.submit(examples_of, chunks[0]) if chunks else None
-        for k in tqdm(range(len(chunks)), desc="tokenize+pack", unit="batch", disable=None, mininterval=2):
-            examples = pending.result()
-            pending = ahead.submit(examples_of, chunks[k + 1]) if k + 1 < len(chunks) else None
-            for doc, (ids, labels) in zip(chunks[k], examples):
-                writers["eval" if doc.ref.repo in held else "train"].add(ids, labels)
-    for doc in docs:
-        if doc.ref.repo in held and len(held_out) < 256:
-            lines = doc.text.splitlines(keepends=True)
-            cut = min(30, len(lines) // 2)
-            held_out.append(
-                {
-                    "source": doc.ref.rel,
-                    "language": doc.ref.language,
-                    "reference": "".join(lines[cut : cut + 30]),
-                    "messages": [
-                        {
-                            "role": "user",
-                            "content": "Continue this code. Reply with the next lines "
-                            f"only, in a ```{doc.ref.language} block.\n\n```{doc.ref.language}\n"
-                            + "".join(lines[:cut])
-                            + "```",
-                        }
-                    ],
-                }
-            )
-    stats["tokenizer_engine"] = encoder.engine
-    stats["tokenize_s"] = encoder.seconds
-    stats["tokenize_pack_write_s"] = time.perf_counter() - t0
-    stats["fim"] = fim is not None and d.fim_rate > 0
 
 
 def _from_chat_files(cfg, tokenizer, writers, held_out, stats, shots) -> None:
