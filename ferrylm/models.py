@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -160,7 +161,18 @@ def load_model(model_dir: str | Path, dtype=None):
     import torch
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype or torch.float32)
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype or torch.float32, **dense_weights(model_dir))
+
+
+def dense_weights(model_dir: str | Path) -> dict:
+    """from_pretrained's arguments that read a compressed-tensors artifact (the export's W4A16 or FP8 one)
+    with its weights dequantized, where the runtime has no kernels for the compressed form; {} for others."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    if "quantization_config" not in config:
+        return {}
+    from transformers.utils.quantization_config import CompressedTensorsConfig
+
+    return {"quantization_config": CompressedTensorsConfig(run_compressed=False)}
 
 
 def make_tiny_qwen2(

@@ -13,10 +13,8 @@ tokens).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 
@@ -146,16 +144,13 @@ class Engine:
         """The engine on `model_dir`'s weights; its "load" phase is reading them onto the device."""
         from transformers import AutoModelForCausalLM
 
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        extra = {}
-        if "quantization_config" in json.loads((Path(model_dir) / "config.json").read_text()):
-            # A compressed-tensors artifact (the export's W4A16 one), read with dense weights: the
-            # decoder is built from them, then takes the artifact's own integers (w4a16_dir).
-            from transformers.utils.quantization_config import CompressedTensorsConfig
+        from ..models import dense_weights
 
-            extra["quantization_config"] = CompressedTensorsConfig(run_compressed=False)
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         start = time.perf_counter()
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **extra).to(device)
+        # a compressed-tensors artifact (the export's W4A16 one) is read with dense weights: the decoder is
+        # built from them, then takes the artifact's own integers (w4a16_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **dense_weights(model_dir)).to(device)
         load_s = time.perf_counter() - start
         if kw.get("progress") is not None:
             kw["progress"]("load", load_s)

@@ -185,7 +185,7 @@ def measure_models(
     shown them, each in-process (eval.local) or served (vLLM; tritonserver with serve.backend=triton),
     one model after the other: the few-shot base asks the base's server; with `retrieved` (the repository
     tasks' tracks with retrieval), each model also on those ("base + retrieval")."""
-    from ..serve import served_model_dir
+    from ..serve import artifact_dir, served_model_dir
 
     e = cfg.eval
     targets = {"fine-tuned": e.endpoint or served_model_dir(cfg)}
@@ -217,6 +217,11 @@ def measure_models(
                 measured[label] = measure(cfg, gen, tracks, rows, out, label, loss, s)
             if retrieved:  # the same model again on the repository tasks alone, shown what retrieval finds
                 measured[name + LABEL] = measure(cfg, gen, retrieved, [], out, name + LABEL, timed=False)
+    general = [t for t in tracks if not t.benchmark.startswith("own-")]
+    for kind in e.artifacts if general and not e.endpoint else ():  # what quantizing cost the exported model
+        label = helped.artifact_label(kind)
+        with _generator(cfg, label, artifact_dir(cfg, kind, "eval.artifacts"), out) as gen:
+            measured[label] = measure(cfg, gen, general, [], out, label, timed=False)
     return measured
 
 

@@ -29,6 +29,12 @@ __all__ = [
 def served_model_dir(cfg: Config) -> Path:
     if cfg.serve.model:
         return Path(cfg.serve.model)
+    return artifact_dir(cfg, cfg.serve.artifact, "serve.artifact")
+
+
+def artifact_dir(cfg: Config, artifact: str, key: str) -> Path:
+    """The export's `artifact` ("merged", or a kind of export.vllm_quantize); `key` names the setting that
+    asked for it in the one-line error."""
     try:
         outputs = read_record(cfg.stage_dir("export"))["outputs"]
     except FileNotFoundError:
@@ -36,13 +42,12 @@ def served_model_dir(cfg: Config) -> Path:
             f"serve.model is unset and {cfg.stage_dir('export')} holds no export: "
             "run `ferrylm export` first or set serve.model=DIR"
         ) from None
-    key = "merged" if cfg.serve.artifact == "merged" else f"vllm_{cfg.serve.artifact}"
-    if key not in outputs:
+    name = "merged" if artifact == "merged" else f"vllm_{artifact}"
+    if name not in outputs:
         raise ServeError(
-            f"serve.artifact={cfg.serve.artifact}: this run's export wrote no such artifact; "
-            f"export with export.vllm_quantize=[{cfg.serve.artifact}]"
+            f"{key}={artifact}: this run's export wrote no such artifact; export with export.vllm_quantize=[{artifact}]"
         )
-    return Path(outputs[key])
+    return Path(outputs[name])
 
 
 def api_key(cfg: Config) -> str | None:

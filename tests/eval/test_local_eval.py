@@ -30,13 +30,21 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
         "eval.temperature=0.7",
         "eval.pass_k=[1,2]",
         "eval.enforce_gates=false",
+        "eval.artifacts=[w4a16]",
         *extra,
     )
     run_train(cfg)
     run_export(cfg)
+    _add_w4a16(run)
     rec = run_eval(cfg)
     report = json.loads((run / "eval" / "report.json").read_text())
-    assert set(report["models"]) == {"fine-tuned", "base", "base 2-shot"}  # the base shown 2 training examples
+    # the base shown 2 training examples; the exported W4A16 artifact on the general benchmarks alone
+    assert set(report["models"]) == {"fine-tuned", "base", "base 2-shot", "fine-tuned (w4a16)"}
+    shipped = report["details"]["fine-tuned (w4a16)"]
+    assert [b["key"] for b in shipped["benchmarks"]] == [
+        b["key"] for b in report["details"]["fine-tuned"]["benchmarks"]
+    ]
+    assert shipped["benchmarks"][0]["tasks"] == 3
     for label in ("fine-tuned", "base", "base 2-shot"):
         he, *xs = report["details"][label]["benchmarks"]
         assert (he["title"], he["key"], he["tasks"], he["samples"]) == ("HumanEval (Python)", "pass_at_1", 3, 6)
@@ -86,8 +94,24 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
         ln["verdict"] in ("better", "worse", "no significant change", "too few to tell")
         for ln in report["details"]["helped"]
     )
-    assert {ln["against"] for ln in report["details"]["helped"]} == {"base", "base 2-shot"}
+    assert {ln["against"] for ln in report["details"]["helped"]} == {"base", "base 2-shot", "fine-tuned (w4a16)"}
+    assert "The exported w4a16 artifact against the merged model: " in (run / "eval" / "report.md").read_text()
     assert "| criterion | target | gate | fine-tuned | base | base 2-shot |" in md
     bleu = next(r for r in report["criteria"] if r["criterion"] == "bleu")
     assert bleu["fine-tuned"]["value"] == report["details"]["fine-tuned"]["heldout"]["explain"]["smoothed_bleu4"] / 100
     assert rec.outputs["samples:fine-tuned:humaneval/python"] == str(run / "eval" / "humaneval_python_fine-tuned.jsonl")
+
+
+def _add_w4a16(run):
+    """The export's W4A16 artifact, as export.vllm_quantize=[w4a16] records it (written here by the same
+    function: the export's own calibration and gate are tested in tests/export)."""
+    from ferrylm.export.vllm_quant import write_compressed
+    from ferrylm.manifest import write_json_atomic
+    from ferrylm.models import load_tokenizer
+
+    exported = json.loads((run / "export" / "record.json").read_text())
+    art = run / "export" / "vllm-w4a16"
+    write_compressed(exported["outputs"]["merged"], art, "w4a16", 32)
+    load_tokenizer(exported["outputs"]["merged"]).save_pretrained(art)
+    exported["outputs"]["vllm_w4a16"] = str(art)
+    write_json_atomic(run / "export" / "record.json", exported)

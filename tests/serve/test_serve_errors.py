@@ -60,6 +60,12 @@ def test_quantized_artifact_must_have_been_exported(tmp_path):
     fp8 = load_config("default", [f"run_dir={tmp_path}", "serve.artifact=fp8"])
     assert served_model_dir(fp8) == tmp_path / "export" / "vllm-fp8"
     assert served_model_dir(load_config("default", [f"run_dir={tmp_path}"])) == tmp_path / "export" / "merged"
+    # the eval asking for an artifact the export did not write (eval.artifacts): one line naming its own key
+    from ferrylm.serve import artifact_dir
+
+    with pytest.raises(ServeError, match=r"eval.artifacts=w4a16: .*export.vllm_quantize=\[w4a16\]"):
+        artifact_dir(cfg, "w4a16", "eval.artifacts")
+    assert artifact_dir(cfg, "fp8", "eval.artifacts") == tmp_path / "export" / "vllm-fp8"
 
 
 # Lines as vLLM 0.22.0 logged them on an H100 when it could not run a 4-bit artifact (engine process first, the

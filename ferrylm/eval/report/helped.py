@@ -153,19 +153,40 @@ BASE_RETRIEVAL = "base + retrieval"  # the rival a team would try before fine-tu
 TUNED_RETRIEVAL = "fine-tuned + retrieval"  # the fine-tune itself with retrieval: not a rival, a further step
 
 
+def artifact_label(kind: str) -> str:
+    """The column of an exported quantized artifact: the fine-tuned model as shipped, not a rival."""
+    return f"fine-tuned ({kind})"
+
+
+def artifact_kind(label: str) -> str | None:
+    return label[len("fine-tuned (") : -1] if label.startswith("fine-tuned (") and label.endswith(")") else None
+
+
+def _not_rival(against: str) -> bool:
+    return against == TUNED_RETRIEVAL or artifact_kind(against) is not None
+
+
 def _answer(found: list[dict]) -> str:
     everything = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
-    overall = [ln for ln in everything if _against(ln) != TUNED_RETRIEVAL]
+    overall = [ln for ln in everything if not _not_rival(_against(ln))]
     if not overall:
         return "Not answered: the fine-tuned and the base model were not both measured on the same examples."
     others = list(dict.fromkeys(_against(ln) for ln in overall))
     answer = _against_base(overall) if others == ["base"] else _against_prompting(overall, others)
     rival = [ln for ln in overall if _against(ln) == BASE_RETRIEVAL]
     further = [ln for ln in everything if _against(ln) == TUNED_RETRIEVAL]
+    shipped = {a: [ln for ln in everything if _against(ln) == a] for a in dict.fromkeys(map(_against, everything))}
     return (
         answer
         + _sentence("Against the base model with retrieval", rival, "better", "worse")
         + _sentence("Retrieval on the fine-tuned model", further, "helps", "hurts", flip=True)
+        + "".join(
+            _sentence(
+                f"The exported {artifact_kind(a)} artifact against the merged model", ls, "better", "worse", flip=True
+            )
+            for a, ls in shipped.items()
+            if artifact_kind(a)
+        )
     )
 
 
@@ -275,9 +296,7 @@ def table(found: list[dict]) -> tuple[list[str], list[list[str]]]:
     one); another model's cell is marked where it is significantly better (▲) or worse (▼) than fine-tuned."""
     overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
     others = list(dict.fromkeys(_against(ln) for ln in overall))
-    columns = (
-        [o for o in others if o != TUNED_RETRIEVAL] + ["fine-tuned"] + [TUNED_RETRIEVAL] * (TUNED_RETRIEVAL in others)
-    )
+    columns = [o for o in others if not _not_rival(o)] + ["fine-tuned"] + [o for o in others if _not_rival(o)]
     rows: dict[str, dict[str, str]] = {}
     for ln in overall:
         row = rows.setdefault(_short(ln).replace(" Pass@1", ""), {})

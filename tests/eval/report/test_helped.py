@@ -246,3 +246,24 @@ def test_retrieval_is_a_rival_column_and_a_further_step_for_the_fine_tune():
         "no significant change on the other 1. Against the base model with retrieval: no significant change on "
         "1 measure. Retrieval on the fine-tuned model: helps on Held-out repositories."
     )
+
+
+def test_a_quantized_artifact_is_the_model_as_shipped_not_a_rival():
+    def pass_line(ft, other, against):
+        c = compare(dict(enumerate(ft)), dict(enumerate(other)))
+        return helped._line("HumanEval Pass@1", "python", c, True, "tasks", against)
+
+    merged = [1.0] * 30 + [0.0] * 10
+    found = _pair((UP, UP), (FLAT, FLAT)) + [
+        pass_line(merged, merged, "base"),
+        pass_line(merged, [0.0] * 20 + [1.0] * 10 + [0.0] * 10, "base 2-shot"),
+        pass_line(merged, merged, "base + retrieval"),
+        pass_line(merged, [0.0] * 12 + [1.0] * 18 + [0.0] * 10, "fine-tuned (w4a16)"),  # 12 tasks lost to rounding
+    ]
+    head, rows = helped.table(found)
+    assert head == ["measure", "base", "base 2-shot", "base + retrieval", "fine-tuned", "fine-tuned (w4a16)"]
+    assert next(r for r in rows if r[0].startswith("HumanEval"))[-1] == "0.450 ▼"
+    answer = helped.headline(found)
+    # the artifact is neither beaten nor a reason for "Mixed": it gets its own sentence
+    assert "w4a16" not in answer.split(". The exported")[0]
+    assert answer.endswith("The exported w4a16 artifact against the merged model: worse on HumanEval Pass@1 [python].")
