@@ -63,8 +63,8 @@ class EvalConfig(_Section):
     functions in rank order, on top of repo_context_tokens."""
     artifacts: list[Literal["w4a16", "fp8"]] = Field(default_factory=list)
     """Exported quantized artifacts (export.vllm_quantize) asked the general benchmarks too (HumanEval,
-    HumanEval-X; not the held-out examples or own code): a column each, "fine-tuned w4a16", with McNemar's
-    test against the merged model, served as the fine-tuned one is (in-process: its weights dequantized)."""
+    HumanEval-X; not the held-out examples or own code): a column each, "fine-tuned (w4a16)", with McNemar's
+    test against the fine-tuned model, served as that one is (in-process: its weights dequantized)."""
     max_new_tokens: int = Field(384, gt=0)
     """Tokens generated per benchmark task or held-out example."""
     latency_new_tokens: int = Field(512, gt=0)

@@ -184,7 +184,8 @@ def measure_models(
     (eval.endpoint), or the exported model, (eval.compare_base) the base, and (with `shots`) the base
     shown them, each in-process (eval.local) or served (vLLM; tritonserver with serve.backend=triton),
     one model after the other: the few-shot base asks the base's server; with `retrieved` (the repository
-    tasks' tracks with retrieval), each model also on those ("base + retrieval")."""
+    tasks' tracks with retrieval), each model also on those ("base + retrieval"); each of eval.artifacts on the
+    general benchmarks alone ("fine-tuned (w4a16)")."""
     from ..serve import artifact_dir, served_model_dir
 
     e = cfg.eval

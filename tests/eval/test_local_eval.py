@@ -95,7 +95,7 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
         for ln in report["details"]["helped"]
     )
     assert {ln["against"] for ln in report["details"]["helped"]} == {"base", "base 2-shot", "fine-tuned (w4a16)"}
-    assert "The exported w4a16 artifact against the merged model: " in (run / "eval" / "report.md").read_text()
+    assert "The exported w4a16 artifact against the fine-tuned model: " in (run / "eval" / "report.md").read_text()
     assert "| criterion | target | gate | fine-tuned | base | base 2-shot |" in md
     bleu = next(r for r in report["criteria"] if r["criterion"] == "bleu")
     assert bleu["fine-tuned"]["value"] == report["details"]["fine-tuned"]["heldout"]["explain"]["smoothed_bleu4"] / 100

@@ -182,7 +182,11 @@ def _answer(found: list[dict]) -> str:
         + _sentence("Retrieval on the fine-tuned model", further, "helps", "hurts", flip=True)
         + "".join(
             _sentence(
-                f"The exported {artifact_kind(a)} artifact against the merged model", ls, "better", "worse", flip=True
+                f"The exported {artifact_kind(a)} artifact against the fine-tuned model",
+                ls,
+                "better",
+                "worse",
+                flip=True,
             )
             for a, ls in shipped.items()
             if artifact_kind(a)

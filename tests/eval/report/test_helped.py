@@ -266,4 +266,6 @@ def test_a_quantized_artifact_is_the_model_as_shipped_not_a_rival():
     answer = helped.headline(found)
     # the artifact is neither beaten nor a reason for "Mixed": it gets its own sentence
     assert "w4a16" not in answer.split(". The exported")[0]
-    assert answer.endswith("The exported w4a16 artifact against the merged model: worse on HumanEval Pass@1 [python].")
+    assert answer.endswith(
+        "The exported w4a16 artifact against the fine-tuned model: worse on HumanEval Pass@1 [python]."
+    )
