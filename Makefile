@@ -92,9 +92,9 @@ DEMO_REPOS := toolz==1.2.0 --hash=sha256:9667a038e9d6ecba37995e26cb2f59ec6420b6a
   cachetools==8.0.2 --hash=sha256:30ac523adfc118b51d2b2e7bad8a0ddb31370dfe2700c7f10ca224f36ccf81e0|\
   inflection==0.5.1 --hash=sha256:1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417
 # demo-gpu: six more projects, so the own-code tracks hold about 100 Python tasks (91 counted: toolz 40,
-# isodate 20, humanize 26, cachetools 3, inflection 2; the CPU's task finding could not afford them), listed in a manifest with their tests' requirements; data.seed=13435 holds out
-# toolz, isodate and humanize whole and a quarter of the others' functions (measured on an H200:
-# docs/performance.md, "A real coder model forgets").
+# isodate 20, humanize 26, cachetools 3, inflection 2; the CPU's task finding could not afford them),
+# listed in a manifest with their tests' requirements; data.seed=13435 holds out toolz, isodate and
+# humanize whole and a quarter of the others' functions (docs/performance.md, "A real coder model forgets").
 DEMO_GPU_REPOS := isodate==0.7.2 --hash=sha256:4cd1aa0f43ca76f4a6c6c0292a85f40b35ec2e43e315b59f06e6d32171a953e6|\
   python-slugify==9.2.0 --hash=sha256:cee32948083476013804de1667724fb1362dacb71e47b1d5d92adf8db6ee3298|\
   humanize==4.17.0 --hash=sha256:1d6a36c453dbfbb3f0b34601d2e0b4ce5d48d780305cd45714843f0068fde6ac|\

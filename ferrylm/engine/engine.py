@@ -23,8 +23,8 @@ from .options import EngineOptions
 
 class Engine:
     """Its modes are an `EngineOptions` (engine/options.py, validated once), or that object's fields
-    given as keywords. `fused=True` runs `FusedDecoder` (q/k/v and gate/up fused, Llama-family models) instead of the
-    transformers model; `int4_group` then makes its linear layers 4-bit (round to nearest) and
+    given as keywords. `fused=True` runs `FusedDecoder` (q/k/v and gate/up fused, Llama-family models)
+    instead of the transformers model; `int4_group` then makes its linear layers 4-bit (round to nearest) and
     `w4a16_dir` gives them the export stage's W4A16 artifact's own integers and scales; `gemv=True`
     (CUDA, bf16) puts its linear layers on the Triton matrix-vector kernel of `gemv.py` instead and
     runs each one-token step through `decode_step.py` (norms, rotary positions, SiLU gate, residual adds
@@ -57,7 +57,7 @@ class Engine:
         self.model = model.eval()
         self.device = next(model.parameters()).device
         # start-up phase -> seconds (`_phase`); `progress(phase, seconds)` is called as each one ends
-        self.phases, self.progress, self.tune_budget_s, self.max_len = {}, progress, o.tune_budget_s, max_len
+        self.phases, self.progress, self.max_len = {}, progress, max_len
         if o.gemv and self.device.type != "cuda":
             raise ValueError("Engine(gemv=True): the Triton matrix-vector kernel runs on CUDA GPUs only")
         self.decoder = None
@@ -127,7 +127,7 @@ class Engine:
             self._tuned = None if o.gemv_fixed or tuned_dir is False else tuned_path(supports_pdl(), tuned_dir or None)
             # This machine's own choices over the ones shipped for its GPU (tuned on the same kind of card).
             saved = {**shipped(), **load(self._tuned)} if self._tuned is not None else {}
-            self.budget = Budget(self.tune_budget_s)
+            self.budget = Budget(o.tune_budget_s)
             configs = gemv_weights(decoder, configs=saved, fixed=o.gemv_fixed, budget=self.budget)
             self._phase("tune", start)
             self.gemv_configs = {key: cfg for key, cfg in configs.items() if key in decoder.gemv_layers}

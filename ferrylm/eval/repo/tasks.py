@@ -132,9 +132,8 @@ def find_tasks(
         suite = _suite_runs(box, repo, command, runs, out)
         if suite is None:
             return out
-        called = trace.called(
-            repo, language, out.command, out.repo, suite_timeout_s, deps
-        )  # without the tests left out
+        # without the tests left out
+        called = trace.called(repo, language, out.command, out.repo, suite_timeout_s, deps)
         if called is not None and any(not _in(f, called) for f in candidates):
             out.dropped["no test calls it"] = sum(not _in(f, called) for f in candidates)
             candidates = [f for f in candidates if _in(f, called)]
