@@ -47,6 +47,10 @@ class EvalConfig(_Section):
     proven to check it (eval/repo/tasks.py) becomes a task, scored by running those tests in the jail."""
     repo_task_limit: int = Field(40, gt=0)
     """repo_tasks: at most this many tasks per held-out repository."""
+    repo_task_cache: bool = True
+    """repo_tasks: the tasks found are kept under $XDG_CACHE_HOME/ferrylm/repo-tasks, keyed by the repository's
+    files, its test command and requirements, the functions asked for and the finder's code, so an eval of the
+    same code after another fine-tune reads them back instead of running every test suite again."""
     repo_context: Literal["file", "none"] = "file"
     """How repository tasks are asked: "file" shows the function's own file with its body cut out (imports,
     constants, siblings, the enclosing class), as a team's assistant sees it; "none" the signature and doc

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,8 @@ def test_python_tasks_are_the_functions_their_tests_check(py_tasks):
     assert (
         add["tests"] == ["tests/test_pkg.py"] and add["timeout_s"] >= 10 and add["prompt"].startswith("def add(a, b):")
     )
+    kept = type(found).from_json(json.loads(json.dumps(found.as_json())))  # what the cache writes and reads
+    assert kept == found
 
 
 def _samples(path: Path, rows) -> Path:
@@ -127,6 +130,45 @@ def _passed(repo: Path, found, tmp_path: Path, rows) -> list[bool]:
     out = score(tasks, _samples(tmp_path / "s.jsonl", rows))
     assert _digest(repo) == before
     return [json.loads(line)["passed"] for line in Path(out["results"]).read_text().splitlines()]
+
+
+def test_found_tasks_are_kept_and_found_again_when_anything_they_depend_on_changes(tmp_path, monkeypatch):
+    """The cache's key: the files, the question asked; a skipped repository is never kept; a kept task takes
+    this machine's requirements folder."""
+    from ferrylm.eval.repo import tasks as tasks_mod
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    repo = _python_repo(tmp_path / "r")
+    calls = []
+
+    def fake_find(repo, language, asked, workers):
+        calls.append(asked["only"])
+        out = tasks_mod.RepoTasks(repo.name, language, asked["command"], dropped=Counter({"its tests flake": 1}))
+        if asked["limit"] == 1:
+            out.skipped = "its tests did not finish"
+            return out
+        out.tasks = [{"task_id": "r/pkg/__init__.py::add", "repo": str(repo), "test_deps": "/elsewhere"}]
+        return out
+
+    monkeypatch.setattr(tasks_mod, "_find", fake_find)
+    monkeypatch.setattr(tasks_mod.runner, "test_deps", lambda requires: f"/here/{len(requires)}")
+    first = find_tasks(repo, cache=True, test_requires=["six"])
+    again = find_tasks(repo, cache=True, test_requires=["six"])
+    assert len(calls) == 1 and again.as_json() == first.as_json()
+    assert again.tasks[0]["test_deps"] == "/here/1" and again.dropped == Counter({"its tests flake": 1})
+    find_tasks(repo, cache=True, test_requires=["six"], only={"pkg/__init__.py::add"})  # another question
+    (repo / "tests" / "test_pkg.py").write_text(TESTS + "\n# edited\n")  # another repository
+    find_tasks(repo, cache=True, test_requires=["six"])
+    assert len(calls) == 3 and calls[1] == ["pkg/__init__.py::add"]
+    (repo / "pkg" / "__pycache__").mkdir()
+    (repo / "pkg" / "__pycache__" / "x.pyc").write_bytes(b"0")  # what a run leaves is not the repository
+    find_tasks(repo, cache=True, test_requires=["six"])
+    assert len(calls) == 3
+    for _ in range(2):
+        assert find_tasks(repo, cache=True, limit=1).skipped == "its tests did not finish"
+    assert len(calls) == 5
+    find_tasks(repo, test_requires=["six"])  # cache off: always found
+    assert len(calls) == 6
 
 
 @pytest.mark.slow

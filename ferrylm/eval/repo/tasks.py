@@ -23,14 +23,14 @@ import shlex
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ...data.holdout import is_test_file
 from ...errors import FerryError
 from ...log import get_logger
 from ...manifest import write_text_atomic
-from . import runner, trace
+from . import runner, task_cache, trace
 from .functions import LANGUAGES, Function, functions, stub
 
 log = get_logger("eval")
@@ -64,6 +64,13 @@ class RepoTasks:
             "suite_s": self.suite_s,
             "deselected_tests": self.deselected,
         }
+
+    def as_json(self) -> dict:
+        return {**asdict(self), "dropped": dict(self.dropped)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> RepoTasks:
+        return cls(**{**d, "dropped": Counter(d["dropped"])})
 
 
 def language_of(repo: Path) -> str:
@@ -103,10 +110,12 @@ def find_tasks(
     limit: int | None = None,
     suite_timeout_s: float = SUITE_TIMEOUT_S,
     test_requires: list[str] | None = None,
+    cache: bool = False,
 ) -> RepoTasks:
     """The tasks of one repository (see the module's docstring). `only`: function ids (file::name) to
     consider; `limit`: stop after this many tasks; `suite_timeout_s`: the whole suite's time limit;
-    `test_requires`: what its tests need installed (pip requirements)."""
+    `test_requires`: what its tests need installed (pip requirements); `cache`: an answer found before to
+    the same question on the same files is read back, a new one kept (task_cache.py)."""
     repo = Path(repo).resolve()
     if not repo.is_dir():
         raise RepoTaskError(f"{repo}: not a directory")
@@ -114,6 +123,38 @@ def find_tasks(
     if language not in LANGUAGES.values():
         raise RepoTaskError(f"{repo}: repository tasks read Python, Go, Rust, Java and C++, not {language!r}")
     command = command or runner.detect_command(repo, language)
+    asked = {
+        "command": command,
+        "test_requires": sorted(test_requires or []),
+        "only": sorted(only) if only is not None else None,
+        "limit": limit,
+        "runs": runs,
+        "suite_timeout_s": suite_timeout_s,
+        "unconfined": unconfined,
+    }
+    if not cache:
+        return _find(repo, language, asked, workers)
+
+    def answer() -> dict:
+        found = _find(repo, language, asked, workers)
+        if found.skipped:
+            raise task_cache.NotKept(found.as_json())
+        return found.as_json()
+
+    out = RepoTasks.from_json(task_cache.kept(repo, language, asked, answer))
+    if out.tasks and test_requires:  # kept on another run: the requirements' folder of this machine
+        deps = runner.test_deps(test_requires)
+        out.tasks = [t | {"test_deps": deps} for t in out.tasks]
+    return out
+
+
+def _find(repo: Path, language: str, asked: dict, workers: int) -> RepoTasks:
+    command, only, runs, limit, test_requires = (
+        asked[k] for k in ("command", "only", "runs", "limit", "test_requires")
+    )
+    only = None if only is None else set(only)
+    test_requires = test_requires or None
+    suite_timeout_s, unconfined = asked["suite_timeout_s"], asked["unconfined"]
     out = RepoTasks(repo.name, language, command, skipped=_unrunnable(language, command))
     if out.skipped:
         return out

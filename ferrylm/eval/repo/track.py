@@ -54,6 +54,7 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
                 limit=e.repo_task_limit,
                 workers=e.exec_workers,
                 unconfined=e.exec_unconfined,
+                cache=e.repo_task_cache,
             )
         except Exception as err:  # noqa: BLE001 — one repository that cannot be read is reported, not fatal
             log.warning(
