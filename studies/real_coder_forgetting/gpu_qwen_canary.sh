@@ -6,7 +6,8 @@
 #
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh setup            # wheels from .whl/ into /tmp/site, bubblewrap's .deb unpacked
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN          # .gg/pNN (a 60 MB piece of the GGUF) copied to /tmp/q
-#   studies/real_coder_forgetting/gpu_qwen_canary.sh train            # the pieces joined and checked, then data and train (in the background)
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh train            # the pieces joined and checked, then data and train (in the background;
+#                                             # the repository tasks found beside training and kept for the eval)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh eval             # export (merged) and eval (in the background)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh probe DIR[:REQ]...  # the base asked with the signature alone and
 #                                             # with the file (studies/unseen_projects/repo_context_probe.py, background)
@@ -34,6 +35,11 @@ SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 
 stage() {
   local t0=$SECONDS
+  if [ "$1" = tasks_done ]; then  # the eval reads what the finding beside training kept
+    while [ -f "$R.tasks.log" ] && [ ! -f "$R.tasks.done" ]; do sleep 5; done
+    echo "tasks found beside training: $(cat "$R.tasks.done" 2>/dev/null)" | tee -a "$R.times.txt"
+    return 0
+  fi
   python3 -m ferrylm "$1" "${RUN[@]}" || return 1
   echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a "$R.times.txt"
 }
@@ -50,13 +56,35 @@ case "${1:-}" in
     [ -f /tmp/q/model.gguf ] || { cat /tmp/q/p?? > /tmp/q/model.gguf && rm /tmp/q/p??; }
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
     # a step outlives the call that starts it (the machine stays while calls follow within 30 s)
-    setsid nohup bash -c "$0 _run data train" > "$R.train.log" 2>&1 < /dev/null & ;;
-  eval) setsid nohup bash -c "$0 _run export eval" > "$R.eval.log" 2>&1 < /dev/null & ;;
+    setsid nohup bash -c "$0 _run data tasks train" > "$R.train.log" 2>&1 < /dev/null & ;;
+  eval) setsid nohup bash -c "$0 _run export tasks_done eval" > "$R.eval.log" 2>&1 < /dev/null & ;;
   probe)
     model=$(dirname "$(ls /tmp/cache/*/config.json | head -n 1)")
     setsid nohup python3 studies/unseen_projects/repo_context_probe.py "${@:2}" --model "$model" --limit 40 \
       --out "/tmp/$TAG.probe.json" > "/tmp/$TAG.probe.log" 2>&1 < /dev/null & ;;
-  _run) for s in "${@:2}"; do stage "$s" || { echo "failed: $s" > "$R.$2.done"; exit 1; }; done; echo ok > "$R.$2.done" ;;
+  _run)
+    for s in "${@:2}"; do
+      if [ "$s" = tasks ]; then  # the repository tasks found beside training, kept for the eval (eval.repo_task_cache)
+        setsid nohup bash -c "$0 _tasks" > "$R.tasks.log" 2>&1 < /dev/null &
+        continue
+      fi
+      stage "$s" || { echo "failed: $s" > "$R.$2.done"; exit 1; }
+    done
+    echo ok > "$R.$2.done" ;;
+  _tasks)
+    python3 - "${RUN[@]:2}" <<'PY' && echo ok > "$R.tasks.done" || echo failed > "$R.tasks.done"
+import sys, time
+from ferrylm.config.loader import load_config
+from ferrylm.eval.tasks import own_code
+from ferrylm.log import setup_logging
+from ferrylm.manifest import read_record
+
+setup_logging()
+cfg, t0 = load_config("demo-gpu", sys.argv[1:]), time.time()
+tracks = own_code.tracks(cfg.eval, read_record(cfg.stage_dir("data"))["outputs"]) if cfg.eval.repo_tasks else []
+print({t.title: len(t.problems) for t in tracks}, f"found in {time.time() - t0:.0f} s")
+PY
+    ;;
   wait)
     first=$([ "$2" = train ] && echo data || echo export)
     for _ in $(seq "${WAIT_POLLS:-108}"); do [ -f "$R.$first.done" ] && break; sleep 5; done
