@@ -197,6 +197,28 @@ def test_python_scoring_passes_the_reference_and_fails_wrong_bodies(py_tasks, tm
     assert _digest(repo) == before  # the checkout is untouched
 
 
+@pytest.mark.slow
+def test_scoring_shows_the_jail_the_packages_finding_showed_it(tmp_path, monkeypatch):
+    """A test requirement found on this interpreter's path outside /usr (a user's or a venv's site-packages):
+    a reply scored through the eval's track runs with it, as the finding did."""
+    from ferrylm.config.loader import load_config
+    from ferrylm.eval.repo import runner
+    from ferrylm.eval.repo.track import _track
+    from ferrylm.eval.tasks.benchmark import execute
+
+    extra = tmp_path / "user" / "site-packages" / "probe_requirement"
+    extra.mkdir(parents=True)
+    (extra / "__init__.py").write_text("FACTOR = 1\n")
+    monkeypatch.setattr(runner, "site_dirs", lambda real=runner.site_dirs: [*real(), str(extra.parent)])
+    tests = "import probe_requirement\nfrom pkg import add\n\ndef test_add():\n    assert add(2, 3) * probe_requirement.FACTOR == 5\n"
+    repo = _python_repo(tmp_path / "r", tests=tests)
+    found = find_tasks(repo, only={"pkg/__init__.py::add"})
+    assert [t["name"] for t in found.tasks] == ["add"], found.summary()
+    track = _track("repositories", "python", found.tasks, load_config().eval)
+    (result,) = execute(track, [(found.tasks[0]["task_id"], found.tasks[0]["body"])], 1024, 1)
+    assert result["passed"], result["result"]
+
+
 def test_stale_tasks_are_refused(py_tasks, tmp_path):
     repo, _, tasks = py_tasks
     copy = tmp_path / "pyrepo"

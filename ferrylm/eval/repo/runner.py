@@ -157,6 +157,12 @@ def site_dirs() -> list[str]:
     return list(dict.fromkeys(os.path.realpath(d) for d in dirs if os.path.isdir(d)))
 
 
+def site_binds() -> list[str]:
+    """The package directories the jail must be shown (those under /usr it sees already): finding a
+    repository's tasks and scoring replies to them run pytest from the same places."""
+    return [d for d in site_dirs() if not d.startswith("/usr/")]
+
+
 def _tools() -> dict[str, str]:
     py = _python()[0]
     return {
@@ -259,7 +265,7 @@ def _prelude_in_goroot(package: str) -> str:
 def sandbox(repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False, deps: str | None = None) -> Sandbox:
     """A sandbox that sees `repo` (read-only), this interpreter's packages and the repository's test
     requirements (`deps`, test_deps()); files up to 256 MB."""
-    binds = [f"{repo.resolve()}={REPO_IN_JAIL}"] + [d for d in site_dirs() if not d.startswith("/usr/")]
+    binds = [f"{repo.resolve()}={REPO_IN_JAIL}", *site_binds()]
     binds += binds_for([str(repo)]) + ([deps] if deps else [])
     box = Sandbox(slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else ())
     box.deps = deps

@@ -112,6 +112,7 @@ def _track(split: str, language: str, tasks: list[dict], e) -> Track:
         if unconfined
         else tuple(f"{root}={seen_at[root]}" for root in roots if root not in in_place)
         + tuple(runner.binds_for(roots))
+        + tuple(runner.site_binds())
         + tuple(sorted({t["test_deps"] for t in tasks if t.get("test_deps")})),
         timeout_s=max(t["timeout_s"] for t in tasks),
         limits=runner.LIMITS,
