@@ -256,12 +256,11 @@ def main() -> None:
         # As each variant ends: a run stopped at a time limit still says what it measured.
         print(variant, f"warm-up {extra[f'warmup_s_{variant}']:.0f} s", "runs", runs[f"Engine {variant}"], flush=True)
         tokens[variant] = timings[-1]["tokens"]
-        if engine._graph is not None:  # the hand-captured step replays what the eager one runs
-            extra[f"ttft_s_runs_{variant}"] = [t["ttft_s"] for t in timings]
-            extra[f"prefill_captured_{variant}"] = bool(engine._prefills)
-            engine._prefills.clear()  # and its captured prefill what the same prefill runs eagerly,
-            engine._greedy = None  # its greedy kernel what torch's argmax chooses
-            engine._step = engine._advance
+        captured = engine.captured()
+        if captured["step"]:  # the hand-captured step replays what the eager one runs, its captured prefill
+            extra[f"ttft_s_runs_{variant}"] = [t["ttft_s"] for t in timings]  # what the same prefill runs
+            extra[f"prefill_captured_{variant}"] = captured["prefill"]  # eagerly, its greedy kernel what
+            engine.run_eagerly()  # torch's argmax chooses
             eager = engine.generate_timed(ids[0].tolist(), 64)["tokens"]
             extra[f"graph_tokens_equal_eager_{variant}"] = eager == tokens[variant][:64]
         if getattr(engine, "gemv_configs", None):

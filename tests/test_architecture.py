@@ -151,6 +151,23 @@ def test_nothing_of_the_package_or_the_tests_imports_a_study():
     assert found == []
 
 
+def test_scripts_drive_the_engine_by_its_public_names():
+    # a benchmark or a study that needs the engine's state asks a named, tested hook (Engine.prefill, position,
+    # recapture, capture_at, captured, run_eagerly; decode_step.words, prefetch_block), so a refactor keeps them working
+    engine_objects = {"engine", "decode_step", "decoder"}
+    reaching = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.value.id}.{node.attr}"
+        for path in _scripts()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in engine_objects
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+    ]
+    assert reaching == []
+
+
 def test_every_name_a_benchmark_script_takes_from_ferrylm_exists():
     # the scripts run on machines the suite never sees (a GPU): at least what they import from the package is there
     import importlib

@@ -52,7 +52,9 @@ PREFETCH_INT4 = (16384, 1.0)
 PREFETCH_BF16 = (1024, 0.125)
 
 
-def _words(linear) -> torch.Tensor:
+# `words` and `prefetch_block` are the step's two pieces a kernel study replaces (studies/decode_kernels/
+# gemv_step_floor.py: which part of o is read ahead, and how): read from the module when the step is built.
+def words(linear) -> torch.Tensor:
     """A product's weight as int32 words (the 4-bit one's packed words as they are)."""
     return linear.packed.view(-1) if hasattr(linear, "packed") else linear.weight.view(torch.int32).view(-1)
 
@@ -60,7 +62,7 @@ def _words(linear) -> torch.Tensor:
 if triton is not None:
 
     @triton.jit
-    def _prefetch(ptr, n, sink_ptr, p, BLOCK: tl.constexpr):
+    def prefetch_block(ptr, n, sink_ptr, p, BLOCK: tl.constexpr):
         """Program p reads block p of the n words at ptr (nothing past them), kept in the L2 (evict_last)
         for the kernel after: an xor of them goes to sink_ptr[p] so the reads stay."""
         at = p * BLOCK + tl.arange(0, BLOCK)
@@ -98,7 +100,7 @@ if triton is not None:
             tl.extra.cuda.gdc_launch_dependents()
         if PF > 0:
             if chunk >= CHUNKS:  # PF programs a KV head past the chunks: the next weights into the L2
-                _prefetch(pf_ptr, pf_n, sink_ptr, kv_head * PF + chunk - CHUNKS, PF_BLOCK)
+                prefetch_block(pf_ptr, pf_n, sink_ptr, kv_head * PF + chunk - CHUNKS, PF_BLOCK)
         pos = tl.load(pos_ptr)  # written before this step (by the previous one), not by the q/k/v kernel
         if chunk * BLOCK_L <= pos and chunk < CHUNKS:
             d = tl.arange(0, D)
@@ -265,7 +267,7 @@ def epilogues(decoder) -> dict:
 def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """One token through a decoder prepared by `gemv.gemv_weights(fused_step=True)`: logits [1, 1, vocab]."""
     pdl, (block, share) = dec.lm_head.pdl, dec.attention_prefetch
-    n = int(share * _words(dec.layers[0].wo).numel()) if block else 0  # words of o read ahead
+    n = int(share * words(dec.layers[0].wo).numel()) if block else 0  # words of o read ahead
     x = F.embedding(ids, dec.embed).reshape(-1)
     for i, layer in enumerate(dec.layers):
         qkv = layer.wqkv.step(x, pos=pos, inv_freq=dec.inv_freq)
@@ -277,7 +279,7 @@ def decode_step(dec, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
             i,
             dec.n_heads,
             pdl,
-            _words(layer.wo)[:n] if n else None,
+            words(layer.wo)[:n] if n else None,
             block or PREFETCH_INT4[0],
         )
         x = layer.wo.step(att, residual=x)

@@ -213,22 +213,53 @@ class Engine:
         ):
             return
         begin = time.perf_counter()
-        self._prefill(prompt, steps + 1)
-        start = self._pos.clone()
+        self.prefill(prompt, steps + 1)
+        start = self.position()
 
         def apply(key, cfg):
             configure(self.decoder, key, cfg)
-            self._graph = None
+            self.recapture()
 
         def time_step() -> float:
-            if self._graph is None:
-                self._pos.copy_(start)
-                self._replay()  # the eager step, then the capture
+            self.capture_at(start)
             return self.step_ms(start, steps, repeats)
 
         self.gemv_configs = refine(self.gemv_configs, apply, time_step, log=self.refine_log, budget=self.budget)
-        self._graph = None
+        self.recapture()
         self._phase("refine", begin)
+
+    # How `_refine` and the kernel studies (studies/decode_kernels/) time the captured step: prefill a prompt,
+    # keep its position, change a kernel or its configuration, recapture, time from that position.
+    def position(self) -> torch.Tensor:
+        """A copy of the decode position (the next step writes the token after it)."""
+        return self._pos.clone()
+
+    def recapture(self) -> None:
+        """Drop the captured step: the next one runs eagerly and is captured again."""
+        self._graph = None
+
+    def capture_at(self, start: torch.Tensor) -> None:
+        """The step captured again from position `start`, when it was dropped (`gemv=True`, CUDA)."""
+        if self._graph is None:
+            self._pos.copy_(start)
+            self._replay()  # the eager step, then the capture
+
+    def captured(self) -> dict:
+        """Whether the step and a prompt's prefill are captured in CUDA graphs now."""
+        return {"step": self._graph is not None, "prefill": bool(self._prefills)}
+
+    def run_eagerly(self) -> None:
+        """From now on every step and prefill runs eagerly, the greedy choice by torch's argmax: the reference
+        the captured graphs are checked against (bench/gpu_decode.py)."""
+        self._prefills.clear()
+        self._greedy = None
+        self._graph = None
+        self._step = self._advance
+
+    @property
+    def tuned_file(self):
+        """Where this engine keeps the kernel configurations it tuned (None: not kept, or no kernel step)."""
+        return getattr(self, "_tuned", None)
 
     def step_ms(self, start: torch.Tensor, steps: int = 16, repeats: int = 3) -> float:
         """The captured step's time (ms), stepped `steps` times from position `start` a timing, best of
@@ -245,7 +276,7 @@ class Engine:
             times.append(begin.elapsed_time(end) / steps)
         return min(times[1:])
 
-    def _prefill(self, prompt_ids: list[int], new_tokens: int) -> torch.Tensor:
+    def prefill(self, prompt_ids: list[int], new_tokens: int) -> torch.Tensor:
         """Reset the cache and run the prompt (eagerly: its length varies); the first greedy token."""
         n = len(prompt_ids)
         if n + new_tokens > self.max_len:
@@ -263,7 +294,7 @@ class Engine:
     PREFILL_GRAPHS = 8
 
     def _prefill_padded(self, prompt_ids: list[int], bucket: int) -> torch.Tensor:
-        """`_prefill` of the prompt padded to `bucket` tokens, the first token from its last real
+        """`prefill` of the prompt padded to `bucket` tokens, the first token from its last real
         position. The kernel engine captures it per bucket the first time (run eagerly, then recorded)
         and replays it after, so the prompt's few hundred kernels cost no Python launches."""
         n = len(prompt_ids)
@@ -302,7 +333,7 @@ class Engine:
         """Greedy tokens one by one; stops after an EOS id (yielded) or max_new_tokens. Up to STREAM_AHEAD
         steps run ahead of the token yielded (after an EOS they are discarded: the next prompt resets
         the cache), so the GPU never waits for the consumer."""
-        tok = int(self._prefill(prompt_ids, max_new_tokens))
+        tok = int(self.prefill(prompt_ids, max_new_tokens))
         yield tok
         if tok in eos_ids or max_new_tokens == 1:
             return
@@ -329,7 +360,7 @@ class Engine:
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
         sync()
         t0 = time.perf_counter()
-        token = self._prefill(prompt_ids, new_tokens)
+        token = self.prefill(prompt_ids, new_tokens)
         sync()
         ttft = time.perf_counter() - t0
         for _ in range(new_tokens - 1):

@@ -155,15 +155,14 @@ def main() -> None:
         name: {k: v for k, v in engine.gemv_configs[key].items() if k not in ("ms", "runners_up", "step_ms")}
         for name, key in keys.items()
     }
-    engine._prefill(list(range(8)), 20)
-    start = engine._pos.clone()
+    engine.prefill(list(range(8)), 20)
+    start = engine.position()
 
     def step_with(configs: dict) -> float:
         for name, cfg in configs.items():
             configure(engine.decoder, keys[name], cfg)
-        engine._graph = None
-        engine._pos.copy_(start)
-        engine._replay()
+        engine.recapture()
+        engine.capture_at(start)
         return engine.step_ms(start)
 
     result = {
@@ -184,7 +183,7 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(result, indent=2))
         print(json.dumps(result, indent=2))
         return
-    engine._prefill(list(range(8)), 20)
+    engine.prefill(list(range(8)), 20)
     result["step_ms_chosen"] = step_with(chosen)
     if cross_key:  # every product at one value, its configuration as chosen
         result["step_ms_all_at"] = {

@@ -34,7 +34,7 @@ HEAD = PRODUCTS["lm_head"]
 
 @triton.jit
 def _prefetch_asm(ptr, n, sink_ptr, p, BLOCK: tl.constexpr):
-    """decode_step._prefetch's block p, asked of the L2 one 128-byte line a thread (evict_last) instead of
+    """decode_step.prefetch_block's block p, asked of the L2 one 128-byte line a thread (evict_last) instead of
     loaded: the program ends without waiting for the words."""
     LINES: tl.constexpr = BLOCK // 32
     at = tl.minimum(p * BLOCK + tl.arange(0, LINES) * 32, n - 1)
@@ -113,23 +113,21 @@ def engine_step(
     for shape, cfg in tries:
         key = next(k for k in engine.gemv_configs if tuple(k[:2]) == shape)
         configure(engine.decoder, key, cfg)
-        engine._graph = None  # captured again with this configuration
+        engine.recapture()  # captured again with this configuration
         result["tries"].append({"shape": shape, "config": cfg, **timed()})
         print(json.dumps(result["tries"][-1]), flush=True)
         configure(engine.decoder, key, engine.gemv_configs[key])
-        engine._graph = None
-    chosen, words = engine.decoder.attention_prefetch, decode_step._words
+        engine.recapture()
+    chosen, words = engine.decoder.attention_prefetch, decode_step.words
     for block, lo, hi in prefetch:  # words a program of attention's reads of o's weights into the L2 (0: none)
         # o's words as the step sees them: only the part [lo, hi) of them, all of which it reads ahead
         engine.decoder.attention_prefetch = (block, 1.0)
-        decode_step._words = lambda linear, lo=lo, hi=hi: (w := words(linear))[
-            int(lo * w.numel()) : int(hi * w.numel())
-        ]
-        engine._graph = None
+        decode_step.words = lambda linear, lo=lo, hi=hi: (w := words(linear))[int(lo * w.numel()) : int(hi * w.numel())]
+        engine.recapture()
         result["tries"].append({"attention_prefetch": block, "part": [lo, hi], **timed()})
         print(json.dumps(result["tries"][-1]), flush=True)
-    engine.decoder.attention_prefetch, decode_step._words = chosen, words
-    engine._graph = None
+    engine.decoder.attention_prefetch, decode_step.words = chosen, words
+    engine.recapture()
     if tries or prefetch:  # the engine's own choice once more: the drift over the tries
         result["again"] = timed()
     engine = model = None
@@ -166,7 +164,7 @@ def main() -> None:
     if args.prefetch_asm:  # before anything compiles: Triton reads the module's globals at compile time
         from ferrylm.engine import decode_step
 
-        decode_step._prefetch = _prefetch_asm
+        decode_step.prefetch_block = _prefetch_asm
     tries = [
         (
             tuple(map(int, shape.split(","))),

@@ -85,7 +85,7 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
         used = gemv_weights(engine.decoder, pdl, configs, fused_step=fused_step) if pdl is not None else {}
         t_tune = time.perf_counter() - t_tune
         with torch.no_grad():  # the first decode step, eagerly: logits after the prompt
-            first = engine._prefill(ids, 1)
+            first = engine.prefill(ids, 1)
             logits = engine.decoder(first, torch.tensor([len(ids)], device="cuda"))[0, -1].float()
         t0 = time.perf_counter()
         engine.generate_timed(ids, 512)
@@ -109,7 +109,7 @@ def decode(configs: dict, runs: int, only: list[str]) -> dict:
             rec["greedy_tokens_equal_to_cublas"] = sum(a == b for a, b in zip(timings[0]["tokens"], ref_tokens))
         if fused_step:  # the captured loop's tokens against the same kernels run eagerly, token by token
             with torch.no_grad():
-                token, eager = engine._prefill(ids, 64), []
+                token, eager = engine.prefill(ids, 64), []
                 for i in range(64):
                     eager.append(int(token))
                     token = engine.decoder(token.view(1, 1), torch.tensor([len(ids) + i], device="cuda"))[:, -1].argmax(

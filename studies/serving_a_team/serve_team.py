@@ -65,7 +65,7 @@ def engine_alone(model_dir: str, w4a16: bool, runs: int, new_tokens: int) -> dic
     result = {
         "prompt_tokens": len(ids),
         "phases_s": engine.phases,
-        "tuned_file": str(engine._tuned),
+        "tuned_file": str(engine.tuned_file),
         "generate_timed_s": [r["total_s"] for r in timed],
         "stream_s": [r["total_s"] for r in streamed],
         "generate_timed_p50_s": statistics.median(r["total_s"] for r in timed),

@@ -141,3 +141,20 @@ def test_stream_reads_ahead_yet_stops_at_eos_and_the_next_prompt_is_untouched(ti
     engine.warm_up(ids)
     assert phases == ["load", "convert", "capture"] and list(engine.phases) == phases
     assert all(s >= 0 for s in engine.phases.values())
+
+
+def test_the_names_the_benchmarks_and_studies_drive_the_engine_by(tiny_qwen2_dir):
+    """prefill, position, captured, run_eagerly, tuned_file: the public hooks bench/gpu_decode.py and the decode
+    kernel studies use instead of the engine's own state (the captured step's recapture/capture_at need CUDA)."""
+    engine = Engine.from_pretrained(
+        tiny_qwen2_dir, dtype=torch.float32, device="cpu", max_len=64, compile=False, tune=False, fused=True
+    )
+    ids = [5, 17, 300, 4000]
+    want = engine.model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False)[0, len(ids) :].tolist()
+    assert int(engine.prefill(ids, 8)) == want[0]
+    start = engine.position()
+    start += 5  # a copy: the engine's own position stays
+    assert int(engine.position()) == len(ids) and int(start) == len(ids) + 5
+    assert engine.captured() == {"step": False, "prefill": False} and engine.tuned_file is None
+    engine.run_eagerly()
+    assert list(engine.stream(ids, 8)) == want
