@@ -111,7 +111,9 @@ def test_python_tasks_are_the_functions_their_tests_check(py_tasks):
     assert "pairs" not in {f.name for f in source_functions(repo, "python")}
     add = next(t for t in found.tasks if t["name"] == "add")
     assert (
-        add["tests"] == ["tests/test_pkg.py"] and add["timeout_s"] >= 10 and add["prompt"].startswith("def add(a, b):")
+        add["tests"] == ["tests/test_pkg.py::test_add"]  # only the tests that name it run
+        and add["timeout_s"] >= 10
+        and add["prompt"].startswith("def add(a, b):")
     )
     kept = type(found).from_json(json.loads(json.dumps(found.as_json())))  # what the cache writes and reads
     assert kept == found
@@ -217,6 +219,30 @@ def test_scoring_shows_the_jail_the_packages_finding_showed_it(tmp_path, monkeyp
     track = _track("repositories", "python", found.tasks, load_config().eval)
     (result,) = execute(track, [(found.tasks[0]["task_id"], found.tasks[0]["body"])], 1024, 1)
     assert result["passed"], result["result"]
+
+
+def test_a_function_is_tried_on_the_top_level_tests_that_name_it():
+    """pytest node ids of the tests naming it; the whole file where the name is used outside a test (a table the
+    tests share) or the test is one pytest would not collect by its defaults."""
+    from ferrylm.eval.repo.tasks import _mentions
+
+    fn = functions(LIB, "pkg/__init__.py", "python", min_lines=1)[0]  # add
+    tests = {
+        "tests/test_a.py": "from pkg import add\n\ndef test_add():\n    assert add(1, 2) == 3\n\n"
+        "def test_other():\n    assert True\n\n"
+        "class AddTests(unittest.TestCase):\n    def test_it(self):\n        self.assertEqual(add(0, 0), 0)\n\n"
+        "@pytest.mark.parametrize('f', [add])\ndef test_through(f):\n    assert f(1, 1) == 2\n",
+        "tests/test_b.py": "from pkg import add\nCASES = [(add, 3)]\n\ndef test_cases():\n    assert CASES\n",
+        "tests/test_c.py": "class Helper:\n    adder = add\n\ndef test_h():\n    assert Helper\n",
+        "tests/test_d.py": "def test_unrelated():\n    assert 1\n",
+    }
+    assert _mentions(tests, fn) == [
+        "tests/test_a.py::test_add",
+        "tests/test_a.py::AddTests",
+        "tests/test_a.py::test_through",
+        "tests/test_b.py",
+        "tests/test_c.py",
+    ]
 
 
 def test_stale_tasks_are_refused(py_tasks, tmp_path):
