@@ -5,7 +5,7 @@ For each function with a doc comment and a body (the data stage's generate examp
    skipped with its reason; one that passes only sometimes makes every task prove stability alone);
 2. a cheap first look at which functions the tests call at all (trace.py: each function's first start for Python, Go's coverage
    profile; none for Rust), outside the jail on a copy;
-3. the tests that name the function (pytest: its test files; Go: its package; Rust: the crate's) pass with the original
+3. the tests that name the function (pytest: the top-level tests naming it; Go: its package; Rust: the crate's) pass with the original
    body (`runs` times when the suite flaked), and fail with each of two blanked bodies — one that
    raises and one that returns a wrong value of the right type (functions.py). A test that passes on
    either is not proof, and the function is no task;
@@ -149,12 +149,14 @@ def find_tasks(
 
 
 def _find(repo: Path, language: str, asked: dict, workers: int) -> RepoTasks:
-    command, only, runs, limit, test_requires = (
-        asked[k] for k in ("command", "only", "runs", "limit", "test_requires")
+    """find_tasks' work, for the question `asked` (the cache's key)."""
+    command, runs, limit = asked["command"], asked["runs"], asked["limit"]
+    only = None if asked["only"] is None else set(asked["only"])
+    test_requires, suite_timeout_s, unconfined = (
+        asked["test_requires"] or None,
+        asked["suite_timeout_s"],
+        asked["unconfined"],
     )
-    only = None if only is None else set(only)
-    test_requires = test_requires or None
-    suite_timeout_s, unconfined = asked["suite_timeout_s"], asked["unconfined"]
     out = RepoTasks(repo.name, language, command, skipped=_unrunnable(language, command))
     if out.skipped:
         return out
