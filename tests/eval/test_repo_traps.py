@@ -189,6 +189,28 @@ def test_a_flaky_test_is_left_out_alone_and_its_file_keeps_the_others(tmp_path):
     assert all("--deselect tests/test_pkg.py::test_flaky" in t["command"] for t in found.tasks)
 
 
+BROKEN_BESIDE = """
+from pkg import scale, double
+
+def test_scale_fast(benchmark):  # a plugin's fixture that is not installed: both fail, the file is left out
+    benchmark(scale, [1])
+
+def test_double_fast(benchmark):
+    benchmark(double, 1)
+"""
+
+
+@pytest.mark.slow
+def test_a_function_named_in_a_test_file_left_out_is_still_tried_on_the_tests_that_run(tmp_path):
+    """A test file that fails as checked out (a missing plugin) is left out of the suite; a function it names is
+    tried on the other files' tests alone, never on the left-out file's (its node ids would run nothing)."""
+    repo = _repo(tmp_path / "r", FENCED_LIB, {"test_pkg.py": FENCED_TESTS, "test_bench.py": BROKEN_BESIDE})
+    found = find_tasks(repo, workers=2)
+    assert found.deselected == ["tests/test_bench.py"], found.summary()
+    assert sorted(t["name"] for t in found.tasks) == ["double", "scale"], found.summary()
+    assert all(t["tests"] == [f"tests/test_pkg.py::test_{t['name']}"] for t in found.tasks), found.tasks
+
+
 def _wheel(folder: Path, name: str, code: str) -> Path:
     """A one-module wheel made by hand (no index, no build): what a team's wheel cache holds."""
     import zipfile

@@ -186,12 +186,15 @@ def _find(repo: Path, language: str, asked: dict, workers: int) -> RepoTasks:
 
 def _prove_all(box, repo: Path, candidates: list[Function], each: int, workers: int, limit, out: RepoTasks) -> None:
     """Each candidate proved (or dropped with its reason) into `out`, until `limit` tasks."""
-    tests = {f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, out.language)}  # read once
+    left_out = set(out.deselected)  # the suite's failing tests and files: never what a task runs
+    tests = {
+        f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, out.language) if f not in left_out
+    }
     with ThreadPoolExecutor(workers) as pool:  # as many functions at once as the sandbox has slots
         for at in range(0, len(candidates), 2 * workers):
             batch = candidates[at : at + 2 * workers]
             for fn, (task, reason) in zip(
-                batch, pool.map(lambda f: _prove(box, repo, f, out.command, each, tests), batch)
+                batch, pool.map(lambda f: _prove(box, repo, f, out.command, each, tests, left_out), batch)
             ):
                 if task:
                     out.tasks.append({"task_id": f"{repo.name}/{fn.id}", "repo": str(repo), **task})
@@ -332,11 +335,11 @@ def _is_test(node: ast.stmt) -> bool:
 
 
 def _prove(
-    box, repo: Path, fn: Function, command: str, runs: int, tests: dict[str, str]
+    box, repo: Path, fn: Function, command: str, runs: int, tests: dict[str, str], left_out: set[str] = frozenset()
 ) -> tuple[dict | None, str | None]:
     """(the task of `fn`, None) when its tests pass with its body and fail with both blanked bodies;
     else (None, the reason)."""
-    files = _mentions(tests, fn)
+    files = [m for m in _mentions(tests, fn) if m not in left_out]
     cmd = runner.narrowed(command, fn.language, files)
     text = (repo / fn.file).read_text()
     times = []
