@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..errors import FerryError
 from ..log import get_logger
 
 log = get_logger("train")
@@ -234,7 +235,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# An op's build takes a minute or two; a lock older than this was left by a build killed midway.
+STALE_LOCK_S = 1800
+
+
+class StaleBuildLock(FerryError, RuntimeError):
+    """A killed build's lock file that every later DeepSpeed run here would wait on forever."""
+
+
+def refuse_stale_build_locks(now: float | None = None) -> None:
+    """DeepSpeed builds its ops with torch's JIT builder, which waits on a build's lock file without end (a
+    killed build leaves it, and every later run hangs silently at its start): name the file instead."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    now = time.time() if now is None else now
+    for lock in sorted([*root.glob("*/lock"), *root.glob("*/*/lock")]):
+        age = now - lock.stat().st_mtime
+        if age > STALE_LOCK_S:
+            raise StaleBuildLock(
+                f"{lock}: an op build's lock left {age / 60:.0f} minutes ago (a build killed midway); every DeepSpeed "
+                "run here would wait on it forever: remove it when no other run is building"
+            )
+
+
 def prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
+    if use_deepspeed:
+        refuse_stale_build_locks()
     if use_deepspeed and not has_cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
     arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")

@@ -55,3 +55,27 @@ def test_a_lost_peer_stops_this_nodes_session():
         subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True).stdout.strip() for pid in alive
     ]
     assert all(s.startswith("Z") or not s for s in states), states  # the grandchild went too (or waits to be reaped)
+
+
+def test_a_killed_builds_lock_is_named_instead_of_waited_on_forever(tmp_path, monkeypatch):
+    """torch's JIT builder waits on an op build's lock without end; a lock older than any build is refused by name,
+    a fresh one (a build running now) is left to torch."""
+    import os
+    import time
+
+    import pytest
+
+    from ferrylm.train.launch import STALE_LOCK_S, StaleBuildLock, prepare_distributed_env, refuse_stale_build_locks
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    lock = tmp_path / "py311_cpu" / "deepspeed_shm_comm" / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    refuse_stale_build_locks()  # a build running now
+    old = time.time() - STALE_LOCK_S - 60
+    os.utime(lock, (old, old))
+    with pytest.raises(StaleBuildLock, match="deepspeed_shm_comm/lock: an op build's lock left 31 minutes ago"):
+        prepare_distributed_env(use_deepspeed=True, has_cuda=False)
+    prepare_distributed_env(use_deepspeed=False, has_cuda=False)  # no DeepSpeed: no op is built
+    lock.unlink()
+    refuse_stale_build_locks()
