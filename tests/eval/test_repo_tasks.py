@@ -224,7 +224,7 @@ def test_scoring_shows_the_jail_the_packages_finding_showed_it(tmp_path, monkeyp
 def test_a_function_is_tried_on_the_top_level_tests_that_name_it():
     """pytest node ids of the tests naming it; the whole file where the name is used outside a test (a table the
     tests share) or the test is one pytest would not collect by its defaults."""
-    from ferrylm.eval.repo.tasks import _mentions
+    from ferrylm.eval.repo.runner import mentions
 
     fn = functions(LIB, "pkg/__init__.py", "python", min_lines=1)[0]  # add
     tests = {
@@ -236,7 +236,7 @@ def test_a_function_is_tried_on_the_top_level_tests_that_name_it():
         "tests/test_c.py": "class Helper:\n    adder = add\n\ndef test_h():\n    assert Helper\n",
         "tests/test_d.py": "def test_unrelated():\n    assert 1\n",
     }
-    assert _mentions(tests, fn) == [
+    assert mentions(tests, fn) == [
         "tests/test_a.py::test_add",
         "tests/test_a.py::AddTests",
         "tests/test_a.py::test_through",
