@@ -9,8 +9,10 @@
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh train            # the pieces joined and checked, then data and train (in the background;
 #                                             # the repository tasks found beside training and kept for the eval)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh eval             # export (merged) and eval (in the background)
-#   studies/real_coder_forgetting/gpu_qwen_canary.sh probe DIR[:REQ]...  # the base asked with the signature alone and
-#                                             # with the file (studies/unseen_projects/repo_context_probe.py, background)
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh all              # train's steps and eval's in one background chain
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh probe [DIR[:REQ]...]  # the base asked with the signature alone and
+#                                             # with the file (studies/unseen_projects/repo_context_probe.py, background):
+#                                             # the run's own tasks once `train` has found them, or DIRs' tasks
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
 #                                             # samples to $OUT/$TAG.tgz
 #
@@ -57,8 +59,17 @@ case "${1:-}" in
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
     # a step outlives the call that starts it (the machine stays while calls follow within 30 s)
     setsid nohup bash -c "$0 _run data tasks train" > "$R.train.log" 2>&1 < /dev/null & ;;
+  all)  # train's steps, then eval's, in one chain (`wait train` waits for all of it)
+    [ -f /tmp/q/model.gguf ] || { cat /tmp/q/p?? > /tmp/q/model.gguf && rm /tmp/q/p??; }
+    echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
+    setsid nohup bash -c "$0 _run data tasks train export tasks_done eval" > "$R.train.log" 2>&1 < /dev/null & ;;
   eval) setsid nohup bash -c "$0 _run export tasks_done eval" > "$R.eval.log" 2>&1 < /dev/null & ;;
-  probe)
+  probe)  # the run's own tasks once found beside training (no DIR), or DIRs'
+    if [ $# -eq 1 ]; then
+      setsid nohup bash -c "while [ ! -f $R.tasks.done ]; do sleep 5; done; python3 studies/unseen_projects/repo_context_probe.py \
+        --run $(printf '%q ' "${RUN[@]:2}") --out /tmp/$TAG.probe.json" > "/tmp/$TAG.probe.log" 2>&1 < /dev/null &
+      exit 0
+    fi
     model=$(dirname "$(ls /tmp/cache/*/config.json | head -n 1)")
     setsid nohup python3 studies/unseen_projects/repo_context_probe.py "${@:2}" --model "$model" --limit 40 \
       --out "/tmp/$TAG.probe.json" > "/tmp/$TAG.probe.log" 2>&1 < /dev/null & ;;
@@ -90,7 +101,7 @@ PY
     for _ in $(seq "${WAIT_POLLS:-108}"); do [ -f "$R.$first.done" ] && break; sleep 5; done
     tail -n 25 "$R.$2.log"; cat "$R.$first.done" 2>/dev/null || echo "still running"
     mkdir -p "$OUT"
-    (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json \
+    (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/eval/report.json \
       "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true ;;
-  *) echo "usage: $0 setup | part NN | train | eval | probe DIR... | wait train|eval" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | part NN | train | eval | all | probe [DIR...] | wait train|eval" >&2; exit 2 ;;
 esac

@@ -3,7 +3,11 @@ comment alone (eval.repo_context=none) against the function's file with its body
 tasks, same model, greedy; McNemar's test between the two.
 
     .venv/bin/python studies/unseen_projects/repo_context_probe.py DIR[:REQ,REQ...] [...] --model qwen2.5-coder-0.5b \\
-        --limit 10 --out bench/results/repo_context_probe_0.5b.json
+        --limit 10 --out studies/unseen_projects/results/repo_context_probe_0.5b.json
+    python3 studies/unseen_projects/repo_context_probe.py --run KEY=VALUE ... --out probe.json
+
+--run: instead of DIRs, the tasks of a run's own-code tracks (the demo-gpu preset with these overrides; the
+tasks its eval finds, read back from eval.repo_task_cache) and the run's base model.
 
 REQ: what that repository's tests need installed (repo-tasks' --test-requires). On a CPU the model runs
 in fp32 through transformers' generate: slow, but the outcome of a greedy reply does not depend on speed.
@@ -19,6 +23,8 @@ import time
 from pathlib import Path
 
 from ferrylm.config import load_config
+from ferrylm.eval.tasks import own_code
+from ferrylm.manifest import read_record
 from ferrylm.eval.generators import LocalGenerator
 from ferrylm.eval.repo import context
 from ferrylm.eval.repo.score import score
@@ -27,10 +33,18 @@ from ferrylm.eval.report.paired import mcnemar_exact
 from ferrylm.models import resolve_model_path
 from ferrylm.prompts import code_block_closed, user_message
 
+WORKERS = 8  # tasks scored at once
 SETTINGS = {
     "none": lambda t, budget: user_message(t["prompt"], t["language"]),
     "file": lambda t, budget: context.question(t, budget),
 }
+
+
+def run_tasks(overrides: list[str]) -> tuple[list[dict], str]:
+    """The own-code tasks of a run (all its tracks) and its base model's path."""
+    cfg = load_config("demo-gpu", overrides)
+    tracks = own_code.tracks(cfg.eval, read_record(cfg.stage_dir("data"))["outputs"])
+    return [t for track in tracks for t in track.problems], resolve_model_path(cfg.model.path, cfg.model.cache_dir)
 
 
 def passed(tasks: list[dict], replies: dict[str, str]) -> dict[str, bool]:
@@ -38,13 +52,14 @@ def passed(tasks: list[dict], replies: dict[str, str]) -> dict[str, bool]:
         tpath, spath = Path(tmp) / "tasks.jsonl", Path(tmp) / "samples.jsonl"
         tpath.write_text("".join(json.dumps(t) + "\n" for t in tasks))
         spath.write_text("".join(json.dumps({"task_id": i, "completion": r}) + "\n" for i, r in replies.items()))
-        results = [json.loads(line) for line in Path(score(tpath, spath)["results"]).read_text().splitlines()]
+        results = [json.loads(line) for line in Path(score(tpath, spath, WORKERS)["results"]).read_text().splitlines()]
     return {r["task_id"]: r["passed"] for r in results}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("repos", nargs="+", help="DIR, or DIR:REQ,REQ for the pip requirements its tests need")
+    ap.add_argument("repos", nargs="*", help="DIR, or DIR:REQ,REQ for the pip requirements its tests need")
+    ap.add_argument("--run", nargs="+", metavar="KEY=VALUE", help="a run's own-code tasks instead (demo-gpu + these)")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--limit", type=int, default=10, help="tasks per repository")
     ap.add_argument("--budget", type=int, default=768, help="eval.repo_context_tokens")
@@ -52,6 +67,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     tasks: list[dict] = []
+    if args.run:
+        tasks, args.model = run_tasks(args.run)
+        print(f"the run's own-code tracks: {len(tasks)} tasks", flush=True)
     for arg in args.repos:
         repo, _, reqs = arg.partition(":")
         found = find_tasks(
@@ -59,8 +77,9 @@ def main(argv=None) -> int:
         )
         print(f"{repo}: {len(found.tasks)} tasks", flush=True)
         tasks += found.tasks
-    gen = LocalGenerator(resolve_model_path(args.model, load_config("default").model.cache_dir))
-    report: dict = {"model": args.model, "tasks": len(tasks), "budget_tokens": args.budget, "settings": {}}
+    model = args.model if args.run else resolve_model_path(args.model, load_config("default").model.cache_dir)
+    gen = LocalGenerator(model)
+    report: dict = {"model": str(args.model), "tasks": len(tasks), "budget_tokens": args.budget, "settings": {}}
     outcome: dict[str, dict[str, bool]] = {}
     for name, ask in SETTINGS.items():
         t0, replies = time.perf_counter(), {}
@@ -78,6 +97,12 @@ def main(argv=None) -> int:
     only_none = sum(outcome["none"][i] and not outcome["file"][i] for i in outcome["file"])
     report |= {"only_file": only_file, "only_none": only_none, "mcnemar_p": mcnemar_exact(only_file, only_none)}
     report["per_task"] = {i: {s: outcome[s][i] for s in SETTINGS} for i in outcome["file"]}
+    splits = {t["task_id"]: t.get("split", "repositories") for t in tasks}
+    report["by_split"] = {
+        split: {"tasks": sum(v == split for v in splits.values())}
+        | {s: sum(outcome[s][i] for i in outcome[s] if splits[i] == split) for s in SETTINGS}
+        for split in sorted(set(splits.values()))
+    }
     print(json.dumps({k: v for k, v in report.items() if k not in ("settings", "per_task")}))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
