@@ -22,14 +22,16 @@ _COMMON = frozenset(
 MAX_TERMS = 32  # a query of the first this many distinct words of the question
 
 
-def write(path: Path, functions: Iterable[tuple[str, str, str]]) -> int:
-    """(source, language, code) of each training function into a new index at `path` (replaced whole once
-    written); returns how many."""
+def write(path: Path, functions: Iterable[tuple[str, str, str, str]]) -> int:
+    """(source, language, code, repository) of each training function into a new index at `path` (replaced
+    whole once written); returns how many."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     with sqlite3.connect(tmp) as db:
-        db.execute("CREATE VIRTUAL TABLE functions USING fts5(code, source UNINDEXED, language UNINDEXED)")
-        db.executemany("INSERT INTO functions (source, language, code) VALUES (?, ?, ?)", functions)
+        db.execute(
+            "CREATE VIRTUAL TABLE functions USING fts5(code, source UNINDEXED, language UNINDEXED, repo UNINDEXED)"
+        )
+        db.executemany("INSERT INTO functions (source, language, code, repo) VALUES (?, ?, ?, ?)", functions)
         n = db.execute("SELECT count(*) FROM functions").fetchone()[0]
     db.close()
     os.replace(tmp, path)
@@ -42,15 +44,17 @@ def query_terms(text: str) -> list[str]:
     return [w for w in words if w not in _COMMON][:MAX_TERMS]
 
 
-def search(path: Path, text: str, language: str, limit: int) -> list[tuple[str, str]]:
-    """(source, code) of the `limit` best matches of `text` in `language`, best first (BM25)."""
+def search(path: Path, text: str, language: str, limit: int, within: str | None = None) -> list[tuple[str, str]]:
+    """(source, code) of the `limit` best matches of `text` in `language`, best first (BM25); `within`: only
+    the functions of that repository (the data stage's name for it)."""
     terms = query_terms(text)
     if not terms:
         return []
+    where, repo = ("", ()) if within is None else (" AND repo = ?", (within,))
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         rows = db.execute(
-            "SELECT source, code FROM functions WHERE functions MATCH ? AND language = ? ORDER BY rank LIMIT ?",
-            (" OR ".join(f'"{t}"' for t in terms), language, limit),
+            f"SELECT source, code FROM functions WHERE functions MATCH ? AND language = ?{where} ORDER BY rank LIMIT ?",
+            (" OR ".join(f'"{t}"' for t in terms), language, *repo, limit),
         ).fetchall()
     db.close()
     return rows

@@ -268,8 +268,10 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             f"data.sources: {len(docs)} code files but no function with a doc comment "
             f"and a {d.min_body_lines}–{d.max_body_lines} line body"
         )
+    every = list(pairs)
     pairs, kept = _chosen_pairs(d, pairs, held, roots, stats)
-    stats["library_functions"] = _write_library(cfg, pairs, held, kept.sources)
+    undrawn = _undrawn_own(every, pairs, held, kept, roots, bool(d.holdout_functions))
+    stats["library_functions"] = _write_library(cfg, pairs + undrawn, held, kept.sources)
     too_long, no_summary, examples = 0, 0, Counter()
     for p, ref in pairs:
         lang = ref.language
@@ -320,12 +322,30 @@ def _reference(task: str, pair, form: str) -> str:
     return pair.prompt_code + pair.body if form == "function" else pair.body
 
 
-def _write_library(cfg, pairs, held, held_functions: set[str]) -> int:
-    """The functions the training sees (whole), searchable: what the eval's retrieval column may show."""
+def _undrawn_own(every: list, chosen: list, held: set, kept: HeldOutFunctions, roots: dict, drop_tests: bool) -> list:
+    """The training repositories' functions data.max_pairs did not draw, as the draw would have kept them
+    (no held-out function nor a near duplicate of one; with held-out functions, no test file): a team's
+    retrieval searches its whole repositories, not a sample of them."""
+    seen = {p.source for p, _ in chosen}
+    return [
+        (p, ref)
+        for p, ref in every
+        if ref.repo in roots
+        and ref.repo not in held
+        and p.source not in seen
+        and p.source not in kept.sources
+        and not (drop_tests and is_test_file(_in_repo(ref, roots)))
+        and not kept.near(p.body)
+    ]
+
+
+def _write_library(cfg, pairs, held: set, held_functions: set[str]) -> int:
+    """The training repositories' functions (whole), searchable: what the eval's retrieval column may show;
+    never a held-out repository's nor a held-out function."""
     return library.write(
         cfg.stage_dir("data") / LIBRARY,
         (
-            (p.source, ref.language, p.prompt_code + p.body)
+            (p.source, ref.language, p.prompt_code + p.body, ref.repo)
             for p, ref in pairs
             if ref.repo not in held and p.source not in held_functions
         ),

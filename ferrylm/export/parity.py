@@ -15,6 +15,9 @@ agreement says how far two greedy texts stay together, and one early difference 
 after it: on 4 prompts x 16 tokens it put the same GPTQ recipe at 0.74 in one GPU run and 0.48 in the
 next, and barely told GPTQ from round-to-nearest (0.125 against 0.035 on SmolLM2) where forced
 agreement (0.789 against 0.645) and KL (0.246 against 0.603) did (studies/parity_measures/results/parity_measures_smollm2.json).
+
+Each model is run where it fits: on the GPU (in fp32, without TF32) when one is here with room for it, else on
+the CPU, whose cores the eval's jails may be sharing then. Both sides of a comparison run on the same device.
 """
 
 from __future__ import annotations
@@ -45,6 +48,20 @@ class Parity:
         return asdict(self)
 
 
+HEADROOM = 1.25  # the weights' bytes times this must be free on the GPU (activations, the generate cache)
+
+
+def parity_device(model, reference_device: str | None = None) -> str:
+    """Where `model` is run for parity: the reference's device when given (like with like), else the
+    GPU when one is here with room for the model, else the CPU."""
+    if reference_device is not None:
+        return reference_device if reference_device == "cpu" or torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        return "cpu"
+    need = sum(p.numel() * p.element_size() for p in model.parameters()) * HEADROOM
+    return "cuda" if torch.cuda.mem_get_info()[0] > need else "cpu"
+
+
 @torch.no_grad()
 def reference_outputs(
     model,
@@ -53,16 +70,27 @@ def reference_outputs(
     pad_id: int,
     eos_id: int | None = None,
     forced: list[list[int]] | None = None,
+    device: str = "cpu",
 ) -> list[tuple]:
     """(logits over the prompt and the reference's continuation, greedy continuation, each generated step's
     logits) for each prompt, one prompt at a time (no padding effects). `forced`: the reference's
     continuations, which an artifact is scored on; None for the reference itself, scored on its own.
     `eos_id`: the token every artifact stops on (the chat template's end of turn), so the reference stops
-    where they do, whatever its own generation config says."""
-    model.eval()
+    where they do, whatever its own generation config says. `device`: where it runs (parity_device); what
+    it returns is on the CPU."""
+    model.eval().to(device)
+    tf32, torch.backends.cuda.matmul.allow_tf32 = torch.backends.cuda.matmul.allow_tf32, False
+    try:
+        return _outputs(model, prompt_ids, new_tokens, pad_id, eos_id, forced, device)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        model.to("cpu")  # its GPU memory back before the next model is loaded
+
+
+def _outputs(model, prompt_ids, new_tokens, pad_id, eos_id, forced, device) -> list[tuple]:
     outs = []
     for i, ids in enumerate(prompt_ids):
-        x = torch.tensor([ids])
+        x = torch.tensor([ids], device=device)
         gen = model.generate(
             input_ids=x,
             attention_mask=torch.ones_like(x),
@@ -74,8 +102,9 @@ def reference_outputs(
             **({} if eos_id is None else {"eos_token_id": eos_id}),
         )
         cont = gen.sequences[0, len(ids) :].tolist()
-        logits = model(input_ids=torch.tensor([ids + (cont if forced is None else forced[i])])).logits[0].float()
-        outs.append((logits, cont, [s[0].float() for s in gen.logits]))
+        scored = torch.tensor([ids + (cont if forced is None else forced[i])], device=device)
+        logits = model(input_ids=scored).logits[0].float().cpu()
+        outs.append((logits, cont, [s[0].float().cpu() for s in gen.logits]))
     return outs
 
 

@@ -18,7 +18,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha256_tree, write_json_atomic
 from ..models import load_model, load_tokenizer, resolve_model_path
 from .merge import MergeError, stream_merge
-from .parity import compare, reference_outputs
+from .parity import compare, parity_device, reference_outputs
 from .triton import write_triton_repo, write_vllm_backend_repo
 
 log = get_logger("export")
@@ -86,6 +86,7 @@ class Reference:
     tokenizer: object
     lineage: dict
     new_tokens: int
+    device: str = "cpu"  # where the reference ran: every artifact's PyTorch model runs there too
 
     @property
     def continuations(self) -> list[list[int]]:
@@ -119,6 +120,7 @@ class Reference:
                 self.tokenizer.pad_token_id,
                 self.tokenizer.eos_token_id,
                 self.continuations,
+                parity_device(model, self.device),
             ),
             tolerance,
         )
@@ -191,8 +193,9 @@ def _reference(cfg: Config, trained: Path, base_dir: Path, full: bool) -> Refere
         model = PeftModel.from_pretrained(load_model(base_dir), trained)
         _check_adapter(model, trained)
     prompts = _parity_prompts(cfg, tokenizer)
+    device = parity_device(model)
     outputs = reference_outputs(
-        model, prompts, cfg.export.parity_new_tokens, tokenizer.pad_token_id, tokenizer.eos_token_id
+        model, prompts, cfg.export.parity_new_tokens, tokenizer.pad_token_id, tokenizer.eos_token_id, None, device
     )
     return Reference(
         "the fine-tuned model (PyTorch)" if full else "base + adapter (PyTorch)",
@@ -201,6 +204,7 @@ def _reference(cfg: Config, trained: Path, base_dir: Path, full: bool) -> Refere
         tokenizer,
         _lineage(cfg, base_dir, trained, full),
         cfg.export.parity_new_tokens,
+        device,
     )
 
 

@@ -54,7 +54,9 @@ def main(argv=None) -> int:
         }
     if args.base_humaneval:
         table["humaneval"] = {
-            "fine-tuned vs base": paired(outcomes(d / "humaneval_python_fine-tuned.jsonl"), outcomes(args.base_humaneval))
+            "fine-tuned vs base": paired(
+                outcomes(d / "humaneval_python_fine-tuned.jsonl"), outcomes(args.base_humaneval)
+            )
         }
     print(json.dumps(table, indent=1))
     return 0

@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 
 from ferrylm.config import load_config
-from ferrylm.eval.tasks import own_code
-from ferrylm.manifest import read_record
 from ferrylm.eval.generators import LocalGenerator
 from ferrylm.eval.repo import context
 from ferrylm.eval.repo.score import score
 from ferrylm.eval.repo.tasks import find_tasks
 from ferrylm.eval.report.paired import mcnemar_exact
+from ferrylm.eval.tasks import own_code
+from ferrylm.manifest import read_record
 from ferrylm.models import resolve_model_path
 from ferrylm.prompts import code_block_closed, user_message
 

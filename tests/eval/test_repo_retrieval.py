@@ -19,20 +19,34 @@ TASK = {
     "body": BODY,
 }
 TRAINING = [
-    ("shop/cart.py::order_total", "python", TASK["prompt"] + BODY),  # the task's own function
+    ("shop/cart.py::order_total", "python", TASK["prompt"] + BODY, "shop"),  # the task's own function
     (  # a copy in another module, its variable renamed: a near duplicate
         "shop/legacy.py::legacy_total",
         "python",
         "def legacy_total(items):\n    acc = 0\n    for item in items:\n        acc += item.price * item.count\n    return acc\n",
+        "shop",
     ),
     (
         "shop/price.py::item_price",
         "python",
         'def item_price(item):\n    """The price of one item."""\n    return item.price\n',
+        "shop",
     ),
-    ("shop/count.py::count_items", "python", "def count_items(items):\n    return sum(item.count for item in items)\n"),
-    ("shop/io.go::OrderTotal", "go", "func OrderTotal(items []Item) int {\n\treturn 0\n}\n"),
-    ("util/text.py::slug", "python", "def slug(text):\n    return text.lower().replace(' ', '-')\n"),
+    (
+        "shop/count.py::count_items",
+        "python",
+        "def count_items(items):\n    return sum(item.count for item in items)\n",
+        "shop",
+    ),
+    ("shop/io.go::OrderTotal", "go", "func OrderTotal(items []Item) int {\n\treturn 0\n}\n", "shop"),
+    ("util/text.py::slug", "python", "def slug(text):\n    return text.lower().replace(' ', '-')\n", "util"),
+    (  # another repository's function that matches the question best of all
+        "store/sum.py::items_price_count_summed",
+        "python",
+        'def items_price_count_summed(items):\n    """Every item: its price times its count, summed; the price."""\n'
+        "    return sum(i.price * i.count for i in items)\n",
+        "store",
+    ),
 ]
 
 
@@ -55,9 +69,22 @@ def test_never_the_task_itself_nor_a_near_duplicate_and_within_budget(tmp_path):
     got = snippets(index, TASK, k=4, budget_chars=10_000)
     assert got and all(BODY not in g and not holds_body(g, BODY) for g in got)
     assert not any("legacy_total" in g or "def order_total" in g for g in got)
-    assert {g.split("(")[0] for g in got} == {"def item_price", "def count_items"}
+    assert {g.split("(")[0] for g in got} == {"def item_price", "def count_items", "def items_price_count_summed"}
     assert len(snippets(index, TASK, k=1, budget_chars=10_000)) == 1
     assert snippets(index, TASK, k=4, budget_chars=20) == []  # nothing fits: nothing shown
+
+
+def test_the_tasks_own_repository_comes_first(tmp_path):
+    """Another repository's function matches the question best; a task of a training repository is shown
+    its own repository's matches first, a task of a held-out one (no name in the index) the best overall."""
+    index = _index(tmp_path)
+    first = [s for s, _ in library.search(index, TASK["prompt"], "python", 10)]
+    assert first[:2] == ["shop/cart.py::order_total", "store/sum.py::items_price_count_summed"]  # after its own
+    assert [s for s, _ in library.search(index, TASK["prompt"], "python", 10, within="util")] == []
+    own = snippets(index, TASK | {"repo_name": "shop"}, k=2, budget_chars=10_000)
+    assert {g.split("(")[0] for g in own} == {"def item_price", "def count_items"}  # not the better match elsewhere
+    held_out = snippets(index, TASK | {"repo_name": "elsewhere"}, k=1, budget_chars=10_000)
+    assert [g.split("(")[0] for g in held_out] == ["def items_price_count_summed"]
 
 
 def test_the_retrieval_tracks_ask_the_same_question_below_the_functions(tmp_path):

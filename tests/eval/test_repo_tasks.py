@@ -751,6 +751,46 @@ def test_held_out_functions_of_training_repositories_stay_out_of_training(tmp_pa
         make_config(tmp_path / "r2", tiny_qwen2_dir, corpus, "data.format=cpt", "data.holdout_functions=0.5")
 
 
+def test_retrieval_searches_the_whole_training_repositories_not_the_draw(tmp_path, tiny_qwen2_dir, make_config):
+    """data.max_pairs=8 draws a part of the functions; the retrieval index still holds every function of the training
+    repositories but their held-out ones and their tests, and nothing of a held-out repository."""
+    import sqlite3
+
+    from ferrylm.data import run_data
+    from ferrylm.data.pairs import extract_pairs
+
+    corpus = _four_repositories(tmp_path / "repos")
+    cfg = make_config(
+        tmp_path / "run",
+        tiny_qwen2_dir,
+        corpus,
+        "data.min_body_lines=1",
+        "data.holdout_functions=0.5",
+        "data.max_pairs=8",
+    )
+    data = run_data(cfg)
+    repos = json.loads(Path(data.outputs["repositories"]).read_text())
+    with sqlite3.connect(data.outputs["library"]) as db:
+        indexed = {s for (s,) in db.execute("SELECT source FROM functions")}
+    trained = [r for r in repos if r["split"] == "train"]
+    held = {f"{r['name']}/{f}" for r in trained for f in r["held_out_functions"]}
+    indexed = {s.split("/", 1)[1] for s in indexed}  # as the repositories name them (the corpus folder's name off)
+    want = {  # every documented function of the training repositories' code
+        p.source
+        for r in trained
+        for p in extract_pairs(
+            (corpus / r["name"] / "pkg" / "__init__.py").read_text(), f"{r['name']}/pkg/__init__.py", 1, 40
+        )
+    }
+    # minus the held-out ones and their copies (the four repositories share some functions word for word)
+    want = {f for f in want if f.split("::")[1] not in {h.split("::")[1] for h in held}}
+    assert data.metrics["pairs_extracted"] > 8 + len(held)  # the draw left some of them out
+    assert want and want <= indexed and not indexed & held
+    assert not any(s.split("/")[0] in {r["name"] for r in repos if r["split"] == "eval"} for s in indexed)
+    assert not any("tests" in s.split("::")[0] for s in indexed)  # a test file shows a held-out function's behaviour
+    assert data.metrics["library_functions"] == len(indexed)
+
+
 @pytest.mark.slow
 def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path, tiny_qwen2_dir, make_config):
     """Four small repositories with tests; the held-out ones become a "Your repositories (python)" track:

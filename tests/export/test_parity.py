@@ -3,7 +3,7 @@ two tokens within the tolerance is a tie, not a failure; any other parting fails
 
 import torch
 
-from ferrylm.export.parity import compare
+from ferrylm.export.parity import compare, parity_device
 
 
 def _ref(step_logits: list[list[float]], tokens: list[int]):
@@ -41,3 +41,18 @@ def test_forced_agreement_judges_each_step_of_the_references_continuation():
     p = compare([(la, [1, 3, 2])], [(lb, [0, 0, 0])], 3)
     assert (p.token_agreement, p.forced_agreement) == (0.0, 2 / 3)
     assert compare([(la, [1, 3, 2])], [(la, [1, 3, 2])], 3).forced_agreement == 1.0
+
+
+def test_parity_runs_where_the_reference_ran_and_never_asks_for_a_missing_gpu(monkeypatch):
+    """Like with like: an artifact's model follows the reference's device; without a GPU everything stays on
+    the CPU; with one, a model is placed there only when the GPU has room for it."""
+    model = torch.nn.Linear(4, 4)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert parity_device(model) == parity_device(model, "cuda") == parity_device(model, "cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (weights, 10 * weights))  # free, total
+    assert parity_device(model) == "cpu"  # the weights alone would fill it: no headroom
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (2 * weights, 10 * weights))
+    assert parity_device(model) == "cuda"
+    assert parity_device(model, "cpu") == "cpu"  # the reference ran on the CPU: so does the artifact

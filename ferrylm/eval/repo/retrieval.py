@@ -1,8 +1,9 @@
 """Retrieval, the rival a team would try before fine-tuning: each repository task's question with the k
 functions of the training repositories that best match its signature and doc comment shown above it
-(eval.retrieval_k, data/library.py's BM25 index). Never the task's own function, nor one whose text holds
-most of the hidden body (a near duplicate, e.g. a copy in another module): retrieval must not hand over
-the answer.
+(eval.retrieval_k, data/library.py's BM25 index), those of the task's own repository first (a team's
+tools search the repository they work in; a held-out repository has none there). Never the task's own
+function, nor one whose text holds most of the hidden body (a near duplicate, e.g. a copy in another
+module): retrieval must not hand over the answer.
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ def snippets(index: Path, task: dict, k: int, budget_chars: int) -> list[str]:
     """Up to k training functions for `task`, best first, whole, within `budget_chars`."""
     own = f"{task['file']}::{task['name']}"
     out: list[str] = []
-    room = budget_chars
-    for source, code in library.search(index, task["prompt"], task["language"], 4 * k):
-        if source.endswith(own) or holds_body(code, task["body"]):
+    room, seen = budget_chars, set()
+    repo = task.get("repo_name")
+    ranked = library.search(index, task["prompt"], task["language"], 4 * k, within=repo) if repo else []
+    for source, code in ranked + library.search(index, task["prompt"], task["language"], 4 * k):
+        if source in seen or source.endswith(own) or holds_body(code, task["body"]):
             continue
+        seen.add(source)
         if len(code) <= room:
             out.append(code if code.endswith("\n") else code + "\n")
             room -= len(code)

@@ -69,7 +69,7 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
             f" (skipped: {found.skipped})" if found.skipped else "",
             dict(found.dropped) or "none",
         )
-        tasks += [t | {"split": split} for t in found.tasks]
+        tasks += [t | {"split": split, "repo_name": repo["name"]} for t in found.tasks]
     groups = sorted({(t["split"], t["language"]) for t in tasks})
     return [
         _track(split, language, [t for t in tasks if (t["split"], t["language"]) == (split, language)], e)
