@@ -58,7 +58,7 @@ def compile_sm90(block_n, block_k, warps, pair, sub, n, k, group=128, ahead=1):
     )
     sig.update({name: "constexpr" for name in const})
     src = ASTSource(
-        fn=gemv4_kernel._gemv4_kernel,
+        fn=gemv4_kernel.kernel,
         signature=sig,
         constexprs={(list(sig).index(name),): v for name, v in const.items()},
         attrs={(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")},

@@ -1,5 +1,5 @@
 """rustc under the sandbox's address-space limit, with glibc's default malloc arenas and with two
-(`humaneval_x._FEW_ARENAS`, what the Rust compile step runs with): how many of N compiles of one
+(`humaneval_x.FEW_ARENAS`, what the Rust compile step runs with): how many of N compiles of one
 HumanEval-X canonical solution pass at each limit. On a loaded machine the default arenas fail.
 
     FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python studies/rustc_arenas/rustc_arenas.py --runs 8 --out rustc_arenas.json
@@ -22,11 +22,11 @@ def main() -> None:
     ap.add_argument("--limits", default="500,700")
     args = ap.parse_args()
     first = hx.load_problems("rust")[0]
-    two = hx._FEW_ARENAS
+    two = hx.FEW_ARENAS
     rows = []
     for limit in map(int, args.limits.split(",")):
         for name, arenas in (("glibc default", []), ("MALLOC_ARENA_MAX=2", two)):
-            hx._FEW_ARENAS = arenas
+            hx.FEW_ARENAS = arenas
             results = hx.execute(
                 "rust", [first] * args.runs, [first["canonical_solution"]] * args.runs, memory_mb=limit
             )
@@ -40,7 +40,7 @@ def main() -> None:
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
-    hx._FEW_ARENAS = two
+    hx.FEW_ARENAS = two
     Path(args.out).write_text(
         json.dumps({"cpus": os.cpu_count(), "load_1min": os.getloadavg()[0], "rows": rows}, indent=2)
     )

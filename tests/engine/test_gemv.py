@@ -250,3 +250,18 @@ def test_engine_refuses_the_kernel_without_a_gpu(tiny_qwen2_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, dtype=torch.float32)
     with pytest.raises(ValueError, match="runs on CUDA GPUs only"):
         Engine(model, max_len=16, compile=False, tune=False, gemv=True)
+
+
+def test_the_4bit_kernels_hooks_name_the_program_gemv4_launches():
+    """The studies' hooks: `gemv4_kernel.kernel` is the program `gemv4` launches, and `kernel_swapped`
+    puts another in its place for the block only."""
+    from ferrylm.engine.kernels import gemv4, gemv4_kernel
+
+    assert gemv4_kernel.kernel is gemv4._gemv4_kernel
+    other = object()
+    with gemv4.kernel_swapped(other):
+        assert gemv4._gemv4_kernel is other
+    assert gemv4._gemv4_kernel is gemv4_kernel.kernel
+    with pytest.raises(KeyError), gemv4.kernel_swapped(other):
+        raise KeyError("a study's step failed")
+    assert gemv4._gemv4_kernel is gemv4_kernel.kernel  # restored on the way out of a failure too

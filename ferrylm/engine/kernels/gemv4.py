@@ -28,6 +28,8 @@ F.linear in fp32 on it).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 from .gemv import CONFIG_KEYS, SILU, Epilogue, check_launch, gemv_reference
@@ -36,6 +38,18 @@ try:
     from .gemv4_kernel import _gemv4_kernel, _prompt4_kernel
 except ImportError:  # the CPU-only install: Gemv4Linear is never built there
     _gemv4_kernel = _prompt4_kernel = None
+
+
+@contextmanager
+def kernel_swapped(program):
+    """`gemv4` launches `program` (a Triton program of the same signature) in place of its own within the
+    block: a study's variants of the kernel (read-only, empty) timed in the engine's captured step."""
+    global _gemv4_kernel
+    own, _gemv4_kernel = _gemv4_kernel, program
+    try:
+        yield
+    finally:
+        _gemv4_kernel = own
 
 
 def pack_int4(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -313,3 +313,8 @@ def _prompt4_kernel(
             part = tl.dot(xg, q)
         acc += part * s[None, :]
     tl.store(y_ptr + m[:, None] * N + n[None, :], acc, mask=(m < M)[:, None] & (n < N)[None, :])
+
+
+# The one-token Triton program itself, by a public name: a study compiles it apart (to SASS) or swaps its
+# `_dot8` in a copy of this file's source; gemv4.py launches this same object.
+kernel = _gemv4_kernel

@@ -97,7 +97,7 @@ public class Main {
 # reservation, and how many it makes depends on contention: rustc took 500 MB to over 1 GB of address
 # space for one HumanEval-X program and, on a loaded machine, died of LLVM's "out of memory" under the
 # 1 GB limit. Two arenas keep it under 500 MB (tests/eval/tasks/test_humaneval_x.py holds it under 512).
-_FEW_ARENAS = ["/usr/bin/env", "MALLOC_ARENA_MAX=2"]
+FEW_ARENAS = ["/usr/bin/env", "MALLOC_ARENA_MAX=2"]
 # The JVM reserves far more address space than it uses; these keep it (javac's too) under the
 # sandbox's memory limit and its thread count under the process limit.
 _JVM = [
@@ -120,8 +120,8 @@ def _java_program(problem: dict, completion: str, libs: str | None = None) -> di
     return {
         "files": {"Main.java": problem["prompt"] + completion + "\n" + test + _JAVA_HARNESS},
         "steps": [
-            [*_FEW_ARENAS, javac, *(f"-J{o}" for o in _JVM), "-nowarn", "-encoding", "UTF-8", "Main.java"],
-            [*_FEW_ARENAS, java, *_JVM, "--add-opens", "java.base/java.io=ALL-UNNAMED", "-cp", ".", "Main"],
+            [*FEW_ARENAS, javac, *(f"-J{o}" for o in _JVM), "-nowarn", "-encoding", "UTF-8", "Main.java"],
+            [*FEW_ARENAS, java, *_JVM, "--add-opens", "java.base/java.io=ALL-UNNAMED", "-cp", ".", "Main"],
         ],
     }
 
@@ -214,7 +214,7 @@ def _rust_program(problem: dict, completion: str, libs: str) -> dict:
         "files": {"main.rs": source},
         "steps": [
             [
-                *_FEW_ARENAS,
+                *FEW_ARENAS,
                 hx_libs.RUSTC,
                 "--edition",
                 "2021",
