@@ -78,7 +78,26 @@ def test_the_class_and_siblings_are_shown_and_a_small_budget_trims_around_the_fu
     biggest = next(t for t in _tasks(tmp_path, "m.py", PY, "python") if t["name"] == "Box.biggest")
     full = context.question(biggest, 1024)
     assert "class Box:" in full and "self.items = items" in full and "LIMIT = 3" in full and "def words" in full
-    small = context.question(biggest, 50)  # 150 characters: the signature and doc comment, little else
-    assert "def biggest(self, n=LIMIT):" in small and "…" in small and "import re" not in small.split("```")[1]
+    small = context.question(biggest, 50)  # 150 characters: the imports, the signature and doc comment, little else
+    shown = small.split("```python\n")[1]
+    assert "def biggest(self, n=LIMIT):" in small and "class Box" not in shown
+    assert shown.startswith("…\nimport re\n…\n")  # the imports first (below the docstring), each cut marked
     before, hole, after = context.file_with_hole(biggest)
-    assert len(context.trimmed(before, hole, after, 150)) <= 150 + 2 * len("…\n")
+    assert len(context.trimmed(before, hole, after, 150)) <= 150 + 3 * len("…\n")
+
+
+def test_a_long_file_keeps_its_imports_above_the_window(tmp_path):
+    """Forty sibling functions between the imports and the task: the imports (a parenthesised group whole)
+    are shown, a cut, then the lines around the function; no import when the budget cannot hold half."""
+    siblings = "".join(f'\n\ndef f{i}(x):\n    """Sibling {i}."""\n    return x + {i}\n' for i in range(40))
+    text = (
+        '"""A module."""\nimport re\nfrom os.path import (\n    join,\n    split,\n)\n'
+        + siblings
+        + '\n\ndef last(path):\n    """The last part of a path, lower-cased."""\n    return split(path)[1].lower()\n'
+    )
+    task = next(t for t in _tasks(tmp_path, "m.py", text, "python") if t["name"] == "last")
+    shown = context.question(task, 100).split("```python\n")[1]
+    assert shown.startswith("…\nimport re\nfrom os.path import (\n    join,\n    split,\n)\n…\n")
+    assert "def f39(x):" in shown and "def f0(x):" not in shown and "return split(path)" not in shown
+    before, hole, after = context.file_with_hole(task)
+    assert "import" not in context.trimmed(before, hole, after, 40)  # half of what the hole leaves of 40: no import

@@ -6,6 +6,8 @@ the function to a token budget. `eval.repo_context=file` (the default) asks ever
 
 from __future__ import annotations
 
+import re
+
 from ...prompts import LANGUAGE_NAMES
 from .score import task_file
 
@@ -26,22 +28,61 @@ def file_with_hole(task: dict) -> tuple[str, str, str]:
     return before, f"{indent}{hole_marker(task['language'])}\n{closing}", after
 
 
-def trimmed(before: str, hole: str, after: str, budget_chars: int) -> str:
-    """The hole with as much of the file around it as fits: the lines just before it (the signature and
-    doc comment first, then upward), then after it; the file's head (its imports) when room is left.
-    Lines are kept whole; a cut is marked."""
+# a line of the file's head that names what the file uses (Go's and Python's parenthesised groups are kept whole)
+_IMPORT = {
+    "python": re.compile(r"(import |from \S+ import )"),
+    "go": re.compile(r"import\b"),
+    "rust": re.compile(r"(pub )?use "),
+    "java": re.compile(r"import "),
+    "cpp": re.compile(r"#\s*include"),
+}
+
+
+def _imports(lines: list[str], language: str) -> list[list[int]]:
+    """The file's import lines, each a group of line numbers (a parenthesised group's lines with its first)."""
+    pattern, groups, inside = _IMPORT.get(language), [], False
+    for i, line in enumerate(lines):
+        if inside:
+            groups[-1].append(i)
+            inside = not line.rstrip().endswith(")")
+        elif pattern is not None and pattern.match(line):
+            groups.append([i])
+            inside = line.rstrip().endswith("(")
+    return groups
+
+
+def _joined(lines: list[str], at: list[int]) -> str:
+    """The lines at `at` (ascending), a cut marked wherever lines are left out: before, between, after them."""
+    out, last = [], -1
+    for i in at + [len(lines)]:
+        out.append(("…\n" if i > last + 1 else "") + (lines[i] if i < len(lines) else ""))
+        last = i
+    return "".join(out)
+
+
+def trimmed(before: str, hole: str, after: str, budget_chars: int, language: str = "python") -> str:
+    """The hole with as much of the file around it as fits: the file's imports first (up to half the room:
+    the names a body uses come from there), then the lines just before the hole (the signature and doc
+    comment first, then upward), then after it. Lines are kept whole; a cut is marked."""
     up, down = before.splitlines(keepends=True), after.splitlines(keepends=True)
     room = budget_chars - len(hole)
-    top: list[str] = []
-    while up and len(up[-1]) <= room:
-        room -= len(up[-1])
-        top.insert(0, up.pop())
+    head: set[int] = set()
+    for group in _imports(up, language):
+        size = sum(len(up[i]) for i in group)
+        if size > room // 2 - sum(len(up[i]) for i in head):
+            break
+        head.update(group)
+    room -= sum(len(up[i]) for i in head)
+    start = len(up)  # the first line of the window around the hole
+    while start > 0 and (start - 1 in head or len(up[start - 1]) <= room):
+        start -= 1
+        room -= 0 if start in head else len(up[start])
     bottom: list[str] = []
     while down and len(down[0]) <= room:
         room -= len(down[0])
         bottom.append(down.pop(0))
-    cut = "…\n"
-    return (cut if up else "") + "".join(top) + hole + "".join(bottom) + (cut if down else "")
+    shown = sorted(i for i in head if i < start) + list(range(start, len(up)))
+    return _joined(up, shown) + hole + "".join(bottom) + ("…\n" if down else "")
 
 
 def question(task: dict, budget_tokens: int) -> str:
@@ -49,7 +90,7 @@ def question(task: dict, budget_tokens: int) -> str:
     as training asked)."""
     language = task["language"]
     before, hole, after = file_with_hole(task)
-    shown = trimmed(before, hole, after, budget_tokens * CHARS_PER_TOKEN)
+    shown = trimmed(before, hole, after, budget_tokens * CHARS_PER_TOKEN, language)
     name = task["name"]
     return (
         f"Here is `{task['file']}`, with the body of `{name}` cut out and marked `{hole_marker(language)}`:\n\n"
@@ -62,4 +103,4 @@ def question(task: dict, budget_tokens: int) -> str:
 def base_prompt(task: dict, budget_tokens: int) -> str:
     """Base prompting: the file up to the body, trimmed from the top to the budget (the model continues it)."""
     before, _, _ = file_with_hole(task)
-    return trimmed(before, "", "", budget_tokens * CHARS_PER_TOKEN)
+    return trimmed(before, "", "", budget_tokens * CHARS_PER_TOKEN, task["language"])
