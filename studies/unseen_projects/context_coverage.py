@@ -17,10 +17,16 @@ import sys
 import textwrap
 from pathlib import Path
 
+from ferrylm.config import load_config
 from ferrylm.eval.repo import context
+from ferrylm.eval.tasks import own_code
+from ferrylm.manifest import read_record
 
-sys.path.insert(0, str(Path(__file__).parent))
-from repo_context_probe import run_tasks  # noqa: E402
+
+def run_tasks(overrides: list[str]) -> list[dict]:
+    """The own-code tasks of a run (the demo-gpu preset with `overrides`; read back from eval.repo_task_cache)."""
+    cfg = load_config("demo-gpu", overrides)
+    return [t for tr in own_code.tracks(cfg.eval, read_record(cfg.stage_dir("data"))["outputs"]) for t in tr.problems]
 
 
 def window_only(before: str, hole: str, after: str, budget_chars: int) -> str:
@@ -68,7 +74,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=768, help="eval.repo_context_tokens")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    tasks, _ = run_tasks(args.run)
+    tasks = run_tasks(args.run)
     chars = args.budget * context.CHARS_PER_TOKEN
     rows = []
     for t in (t for t in tasks if t["language"] == "python"):
