@@ -1,7 +1,7 @@
 """How much of what a hidden body needs does the file context show? For each Python repository task: the
 module-level names of its file (imports, functions, classes, constants) that the original body uses, and
 how many of them the question shows (outside the cut) — the window around the function alone (the rule
-before the file's imports were kept, 22ed94b) against the imports kept above it. No model: a property
+before the file's imports were kept, 94e1140) against the imports kept above it. No model: a property
 of the prompt.
 
     .venv/bin/python studies/unseen_projects/context_coverage.py --run KEY=VALUE ... --out coverage.json
