@@ -67,12 +67,14 @@ def trimmed(before: str, hole: str, after: str, budget_chars: int, language: str
     up, down = before.splitlines(keepends=True), after.splitlines(keepends=True)
     room = budget_chars - len(hole)
     head: set[int] = set()
+    used = 0  # the imports' characters, at most half the room
     for group in _imports(up, language):
         size = sum(len(up[i]) for i in group)
-        if size > room // 2 - sum(len(up[i]) for i in head):
+        if used + size > room // 2:
             break
         head.update(group)
-    room -= sum(len(up[i]) for i in head)
+        used += size
+    room -= used
     start = len(up)  # the first line of the window around the hole
     while start > 0 and (start - 1 in head or len(up[start - 1]) <= room):
         start -= 1
