@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -46,12 +47,15 @@ def measure(
     losses: list | None = None,
     shots: FewShot | None = None,
     timed: bool = True,
+    scoring: Scoring | None = None,
 ) -> tuple[dict, list[dict]]:
     """The benchmarks' tracks and the held-out examples through `generator`, shown `shots` first when
-    given; latency too when it is an endpoint (it needs streaming) or an in-process engine, and the
+    given; latency first when it is an endpoint (it needs streaming) or an in-process engine, and the
     model is asked cold. Returns the measures and the scored held-out examples, which (with their loss,
-    when measured) are also written to heldout_<label>.jsonl."""
+    when measured) are also written to heldout_<label>.jsonl. `scoring`: executes the replies beside
+    what follows (the benchmarks' measures stand as a future until Scoring.results)."""
     e = cfg.eval
+    measured = {"latency": _latency(cfg, generator, label, scoring) if timed and shots is None else None}
     log.info(
         "[%s] %s (%s prompts) × %d samples",
         label,
@@ -59,7 +63,8 @@ def measure(
         e.prompt_mode,
         e.samples_per_task,
     )
-    measured = {"benchmarks": benchmark.measure(generator, tracks, e, out, label, shots)}
+    later = scoring.later if scoring else None
+    measured["benchmarks"] = benchmark.measure(generator, tracks, e, out, label, shots, later)
     log.info(
         "[%s] %d held-out examples (%s)",
         label,
@@ -72,10 +77,17 @@ def measure(
         rec["loss"] = loss
     measured["heldout"] = heldout.summarize(scored)
     write_text_atomic(out / heldout_file(label), "".join(json.dumps(r) + "\n" for r in scored))
-    measured["latency"] = None
-    if shots is not None or not timed:  # the same model's speed: measured once, when it was asked cold
-        return measured, scored
-    if hasattr(generator, "timed_stream"):  # a served endpoint (vLLM's, Triton's)
+    return measured, scored
+
+
+def _latency(cfg: Config, generator, label: str, scoring: Scoring | None) -> dict | None:
+    """The model's speed, asked cold, with no execution running beside it: a served endpoint's (vLLM's,
+    Triton's: it needs streaming) or the in-process engine's; None for neither."""
+    e = cfg.eval
+    served, engine = hasattr(generator, "timed_stream"), getattr(generator, "engine", None) is not None
+    if (served or engine) and scoring:
+        scoring.settle()  # the tests of the model before run on this machine's cores
+    if served:
         log.info(
             "[%s] latency of %d new tokens, %d runs, concurrency %s",
             label,
@@ -83,7 +95,7 @@ def measure(
             e.latency_runs,
             e.latency_concurrency,
         )
-        measured["latency"] = latency(
+        return latency(
             generator.base_url,
             generator.model,
             e.latency_new_tokens,
@@ -91,10 +103,45 @@ def measure(
             e.latency_concurrency,
             generator.timed_stream,
         )
-    elif getattr(generator, "engine", None) is not None:
+    if engine:
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
-        measured["latency"] = engine_latency(generator, e.latency_new_tokens, e.latency_runs)
-    return measured, scored
+        return engine_latency(generator, e.latency_new_tokens, e.latency_runs)
+    return None
+
+
+class Scoring:
+    """Where the replies are executed: at once (the default), or, when the models generate on a GPU, in
+    one thread beside the next model's generation (the CPU is otherwise idle while a GPU generates)."""
+
+    def __init__(self, beside: bool):
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="scoring") if beside else None
+        self.jobs: list[Future] = []
+
+    def later(self, fn):
+        if self.pool is None:
+            return fn()
+        self.jobs.append(self.pool.submit(fn))
+        return self.jobs[-1]
+
+    def settle(self) -> None:
+        """Every execution handed over so far finished (its error raised)."""
+        for job in self.jobs:
+            job.result()
+
+    def __enter__(self) -> Scoring:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:  # a failed generation leaves nothing queued behind it
+            self.pool.shutdown(cancel_futures=True)
+
+    def results(self, measured: dict) -> dict:
+        """`measured` (label → (measures, rows)) with each future replaced by what it found."""
+        self.settle()
+        for measures, _ in measured.values():
+            if isinstance(measures["benchmarks"], Future):
+                measures["benchmarks"] = measures["benchmarks"].result()
+        return measured
 
 
 def heldout_file(label: str) -> str:
@@ -183,7 +230,8 @@ def measure_models(
     """label → what measure() found (the measures, the scored held-out examples): the endpoint given
     (eval.endpoint), or the exported model, (eval.compare_base) the base, and (with `shots`) the base
     shown them, each in-process (eval.local) or served (vLLM; tritonserver with serve.backend=triton),
-    one model after the other: the few-shot base asks the base's server; with `retrieved` (the repository
+    one model after the other (on a GPU, one's replies executed beside the next one's generation): the
+    few-shot base asks the base's server; with `retrieved` (the repository
     tasks' tracks with retrieval), each model also on those ("base + retrieval"); each of eval.artifacts on the
     general benchmarks alone ("fine-tuned (w4a16)")."""
     from ..serve import artifact_dir, served_model_dir
@@ -209,21 +257,32 @@ def measure_models(
         for label, (t, _) in views.items()
     }
     measured: dict[str, tuple[dict, list[dict]]] = {}
-    for name, target in targets.items():
-        with _generator(cfg, name, target, out) as gen:
-            for label, (_, s) in ((lb, v) for lb, v in views.items() if v[0] == name):
-                loss = losses[label]
-                if wanted and e.local:  # on the generator's own model, loaded once
-                    loss = heldout_losses(lambda rs=shown[label]: example_losses(gen.model, gen.tokenizer, rs), label)
-                measured[label] = measure(cfg, gen, tracks, rows, out, label, loss, s)
-            if retrieved:  # the same model again on the repository tasks alone, shown what retrieval finds
-                measured[name + LABEL] = measure(cfg, gen, retrieved, [], out, name + LABEL, timed=False)
-    general = [t for t in tracks if not t.benchmark.startswith("own-")]
-    for kind in e.artifacts if general and not e.endpoint else ():  # what quantizing cost the exported model
-        label = helped.artifact_label(kind)
-        with _generator(cfg, label, artifact_dir(cfg, kind, "eval.artifacts"), out) as gen:
-            measured[label] = measure(cfg, gen, general, [], out, label, timed=False)
-    return measured
+    with Scoring(beside=_on_gpu()) as scoring:
+        for name, target in targets.items():
+            with _generator(cfg, name, target, out) as gen:
+                for label, (_, s) in ((lb, v) for lb, v in views.items() if v[0] == name):
+                    loss = losses[label]
+                    if wanted and e.local:  # on the generator's own model, loaded once
+                        loss = heldout_losses(
+                            lambda rs=shown[label]: example_losses(gen.model, gen.tokenizer, rs), label
+                        )
+                    measured[label] = measure(cfg, gen, tracks, rows, out, label, loss, s, scoring=scoring)
+                if retrieved:  # the same model again on the repository tasks alone, shown what retrieval finds
+                    lb = name + LABEL
+                    measured[lb] = measure(cfg, gen, retrieved, [], out, lb, timed=False, scoring=scoring)
+        general = [t for t in tracks if not t.benchmark.startswith("own-")]
+        for kind in e.artifacts if general and not e.endpoint else ():  # what quantizing cost the exported model
+            label = helped.artifact_label(kind)
+            with _generator(cfg, label, artifact_dir(cfg, kind, "eval.artifacts"), out) as gen:
+                measured[label] = measure(cfg, gen, general, [], out, label, timed=False, scoring=scoring)
+        return scoring.results(measured)
+
+
+def _on_gpu() -> bool:
+    """Whether the models generate on a GPU here (in-process or served), leaving the CPU to execution."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 @contextmanager

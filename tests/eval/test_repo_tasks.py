@@ -792,13 +792,17 @@ def test_retrieval_searches_the_whole_training_repositories_not_the_draw(tmp_pat
 
 
 @pytest.mark.slow
-def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(tmp_path, tiny_qwen2_dir, make_config):
+def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(
+    tmp_path, tiny_qwen2_dir, make_config, monkeypatch
+):
     """Four small repositories with tests; the held-out ones become a "Your repositories (python)" track:
     each model's bodies run against the tests, Pass@1 compared with McNemar's test, judged by the criterion."""
     from ferrylm.data import run_data
-    from ferrylm.eval import run_eval
+    from ferrylm.eval import run_eval, stage
     from ferrylm.export import run_export
     from ferrylm.train import run_train
+
+    monkeypatch.setattr(stage, "_on_gpu", lambda: True)  # each model's replies executed beside the next's generation
 
     corpus = _four_repositories(tmp_path / "repos")
     run = tmp_path / "run"

@@ -16,6 +16,7 @@ import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from math import comb
 from pathlib import Path
 
@@ -210,10 +211,11 @@ def results_file(benchmark: str, language: str, label: str) -> str:
     return f"{benchmark.replace('-', '_')}_{language}_{file_label(label)}.jsonl"
 
 
-def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None) -> list[dict]:
+def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None, later=None):
     """Every track through `generator` (shown `shots` first, when given): one summary per track, named
     by its benchmark, language, title and criterion key; per-sample results in
-    `<benchmark>_<language>_<label>.jsonl`."""
+    `<benchmark>_<language>_<label>.jsonl`. `later`: given, the replies' execution is handed to it
+    (`later(fn)` runs `fn` and returns what stands for its result) while the caller goes on."""
     live = [t for t in tracks if t.not_measured is None and t.problems]
     samples = (
         generate(
@@ -231,6 +233,12 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None
         else []
     )
     done = {id(t): s for t, s in zip(live, samples)}
+    scored = partial(_scored, tracks, done, e, out, label)
+    return later(scored) if later else scored()
+
+
+def _scored(tracks: list[Track], done: dict, e, out: Path, label: str) -> list[dict]:
+    """measure()'s summaries: each track's replies (`done`, by the track's id) executed and written."""
     summaries = []
     for t in tracks:
         head = {"benchmark": t.benchmark, "language": t.language, "title": t.title, "key": t.key}
