@@ -175,6 +175,15 @@ def dense_weights(model_dir: str | Path) -> dict:
     return {"quantization_config": CompressedTensorsConfig(run_compressed=False)}
 
 
+def is_w4a16(model_dir: str | Path) -> bool:
+    """Whether `model_dir` is a compressed-tensors artifact of 4-bit integer weights (the export's W4A16)."""
+    config = json.loads((Path(model_dir) / "config.json").read_text()).get("quantization_config") or {}
+    groups = (config.get("config_groups") or {}).values()
+    return any(
+        (g.get("weights") or {}).get("num_bits") == 4 and (g.get("weights") or {}).get("type") == "int" for g in groups
+    )
+
+
 def make_tiny_qwen2(
     out_dir: str | Path, tokenizer_dir: str | Path, hidden: int = 64, layers: int = 2, seed: int = 0
 ) -> Path:

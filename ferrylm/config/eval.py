@@ -69,7 +69,8 @@ class EvalConfig(_Section):
     artifacts: list[Literal["w4a16", "fp8"]] = Field(default_factory=list)
     """Exported quantized artifacts (export.vllm_quantize) asked the general benchmarks too (HumanEval,
     HumanEval-X; not the held-out examples or own code): a column each, "fine-tuned (w4a16)", with McNemar's
-    test against the fine-tuned model, served as that one is (in-process: its weights dequantized)."""
+    test against the fine-tuned model, served as that one is (in-process on a GPU: the engine on the artifact's
+    own 4-bit integers, as its backend serves it; on a CPU: its weights dequantized)."""
     max_new_tokens: int = Field(384, gt=0)
     """Tokens generated per benchmark task or held-out example."""
     latency_new_tokens: int = Field(512, gt=0)
@@ -93,8 +94,8 @@ class EvalConfig(_Section):
     """Sampling temperature (0: greedy)."""
     pass_k: list[int] = Field(default_factory=lambda: [1, 10, 100])
     """reported where k <= n"""
-    latency_runs: int = Field(3, gt=0)
-    """Latency requests per model at concurrency 1 (p50/p95/p99 over them)."""
+    latency_runs: int = Field(3, ge=0)
+    """Latency requests per model at concurrency 1 (p50/p95/p99 over them); 0: latency not measured."""
     latency_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4])
     """Concurrency levels of the latency sweep."""
     criteria: str = "seed"

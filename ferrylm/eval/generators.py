@@ -7,7 +7,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..log import get_logger
 from ..serve import client
+
+log = get_logger("eval")
 
 # A stop test on the text so far runs every this many tokens: decoding at every step would cost
 # more than the tokens it saves.
@@ -81,11 +84,12 @@ class TritonGenerator:
 
 class LocalGenerator:
     """The model in this process, one request at a time (a lock keeps the evaluator's worker threads
-    from sharing it). On a GPU it runs in bf16 and greedy requests go through the serving engine
-    (static KV cache, CUDA-graph decode step: generate()'s tokens at a fraction of its time); on the
-    CPU, transformers' generate in fp32."""
+    from sharing it). On a GPU it runs in bf16 and greedy requests go through the serving engine on its
+    own kernels, as the engine's backend serves it (Triton matrix-vector kernels, a captured step; an
+    export's W4A16 artifact on its own 4-bit integers): generate()'s tokens at a fraction of its time;
+    on the CPU, transformers' generate in fp32."""
 
-    def __init__(self, model_dir: str | Path, max_len: int = 2048):
+    def __init__(self, model_dir: str | Path, max_len: int = 4096):
         import threading
 
         import torch
@@ -97,11 +101,8 @@ class LocalGenerator:
         self.model = load_model(model_dir, torch.bfloat16 if cuda else None).eval()
         self.engine, self.max_len = None, max_len
         if cuda:
-            from ..engine import Engine
-            from ..engine.fused import supports
-
             self.model = self.model.to("cuda")
-            self.engine = Engine(self.model, max_len=max_len, fused=supports(self.model.config))
+            self.engine = _engine(self.model, model_dir, max_len)
             eos = self.model.generation_config.eos_token_id
             self.eos_ids = tuple(eos if isinstance(eos, list) else [eos] if eos is not None else []) + (
                 (self.tokenizer.eos_token_id,) if self.tokenizer.eos_token_id is not None else ()
@@ -150,6 +151,23 @@ class LocalGenerator:
     ) -> list[str]:
         texts = self._generate(prompt, max_tokens, temperature, n)
         return [_cut(t, stop or []) for t in texts]
+
+
+def _engine(model, model_dir, max_len: int):
+    """The serving engine for `model` (on a GPU): its kernels where the decoder computes the layout (the
+    W4A16 artifact's own 4-bit integers when `model_dir` is one), else the compiled step; a layout its
+    kernels cannot build falls back to the compiled step, said once."""
+    from ..engine import Engine
+    from ..engine.fused import supports
+    from ..models import is_w4a16
+
+    if not supports(model.config):
+        return Engine(model, max_len=max_len)
+    try:
+        return Engine(model, max_len=max_len, gemv=True, w4a16_dir=str(model_dir) if is_w4a16(model_dir) else None)
+    except Exception as err:  # noqa: BLE001 — the compiled step answers the same questions, slower
+        log.warning("%s: the engine's kernels could not be built (%s); the compiled step instead", model_dir, err)
+        return Engine(model, max_len=max_len, fused=True)
 
 
 class _Until:

@@ -85,6 +85,8 @@ def _latency(cfg: Config, generator, label: str, scoring: Scoring | None) -> dic
     Triton's: it needs streaming) or the in-process engine's; None for neither."""
     e = cfg.eval
     served, engine = hasattr(generator, "timed_stream"), getattr(generator, "engine", None) is not None
+    if not e.latency_runs:  # not asked for: the report says "not measured"
+        return None
     if (served or engine) and scoring:
         scoring.settle()  # the tests of the model before run on this machine's cores
     if served:

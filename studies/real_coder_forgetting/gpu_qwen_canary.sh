@@ -13,6 +13,8 @@
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh probe [DIR[:REQ]...]  # the base asked with the signature alone and
 #                                             # with the file (studies/unseen_projects/repo_context_probe.py, background):
 #                                             # the run's own tasks once `train` has found them, or DIRs' tasks
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh prefind JSON      # the own-code tasks found from a split made here (a data
+#                                             # run's repositories.json, the same ARGS) while the GGUF is carried
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
 #                                             # samples to $OUT/$TAG.tgz
 #
@@ -82,9 +84,14 @@ case "${1:-}" in
       stage "$s" || { echo "failed: $s" > "$R.$2.done"; exit 1; }
     done
     echo ok > "$R.$2.done" ;;
+  prefind)  # the tasks found from a split made elsewhere ($2: a data run's repositories.json, this run's seed and
+            # manifest) while the GGUF is still carried; the run's own finding then reads them from the task cache
+    setsid nohup bash -c "REPOS=$2 $0 _tasks; touch $R.prefind.done" > "$R.prefind.log" 2>&1 < /dev/null & ;;
   _tasks)
-    python3 - "${RUN[@]:2}" <<'PY' && echo ok > "$R.tasks.done" || echo failed > "$R.tasks.done"
-import sys, time
+    if [ -z "${REPOS:-}" ]; then while [ -f "$R.prefind.log" ] && [ ! -f "$R.prefind.done" ]; do sleep 5; done; fi
+    done_file=$R.tasks.done; [ -z "${REPOS:-}" ] || done_file=$R.prefind.ok
+    python3 - "${RUN[@]:2}" <<'PY' && echo ok > "$done_file" || echo failed > "$done_file"
+import os, sys, time
 from ferrylm.config.loader import load_config
 from ferrylm.eval.tasks import own_code
 from ferrylm.log import setup_logging
@@ -92,7 +99,8 @@ from ferrylm.manifest import read_record
 
 setup_logging()
 cfg, t0 = load_config("demo-gpu", sys.argv[1:]), time.time()
-tracks = own_code.tracks(cfg.eval, read_record(cfg.stage_dir("data"))["outputs"]) if cfg.eval.repo_tasks else []
+found = {"repositories": os.environ["REPOS"]} if os.environ.get("REPOS") else read_record(cfg.stage_dir("data"))["outputs"]
+tracks = own_code.tracks(cfg.eval, found) if cfg.eval.repo_tasks else []
 print({t.title: len(t.problems) for t in tracks}, f"found in {time.time() - t0:.0f} s")
 PY
     ;;
@@ -101,7 +109,7 @@ PY
     for _ in $(seq "${WAIT_POLLS:-108}"); do [ -f "$R.$first.done" ] && break; sleep 5; done
     tail -n 25 "$R.$2.log"; cat "$R.$first.done" 2>/dev/null || echo "still running"
     mkdir -p "$OUT"
-    (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/eval/report.json \
+    (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/data/repositories.json "$TAG"/eval/report.json \
       "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true ;;
-  *) echo "usage: $0 setup | part NN | train | eval | all | probe [DIR...] | wait train|eval" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | part NN | prefind JSON | train | eval | all | probe [DIR...] | wait train|eval" >&2; exit 2 ;;
 esac

@@ -40,3 +40,19 @@ def test_scoring_beside_raises_an_execution_error_when_settled():
         scoring.later(broken)
         with pytest.raises(RuntimeError, match="sandbox gone"):
             scoring.settle()
+
+
+def test_no_latency_runs_measure_nothing_and_wait_for_nothing():
+    from types import SimpleNamespace
+
+    from ferrylm.config.loader import load_config
+    from ferrylm.eval.stage import _latency
+
+    cfg = load_config("default", ["eval.latency_runs=0"])
+    engine_backed = SimpleNamespace(engine=object())  # an in-process generator: latency would run on its engine
+    with Scoring(beside=True) as scoring:
+        gate = threading.Event()
+        scoring.later(lambda: gate.wait(5))
+        assert _latency(cfg, engine_backed, "fine-tuned", scoring) is None
+        assert not scoring.jobs[0].done()  # the execution beside was not waited for
+        gate.set()

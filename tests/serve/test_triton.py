@@ -15,7 +15,7 @@ import torch
 
 from ferrylm.eval.generators import TritonGenerator
 from ferrylm.export.triton import write_triton_repo
-from ferrylm.models import load_model, load_tokenizer
+from ferrylm.models import is_w4a16, load_model, load_tokenizer
 from ferrylm.serve import ServeError, TritonServer, free_port
 from ferrylm.serve.client import EndpointError, ServerBusy, triton_stream
 from tests.conftest import CACHE
@@ -85,6 +85,7 @@ def _w4a16_artifact(tiny_qwen2_dir, out):
     from ferrylm.export.vllm_quant import write_compressed
 
     write_compressed(tiny_qwen2_dir, out, "w4a16", 32)
+    assert is_w4a16(out) and not is_w4a16(tiny_qwen2_dir)  # how the eval's engine knows to read its integers
     tokenizer = load_tokenizer(tiny_qwen2_dir)
     tokenizer.save_pretrained(out)
     engine = Engine.from_pretrained(
