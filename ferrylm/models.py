@@ -167,21 +167,22 @@ def load_model(model_dir: str | Path, dtype=None):
 def dense_weights(model_dir: str | Path) -> dict:
     """from_pretrained's arguments that read a compressed-tensors artifact (the export's W4A16 or FP8 one)
     with its weights dequantized, where the runtime has no kernels for the compressed form; {} for others."""
-    config = json.loads((Path(model_dir) / "config.json").read_text())
-    if "quantization_config" not in config:
+    if not quantization_config(model_dir):
         return {}
     from transformers.utils.quantization_config import CompressedTensorsConfig
 
     return {"quantization_config": CompressedTensorsConfig(run_compressed=False)}
 
 
+def quantization_config(model_dir: str | Path) -> dict:
+    """`model_dir`'s quantization_config (a compressed-tensors artifact's scheme); {} for a dense model."""
+    return json.loads((Path(model_dir) / "config.json").read_text()).get("quantization_config") or {}
+
+
 def is_w4a16(model_dir: str | Path) -> bool:
     """Whether `model_dir` is a compressed-tensors artifact of 4-bit integer weights (the export's W4A16)."""
-    config = json.loads((Path(model_dir) / "config.json").read_text()).get("quantization_config") or {}
-    groups = (config.get("config_groups") or {}).values()
-    return any(
-        (g.get("weights") or {}).get("num_bits") == 4 and (g.get("weights") or {}).get("type") == "int" for g in groups
-    )
+    weights = [g.get("weights") or {} for g in (quantization_config(model_dir).get("config_groups") or {}).values()]
+    return any(w.get("num_bits") == 4 and w.get("type") == "int" for w in weights)
 
 
 def make_tiny_qwen2(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from .repo.retrieval import LABEL, with_retrieval
 from .report import helped
 from .report.criteria import Criterion, load_criteria, per_track
 from .report.render import language_rows, write_report
+from .scoring import Scoring
 from .tasks import benchmark
 
 log = get_logger("eval")
@@ -109,41 +109,6 @@ def _latency(cfg: Config, generator, label: str, scoring: Scoring | None) -> dic
         log.info("[%s] latency of %d new tokens in-process, %d runs", label, e.latency_new_tokens, e.latency_runs)
         return engine_latency(generator, e.latency_new_tokens, e.latency_runs)
     return None
-
-
-class Scoring:
-    """Where the replies are executed: at once (the default), or, when the models generate on a GPU, in
-    one thread beside the next model's generation (the CPU is otherwise idle while a GPU generates)."""
-
-    def __init__(self, beside: bool):
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="scoring") if beside else None
-        self.jobs: list[Future] = []
-
-    def later(self, fn):
-        if self.pool is None:
-            return fn()
-        self.jobs.append(self.pool.submit(fn))
-        return self.jobs[-1]
-
-    def settle(self) -> None:
-        """Every execution handed over so far finished (its error raised)."""
-        for job in self.jobs:
-            job.result()
-
-    def __enter__(self) -> Scoring:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.pool is not None:  # a failed generation leaves nothing queued behind it
-            self.pool.shutdown(cancel_futures=True)
-
-    def results(self, measured: dict) -> dict:
-        """`measured` (label → (measures, rows)) with each future replaced by what it found."""
-        self.settle()
-        for measures, _ in measured.values():
-            if isinstance(measures["benchmarks"], Future):
-                measures["benchmarks"] = measures["benchmarks"].result()
-        return measured
 
 
 def heldout_file(label: str) -> str:
@@ -259,7 +224,7 @@ def measure_models(
         for label, (t, _) in views.items()
     }
     measured: dict[str, tuple[dict, list[dict]]] = {}
-    with Scoring(beside=_on_gpu()) as scoring:
+    with Scoring.for_this_machine() as scoring:
         for name, target in targets.items():
             with _generator(cfg, name, target, out) as gen:
                 for label, (_, s) in ((lb, v) for lb, v in views.items() if v[0] == name):
@@ -278,13 +243,6 @@ def measure_models(
             with _generator(cfg, label, artifact_dir(cfg, kind, "eval.artifacts"), out) as gen:
                 measured[label] = measure(cfg, gen, general, [], out, label, timed=False, scoring=scoring)
         return scoring.results(measured)
-
-
-def _on_gpu() -> bool:
-    """Whether the models generate on a GPU here (in-process or served), leaving the CPU to execution."""
-    import torch
-
-    return torch.cuda.is_available()
 
 
 @contextmanager

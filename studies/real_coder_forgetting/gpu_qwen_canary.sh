@@ -86,10 +86,11 @@ case "${1:-}" in
     echo ok > "$R.$2.done" ;;
   prefind)  # the tasks found from a split made elsewhere ($2: a data run's repositories.json, this run's seed and
             # manifest) while the GGUF is still carried; the run's own finding then reads them from the task cache
-    setsid nohup bash -c "REPOS=$2 $0 _tasks; touch $R.prefind.done" > "$R.prefind.log" 2>&1 < /dev/null & ;;
+    setsid nohup bash -c "REPOS=$2 $0 _tasks; [ -f $R.prefind.done ] || echo failed > $R.prefind.done" \
+      > "$R.prefind.log" 2>&1 < /dev/null & ;;
   _tasks)
     if [ -z "${REPOS:-}" ]; then while [ -f "$R.prefind.log" ] && [ ! -f "$R.prefind.done" ]; do sleep 5; done; fi
-    done_file=$R.tasks.done; [ -z "${REPOS:-}" ] || done_file=$R.prefind.ok
+    done_file=$R.tasks.done; [ -z "${REPOS:-}" ] || done_file=$R.prefind.done
     python3 - "${RUN[@]:2}" <<'PY' && echo ok > "$done_file" || echo failed > "$done_file"
 import os, sys, time
 from ferrylm.config.loader import load_config

@@ -1,0 +1,51 @@
+"""Where the eval executes the models' replies: at once, or beside the next model's generation."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+
+
+class Scoring:
+    """Where the replies are executed: at once (the default), or, when the models generate on a GPU, in
+    one thread beside the next model's generation (the CPU is otherwise idle while a GPU generates)."""
+
+    @classmethod
+    def for_this_machine(cls) -> Scoring:
+        return cls(beside=on_gpu())
+
+    def __init__(self, beside: bool):
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="scoring") if beside else None
+        self.jobs: list[Future] = []
+
+    def later(self, fn):
+        if self.pool is None:
+            return fn()
+        self.jobs.append(self.pool.submit(fn))
+        return self.jobs[-1]
+
+    def settle(self) -> None:
+        """Every execution handed over so far finished (its error raised)."""
+        for job in self.jobs:
+            job.result()
+
+    def __enter__(self) -> Scoring:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:  # a failed generation leaves nothing queued behind it
+            self.pool.shutdown(cancel_futures=True)
+
+    def results(self, measured: dict) -> dict:
+        """`measured` (label → (measures, rows)) with each future replaced by what it found."""
+        self.settle()
+        for measures, _ in measured.values():
+            if isinstance(measures["benchmarks"], Future):
+                measures["benchmarks"] = measures["benchmarks"].result()
+        return measured
+
+
+def on_gpu() -> bool:
+    """Whether the models generate on a GPU here (in-process or served), leaving the CPU to execution."""
+    import torch
+
+    return torch.cuda.is_available()
