@@ -5,7 +5,7 @@
 # forget, does the canary see it, does the report lead with it.
 #
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh setup            # wheels from .whl/ into /tmp/site, bubblewrap's .deb unpacked
-#   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN          # .gg/pNN (a 60 MB piece of the GGUF) copied to /tmp/q
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN          # .gg/pNN (a 56 MB piece of the GGUF) copied to /tmp/q
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh train            # the pieces joined and checked, then data and train (in the background;
 #                                             # the repository tasks found beside training and kept for the eval)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh eval             # export (merged) and eval (in the background)
@@ -19,7 +19,7 @@
 #                                             # samples to $OUT/$TAG.tgz
 #
 # TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training).
-# Make the pieces here: split -b 60000000 -d -a 2 <the joined GGUF> .gg/p   (its SHA-256: ferrylm/gguf.py)
+# Make the pieces here: split -b 56000000 -d -a 2 <the joined GGUF> .gg/p   (its SHA-256: ferrylm/gguf.py)
 # ARGS: extra dotted overrides for every stage. The demo-gpu preset's recipe is the default; the earlier rows of
 # docs/performance.md ran before it took them: ARGS="data.answer=body train.kl_to_base=0" (+ the row's own keys).
 set -euo pipefail
