@@ -82,7 +82,7 @@ class EvalConfig(_Section):
     exec_memory_mb: int = Field(1024, gt=0)
     """Address-space limit per generated program in the sandbox."""
     exec_workers: int = Field(2, gt=0)
-    """Programs run at once in the sandbox."""
+    """Programs run at once in the sandbox (in all: on a GPU, several models' replies share them)."""
     exec_unconfined: bool = False
     """Generated programs run in a bubblewrap jail; without bubblewrap the stage refuses unless this is set,
     and the report then records "unconfined" beside every result."""

@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 
 class Scoring:
-    """Where the replies are executed: at once (the default), or, when the models generate on a GPU, in
-    one thread beside the next model's generation (the CPU is otherwise idle while a GPU generates)."""
+    """Where the replies are executed: at once (the default), or, when the models generate on a GPU, beside
+    the next model's generation (the CPU is otherwise idle while a GPU generates) — several models' replies
+    at once, never more than `slots` programs running together, so a slow test of one model's leaves the
+    free slots to the next model's tests instead of idling them."""
+
+    LANES = 4  # models whose executions may overlap
 
     @classmethod
-    def for_this_machine(cls) -> Scoring:
-        return cls(beside=on_gpu())
+    def for_this_machine(cls, slots: int) -> Scoring:
+        return cls(beside=on_gpu(), slots=slots)
 
-    def __init__(self, beside: bool):
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="scoring") if beside else None
+    def __init__(self, beside: bool, slots: int = 1):
+        self.pool = ThreadPoolExecutor(self.LANES, thread_name_prefix="scoring") if beside else None
+        self.gate = threading.BoundedSemaphore(slots) if beside else None
         self.jobs: list[Future] = []
 
     def later(self, fn):
+        """fn(gate): at once (gate None), or in a lane with the shared gate each of its programs holds while
+        it runs; returns fn's result, or the future standing for it."""
         if self.pool is None:
-            return fn()
-        self.jobs.append(self.pool.submit(fn))
+            return fn(None)
+        self.jobs.append(self.pool.submit(fn, self.gate))
         return self.jobs[-1]
 
     def settle(self) -> None:

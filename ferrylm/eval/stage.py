@@ -224,7 +224,7 @@ def measure_models(
         for label, (t, _) in views.items()
     }
     measured: dict[str, tuple[dict, list[dict]]] = {}
-    with Scoring.for_this_machine() as scoring:
+    with Scoring.for_this_machine(e.exec_workers) as scoring:
         for name, target in targets.items():
             with _generator(cfg, name, target, out) as gen:
                 for label, (_, s) in ((lb, v) for lb, v in views.items() if v[0] == name):

@@ -1,20 +1,24 @@
-"""Where the eval executes the replies (eval/scoring.py): at once, or in one thread beside what follows."""
+"""Where the eval executes the replies (eval/scoring.py): at once, or beside what follows, several models'
+replies at once within one budget of running programs."""
 
 import threading
+import time
 
 import pytest
 
+from ferrylm.eval.progress import pool_map
 from ferrylm.eval.scoring import Scoring
+from ferrylm.eval.tasks.benchmark import gated
 
 
 def test_scoring_at_once_runs_the_execution_in_the_caller():
     with Scoring(beside=False) as scoring:
-        got = scoring.later(lambda: threading.current_thread().name)
-        assert got == threading.current_thread().name and not scoring.jobs
+        got = scoring.later(lambda gate: (threading.current_thread().name, gate))
+        assert got == (threading.current_thread().name, None) and not scoring.jobs
         assert scoring.results({"m": ({"benchmarks": [1]}, [])})["m"][0]["benchmarks"] == [1]
 
 
-def test_scoring_beside_runs_it_in_one_thread_and_the_measures_stand_until_results():
+def test_scoring_beside_runs_it_in_other_threads_and_the_measures_stand_until_results():
     order, gate = [], threading.Event()
 
     def run(name):
@@ -23,20 +27,47 @@ def test_scoring_beside_runs_it_in_one_thread_and_the_measures_stand_until_resul
         return [name]
 
     with Scoring(beside=True) as scoring:
-        measured = {n: ({"benchmarks": scoring.later(lambda n=n: run(n))}, []) for n in ("a", "b")}
+        measured = {n: ({"benchmarks": scoring.later(lambda _, n=n: run(n))}, []) for n in ("a", "b")}
         order.append(("caller", threading.current_thread().name))
         gate.set()
         done = scoring.results(measured)
-    assert [o[0] for o in order] == ["caller", "a", "b"]  # one thread, in the order handed over
+    assert order[0][0] == "caller" and {o[0] for o in order[1:]} == {"a", "b"}
     assert all(thread.startswith("scoring") for _, thread in order[1:])
     assert {n: m["benchmarks"] for n, (m, _) in done.items()} == {"a": ["a"], "b": ["b"]}
 
 
 def test_scoring_beside_raises_an_execution_error_when_settled():
-    def broken():
+    def broken(_):
         raise RuntimeError("sandbox gone")
 
     with Scoring(beside=True) as scoring:
         scoring.later(broken)
         with pytest.raises(RuntimeError, match="sandbox gone"):
             scoring.settle()
+
+
+def test_scoring_beside_overlaps_models_yet_never_runs_more_programs_than_its_slots():
+    """A model's slow test holds one slot; the next model's tests run in the others meanwhile."""
+    running, most, lock, release = 0, 0, threading.Lock(), threading.Event()
+
+    def program(name):
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        release.wait(10) if name == "slow" else time.sleep(0.02)
+        with lock:
+            running -= 1
+        return name
+
+    def model(programs):  # what benchmark.run_programs does with a sandbox of 2 workers
+        return lambda gate: pool_map(gated(program, gate), programs, 2)
+
+    with Scoring(beside=True, slots=2) as scoring:
+        first = scoring.later(model(["slow", "a"]))
+        second = scoring.later(model(["b1", "b2", "b3", "b4", "b5"]))
+        assert second.result(timeout=10) == ["b1", "b2", "b3", "b4", "b5"]
+        assert not first.done()  # its slow test still runs: the second model did not wait for it
+        release.set()
+        assert first.result(timeout=10) == ["slow", "a"]
+    assert most == 2

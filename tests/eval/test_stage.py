@@ -15,7 +15,7 @@ def test_no_latency_runs_measure_nothing_and_wait_for_nothing():
     engine_backed = SimpleNamespace(engine=object())  # an in-process generator: latency would run on its engine
     with Scoring(beside=True) as scoring:
         gate = threading.Event()
-        scoring.later(lambda: gate.wait(5))
+        scoring.later(lambda _: gate.wait(5))
         assert _latency(cfg, engine_backed, "fine-tuned", scoring) is None
         assert not scoring.jobs[0].done()  # the execution beside was not waited for
         gate.set()

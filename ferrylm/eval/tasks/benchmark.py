@@ -125,14 +125,16 @@ def run_programs(
     what: str = "execution",
     binds: tuple[str, ...] = (),
     limits: dict | None = None,
+    gate=None,
 ) -> list[dict]:
     """Each program (Python source, or a compiled program for the jail) in the sandbox, with progress;
-    one {"task_id", "passed", "result", "isolation"} per program, in order."""
+    one {"task_id", "passed", "result", "isolation"} per program, in order. `gate`: a semaphore shared with
+    other executions, held by each program while it runs."""
     progress = Progress(what, len(programs))
     with Sandbox(
         workers, timeout_s, **({"memory_mb": memory_mb} | (limits or {})), unconfined=unconfined, binds=binds
     ) as box:
-        outcomes = pool_map(progress.wrap(box.run), programs, workers)
+        outcomes = pool_map(progress.wrap(gated(box.run, gate)), programs, workers)
     return [
         {"task_id": t, "passed": o.status == "passed", "result": o.status, "isolation": o.isolation}
         for t, o in zip(task_ids, outcomes)
@@ -146,6 +148,7 @@ def execute(
     workers: int,
     unconfined: bool = False,
     what: str = "execution",
+    gate=None,
 ) -> list[dict]:
     """Each (task_id, completion) of the track run in the sandbox; one result per sample, in order."""
     by_id = {p["task_id"]: p for p in track.problems}
@@ -159,7 +162,20 @@ def execute(
         what,
         binds=track.binds,
         limits=track.limits,
+        gate=gate,
     )
+
+
+def gated(run, gate):
+    """`run`, holding `gate` while it runs (as it is without one)."""
+    if gate is None:
+        return run
+
+    def held(program):
+        with gate:
+            return run(program)
+
+    return held
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -215,7 +231,8 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None
     """Every track through `generator` (shown `shots` first, when given): one summary per track, named
     by its benchmark, language, title and criterion key; per-sample results in
     `<benchmark>_<language>_<label>.jsonl`. `later`: given, the replies' execution is handed to it
-    (`later(fn)` runs `fn` and returns what stands for its result) while the caller goes on."""
+    (`later(fn)` runs `fn(gate)` and returns what stands for its result; each program holds the gate, a
+    semaphore, while it runs) while the caller goes on."""
     live = [t for t in tracks if t.not_measured is None and t.problems]
     samples = (
         generate(
@@ -234,10 +251,10 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None
     )
     done = {id(t): s for t, s in zip(live, samples)}
     scored = partial(_scored, tracks, done, e, out, label)
-    return later(scored) if later else scored()
+    return later(scored) if later else scored(None)
 
 
-def _scored(tracks: list[Track], done: dict, e, out: Path, label: str) -> list[dict]:
+def _scored(tracks: list[Track], done: dict, e, out: Path, label: str, gate) -> list[dict]:
     """measure()'s summaries: each track's replies (`done`, by the track's id) executed and written."""
     summaries = []
     for t in tracks:
@@ -246,7 +263,13 @@ def _scored(tracks: list[Track], done: dict, e, out: Path, label: str) -> list[d
             summaries.append({**head, "not_measured": t.not_measured or "no tasks"})
             continue
         results = execute(
-            t, done[id(t)], e.exec_memory_mb, e.exec_workers, e.exec_unconfined, what=f"[{label}] {t.title} execution"
+            t,
+            done[id(t)],
+            e.exec_memory_mb,
+            e.exec_workers,
+            e.exec_unconfined,
+            what=f"[{label}] {t.title} execution",
+            gate=gate,
         )
         by_id = {p["task_id"]: p for p in t.problems}
         with open(out / results_file(t.benchmark, t.language, label), "w") as fh:
