@@ -179,6 +179,7 @@ def _answer(found: list[dict]) -> str:
     return (
         answer
         + _sentence("Against the base model with retrieval", rival, "better", "worse")
+        + _retrieval_first(rival)
         + _sentence("Retrieval on the fine-tuned model", further, "helps", "hurts", flip=True)
         + "".join(
             _sentence(
@@ -192,6 +193,16 @@ def _answer(found: list[dict]) -> str:
             if artifact_kind(a)
         )
     )
+
+
+def _retrieval_first(rival: list[dict]) -> str:
+    """Said plainly where the fine-tune beat the base with retrieval on none of the team's own tracks: the
+    rival costs no training run, so it is the one to try first."""
+    if not rival or any(ln["verdict"] == "better" for ln in rival):
+        return ""
+    if all(ln["verdict"] == "too few to tell" for ln in rival):
+        return " Too few of your own tasks to tell whether fine-tuning beats retrieval."
+    return " On your own code fine-tuning did not beat retrieval, which needs no training run: try retrieval first."
 
 
 def _sentence(lead: str, lines: list[dict], up: str, down: str, flip: bool = False) -> str:

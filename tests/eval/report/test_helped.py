@@ -244,8 +244,24 @@ def test_retrieval_is_a_rival_column_and_a_further_step_for_the_fine_tune():
         f"Yes: better than the base model and than the base shown 2 examples, on {U}; "
         "better than the base model and than the base shown 2 examples only, on Held-out repositories; "
         "no significant change on the other 1. Against the base model with retrieval: no significant change on "
-        "1 measure. Retrieval on the fine-tuned model: helps on Held-out repositories."
+        "1 measure. On your own code fine-tuning did not beat retrieval, which needs no training run: try retrieval "
+        "first. Retrieval on the fine-tuned model: helps on Held-out repositories."
     )
+
+
+def test_the_answer_says_plainly_whether_fine_tuning_beat_retrieval():
+    own = "Held-out repositories (python) Pass@1"
+    base = [_line(*UP, against="base", metric=own)]
+    beaten = helped.headline(base + [_line(*UP, against="base + retrieval", metric=own)])
+    assert "Against the base model with retrieval: better on Held-out repositories." in beaten
+    assert "try retrieval first" not in beaten and "Too few" not in beaten
+    few = [1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]  # 4 tasks: no difference could show
+    assert helped.headline(base + [_line(*few, against="base + retrieval", metric=own)]).endswith(
+        "Too few of your own tasks to tell whether fine-tuning beats retrieval."
+    )
+    lost = helped.headline(base + [_line(*DOWN, against="base + retrieval", metric=own)])
+    assert "Against the base model with retrieval: worse on Held-out repositories." in lost
+    assert lost.endswith("try retrieval first.")
 
 
 def test_a_quantized_artifact_is_the_model_as_shipped_not_a_rival():
