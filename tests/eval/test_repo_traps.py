@@ -266,3 +266,21 @@ def test_a_failed_call_trace_is_not_read_as_no_test_calls_anything(tmp_path):
     found = find_tasks(repo, runs=1)
     assert "no test calls it" not in found.dropped, found.summary()
     assert sorted(t["name"] for t in found.tasks) == ["double", "scale"], found.summary()
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the jail's python is a virtual environment's there")
+def test_the_jail_runs_the_virtual_environment_s_python_without_the_base_interpreter_s_packages(tmp_path):
+    """A pytest plugin installed in the base interpreter (pytest-benchmark, say) broke a suite in the jail that
+    passed outside it: the jail's python is the environment's own, as outside."""
+    import site
+
+    from ferrylm.eval.repo import runner
+
+    base = site.getsitepackages([sys.base_prefix])
+    repo = tmp_path / "r"
+    repo.mkdir()
+    (repo / "check.py").write_text(
+        f"import sys\nassert sys.prefix == {sys.prefix!r}, sys.prefix\nassert not set(sys.path) & set({base!r})\n"
+    )
+    with runner.sandbox(repo, 60, 1) as box:
+        assert runner.run(box, repo, "python check.py").status == "passed"

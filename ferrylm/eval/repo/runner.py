@@ -205,11 +205,23 @@ def site_dirs() -> list[str]:
 def site_binds() -> list[str]:
     """The package directories the jail must be shown (those under /usr it sees already): finding a
     repository's tasks and scoring replies to them run pytest from the same places."""
-    return [d for d in site_dirs() if not d.startswith("/usr/")]
+    return [d for d in [*([_venv()] if _venv() else []), *site_dirs()] if not d.startswith("/usr/")]
+
+
+def _venv() -> str | None:
+    """This interpreter's virtual environment, or None outside one."""
+    return sys.prefix if sys.prefix != sys.base_prefix else None
+
+
+def _interpreter() -> str:
+    """What `python` and `pytest` run in the jail: a virtual environment's own python, whose pyvenv.cfg keeps
+    the base interpreter's site-packages (and the pytest plugins installed there) out, as outside the jail;
+    else the interpreter's real binary."""
+    return os.path.join(_venv(), "bin", "python") if _venv() else _python()[0]
 
 
 def _tools() -> dict[str, str]:
-    py = _python()[0]
+    py = _interpreter()
     return {
         "ferrylm_token.py": _PYTEST_TOKEN,
         "ferrylm_reason.py": _REASON,  # a failed run's one line (reason.py)
