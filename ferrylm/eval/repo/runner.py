@@ -205,7 +205,7 @@ def site_dirs() -> list[str]:
 def site_binds() -> list[str]:
     """The package directories the jail must be shown (those under /usr it sees already): finding a
     repository's tasks and scoring replies to them run pytest from the same places."""
-    return [d for d in [*([_venv()] if _venv() else []), *site_dirs()] if not d.startswith("/usr/")]
+    return [d for d in [*filter(None, [_venv()]), *site_dirs()] if not d.startswith("/usr/")]
 
 
 def _venv() -> str | None:
@@ -216,8 +216,8 @@ def _venv() -> str | None:
 def _interpreter() -> str:
     """What `python` and `pytest` run in the jail: a virtual environment's own python, whose pyvenv.cfg keeps
     the base interpreter's site-packages (and the pytest plugins installed there) out, as outside the jail;
-    else the interpreter's real binary."""
-    return os.path.join(_venv(), "bin", "python") if _venv() else _python()[0]
+    else the interpreter's real binary. (The call trace outside the jail runs sys.executable too.)"""
+    return sys.executable if _venv() else _python()[0]
 
 
 def _tools() -> dict[str, str]:
