@@ -36,6 +36,10 @@ RUN=(--config demo-gpu model.path=/tmp/q/model.gguf model.cache_dir=/tmp/cache r
   eval.bleu_limit=16 eval.latency_runs=1 "eval.latency_concurrency=[]" export.onnx=false "export.vllm_quantize=[]"
   "${EXTRA[@]}")
 SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+# background steps run from a copy made at `setup`: every later call re-copies the working tree under them
+# (a finding that read ferrylm/ during the carry calls once met its files missing)
+BG=/tmp/tree/studies/real_coder_forgetting/$(basename "$0")
+case "${1:-}" in train | all | eval | probe | prefind) [ "$PWD" = /tmp/tree ] || exec bash "$BG" "$@" ;; esac
 
 stage() {
   local t0=$SECONDS
@@ -50,6 +54,8 @@ stage() {
 
 case "${1:-}" in
   setup)
+    rm -rf /tmp/tree && mkdir -p /tmp/tree
+    tar --exclude=./.gg --exclude=./.whl --exclude=./.proj -cf - . | tar -xf - -C /tmp/tree
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
     dpkg -x .whl/bubblewrap_*.deb /tmp/bw
     [ ! -d .proj ] || cp -r .proj /tmp/projs  # projects with their tests and a manifest, for the own-code tracks
