@@ -1,6 +1,7 @@
 """The package's shape, checked: no import cycle between its modules (imports inside functions
 count: a cycle hidden in a function is still one), the engine and the export stage import nothing
-of serve/, no function is longer than ~60 lines except the GPU kernels, and each stage's entry
+of serve/, no function is longer than ~60 lines except the GPU kernels, no six lines repeat but the named
+parallel ones, and each stage's entry
 function lives in its own module (the README's table from command to function), not in `__init__.py`."""
 
 import ast
@@ -89,6 +90,43 @@ def test_no_function_over_60_lines_but_the_gpu_kernels():
                 if node.end_lineno - node.lineno + 1 > 60 and not kernel:
                     long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert long == []
+
+
+# Six or more identical lines (blank and comment lines aside) in two places of the package: one piece of
+# code should serve both. Kept, and why:
+PARALLEL = {
+    # the bf16 and 4-bit matrix-vector kernels: Triton spells a kernel's parameters one by one (no struct
+    # arguments), and their launchers take the same launch configuration and epilogue in the same order
+    ("engine/kernels/gemv.py", "engine/kernels/gemv4_kernel.py"): "the two Triton kernels' parameter lists",
+    ("engine/kernels/gemv.py", "engine/kernels/gemv4.py"): "the two kernels' launchers' signatures",
+}
+
+
+def _repeated(files: dict[str, str], run: int = 6) -> set[tuple[str, str]]:
+    """The pairs of files (a file with itself too) sharing `run` identical lines that are not trivially short."""
+    seen: dict[tuple[str, ...], str] = {}
+    pairs = set()
+    for name, text in sorted(files.items()):
+        lines = [s for s in (line.strip() for line in text.splitlines()) if s and not s.startswith("#")]
+        for i in range(len(lines) - run + 1):
+            window = tuple(lines[i : i + run])
+            if sum(map(len, window)) < 60:  # six closing brackets or `x,` lines are not code to share
+                continue
+            if window in seen:
+                pairs.add((seen[window], name))
+            seen.setdefault(window, name)
+    return pairs
+
+
+def test_no_six_lines_repeat_in_the_package_but_the_named_parallel_ones():
+    files = {str(p.relative_to(PACKAGE)): p.read_text() for p in PACKAGE.rglob("*.py")}
+    assert _repeated(files) - set(PARALLEL) == set()
+    assert set(PARALLEL) <= _repeated(files), "a pair named in PARALLEL no longer repeats: take it out"
+
+
+def test_a_repeated_block_is_found():
+    block = "".join(f"value_{i} = compute_something(value_{i - 1}, {i})\n" for i in range(6))
+    assert _repeated({"a.py": "x = 1\n" + block, "b.py": block + "y = 2\n", "c.py": block[:-30]}) == {("a.py", "b.py")}
 
 
 def test_each_stage_lives_in_its_own_module_and_init_only_re_exports():

@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from .fused import layer_linears
-from .kernels.gemv import ROPE, SILU, Epilogue, GemvLinear, supports_pdl
+from .kernels.gemv import ROPE, SILU, Epilogue, supports_pdl
+from .kernels.linear import GemvLinear
 
 try:
     import triton
@@ -212,19 +213,7 @@ def attention(
     return out
 
 
-@torch.library.custom_op("ferrylm::decode_attention", mutates_args=("k_cache", "v_cache"))
-def attention_op(
-    qkv: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    pos: torch.Tensor,
-    layer: int,
-    n_heads: int,
-    pdl: bool,
-    prefetch: torch.Tensor | None,
-    prefetch_block: int,
-) -> torch.Tensor:
-    return attention(qkv, k_cache, v_cache, pos, layer, n_heads, pdl, prefetch, prefetch_block)
+attention_op = torch.library.custom_op("ferrylm::decode_attention", attention, mutates_args=("k_cache", "v_cache"))
 
 
 @attention_op.register_fake
@@ -297,11 +286,11 @@ def gemv_weights(
 ) -> dict:
     """Put every linear layer of the fused decoder (and its output layer) on `gemv`, one tuned
     configuration per weight shape and epilogue (or `configs` {(n, k, epilogue): cfg}, or one `fixed`
-    configuration for all); 4-bit layers (gemv4.Gemv4Linear) on `gemv4` likewise, keyed
+    configuration for all); 4-bit layers (linear.Gemv4Linear) on `gemv4` likewise, keyed
     ("int4", n, k, group, epilogue). With `fused_step`, one-token steps run `decode_step` (norms,
     rotary positions, SiLU gate and residual adds inside the kernels). A shape met once `budget`
     (tuning.Budget) is spent takes its first candidate untimed. Returns the configurations used."""
-    from .kernels.gemv4 import Gemv4Linear
+    from .kernels.linear import Gemv4Linear
     from .tuning.choose import Budget, candidates, tune, tune4, tune4_candidates, untimed
 
     pdl = supports_pdl() if pdl is None else pdl

@@ -111,7 +111,7 @@ class Engine:
         decoder = FusedDecoder(self.model, max_len)
         make = None
         if o.gemv:
-            from .kernels.gemv4 import Gemv4Linear as make
+            from .kernels.linear import Gemv4Linear as make
         if o.w4a16_dir:
             int4_from_w4a16(decoder, o.w4a16_dir, make)
         elif o.int4_group:

@@ -169,15 +169,9 @@ class OnnxCausalLM:
             got = self._run([tok], pos, {i: got[o] for i, o in zip(self.cache_in, self.cache_out)})
             pos += 1
 
-    def generate(
-        self,
-        ids: list[int],
-        max_new_tokens: int,
-        eos_ids: tuple[int, ...] = (),
-        temperature: float = 0.0,
-        rng: np.random.Generator | None = None,
-    ) -> list[int]:
-        return list(self.stream(ids, max_new_tokens, eos_ids, temperature, rng))
+    def generate(self, *args, **kwargs) -> list[int]:
+        """`stream`'s tokens (the same arguments) as one list."""
+        return list(self.stream(*args, **kwargs))
 
 
 def _pick(logits: np.ndarray, temperature: float, rng) -> int:

@@ -12,7 +12,7 @@ position is recorded: a near-tie there is a rounding difference between kernels,
 Forced decoding then asks which 4-bit path is nearer the integers and scales themselves: each engine's
 decoder is fed the torch kernel's greedy tokens one step at a time, and its logits at every step are
 compared with those of the same decoder whose 4-bit layers compute in fp32 on the dequantized weights
-(`gemv4.Gemv4Linear` left unconfigured: its prompt path for every input, exact products summed in
+(`linear.Gemv4Linear` left unconfigured: its prompt path for every input, exact products summed in
 fp32): argmax agreement, the largest logit difference and the mean KL divergence.
 """
 
@@ -122,8 +122,8 @@ def main() -> None:
             }
         )
     from ferrylm.engine.fused import FusedDecoder
-    from ferrylm.engine.kernels.gemv4 import Gemv4Linear
     from ferrylm.engine.kernels.int4 import int4_weights
+    from ferrylm.engine.kernels.linear import Gemv4Linear
 
     exact = FusedDecoder(model, max_len).to(model.device)
     int4_weights(exact, args.group, Gemv4Linear)  # unconfigured: every input through fp32 F.linear

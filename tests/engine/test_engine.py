@@ -88,8 +88,8 @@ def test_int4_kernel_equals_its_dequantized_weights():
 def test_the_4bit_kernels_layer_computes_torchs_int4_layer():
     """The Triton 4-bit layer (gemv4.py) packs the same integers and scales: its prompt path (fp32 on the
     dequantized weight, the norm's weight first) gives torch's int4 kernel's outputs."""
-    from ferrylm.engine.kernels.gemv4 import Gemv4Linear
     from ferrylm.engine.kernels.int4 import Int4WeightLinear, round_to_nearest_int4
+    from ferrylm.engine.kernels.linear import Gemv4Linear
 
     torch.manual_seed(0)
     w, bias, x, g = torch.randn(96, 576), torch.randn(96), torch.randn(3, 576), torch.rand(576) + 0.5

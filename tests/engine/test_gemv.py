@@ -24,7 +24,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 import torch.nn.functional as F
 from ferrylm.engine.decode_step import attention, gemv_weights
 from ferrylm.engine.fused import FusedDecoder
-from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue, GemvLinear, gemv, gemv_reference
+from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue, gemv, gemv_reference
+from ferrylm.engine.kernels.linear import GemvLinear
 
 print("CHECK plain products, masked and whole tiles", flush=True)
 torch.manual_seed(0)
@@ -123,7 +124,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from ferrylm.engine.decode_step import gemv_weights
 from ferrylm.engine.fused import FusedDecoder
 from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue
-from ferrylm.engine.kernels.gemv4 import Gemv4Linear, dequantize, gemv4, gemv4_reference, pack_int4, prompt4
+from ferrylm.engine.kernels.gemv4 import dequantize, gemv4, gemv4_reference, pack_int4, prompt4
+from ferrylm.engine.kernels.linear import Gemv4Linear
 from ferrylm.engine.kernels.int4 import int4_weights, round_to_nearest_int4
 
 print("CHECK packing in strips, whole and masked tiles, groups, the norm's weight", flush=True)

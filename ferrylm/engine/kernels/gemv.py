@@ -20,8 +20,8 @@ the kernel sums x's squares as it reads x and scales its dot products at the end
 rotary positions (each program owns two row blocks, gate and up, or a head's two halves), a residual
 add after it. (Recomputing the gate's SiLU on the input side, in every program, measured slower.)
 
-The kernel is a torch custom op, so `torch.compile` captures it in the engine's CUDA graph like any
-other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
+The kernel is reached through a torch custom op (`linear.py`), so `torch.compile` captures it in the
+engine's CUDA graph like any other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
 interpreter.
 """
 
@@ -183,7 +183,7 @@ class Epilogue(NamedTuple):
     residual: bool = False
 
     def op_args(self) -> dict:
-        """This epilogue as the custom ops' arguments (their schema takes no NamedTuple)."""
+        """This epilogue as the custom op's arguments (its schema takes no NamedTuple)."""
         return dict(
             norm_eps=self.norm_eps,
             pair=self.pair,
@@ -280,94 +280,4 @@ def gemv_reference(x, w, bias=None, epilogue: Epilogue = Epilogue(), residual=No
     return y + residual.float() if e.residual else y
 
 
-@torch.library.custom_op("ferrylm::gemv", mutates_args=())
-def gemv_op(
-    x: torch.Tensor,
-    w: torch.Tensor,
-    bias: torch.Tensor | None,
-    residual: torch.Tensor | None,
-    pos: torch.Tensor | None,
-    inv_freq: torch.Tensor | None,
-    block_n: int,
-    block_k: int,
-    num_warps: int,
-    num_stages: int,
-    pdl: bool,
-    norm_eps: float | None,
-    pair: int,
-    period: int,
-    rope_rows: int,
-    rope_scale: float,
-    has_residual: bool,
-) -> torch.Tensor:
-    return gemv(
-        x,
-        w,
-        bias,
-        block_n,
-        block_k,
-        num_warps,
-        num_stages,
-        pdl,
-        Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual),
-        residual,
-        pos,
-        inv_freq,
-    )
-
-
-@gemv_op.register_fake
-def _(
-    x,
-    w,
-    bias,
-    residual,
-    pos,
-    inv_freq,
-    block_n,
-    block_k,
-    num_warps,
-    num_stages,
-    pdl,
-    norm_eps,
-    pair,
-    period,
-    rope_rows,
-    rope_scale,
-    has_residual,
-):
-    return x.new_empty(w.shape[0] // 2 if pair == SILU else w.shape[0])
-
-
-CONFIG_KEYS = ("block_n", "block_k", "num_warps", "num_stages")
-
-
-class GemvLinear(torch.nn.Module):
-    """A linear layer whose one-token inputs go through `gemv` with a fixed configuration; longer
-    inputs (the prompt) through F.linear. `step` runs the kernel with the layer's epilogue (the fused
-    one-token step of `decode_step.py`)."""
-
-    def __init__(self, linear: torch.nn.Linear, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()):
-        super().__init__()
-        self.weight, self.bias = linear.weight, linear.bias
-        self.configure(cfg, pdl, epilogue)
-
-    def configure(self, cfg: dict, pdl: bool = False, epilogue: Epilogue = Epilogue()) -> None:
-        self.cfg = {key: int(cfg[key]) for key in CONFIG_KEYS}
-        self.pdl, self.epilogue = pdl, epilogue
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[:-1].numel() != 1:
-            return torch.nn.functional.linear(x, self.weight, self.bias)
-        return self.step(x.reshape(-1), plain=True).reshape(*x.shape[:-1], -1)
-
-    def step(
-        self,
-        x: torch.Tensor,
-        residual: torch.Tensor | None = None,
-        pos: torch.Tensor | None = None,
-        inv_freq: torch.Tensor | None = None,
-        plain: bool = False,
-    ) -> torch.Tensor:
-        e = Epilogue() if plain else self.epilogue
-        return gemv_op(x, self.weight, self.bias, residual, pos, inv_freq, pdl=self.pdl, **e.op_args(), **self.cfg)
+CONFIG_KEYS = ("block_n", "block_k", "num_warps", "num_stages")  # a tuned configuration's keys

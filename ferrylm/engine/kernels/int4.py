@@ -65,7 +65,7 @@ class Int4WeightLinear(torch.nn.Module):
 def int4_weights(decoder: torch.nn.Module, group_size: int, make=None) -> int:
     """Replace every linear layer of the fused decoder's layers (not the output layer) with a
     round-to-nearest 4-bit one, `make(q, scale, bias, group_size)` (default Int4WeightLinear; the
-    Triton kernel's is gemv4.Gemv4Linear); returns how many."""
+    Triton kernel's is linear.Gemv4Linear); returns how many."""
     from ..fused import layer_linears
 
     make = make or Int4WeightLinear

@@ -22,7 +22,8 @@ import time
 import torch
 
 from ..kernels.gemv import CONFIG_KEYS, ROPE, Epilogue, gemv, gemv_reference
-from ..kernels.gemv4 import Gemv4Linear, gemv4, gemv4_reference
+from ..kernels.gemv4 import gemv4, gemv4_reference
+from ..kernels.linear import Gemv4Linear
 
 
 def _pow2(k: int) -> int:
