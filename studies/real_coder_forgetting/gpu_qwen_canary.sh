@@ -15,6 +15,7 @@
 #                                             # the run's own tasks once `train` has found them, or DIRs' tasks
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh prefind JSON      # the own-code tasks found from a split made here (a data
 #                                             # run's repositories.json, the same ARGS) while the GGUF is carried
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh hx data|jdk.pNN|install  # HumanEval-X's data and Debian's JDK (.tc/)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
 #                                             # samples to $OUT/$TAG.tgz
 #
@@ -36,6 +37,7 @@ RUN=(--config demo-gpu model.path=/tmp/q/model.gguf model.cache_dir=/tmp/cache r
   eval.bleu_limit=16 eval.latency_runs=1 "eval.latency_concurrency=[]" export.onnx=false "export.vllm_quantize=[]"
   "${EXTRA[@]}")
 SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+JDK_SHA=d28519dfabf0b6234bd6f3bf25de5e372524c2c93d93983f8363117e539f7b15  # openjdk-17-jdk-headless 17.0.20.1+1-1~deb12u1
 # background steps run from a copy made at `setup`: every later call re-copies the working tree under them
 # (a finding that read ferrylm/ during the carry calls once met its files missing)
 BG=/tmp/tree/studies/real_coder_forgetting/$(basename "$0")
@@ -81,6 +83,21 @@ case "${1:-}" in
     model=$(dirname "$(ls /tmp/cache/*/config.json | head -n 1)")
     setsid nohup python3 studies/unseen_projects/repo_context_probe.py "${@:2}" --model "$model" --limit 40 \
       --out "/tmp/$TAG.probe.json" > "/tmp/$TAG.probe.log" 2>&1 < /dev/null & ;;
+  hx)  # HumanEval-X here: `hx data` (.tc/humaneval-x, .tc/jre.deb carried), `hx jdk.p00`, `hx jdk.p01` (the JDK's .deb in
+        # pieces), `hx install`: Debian's JDK where javac is missing (as root; links made if its scripts could not)
+    mkdir -p /tmp/hx
+    case "$2" in
+      data) cp -r .tc/humaneval-x .tc/jre.deb /tmp/hx/ ;;
+      jdk.p*) cp ".tc/$2" /tmp/hx/ ;;
+      install)
+        if [ ! -x /usr/bin/javac ]; then
+          cat /tmp/hx/jdk.p?? > /tmp/hx/jdk.deb
+          echo "$JDK_SHA  /tmp/hx/jdk.deb" | sha256sum -c --quiet
+          dpkg -i --force-depends /tmp/hx/jre.deb /tmp/hx/jdk.deb > /tmp/hx/dpkg.log 2>&1 || tail -n 5 /tmp/hx/dpkg.log
+          for t in java javac; do [ -e /usr/bin/$t ] || ln -s /usr/lib/jvm/java-17-openjdk-amd64/bin/$t /usr/bin/$t; done
+        fi ;;
+    esac
+    for t in g++ javac java go rustc cargo; do echo "$t: $(command -v $t || echo missing)"; done ;;
   _run)
     for s in "${@:2}"; do
       if [ "$s" = tasks ]; then  # the repository tasks found beside training, kept for the eval (eval.repo_task_cache)
@@ -118,5 +135,5 @@ PY
     mkdir -p "$OUT"
     (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/data/repositories.json "$TAG"/eval/report.json \
       "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true ;;
-  *) echo "usage: $0 setup | part NN | prefind JSON | train | eval | all | probe [DIR...] | wait train|eval" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | part NN | prefind JSON | train | eval | all | probe [DIR...] | hx data|jdk.pNN|install | wait train|eval" >&2; exit 2 ;;
 esac
