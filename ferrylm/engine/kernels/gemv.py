@@ -21,8 +21,8 @@ rotary positions (each program owns two row blocks, gate and up, or a head's two
 add after it. (Recomputing the gate's SiLU on the input side, in every program, measured slower.)
 
 The kernel is reached through a torch custom op (`linear.py`), so `torch.compile` captures it in the
-engine's CUDA graph like any other kernel. Without a GPU the engine keeps `F.linear`; the tests run the kernel through Triton's
-interpreter.
+engine's CUDA graph like any other kernel. Without a GPU the engine keeps `F.linear`; the tests run the
+kernel through Triton's interpreter.
 """
 
 from typing import NamedTuple
@@ -32,7 +32,7 @@ import torch
 try:
     import triton
     import triton.language as tl
-except ImportError:  # the CPU-only install: GemvLinear is never built there
+except ImportError:  # the CPU-only install: linear.GemvLinear is never built there
     triton = None
 
 if triton is not None:

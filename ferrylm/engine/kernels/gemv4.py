@@ -36,7 +36,7 @@ from .gemv import SILU, Epilogue, check_launch, gemv_reference
 
 try:
     from .gemv4_kernel import _gemv4_kernel, _prompt4_kernel
-except ImportError:  # the CPU-only install: Gemv4Linear is never built there
+except ImportError:  # the CPU-only install: linear.Gemv4Linear is never built there
     _gemv4_kernel = _prompt4_kernel = None
 
 
