@@ -57,7 +57,7 @@ stage() {
 case "${1:-}" in
   setup)
     rm -rf /tmp/tree && mkdir -p /tmp/tree
-    tar --exclude=./.gg --exclude=./.whl --exclude=./.proj -cf - . | tar -xf - -C /tmp/tree
+    tar --exclude=./.gg --exclude=./.whl --exclude=./.proj --exclude=./.tc -cf - . | tar -xf - -C /tmp/tree
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
     dpkg -x .whl/bubblewrap_*.deb /tmp/bw
     [ ! -d .proj ] || cp -r .proj /tmp/projs  # projects with their tests and a manifest, for the own-code tracks
