@@ -37,7 +37,7 @@ RUN=(--config demo-gpu model.path=/tmp/q/model.gguf model.cache_dir=/tmp/cache r
   eval.bleu_limit=16 eval.latency_runs=1 "eval.latency_concurrency=[]" export.onnx=false "export.vllm_quantize=[]"
   "${EXTRA[@]}")
 SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
-JDK_SHA=d28519dfabf0b6234bd6f3bf25de5e372524c2c93d93983f8363117e539f7b15  # openjdk-17-jdk-headless 17.0.20.1+1-1~deb12u1
+JDK_SHA=390eff9273f019e2839a0faaef7a7326d11c32c7db8320316dc6feac48ed2598  # openjdk-17-jdk-headless 17.0.19+10-1~deb12u2 (carry.sh tc)
 # background steps run from a copy made at `setup`: every later call re-copies the working tree under them
 # (a finding that read ferrylm/ during the carry calls once met its files missing)
 BG=/tmp/tree/studies/real_coder_forgetting/$(basename "$0")
@@ -130,7 +130,10 @@ PY
     ;;
   wait)
     first=$([ "$2" = train ] && echo data || echo export)
-    for _ in $(seq "${WAIT_POLLS:-108}"); do [ -f "$R.$first.done" ] && break; sleep 5; done
+    # until the chain ends (its .done, or no step of it left running: a failed start never writes one)
+    for _ in $(seq "${WAIT_POLLS:-108}"); do
+      [ -f "$R.$first.done" ] && break; pgrep -f "_run $first" > /dev/null || break; sleep 5
+    done
     tail -n 25 "$R.$2.log"; cat "$R.$first.done" 2>/dev/null || echo "still running"
     mkdir -p "$OUT"
     (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/data/repositories.json "$TAG"/eval/report.json \

