@@ -65,10 +65,37 @@ _CPP_HEADERS = (
 )
 
 
+_C_SKIP = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _returning(code: str, start: int) -> str:
+    """`code` with `return 0;` before the brace that closes the function whose body opens at or after
+    `start`: a renamed `main` has no implicit return, and flowing off its end is undefined (GCC 13
+    and later trap there at -O0). Strings, characters and comments are skipped when counting."""
+    depth, i = 0, start
+    while i < len(code):
+        if m := _C_SKIP.match(code, i):
+            i = m.end()
+            continue
+        if code[i] == "{":
+            depth += 1
+        elif code[i] == "}" and depth:
+            depth -= 1
+            if not depth:
+                return code[:i] + "    return 0;\n" + code[i:]
+        i += 1
+    raise ValueError("its `int main()` has no closing brace")
+
+
 def _cpp_program(problem: dict, completion: str, libs: str | None = None) -> dict:
-    test, n = re.subn(r"\bint\s+main\s*\(\s*\)", "int ferry_tests_main()", problem["test"], count=1)
-    if not n:
+    m = re.search(r"\bint\s+main\s*\(\s*\)", problem["test"])
+    if not m:
         raise ValueError(f"{problem['task_id']}: its test has no `int main()`")
+    renamed = problem["test"][: m.start()] + "int ferry_tests_main()" + problem["test"][m.end() :]
+    try:
+        test = _returning(renamed, m.start())
+    except ValueError as e:
+        raise ValueError(f"{problem['task_id']}: {e}") from None
     headers = "".join(h + "\n" for h in _CPP_HEADERS if h not in problem["prompt"])
     source = headers + problem["prompt"] + completion + "\n" + test + _CPP_HARNESS
     flags = ["-lcrypto"] if "openssl/" in source else []

@@ -6,6 +6,7 @@ when that copy exists; without it these tests skip and say so."""
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,30 @@ def test_cpp_wrong_and_early_exiting_completions_fail():
     for early in ("exits 0 before the tests", "quick_exit(0) before the tests", "_Exit(0) before the tests"):
         assert verdicts[early] == "failed: exited before the tests finished (exit code 0)", early
     assert verdicts["closes the token's descriptor"].startswith("failed"), verdicts
+
+
+def test_the_renamed_cpp_main_returns_before_its_closing_brace_whatever_its_strings_hold():
+    code = "int f() {\n  s = \"}{\"; c = '}'; // }\n  /* { */ if (x) { g(); }\n}\nint h() {}\n"
+    assert hx._returning(code, 0) == code.replace("g(); }\n}", "g(); }\n    return 0;\n}")
+    with pytest.raises(ValueError, match="no closing brace"):
+        hx._returning('int f() { "}" ', 0)
+
+
+# flowing off the end of the renamed `main` is undefined: GCC 13 traps there at -O0 (every task then
+# failed by SIGILL); a full compile with -Werror=return-type finds it on any GCC
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+@pytest.mark.parametrize("task", ["CPP/0", "CPP/1", "CPP/61"])  # CPP/1 and CPP/61: parentheses in the tests' strings
+def test_cpp_programs_return_from_the_published_tests(task, tmp_path):
+    problem = next(p for p in hx.load_problems("cpp") if p["task_id"] == task)
+    program = hx._cpp_program(problem, problem["canonical_solution"])
+    (tmp_path / "main.cpp").write_text(program["files"]["main.cpp"])
+    done = subprocess.run(
+        ["g++", "-std=c++17", "-c", "-Werror=return-type", "main.cpp", "-o", "main.o"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-500:]
 
 
 HOSTILE = {
