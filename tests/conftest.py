@@ -82,8 +82,8 @@ def tiny_config(run_dir, model_dir, corpus, *overrides):
 def copy_run(tiny_data_run, tmp_path):
     """A private copy of the prepared run directory."""
 
-    def _copy() -> Path:
-        dst = tmp_path / "run"
+    def _copy(name: str = "run") -> Path:
+        dst = tmp_path / name
         shutil.copytree(tiny_data_run, dst)
         return dst
 

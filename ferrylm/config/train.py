@@ -100,6 +100,11 @@ class TrainConfig(_Section):
     answer tokens, added to the loss in training (never to the held-out loss). Holds the fine-tune near the
     base's own way of answering, which a general-coding canary sees it lose. Costs one more forward pass per
     micro-batch. 0 = off."""
+    skip_nonfinite_steps: int = Field(3, ge=0)
+    """A step whose gradients are not finite behind a finite loss (a kernel's NaN in the backward pass on one
+    batch) is skipped: no update, the next batch follows, the step listed in the record (`skipped_steps`).
+    One more than this many a run stops it with the last good weights saved, as a non-finite loss always
+    does. 0 = stop at the first."""
     canary_tasks: int = Field(0, ge=0, le=164)
     """A general-coding canary (needs keep_best): this many HumanEval tasks (a seeded draw) generated greedily
     and executed at every evaluation; the checkpoint kept, and trained on to the end, is the best by held-out

@@ -33,24 +33,43 @@ PEAK_BF16_FLOPS = {
 
 
 class NonFiniteLoss(RuntimeError):
-    def __init__(self, step: int, value: float, what: str = "loss"):
+    def __init__(self, step: int, value: float, what: str = "loss", skipped: list[int] | None = None):
         super().__init__(f"{what} {value} at step {step}")
-        self.step, self.value, self.what = step, value, what
+        self.step, self.value, self.what, self.skipped = step, value, what, skipped or []
 
 
-def gradient_guard():
-    """A callback that stops a step whose gradients are not finite before the optimizer applies them: a
-    NaN in one gradient (clipping then spreads it to all) would otherwise reach every weight while that
-    step's loss looked finite."""
+def gradient_guard(skips: int = 0):
+    """A callback that keeps a step whose gradients are not finite from the weights: a NaN in one gradient
+    (clipping then spreads it to all) would otherwise reach every weight while that step's loss looked
+    finite. Up to `skips` such steps a run are skipped (their gradients dropped, so the optimizer leaves
+    every weight and its moments as they were; `skipped` lists them); one more stops the run."""
     from transformers import TrainerCallback
 
     class GradientGuard(TrainerCallback):
+        skipped: list[int] = []
+
         def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-            grads = [p.grad for p in model.parameters() if p.grad is not None] if model is not None else []
-            if grads:  # none where DeepSpeed holds them (it has its own overflow check)
-                norm = torch.nn.utils.get_total_norm(grads)
-                if not torch.isfinite(norm):
-                    raise NonFiniteLoss(state.global_step + 1, float(norm), "gradient norm")
+            params = [p for p in model.parameters() if p.grad is not None] if model is not None else []
+            if not params:  # none where DeepSpeed holds them (it has its own overflow check)
+                return
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+            if torch.isfinite(norm):
+                return
+            step = state.global_step + 1
+            if len(self.skipped) >= skips:
+                raise NonFiniteLoss(step, float(norm), "gradient norm", self.skipped)
+            self.skipped = [*self.skipped, step]
+            from ..log import get_logger
+
+            get_logger("train").warning(
+                "gradient norm %s at step %d behind a finite loss: that step is skipped (%d of %d a run)",
+                float(norm),
+                step,
+                len(self.skipped),
+                skips,
+            )
+            for p in params:  # a parameter without a gradient is one the optimizer passes over
+                p.grad = None
 
     return GradientGuard()
 

@@ -279,14 +279,16 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
 
     # Liger's loss (no faster with scored positions) and a whole compiled model (a shape a batch) get all.
     collate = PadCollator(tokenizer.pad_token_id, run.flatten, not run.t.liger and run.t.compile != "model")
+    guard = gradient_guard(run.t.skip_nonfinite_steps)
     trainer = guarded_trainer_class()(
         model=model,
         args=args,
         train_dataset=train_set,
         eval_dataset=eval_set,
         data_collator=collate,
-        callbacks=[MarkComplete(), _HistoryWriter(run.history), gradient_guard()],
+        callbacks=[MarkComplete(), _HistoryWriter(run.history), guard],
     )
+    trainer.gradient_guard = guard  # its skipped steps go into the record
     if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))
     trainer.kl_weight = run.t.kl_to_base
@@ -316,8 +318,11 @@ def train(run: _Run, trainer, tokenizer):
     except NonFiniteLoss as e:
         # Raised before that step's optimizer update: the weights in hand are the last good ones.
         last_good = _save_trained(trainer, tokenizer, run.out, f"last-good-{run.kind}")
+        skipped = (
+            f" (after skipping steps {', '.join(map(str, e.skipped))}: train.skip_nonfinite_steps)" if e.skipped else ""
+        )
         raise TrainingDiverged(
-            f"train: the {e.what} became {e.value} at step {e.step}; stopped before that step's "
+            f"train: the {e.what} became {e.value} at step {e.step}{skipped}; stopped before that step's "
             f"update. The last good weights (step {e.step - 1}) are in {last_good}; lower "
             f"train.learning_rate or check the data"
         ) from None
@@ -338,6 +343,7 @@ def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: floa
         "method": t.method,
         "steps": trainer.state.global_step,
         "resumed_from": str(run.resume) if run.resume else None,
+        "skipped_steps": list(getattr(getattr(trainer, "gradient_guard", None), "skipped", [])),
         "resumed_from_world_size": run.saved_world,
         "base_eval_loss": evals[0],
         "base_perplexity": math.exp(evals[0]),

@@ -63,29 +63,62 @@ def test_non_finite_loss_stops_with_last_good_weights(copy_run, tiny_qwen2_dir, 
     assert not (run / "train" / "adapter").exists()
 
 
-def test_non_finite_gradients_behind_a_finite_loss_stop_before_the_update(
-    copy_run, tiny_qwen2_dir, tiny_corpus, monkeypatch
-):
-    import torch
-    from safetensors.torch import load_file
-
-    from ferrylm.train import recipe
+def _nan_gradient_at(steps):
     from ferrylm.train.observe import guarded_trainer_class
 
-    class NanGradientAtStep2(guarded_trainer_class()):
+    class NanGradient(guarded_trainer_class()):
         def training_step(self, model, inputs, num_items_in_batch=None):
             loss = super().training_step(model, inputs, num_items_in_batch)
-            if self.state.global_step == 1:  # the loss stays finite; one gradient does not
+            if self.state.global_step + 1 in steps:  # the loss stays finite; one gradient does not
                 next(p for p in model.parameters() if p.requires_grad).grad.fill_(float("nan"))
             return loss
 
-    monkeypatch.setattr(recipe, "guarded_trainer_class", lambda: NanGradientAtStep2)
+    return NanGradient
+
+
+def _finite(path) -> bool:
+    import torch
+    from safetensors.torch import load_file
+
+    weights = load_file(path)
+    return bool(weights) and all(torch.isfinite(w).all() for w in weights.values())
+
+
+def test_non_finite_gradients_behind_a_finite_loss_stop_before_the_update(
+    copy_run, tiny_qwen2_dir, tiny_corpus, monkeypatch
+):
+    from ferrylm.train import recipe
+
+    monkeypatch.setattr(recipe, "guarded_trainer_class", lambda: _nan_gradient_at({2}))
     run = copy_run()
-    cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.save_steps=100")
+    cfg = tiny_config(
+        run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.save_steps=100", "train.skip_nonfinite_steps=0"
+    )
     with pytest.raises(TrainingDiverged, match=r"the gradient norm became nan at step 2; stopped before"):
         run_train(cfg)
-    weights = load_file(run / "train" / "last-good-adapter" / "adapter_model.safetensors")
-    assert weights and all(torch.isfinite(w).all() for w in weights.values())  # step 1's, not NaN
+    assert _finite(run / "train" / "last-good-adapter" / "adapter_model.safetensors")  # step 1's, not NaN
+
+
+def test_a_step_with_non_finite_gradients_is_skipped_and_listed_up_to_the_limit(
+    copy_run, tiny_qwen2_dir, tiny_corpus, monkeypatch
+):
+    from ferrylm.train import recipe
+
+    monkeypatch.setattr(recipe, "guarded_trainer_class", lambda: _nan_gradient_at({2}))
+    run = copy_run()
+    cfg = tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.save_steps=100")
+    rec = run_train(cfg)  # the default skips a few
+    assert rec.metrics["steps"] == 4 and rec.metrics["skipped_steps"] == [2]
+    assert _finite(run / "train" / "adapter" / "adapter_model.safetensors")
+
+    monkeypatch.setattr(recipe, "guarded_trainer_class", lambda: _nan_gradient_at({2, 3}))
+    run = copy_run("run-2")
+    cfg = tiny_config(
+        run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=4", "train.save_steps=100", "train.skip_nonfinite_steps=1"
+    )
+    with pytest.raises(TrainingDiverged, match=r"nan at step 3 \(after skipping steps 2: train.skip_nonfinite_steps\)"):
+        run_train(cfg)
+    assert _finite(run / "train" / "last-good-adapter" / "adapter_model.safetensors")
 
 
 def test_selective_checkpointing_recomputes_some_layers_with_the_same_losses(
