@@ -35,7 +35,7 @@ print(embedded_gguf('qwen2.5-coder-1.5b', cache_root()))")
   proj)
     make --no-print-directory "$PWD/.cache/ferrylm/demo-repos-gpu/.ready" DEMO_CONFIG=demo-gpu PY=python3
     rm -rf .proj && cp -r .cache/ferrylm/demo-repos-gpu .proj && rm -f .proj/.ready
-    python3 -m pip download -q --no-deps --only-binary=:all: -d .proj/w text-unidecode freezegun python-dateutil six
+    python3 -m pip download -q --no-deps --only-binary=:all: -d .proj/w text-unidecode freezegun python-dateutil six tzdata
     du -sh .proj ;;
   tc)
     rm -rf .tc && mkdir .tc && cp -r ../shared/data/humaneval-x .tc/
