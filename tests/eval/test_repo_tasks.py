@@ -852,3 +852,32 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(
         assert any(r["prompt"].startswith("Functions from the training repositories") for r in rows)
     against = {ln["against"] for ln in report["details"]["helped"] if ln["metric"].startswith("Held-out repositories")}
     assert against == {"base", "base + retrieval", "fine-tuned + retrieval"}
+
+
+@pytest.mark.slow
+def test_a_repository_that_gives_no_task_is_named_on_every_track_and_in_the_report(tmp_path):
+    """A repository skipped whole (no tests found; a root that cannot be read) was only logged:
+    its absence from the own-code Pass@1 is now said where the tracks are reported."""
+    from ferrylm.config.loader import load_config
+    from ferrylm.eval.repo.track import tracks
+    from ferrylm.eval.report.render import subset_note
+
+    good = _python_repo(tmp_path / "good")
+    bare = tmp_path / "bare"
+    (bare / "pkg").mkdir(parents=True)
+    (bare / "pkg" / "__init__.py").write_text("def f(x):\n    return x\n")
+    repos = [
+        {"name": "good", "root": str(good), "split": "eval"},
+        {"name": "bare", "root": str(bare), "split": "eval"},
+        {"name": "gone", "root": str(tmp_path / "gone"), "split": "train", "held_out_functions": ["a.py::f"]},
+    ]
+    e = load_config(overrides=["eval.repo_task_cache=false"]).eval
+    found = tracks(e, repos)
+    assert [t.title.split(" (")[0] for t in found] == ["Held-out repositories"] and found[0].problems
+    gave_none = found[0].gave_none
+    assert set(gave_none) == {"bare", "gone"}, gave_none
+    assert gave_none["bare"].startswith("held-out repositories: no tests found")
+    assert gave_none["gone"].endswith("gone: not a directory")
+    note = subset_note({"base": {"benchmarks": [{"title": found[0].title, "gave_none": gave_none}]}})
+    assert note.startswith("Repositories that gave no task, left out of the own-code Pass@1: bare (held-out")
+    assert "; gone (held-out functions of training repositories: " in note

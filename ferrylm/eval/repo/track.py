@@ -38,43 +38,56 @@ SPLITS = {
 
 def tracks(e, repositories: list[dict]) -> list[Track]:
     """Tracks of the held-out repositories' tasks and of the training repositories' held-out functions
-    (at most e.repo_task_limit per repository); a repository that gives none is logged with the reason."""
+    (at most e.repo_task_limit per repository). A repository that gives none is logged with the reason
+    and named on every track (`gave_none`), so the report says what its Pass@1 left out."""
     tasks: list[dict] = []
+    none: dict[str, str] = {}  # repository -> its split and why it gave no task
     for repo in repositories:
         split = "repositories" if repo["split"] == "eval" else "functions"
         only = None if split == "repositories" else set(repo.get("held_out_functions") or ())
         if only is not None and not only:
             continue
-        try:
-            found = find_tasks(
-                repo["root"],
-                command=repo.get("test"),
-                test_requires=repo.get("test_requires"),
-                only=only,
-                limit=e.repo_task_limit,
-                workers=e.exec_workers,
-                unconfined=e.exec_unconfined,
-                cache=e.repo_task_cache,
-            )
-        except Exception as err:  # noqa: BLE001 — one repository that cannot be read is reported, not fatal
-            log.warning(
-                "repo tasks: %s: %s", repo["name"], str(err).splitlines()[0] if str(err) else type(err).__name__
-            )
-            continue
-        log.info(
-            "repo tasks: %s (%s): %d tasks%s; dropped %s",
-            repo["name"],
-            split,
-            len(found.tasks),
-            f" (skipped: {found.skipped})" if found.skipped else "",
-            dict(found.dropped) or "none",
-        )
-        tasks += [t | {"split": split, "repo_name": repo["name"]} for t in found.tasks]
+        found, why = _find(repo, only, e)
+        if not found or not found.tasks:
+            none[repo["name"]] = f"{SPLITS[split][0].lower()}: {why}"
+        tasks += [t | {"split": split, "repo_name": repo["name"]} for t in (found.tasks if found else [])]
     groups = sorted({(t["split"], t["language"]) for t in tasks})
-    return [
+    out = [
         _track(split, language, [t for t in tasks if (t["split"], t["language"]) == (split, language)], e)
         for split, language in groups
     ]
+    for t in out:
+        t.gave_none = dict(none)
+    return out
+
+
+def _find(repo: dict, only: set | None, e):
+    """(its tasks as find_tasks found them, or None, and why it gave none where it gave none)."""
+    try:
+        found = find_tasks(
+            repo["root"],
+            command=repo.get("test"),
+            test_requires=repo.get("test_requires"),
+            only=only,
+            limit=e.repo_task_limit,
+            workers=e.exec_workers,
+            unconfined=e.exec_unconfined,
+            cache=e.repo_task_cache,
+        )
+    except Exception as err:  # noqa: BLE001 — one repository that cannot be read is reported, not fatal
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        log.warning("repo tasks: %s: %s", repo["name"], why)
+        return None, why
+    kind = "repositories" if only is None else "functions"
+    log.info(
+        "repo tasks: %s (%s): %d tasks%s; dropped %s",
+        repo["name"],
+        kind,
+        len(found.tasks),
+        f" (skipped: {found.skipped})" if found.skipped else "",
+        dict(found.dropped) or "none",
+    )
+    return found, found.skipped or f"no task kept (dropped: {dict(found.dropped) or 'none'})"
 
 
 def _track(split: str, language: str, tasks: list[dict], e) -> Track:

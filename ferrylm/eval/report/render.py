@@ -109,13 +109,20 @@ def subset_note(details: dict) -> str:
         if left
         else ""
     )
+    none = {r: why for ss in _summaries(details).values() for s in ss for r, why in s.get("gave_none", {}).items()}
+    gave_none = (
+        f"Repositories that gave no task, left out of the own-code Pass@1: "
+        f"{'; '.join(f'{r} ({why})' for r, why in sorted(none.items()))}."
+        if none
+        else ""
+    )
     subsets = f"Subsets (seeded, the same for every model): {'; '.join(parts)}." if parts else ""
     form = (
         "Every model was asked for the whole function, the form the fine-tune answers in (data.answer=function)."
         if details.get("answer_form") == "function"
         else ""
     )
-    return " ".join(x for x in (subsets, canary, form) if x)
+    return " ".join(x for x in (subsets, canary, gave_none, form) if x)
 
 
 def language_rows(details: dict) -> list[dict]:

@@ -46,6 +46,7 @@ class Track:
     not_measured: str | None = None  # why this language cannot be measured here
     canary: list[str] = field(default_factory=list)  # tasks left out: the training's canary chose on them
     form: str = "body"  # without a question of its own: asked for the body or the whole function (asked_for)
+    gave_none: dict[str, str] = field(default_factory=dict)  # own code: repositories that gave no task, and why
 
     def ask(self, p: dict) -> str:
         """The chat question for task `p`: the track's own, else the prompt in the fine-tune's instruction."""
@@ -287,6 +288,8 @@ def _scored(tracks: list[Track], done: dict, e, out: Path, label: str, gate) -> 
                     + "\n"
                 )
         summaries.append(
-            {**head, **summarise(results, e.pass_k, of=t.total)} | ({"canary_left_out": t.canary} if t.canary else {})
+            {**head, **summarise(results, e.pass_k, of=t.total)}
+            | ({"canary_left_out": t.canary} if t.canary else {})
+            | ({"gave_none": t.gave_none} if t.gave_none else {})
         )
     return summaries
