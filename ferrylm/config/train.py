@@ -101,8 +101,8 @@ class TrainConfig(_Section):
     base's own way of answering, which a general-coding canary sees it lose. Costs one more forward pass per
     micro-batch. 0 = off."""
     skip_nonfinite_steps: int = Field(3, ge=0)
-    """A step whose gradients are not finite behind a finite loss (a kernel's NaN in the backward pass on one
-    batch) is skipped: no update, the next batch follows, the step listed in the record (`skipped_steps`).
+    """A step whose gradients are not finite behind a finite loss (one batch's NaN in the backward pass) is
+    skipped: no update, the next batch follows, the step listed in the record (`skipped_steps`).
     One more than this many a run stops it with the last good weights saved, as a non-finite loss always
     does. 0 = stop at the first."""
     canary_tasks: int = Field(0, ge=0, le=164)
