@@ -261,10 +261,7 @@ def _scored(tracks: list[Track], done: dict, e, out: Path, label: str, gate) -> 
     for t in tracks:
         head = {"benchmark": t.benchmark, "language": t.language, "title": t.title, "key": t.key}
         if id(t) not in done:
-            summaries.append(
-                {**head, "not_measured": t.not_measured or "no tasks"}
-                | ({"gave_none": t.gave_none} if t.gave_none else {})
-            )
+            summaries.append({**head, "not_measured": t.not_measured or "no tasks"})
             continue
         results = execute(
             t,
