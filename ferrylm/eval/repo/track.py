@@ -47,7 +47,7 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
         only = None if split == "repositories" else set(repo.get("held_out_functions") or ())
         if only is not None and not only:
             continue
-        found, why = _find(repo, only, e)
+        found, why = _find(repo, split, only, e)
         if not found or not found.tasks:
             none[repo["name"]] = f"{SPLITS[split][0].lower()}: {why}"
         tasks += [t | {"split": split, "repo_name": repo["name"]} for t in (found.tasks if found else [])]
@@ -61,7 +61,7 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
     return out
 
 
-def _find(repo: dict, only: set | None, e):
+def _find(repo: dict, split: str, only: set | None, e):
     """(its tasks as find_tasks found them, or None, and why it gave none where it gave none)."""
     try:
         found = find_tasks(
@@ -78,11 +78,10 @@ def _find(repo: dict, only: set | None, e):
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         log.warning("repo tasks: %s: %s", repo["name"], why)
         return None, why
-    kind = "repositories" if only is None else "functions"
     log.info(
         "repo tasks: %s (%s): %d tasks%s; dropped %s",
         repo["name"],
-        kind,
+        split,
         len(found.tasks),
         f" (skipped: {found.skipped})" if found.skipped else "",
         dict(found.dropped) or "none",
