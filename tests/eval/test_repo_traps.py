@@ -211,7 +211,7 @@ def test_a_function_named_in_a_test_file_left_out_is_still_tried_on_the_tests_th
     assert all(t["tests"] == [f"tests/test_pkg.py::test_{t['name']}"] for t in found.tasks), found.tasks
 
 
-def _wheel(folder: Path, name: str, code: str) -> Path:
+def _wheel(folder: Path, name: str, code: str, entry_points: str = "") -> Path:
     """A one-module wheel made by hand (no index, no build): what a team's wheel cache holds."""
     import zipfile
 
@@ -221,8 +221,44 @@ def _wheel(folder: Path, name: str, code: str) -> Path:
         z.writestr(f"{name}/__init__.py", code)
         z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
         z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        if entry_points:
+            z.writestr(f"{info}/entry_points.txt", entry_points)
         z.writestr(f"{info}/RECORD", "")
     return whl
+
+
+def test_a_pytest_command_is_known_behind_environment_assignments_and_as_a_module():
+    from ferrylm.eval.repo import runner
+
+    for command in ("pytest -q", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 pytest -q", "A=1 B= python -m pytest tests"):
+        assert runner.pytest_command(command), command
+    for command in ("python -m unittest discover", "go test ./...", "echo pytest", "pytest 'unbalanced", "A=1"):
+        assert not runner.pytest_command(command), command
+    assert runner.narrowed("A=1 pytest -q", "python", ["t.py::test_x"]) == "A=1 pytest -q t.py::test_x"
+
+
+HOSTILE_PLUGIN = """
+def pytest_collection_modifyitems(items):  # as pytest-benchmark met a project's own `benchmark` fixture
+    raise RuntimeError("a plugin this project never asked for")
+"""
+
+
+@pytest.mark.slow
+def test_a_suite_broken_only_by_a_pytest_plugin_installed_beside_it_runs_without_the_plugins(tmp_path):
+    """The plugin is autoloaded by its entry point (installed as a test requirement here, as pytest-benchmark sat
+    in a system environment): the suite fails as checked out, passes without autoloaded plugins, and its tasks are
+    found and scored that way; the jail's own pytest hook (`-p`) still loads."""
+    repo = _repo(tmp_path / "plugged", FENCED_LIB, {"test_pkg.py": FENCED_TESTS})
+    whl = _wheel(tmp_path, "hostile_plugin_for_tests", HOSTILE_PLUGIN, "[pytest11]\nhostile = hostile_plugin_for_tests\n")
+    found = find_tasks(repo, runs=1, test_requires=[str(whl)])
+    assert found.skipped is None, found.skipped
+    assert sorted(t["name"] for t in found.tasks) == ["double", "scale"], found.summary()
+    assert all(t["command"].startswith("PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 pytest ") for t in found.tasks), found.tasks
+    assert all(t["command"].endswith(f" tests/test_pkg.py::test_{t['name']}") for t in found.tasks), found.tasks
+    results = _score(found, tmp_path, [(t["task_id"], t["body"]) for t in found.tasks])
+    assert all(r["passed"] for r in results), results
+    wrong = _score(found, tmp_path, [(t["task_id"], "    return None\n") for t in found.tasks])
+    assert not any(r["passed"] for r in wrong), wrong
 
 
 NEEDS_DEP = """

@@ -117,9 +117,23 @@ def detect_command(repo: Path, language: str) -> str | None:
         return "python -m unittest discover -q"
 
 
+AUTOLOAD_OFF = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "  # pytest without the plugins installed beside it
+
+
+def pytest_command(command: str) -> bool:
+    """Whether the command runs pytest (`pytest`, `python -m pytest`), behind environment assignments."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # unbalanced quotes: the shell will say
+        return False
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", words[0]):
+        words.pop(0)
+    return words[:1] == ["pytest"] or (words[:1] in (["python"], ["python3"]) and words[1:3] == ["-m", "pytest"])
+
+
 def narrowed(command: str, language: str, files: list[str]) -> str:
     """The command limited to some test files (pytest) or a package (Go), when it is a detected one."""
-    if language == "python" and command.startswith("pytest ") and files:
+    if language == "python" and pytest_command(command) and files:
         return f"{command} {' '.join(shlex.quote(f) for f in files)}"
     if language == "go" and command == "go test ./..." and files:
         dirs = sorted({"./" + str(Path(f).parent) if str(Path(f).parent) != "." else "." for f in files})

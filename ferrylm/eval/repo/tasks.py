@@ -231,31 +231,30 @@ def _unrunnable(language: str, command: str | None) -> str | None:
 def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int | None:
     """How many of `runs` runs of the whole suite passed; None (and the reason) when none did. A pytest
     test that fails in a run is deselected on its own (at most MAX_DESELECTED, each counted) and the runs
-    start again without it, so one flaky or broken test does not cost the repository or its file."""
-    passed, tries, first_failure, asked = 0, 0, None, out.command
-    while tries < runs:
-        t0 = time.perf_counter()
-        status = runner.run(box, repo, out.command).status
-        out.suite_s = max(out.suite_s or 0, round(time.perf_counter() - t0, 2))
-        tries += 1
-        if status == "timed out" and not passed:
-            out.skipped = f"its tests did not finish within {box.timeout_s:g} s as checked out ({out.command})"
-            return None
-        passed += status == "passed"
-        first_failure = first_failure or (status if status != "passed" else None)
-        test = _failed_test(status)
-        if status != "passed" and test and asked.startswith("pytest ") and len(out.deselected) < MAX_DESELECTED:
-            _leave_out(out, asked, test)
-            passed, tries = 0, 0  # the suite without it, from the start
+    start again without it, so one flaky or broken test does not cost the repository or its file. A pytest
+    suite that never passes is tried once more without the plugins installed beside pytest: one the project
+    never asked for (pytest-benchmark against its own `benchmark` fixture) must not cost it its tasks."""
+    asked = out.command
+    passed, first_failure = _runs(box, repo, runs, out)
+    if passed == 0 and runner.pytest_command(asked) and runner.AUTOLOAD_OFF not in asked:
+        tried, left_out = out.command, out.deselected
+        out.command, out.deselected = runner.AUTOLOAD_OFF + asked, []
+        passed, _ = _runs(box, repo, runs, out)
+        if passed:
+            log.info("repo tasks: %s: its tests pass only without the pytest plugins installed here: run so", repo.name)
+        else:
+            out.command, out.deselected, out.skipped, passed = tried, left_out, None, 0
+    if passed is None:
+        return None
     if not passed:
         hint = (
             "; a test dependency missing here? name it with --test-requires (test_requires: in a data manifest)"
-            if "ModuleNotFoundError" in (first_failure or status)
+            if "ModuleNotFoundError" in (first_failure or "")
             else ""
         )
         left = f"; without {', '.join(out.deselected)} no test passes either" if out.deselected else ""
         out.skipped = (
-            f"its tests do not pass as checked out ({asked}): {first_failure or status} (to see it: cd {repo} && "
+            f"its tests do not pass as checked out ({asked}): {first_failure} (to see it: cd {repo} && "
             f"{asked}){left}{hint}"
         )
         return None
@@ -270,6 +269,27 @@ def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int
             runs,
         )
     return passed
+
+
+def _runs(box, repo: Path, runs: int, out: RepoTasks) -> tuple[int | None, str | None]:
+    """(passed runs of `runs`, the first failure) of out.command, deselecting failing pytest tests as they
+    show; None passed (and out.skipped) when the first run timed out."""
+    passed, tries, first_failure, asked = 0, 0, None, out.command
+    while tries < runs:
+        t0 = time.perf_counter()
+        status = runner.run(box, repo, out.command).status
+        out.suite_s = max(out.suite_s or 0, round(time.perf_counter() - t0, 2))
+        tries += 1
+        if status == "timed out" and not passed:
+            out.skipped = f"its tests did not finish within {box.timeout_s:g} s as checked out ({out.command})"
+            return None, status
+        passed += status == "passed"
+        first_failure = first_failure or (status if status != "passed" else None)
+        test = _failed_test(status)
+        if status != "passed" and test and runner.pytest_command(asked) and len(out.deselected) < MAX_DESELECTED:
+            _leave_out(out, asked, test)
+            passed, tries = 0, 0  # the suite without it, from the start
+    return passed, first_failure
 
 
 def _leave_out(out: RepoTasks, asked: str, test: str) -> None:
