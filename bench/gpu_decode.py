@@ -1,4 +1,5 @@
-"""Batch-1 decode latency of a Qwen2.5-7B-shaped model (random bf16 weights) on one GPU.
+"""Batch-1 decode latency of a Qwen2.5-7B-shaped model (random bf16 weights) on one GPU; `--shape 1.5b`:
+Qwen2.5-Coder-1.5B's widths.
 
     python3 bench/gpu_decode.py --out results.json
 
@@ -84,10 +85,14 @@ def agreement(logits: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return kl.item(), (logits.argmax(-1) == ref.argmax(-1)).float().mean().item()
 
 
-def model_7b():
+def shaped_model(shape: str):
+    """Random bf16 weights of Qwen2.5-7B's shape, or of Qwen2.5-Coder-1.5B's widths (ferrylm/shapes.py)."""
     from ferrylm.bench.shapes import qwen7b_model
+    from ferrylm.shapes import QWEN25_CODER_1_5B
 
-    return qwen7b_model()
+    if shape == "7b":
+        return qwen7b_model()
+    return qwen7b_model(**{k: v for k, v in QWEN25_CODER_1_5B.items() if k != "model_type"})
 
 
 class Fp8W8A8Linear(torch.nn.Module):
@@ -193,6 +198,7 @@ def main() -> None:
         + "; ".join(f"{k}: {v[0]}" for k, v in VARIANTS.items())
         + " (one FP8 kind per run: they replace the model's layers)",
     )
+    ap.add_argument("--shape", choices=("7b", "1.5b"), default="7b", help="the model's shape (random weights)")
     ap.add_argument("--int4-group", type=int, default=128)
     ap.add_argument("--skip-hf", action="store_true")
     ap.add_argument(
@@ -204,12 +210,13 @@ def main() -> None:
     from ferrylm.engine import Engine
 
     gpu = torch.cuda.get_device_name()
-    model = model_7b()
+    model = shaped_model(args.shape)
     ids = torch.randint(100, 150000, (1, args.prompt), generator=torch.Generator().manual_seed(1)).cuda()
     weight_bytes = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "embed_tokens" not in n)
     bw = next((v for k, v in PEAK_BANDWIDTH.items() if k in gpu), None)
     result = {
         "gpu": gpu,
+        "shape": args.shape,
         "torch": torch.__version__,
         "prompt_tokens": args.prompt,
         "new_tokens": args.new_tokens,

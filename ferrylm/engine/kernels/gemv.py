@@ -182,6 +182,21 @@ class Epilogue(NamedTuple):
     rope_scale: float = 1.0
     residual: bool = False
 
+    def kernel_args(self, k: int, period: int, has_bias: bool) -> dict:
+        """This epilogue as both kernels' arguments of the same names (with the product's K, its rope
+        period and whether a bias is read)."""
+        return dict(
+            eps=0.0 if self.norm_eps is None else self.norm_eps,
+            rope_scale=self.rope_scale,
+            K=k,
+            HAS_BIAS=has_bias,
+            NORM=self.norm_eps is not None,
+            PAIR=self.pair,
+            PERIOD=period,
+            ROPE_ROWS=self.rope_rows,
+            RESIDUAL=self.residual,
+        )
+
     def op_args(self) -> dict:
         """This epilogue as the custom op's arguments (its schema takes no NamedTuple)."""
         return dict(
@@ -238,15 +253,7 @@ def gemv(
         y,
         w if pos is None else pos,
         w if inv_freq is None else inv_freq,
-        0.0 if e.norm_eps is None else e.norm_eps,
-        e.rope_scale,
-        k,
-        bias is not None,
-        e.norm_eps is not None,
-        e.pair,
-        period,
-        e.rope_rows,
-        e.residual,
+        **e.kernel_args(k, period, bias is not None),
         BLOCK_N=block_n,
         BLOCK_K=block_k,
         EVEN_K=k % block_k == 0,
