@@ -362,7 +362,7 @@ def run_eval(cfg: Config) -> StageRecord:
     criteria = load_criteria(e.criteria)  # a bad criteria file fails before any server starts
     use_api_key(os.environ.get(cfg.serve.api_key_env))  # the servers it starts (serve.*) ask for it
     data = read_record(cfg.stage_dir("data"))
-    tracks = benchmark.tracks(e, data["outputs"])  # so does a benchmark's missing data
+    tracks, no_task = benchmark.with_tasks(benchmark.tracks(e, data["outputs"]))  # so does a benchmark's missing data
     out = cfg.stage_dir("eval")
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the programs under test run as another uid and must not read our files
@@ -378,7 +378,7 @@ def run_eval(cfg: Config) -> StageRecord:
     labels += [m for m in measured if m not in labels]  # the few-shot base
     models = {m: criteria_values(measured.get(m), train, m) for m in labels}
     criteria = per_track(criteria, {t.key: t.title for t in tracks})
-    details = _details(tracks, rows, found, shots, train, data)
+    details = _details(tracks, rows, found, shots, train, data) | ({"own_code_gave_none": no_task} if no_task else {})
     report = _write(cfg, criteria, models, details, history)
     record.outputs = _outputs(out, measured)
     record.metrics = {"models": report["models"], "failed_gates": report["failed_gates"]}

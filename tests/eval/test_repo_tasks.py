@@ -861,6 +861,8 @@ def test_a_repository_that_gives_no_task_is_named_on_every_track_and_in_the_repo
     from ferrylm.config.loader import load_config
     from ferrylm.eval.repo.track import tracks
     from ferrylm.eval.report.render import subset_note
+    from ferrylm.eval.tasks.benchmark import with_tasks
+    from ferrylm.eval.tasks.humaneval import tracks as humaneval_tracks
 
     good = _python_repo(tmp_path / "good")
     bare = tmp_path / "bare"
@@ -881,3 +883,8 @@ def test_a_repository_that_gives_no_task_is_named_on_every_track_and_in_the_repo
     note = subset_note({"base": {"benchmarks": [{"title": found[0].title, "gave_none": gave_none}]}})
     assert note.startswith("Repositories that gave no task, left out of the own-code Pass@1: bare (held-out")
     assert "; gone (held-out functions of training repositories: " in note
+    placeholder = tracks(e, repos[1:])  # none gave a task: no track is scored, the report still names them
+    kept, none = with_tasks([*humaneval_tracks(e), *placeholder])
+    assert [t.benchmark for t in kept] == ["humaneval"] and set(none) == {"bare", "gone"}, (kept, none)
+    note = subset_note({"own_code_gave_none": none})
+    assert note.startswith("No own-code Pass@1: no repository gave a task: bare (held-out repositories: no tests found")

@@ -249,7 +249,9 @@ def test_a_suite_broken_only_by_a_pytest_plugin_installed_beside_it_runs_without
     in a system environment): the suite fails as checked out, passes without autoloaded plugins, and its tasks are
     found and scored that way; the jail's own pytest hook (`-p`) still loads."""
     repo = _repo(tmp_path / "plugged", FENCED_LIB, {"test_pkg.py": FENCED_TESTS})
-    whl = _wheel(tmp_path, "hostile_plugin_for_tests", HOSTILE_PLUGIN, "[pytest11]\nhostile = hostile_plugin_for_tests\n")
+    whl = _wheel(
+        tmp_path, "hostile_plugin_for_tests", HOSTILE_PLUGIN, "[pytest11]\nhostile = hostile_plugin_for_tests\n"
+    )
     found = find_tasks(repo, runs=1, test_requires=[str(whl)])
     assert found.skipped is None, found.skipped
     assert sorted(t["name"] for t in found.tasks) == ["double", "scale"], found.summary()

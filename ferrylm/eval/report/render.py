@@ -116,13 +116,19 @@ def subset_note(details: dict) -> str:
         if none
         else ""
     )
+    nothing = details.get("own_code_gave_none", {})
+    no_track = (
+        f"No own-code Pass@1: no repository gave a task: {'; '.join(f'{r} ({why})' for r, why in sorted(nothing.items()))}."
+        if nothing
+        else ""
+    )
     subsets = f"Subsets (seeded, the same for every model): {'; '.join(parts)}." if parts else ""
     form = (
         "Every model was asked for the whole function, the form the fine-tune answers in (data.answer=function)."
         if details.get("answer_form") == "function"
         else ""
     )
-    return " ".join(x for x in (subsets, canary, gave_none, form) if x)
+    return " ".join(x for x in (subsets, canary, gave_none, no_track, form) if x)
 
 
 def language_rows(details: dict) -> list[dict]:

@@ -66,6 +66,14 @@ def tracks(e, inputs: dict) -> list[Track]:
     return [t for name in names for t in module(name).tracks(e, inputs)]
 
 
+def with_tasks(tracks: list[Track]) -> tuple[list[Track], dict[str, str]]:
+    """(the tracks, less own code's where no repository gave a task; those repositories and why): the report
+    names them without a track, column or criterion that could never be measured."""
+    empty = {id(t) for t in tracks if not t.problems and t.gave_none}
+    none = {r: why for t in tracks if id(t) in empty for r, why in t.gave_none.items()}
+    return [t for t in tracks if id(t) not in empty], none
+
+
 def asked_for(tracks: list[Track], form: str) -> list[Track]:
     """Each track that has no question of its own asks for the body or the whole function (the form the
     fine-tune was trained to answer in: the data stage's answer_form); every model is asked alike."""
