@@ -232,11 +232,12 @@ def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int
     """How many of `runs` runs of the whole suite passed; None (and the reason) when none did. A pytest
     test that fails in a run is deselected on its own (at most MAX_DESELECTED, each counted) and the runs
     start again without it, so one flaky or broken test does not cost the repository or its file. A pytest
-    suite that never passes is tried once more without the plugins installed beside pytest: one the project
-    never asked for (pytest-benchmark against its own `benchmark` fixture) must not cost it its tasks."""
+    suite that never passes and names no failing test is tried once more without the plugins installed beside
+    pytest: one the project never asked for (pytest-benchmark against its own `benchmark` fixture) must not
+    cost it its tasks."""
     asked = out.command
     passed, first_failure = _runs(box, repo, runs, out)
-    if passed == 0 and runner.pytest_command(asked) and runner.AUTOLOAD_OFF not in asked:
+    if passed == 0 and not out.deselected and runner.pytest_command(asked) and runner.AUTOLOAD_OFF not in asked:
         tried, left_out = out.command, out.deselected
         out.command, out.deselected = runner.AUTOLOAD_OFF + asked, []
         passed, _ = _runs(box, repo, runs, out)
