@@ -238,13 +238,12 @@ def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int
     asked = out.command
     passed, first_failure = _runs(box, repo, runs, out)
     if passed == 0 and not out.deselected and runner.pytest_command(asked) and runner.AUTOLOAD_OFF not in asked:
-        tried, left_out = out.command, out.deselected
-        out.command, out.deselected = runner.AUTOLOAD_OFF + asked, []
+        out.command = runner.AUTOLOAD_OFF + asked
         passed, _ = _runs(box, repo, runs, out)
         if passed:
             log.info("repo tasks: %s: its tests pass only without the pytest plugins installed here: run so", repo.name)
-        else:
-            out.command, out.deselected, out.skipped, passed = tried, left_out, None, 0
+        else:  # as the first runs left it: nothing deselected, the command as asked
+            out.command, out.deselected, out.skipped, passed = asked, [], None, 0
     if passed is None:
         return None
     if not passed:

@@ -111,17 +111,10 @@ def subset_note(details: dict) -> str:
     )
     none = {r: why for ss in _summaries(details).values() for s in ss for r, why in s.get("gave_none", {}).items()}
     gave_none = (
-        f"Repositories that gave no task, left out of the own-code Pass@1: "
-        f"{'; '.join(f'{r} ({why})' for r, why in sorted(none.items()))}."
-        if none
-        else ""
+        f"Repositories that gave no task, left out of the own-code Pass@1: {_with_reasons(none)}." if none else ""
     )
     nothing = details.get("own_code_gave_none", {})
-    no_track = (
-        f"No own-code Pass@1: no repository gave a task: {'; '.join(f'{r} ({why})' for r, why in sorted(nothing.items()))}."
-        if nothing
-        else ""
-    )
+    no_track = f"No own-code Pass@1: no repository gave a task: {_with_reasons(nothing)}." if nothing else ""
     subsets = f"Subsets (seeded, the same for every model): {'; '.join(parts)}." if parts else ""
     form = (
         "Every model was asked for the whole function, the form the fine-tune answers in (data.answer=function)."
@@ -129,6 +122,10 @@ def subset_note(details: dict) -> str:
         else ""
     )
     return " ".join(x for x in (subsets, canary, gave_none, no_track, form) if x)
+
+
+def _with_reasons(repos: dict[str, str]) -> str:
+    return "; ".join(f"{r} ({why})" for r, why in sorted(repos.items()))
 
 
 def language_rows(details: dict) -> list[dict]:
