@@ -172,7 +172,7 @@ def _find(repo: Path, language: str, asked: dict, workers: int) -> RepoTasks:
         out.skipped = f"its test requirements ({' '.join(test_requires or [])}) could not be installed: {e}"
         return out
     with runner.sandbox(repo, suite_timeout_s, workers, unconfined, deps) as box:
-        suite = _suite_runs(box, repo, command, runs, out)
+        suite = _suite_runs(box, repo, runs, out)
         if suite is None:
             return out
         # without the tests left out
@@ -228,7 +228,7 @@ def _unrunnable(language: str, command: str | None) -> str | None:
     return None
 
 
-def _suite_runs(box, repo: Path, command: str, runs: int, out: RepoTasks) -> int | None:
+def _suite_runs(box, repo: Path, runs: int, out: RepoTasks) -> int | None:
     """How many of `runs` runs of the whole suite passed; None (and the reason) when none did. A pytest
     test that fails in a run is deselected on its own (at most MAX_DESELECTED, each counted) and the runs
     start again without it, so one flaky or broken test does not cost the repository or its file. A pytest
