@@ -18,7 +18,7 @@ def _post(path: str, body: dict) -> dict:
     return json.loads(urllib.request.urlopen(req).read())
 
 
-def throughput() -> None:
+def throughput(levels: str = "1,8,16") -> None:
     def one(i):
         return _post(
             "/v1/completions",
@@ -31,7 +31,7 @@ def throughput() -> None:
             },
         )["usage"]["completion_tokens"]
 
-    for conc in (1, 8, 16):
+    for conc in map(int, levels.split(",")):
         t = time.time()
         with cf.ThreadPoolExecutor(conc) as ex:
             n = sum(ex.map(one, range(conc)))
@@ -60,11 +60,12 @@ def fence() -> None:
     print(f"tokens {total}, up to the closing fence ~{round(sum(t * f for t, f in rows))}")
 
 
-def he40() -> None:
+def he40(concurrency: str = "16") -> None:
     t = time.time()
-    humaneval.generate(EndpointGenerator(URL, "m"), humaneval.load_problems(40, seed=0), 192, 16, what="he40")
-    print(f"HE40 wall {time.time() - t:.1f} s")
+    problems = humaneval.load_problems(40, seed=0)
+    humaneval.generate(EndpointGenerator(URL, "m"), problems, 192, int(concurrency), what="he40")
+    print(f"HE40 wall {time.time() - t:.1f} s at concurrency {concurrency}")
 
 
 if __name__ == "__main__":
-    {"throughput": throughput, "fence": fence, "he40": he40}[sys.argv[1]]()
+    {"throughput": throughput, "fence": fence, "he40": he40}[sys.argv[1]](*sys.argv[2:])
