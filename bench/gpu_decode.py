@@ -160,7 +160,7 @@ def int4_kernel_error(group: int) -> float:
 def gemv4_kernel_error(group: int) -> float:
     """Relative max error of the 4-bit Triton kernel against its own dequantized weights (7B MLP shape,
     the gate/up product with its norm and SiLU epilogue)."""
-    from ferrylm.engine.kernels.gemv import SILU, Epilogue
+    from ferrylm.engine.kernels.gemv import SILU, Epilogue, Launch
     from ferrylm.engine.kernels.gemv4 import gemv4, gemv4_reference, pack_int4
     from ferrylm.engine.kernels.int4 import round_to_nearest_int4
 
@@ -170,7 +170,7 @@ def gemv4_kernel_error(group: int) -> float:
     g = torch.rand(HIDDEN, device="cuda", dtype=torch.bfloat16) + 0.5
     e = Epilogue(1e-6, SILU, 2 * INTERMEDIATE)
     want = gemv4_reference(x, packed, scale, group, None, e, g)
-    got = gemv4(x, packed, scale, group, None, 16, 256, 4, 1, epilogue=e, norm_weight=g).float()
+    got = gemv4(x, packed, scale, group, None, Launch(16, 256), e, g).float()
     return ((got - want).abs().max() / want.abs().max()).item()
 
 

@@ -51,11 +51,12 @@ def shape(name: str, group: int) -> dict:
 
 
 def run(sh: dict, group: int, cfg: dict) -> torch.Tensor:
+    from ferrylm.engine.kernels.gemv import CONFIG_KEYS, Launch
     from ferrylm.engine.kernels.gemv4 import gemv4
 
-    return gemv4(
-        sh["x"], sh["packed"], sh["scales"], group, None, epilogue=sh["e"], norm_weight=sh["g"], **sh["extra"], **cfg
-    )
+    launch = Launch(**{k: cfg[k] for k in CONFIG_KEYS}, pdl=cfg.get("pdl", False))
+    rest = {k: v for k, v in cfg.items() if k not in (*CONFIG_KEYS, "pdl")}  # sub, ahead
+    return gemv4(sh["x"], sh["packed"], sh["scales"], group, None, launch, sh["e"], sh["g"], **sh["extra"], **rest)
 
 
 def configs(sh: dict, group: int, vary: list[str]) -> list[dict]:

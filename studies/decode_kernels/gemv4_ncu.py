@@ -13,6 +13,7 @@ import sys
 import torch
 
 from ferrylm.bench.shapes import PRODUCTS, epilogues
+from ferrylm.engine.kernels.gemv import Launch
 from ferrylm.engine.kernels.gemv4 import gemv4, pack_int4
 from ferrylm.engine.kernels.int4 import round_to_nearest_int4
 from ferrylm.engine.tuning.choose import tuning_inputs
@@ -32,6 +33,6 @@ packed, scales = pack_int4(q, s)
 x, extra = tuning_inputs(n, k, scales, e)  # bf16 on the GPU, as the scales
 g = torch.rand(k, device="cuda", dtype=torch.bfloat16) + 0.5 if e.norm_eps is not None else None
 for _ in range(3):
-    gemv4(x, packed, scales, GROUP, None, block_n, block_k, warps, 1, epilogue=e, norm_weight=g, sub=sub, **extra)
+    gemv4(x, packed, scales, GROUP, None, Launch(block_n, block_k, warps), e, g, sub=sub, **extra)
 torch.cuda.synchronize()
 print(which, dict(block_n=block_n, block_k=block_k, num_warps=warps, sub=sub), "done")

@@ -84,6 +84,7 @@ def stream(words: torch.Tensor, block: int = 4096) -> dict:
 def main() -> None:
     from triton.testing import do_bench
 
+    from ferrylm.engine.kernels.gemv import Launch
     from ferrylm.engine.kernels.gemv4 import gemv4, pack_int4
     from ferrylm.engine.kernels.int4 import round_to_nearest_int4
 
@@ -117,9 +118,7 @@ def main() -> None:
                 lambda: _read_only[(n // block_n,)](packed, y, n, k, block_n, block_k, b, tiled, ahead, num_warps=nw)
             )
             row[label] = {"us": ms * 1e3, "tb_s": row["bytes"] / ms / 1e9}
-        ms = do_bench(
-            lambda: gemv4(x, packed, scales, 128, None, bn, bk, warps, 1, epilogue=e, norm_weight=g, sub=sub, **extra)
-        )
+        ms = do_bench(lambda: gemv4(x, packed, scales, 128, None, Launch(bn, bk, warps), e, g, sub=sub, **extra))
         row["gemv4"] = {"us": ms * 1e3, "tb_s": row["bytes"] / ms / 1e9}
         row.update(stream(packed))
         # The same back to back on copies of the words (the scales shared: 3 % of the bytes).
@@ -134,46 +133,18 @@ def main() -> None:
             ),
             (
                 "b2b_gemv4",
-                lambda i: gemv4(
-                    x, copies[i], scales, 128, None, bn, bk, warps, 1, epilogue=e, norm_weight=g, sub=sub, **extra
-                ),
+                lambda i: gemv4(x, copies[i], scales, 128, None, Launch(bn, bk, warps), e, g, sub=sub, **extra),
             ),
             (
                 "b2b_gemv4_pdl",
                 lambda i: gemv4(
-                    x,
-                    copies[i],
-                    scales,
-                    128,
-                    None,
-                    bn,
-                    bk,
-                    warps,
-                    1,
-                    pdl=True,
-                    epilogue=e,
-                    norm_weight=g,
-                    sub=sub,
-                    **extra,
+                    x, copies[i], scales, 128, None, Launch(bn, bk, warps, pdl=True), e, g, sub=sub, **extra
                 ),
             ),
             (
                 "b2b_gemv4_ahead_2",
                 lambda i: gemv4(
-                    x,
-                    copies[i],
-                    scales,
-                    128,
-                    None,
-                    bn,
-                    bk,
-                    warps,
-                    1,
-                    epilogue=e,
-                    norm_weight=g,
-                    sub=sub,
-                    ahead=2,
-                    **extra,
+                    x, copies[i], scales, 128, None, Launch(bn, bk, warps), e, g, sub=sub, ahead=2, **extra
                 ),
             ),
         ):

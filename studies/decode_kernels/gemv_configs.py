@@ -18,7 +18,7 @@ import torch
 
 from ferrylm.bench.shapes import PRODUCTS as SHAPES
 from ferrylm.bench.shapes import epilogues
-from ferrylm.engine.kernels.gemv import CONFIG_KEYS, ROPE, Epilogue, gemv
+from ferrylm.engine.kernels.gemv import CONFIG_KEYS, ROPE, Epilogue, Launch, gemv
 from ferrylm.engine.tuning.choose import candidates
 
 PRODUCTS = {name: (*shape, epilogues()[name]) for name, shape in SHAPES.items()}
@@ -49,7 +49,7 @@ def main() -> None:
         timed = []
         for cfg in wide(n, k, e):
             try:
-                ms = do_bench(lambda: gemv(x, w, None, pdl=True, epilogue=e, **extra, **cfg), warmup=5, rep=30)
+                ms = do_bench(lambda: gemv(x, w, None, Launch(**cfg, pdl=True), e, **extra), warmup=5, rep=30)
             except Exception as err:  # out of resources: skipped
                 print(name, cfg, type(err).__name__, flush=True)
                 continue

@@ -24,22 +24,22 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 import torch.nn.functional as F
 from ferrylm.engine.decode_step import attention, gemv_weights
 from ferrylm.engine.fused import FusedDecoder
-from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue, gemv, gemv_reference
+from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue, Launch, gemv, gemv_reference
 from ferrylm.engine.kernels.linear import GemvLinear
 
 print("CHECK plain products, masked and whole tiles", flush=True)
 torch.manual_seed(0)
 w, x, b = torch.randn(12, 100), torch.randn(100), torch.randn(12)
 for block_n, block_k in ((1, 32), (2, 64), (4, 128), (2, 256)):      # 100 is no multiple: masked tiles
-    got = gemv(x, w, b, block_n, block_k, num_warps=4, num_stages=1)
+    got = gemv(x, w, b, Launch(block_n, block_k, num_warps=4, num_stages=1))
     assert torch.allclose(got, w @ x + b, atol=1e-4), (block_n, block_k)
-got = gemv(x[:96], w[:, :96].contiguous(), None, 4, 32, num_warps=4, num_stages=1)   # whole tiles, no bias
+got = gemv(x[:96], w[:, :96].contiguous(), None, Launch(4, 32))   # whole tiles, no bias
 assert torch.allclose(got, w[:, :96] @ x[:96], atol=1e-4)
 print("CHECK bad block sizes are refused", flush=True)
-for bad, message in (((x, w, None, 8, 32), "do not split into programs of block_n=8"), ((x[:50], w, None, 1, 32), "input of 50"),
-                     ((x, w, None, 3, 32), "powers of two")):
+for bad, message in (((x, w, None, Launch(8, 32)), "do not split into programs of block_n=8"),
+                     ((x[:50], w, None, Launch(1, 32)), "input of 50"), ((x, w, None, Launch(3, 32)), "powers of two")):
     try:
-        gemv(*bad, num_warps=4, num_stages=1)
+        gemv(*bad)
         raise AssertionError("no error")
     except ValueError as e:
         assert message in str(e), e
@@ -51,7 +51,7 @@ pos, freq = torch.tensor([7]), torch.rand(4)
 for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}), (Epilogue(1e-6, SILU, 32), {}),
                  (Epilogue(1e-6, ROPE, 8, 24, 1.5), {"pos": pos, "inv_freq": freq})):
     for block_n in (1, 2):
-        got = gemv(x, w, b, block_n, 64, num_warps=4, num_stages=1, epilogue=e, **extra)
+        got = gemv(x, w, b, Launch(block_n, 64), e, **extra)
         torch.testing.assert_close(got, gemv_reference(x, w, b, e, **extra), atol=1e-4, rtol=1e-4)
 print("CHECK attention against SDPA, the cache written", flush=True)
 L, KV, H, D, MAX = 2, 2, 4, 16, 150
@@ -123,7 +123,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from ferrylm.engine.decode_step import gemv_weights
 from ferrylm.engine.fused import FusedDecoder
-from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue
+from ferrylm.engine.kernels.gemv import ROPE, SILU, Epilogue, Launch
 from ferrylm.engine.kernels.gemv4 import dequantize, gemv4, gemv4_reference, pack_int4, prompt4
 from ferrylm.engine.kernels.linear import Gemv4Linear
 from ferrylm.engine.kernels.int4 import int4_weights, round_to_nearest_int4
@@ -142,20 +142,20 @@ for n, k, group, block_k in ((12, 128, 32, 64), (12, 96, 32, 64), (8, 192, 32, 6
     assert torch.equal(dequantize(p, st, group), (q.float().view(n, -1, group) * s[..., None]).reshape(n, k))
     x, b, g = torch.randn(k), torch.randn(n), torch.rand(k) + 0.5
     for block_n, sub, ahead in ((1, 1, 1), (2, 2, 1), (4, 1, 1), (2, 2, 2)):   # sub: two row blocks a program
-        got = gemv4(x, p, st, group, b, block_n, block_k, 4, 1, norm_weight=g, sub=sub, ahead=ahead)
+        got = gemv4(x, p, st, group, b, Launch(block_n, block_k), norm_weight=g, sub=sub, ahead=ahead)
         torch.testing.assert_close(got, gemv4_reference(x, p, st, group, b, norm_weight=g), atol=1e-4, rtol=1e-4)
     # The products are scaled by 2^-50 inside (subnormal weights): large and small x come back exact too.
     for size in (3e4, 1e-6):
-        got = gemv4(x * size, p, st, group, None, 2, block_k, 4, 1, norm_weight=g)
+        got = gemv4(x * size, p, st, group, None, Launch(2, block_k), norm_weight=g)
         torch.testing.assert_close(got, gemv4_reference(x * size, p, st, group, None, norm_weight=g), atol=0, rtol=1e-5)
     # bf16 x and norm weight (the engine's) are read four values a load; an unaligned view is copied first.
     xb, gb = torch.randn(k + 1).bfloat16()[1:], g.bfloat16()
-    got = gemv4(xb, p, st, group, b.bfloat16(), 2, block_k, 4, 1, norm_weight=gb)
+    got = gemv4(xb, p, st, group, b.bfloat16(), Launch(2, block_k), norm_weight=gb)
     want = gemv4_reference(xb.float(), p, st, group, b, norm_weight=gb.float())
     torch.testing.assert_close(got, want.bfloat16(), atol=1e-5, rtol=8e-3)
 print("CHECK a group that does not divide the tile is refused", flush=True)
 try:
-    gemv4(x, p, st, 32, None, 1, 16, 4, 1)
+    gemv4(x, p, st, 32, None, Launch(1, 16))
     raise AssertionError("no error")
 except ValueError as e:
     assert "must be a power of two dividing block_k=16" in str(e), e
@@ -168,7 +168,7 @@ for e, extra in ((Epilogue(1e-6), {}), (Epilogue(residual=True), {"residual": r}
     norm = g if e.norm_eps is not None else None
     for block_n, sub, ahead in ((1, 1, 1), (2, 2, 1), (2, 1, 2)) + (((8, 2, 1),) if e.pair != ROPE else ()):
         # 8: whole strips a block; ahead 2: the words two tiles ahead
-        got = gemv4(x, p, st, 32, b, block_n, 64, 4, 1, epilogue=e, norm_weight=norm, sub=sub, ahead=ahead, **extra)
+        got = gemv4(x, p, st, 32, b, Launch(block_n, 64), e, norm, sub=sub, ahead=ahead, **extra)
         torch.testing.assert_close(got, gemv4_reference(x, p, st, 32, b, e, norm, **extra), atol=1e-4, rtol=1e-4)
 print("CHECK the prompt's product: integers through dot, scales after each group", flush=True)
 for n, k, m, group in ((32, 128, 5, 32), (12, 64, 3, 16), (40, 256, 17, 64)):   # rows and strips past the blocks

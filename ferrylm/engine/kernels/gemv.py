@@ -209,8 +209,33 @@ class Epilogue(NamedTuple):
         )
 
 
-def check_launch(what, n, k, x, block_n, block_k, e: Epilogue, residual, pos, inv_freq) -> tuple[int, int]:
+class Launch(NamedTuple):
+    """How both matrix-vector kernels are launched: `block_n` rows and `block_k` inputs a tile, the warps and
+    pipeline stages of a program, and `pdl`: programmatic dependent launch (Hopper), overlapping the previous
+    kernel's tail."""
+
+    block_n: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = 1
+    pdl: bool = False
+
+    def kernel_args(self) -> dict:
+        """This launch as both kernels' arguments of the same names."""
+        extra = {"launch_pdl": True} if self.pdl else {}
+        return dict(
+            BLOCK_N=self.block_n,
+            BLOCK_K=self.block_k,
+            PDL=self.pdl,
+            num_warps=self.num_warps,
+            num_stages=self.num_stages,
+            **extra,
+        )
+
+
+def check_launch(what, n, k, x, launch: Launch, e: Epilogue, residual, pos, inv_freq) -> tuple[int, int]:
     """(programs, period) of a kernel over an [n, k] weight, or a ValueError saying what does not fit."""
+    block_n, block_k = launch.block_n, launch.block_k
     if block_n & (block_n - 1) or block_k & (block_k - 1):
         raise ValueError(f"{what}: block_n={block_n} and block_k={block_k} must be powers of two")
     rows_per_program = 2 * block_n if e.pair else block_n
@@ -228,23 +253,18 @@ def gemv(
     x: torch.Tensor,
     w: torch.Tensor,
     bias: torch.Tensor | None,
-    block_n: int,
-    block_k: int,
-    num_warps: int,
-    num_stages: int,
-    pdl: bool = False,
+    launch: Launch,
     epilogue: Epilogue = Epilogue(),
     residual: torch.Tensor | None = None,
     pos: torch.Tensor | None = None,
     inv_freq: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """y = w @ x (+ bias) for a vector x [K] and w [N, K], with `epilogue` around it (ROPE reads the
-    position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so)."""
+    """y = w @ x (+ bias) for a vector x [K] and w [N, K], launched as `launch` says, with `epilogue` around it
+    (ROPE reads the position `pos` [1] and `inv_freq`; `residual` [N] is added when the epilogue says so)."""
     n, k = w.shape
     e = epilogue
-    programs, period = check_launch("gemv", n, k, x, block_n, block_k, e, residual, pos, inv_freq)
+    programs, period = check_launch("gemv", n, k, x, launch, e, residual, pos, inv_freq)
     y = torch.empty(n // 2 if e.pair == SILU else n, device=x.device, dtype=x.dtype)
-    launch = {"launch_pdl": True} if pdl else {}
     _gemv_kernel[(programs,)](
         x,
         w,
@@ -254,13 +274,8 @@ def gemv(
         w if pos is None else pos,
         w if inv_freq is None else inv_freq,
         **e.kernel_args(k, period, bias is not None),
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        EVEN_K=k % block_k == 0,
-        PDL=pdl,
-        num_warps=num_warps,
-        num_stages=num_stages,
-        **launch,
+        **launch.kernel_args(),
+        EVEN_K=k % launch.block_k == 0,
     )
     return y
 

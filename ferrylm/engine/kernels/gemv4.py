@@ -32,7 +32,7 @@ from contextlib import contextmanager
 
 import torch
 
-from .gemv import SILU, Epilogue, check_launch, gemv_reference
+from .gemv import SILU, Epilogue, Launch, check_launch, gemv_reference
 
 try:
     from .gemv4_kernel import _gemv4_kernel, _prompt4_kernel
@@ -79,29 +79,18 @@ def dequantize(packed: torch.Tensor, scales: torch.Tensor, group: int) -> torch.
 
 
 def _checked(
-    x,
-    packed,
-    scales,
-    group: int,
-    block_n: int,
-    block_k: int,
-    e: Epilogue,
-    residual,
-    pos,
-    inv_freq,
-    sub: int,
-    ahead: int,
+    x, packed, scales, group: int, launch: Launch, e: Epilogue, residual, pos, inv_freq, sub: int, ahead: int
 ) -> tuple[int, int]:
     """gemv4's (row blocks, rope period), or a ValueError naming the argument that does not fit."""
     strips, words, b = packed.shape
-    k = 8 * words
+    k, block_k = 8 * words, launch.block_k
     if group & (group - 1) or group < 8 or block_k % group or k % group or scales.shape != (strips, k // group, b):
         raise ValueError(
             f"gemv4: group {group} must be a power of two dividing block_k={block_k} and {k} "
             f"inputs, at least 8 (one 32-bit word), with scales [{strips}, {k // max(group, 1)}, {b}] "
             f"(got {tuple(scales.shape)})"
         )
-    programs, period = check_launch("gemv4", strips * b, k, x, block_n, block_k, e, residual, pos, inv_freq)
+    programs, period = check_launch("gemv4", strips * b, k, x, launch, e, residual, pos, inv_freq)
     if ahead not in (1, 2):
         raise ValueError(f"gemv4: ahead={ahead} tiles of words read ahead; 1 or 2")
     if sub not in (1, 2) or programs % sub:
@@ -115,11 +104,7 @@ def gemv4(
     scales: torch.Tensor,
     group: int,
     bias: torch.Tensor | None,
-    block_n: int,
-    block_k: int,
-    num_warps: int,
-    num_stages: int,
-    pdl: bool = False,
+    launch: Launch,
     epilogue: Epilogue = Epilogue(),
     norm_weight: torch.Tensor | None = None,
     residual: torch.Tensor | None = None,
@@ -132,7 +117,7 @@ def gemv4(
     `sub` (1 or 2): row blocks of `block_n` a program; `ahead` (1 or 2): tiles of words read ahead."""
     strips, words, b = packed.shape
     k, n = 8 * words, strips * b
-    blocks, period = _checked(x, packed, scales, group, block_n, block_k, epilogue, residual, pos, inv_freq, sub, ahead)
+    blocks, period = _checked(x, packed, scales, group, launch, epilogue, residual, pos, inv_freq, sub, ahead)
     # The kernel reads bf16 x and norm weights eight bytes at a time: a view off that alignment is copied.
     x, norm_weight = (v if v is None or v.data_ptr() % 8 == 0 else v.clone() for v in (x, norm_weight))
     y = torch.empty(n // 2 if epilogue.pair == SILU else n, device=x.device, dtype=x.dtype)
@@ -147,17 +132,12 @@ def gemv4(
         x if pos is None else pos,
         x if inv_freq is None else inv_freq,
         **epilogue.kernel_args(k, period, bias is not None),
+        **launch.kernel_args(),
         GROUP=group,
         HAS_G=norm_weight is not None,
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        PDL=pdl,
         SUB=sub,
         B=b,
         AHEAD=ahead,
-        num_warps=num_warps,
-        num_stages=num_stages,
-        **({"launch_pdl": True} if pdl else {}),
     )
     return y
 

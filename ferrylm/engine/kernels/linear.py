@@ -10,7 +10,7 @@ import inspect
 
 import torch
 
-from .gemv import CONFIG_KEYS, SILU, Epilogue, gemv
+from .gemv import CONFIG_KEYS, SILU, Epilogue, Launch, gemv
 from .gemv4 import dequantize, gemv4, pack_int4, prompt4
 
 
@@ -40,10 +40,10 @@ def _matvec(
 ) -> torch.Tensor:
     """One token's product: `gemv` on bf16 w (scales None), else `gemv4` on w packed by `pack_int4`."""
     e = Epilogue(norm_eps, pair, period, rope_rows, rope_scale, has_residual)
-    config = (block_n, block_k, num_warps, num_stages, pdl, e)
+    launch = Launch(block_n, block_k, num_warps, num_stages, pdl)
     if scales is None:
-        return gemv(x, w, bias, *config, residual, pos, inv_freq)
-    return gemv4(x, w, scales, group, bias, *config, norm_weight, residual, pos, inv_freq, sub, ahead)
+        return gemv(x, w, bias, launch, e, residual, pos, inv_freq)
+    return gemv4(x, w, scales, group, bias, launch, e, norm_weight, residual, pos, inv_freq, sub, ahead)
 
 
 matvec_op = torch.library.custom_op("ferrylm::matvec", _matvec, mutates_args=())

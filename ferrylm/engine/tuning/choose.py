@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from ..kernels.gemv import CONFIG_KEYS, ROPE, Epilogue, gemv, gemv_reference
+from ..kernels.gemv import CONFIG_KEYS, ROPE, Epilogue, Launch, gemv, gemv_reference
 from ..kernels.gemv4 import gemv4, gemv4_reference
 from ..kernels.linear import Gemv4Linear
 
@@ -162,7 +162,7 @@ def tune(w: torch.Tensor, pdl: bool = False, epilogue: Epilogue = Epilogue()) ->
     # Three runners-up, as before: trying all in the step was measured for the 4-bit products only, and
     # the one bf16 product of the 4-bit step (the output layer) reads near the memory's bandwidth.
     return fastest(
-        lambda **cfg: gemv(x, w, None, pdl=pdl, epilogue=epilogue, **extra, **cfg),
+        lambda **cfg: gemv(x, w, None, Launch(**cfg, pdl=pdl), epilogue, **extra),
         gemv_reference(x, w, None, epilogue, **extra),
         candidates(n, k, epilogue),
         f"gemv on {tuple(w.shape)}, {epilogue}",
@@ -179,7 +179,9 @@ def tune4(layer: Gemv4Linear, pdl: bool = False, epilogue: Epilogue = Epilogue()
     args = (layer.packed, layer.scales, group, None)
     configs = list(tune4_candidates(n, k, group, epilogue))
     return fastest(
-        lambda **cfg: gemv4(x, *args, pdl=pdl, epilogue=epilogue, norm_weight=g, **extra, **cfg),
+        lambda sub=1, ahead=1, **cfg: gemv4(
+            x, *args, Launch(**cfg, pdl=pdl), epilogue, g, sub=sub, ahead=ahead, **extra
+        ),
         gemv4_reference(x, *args, epilogue, g, **extra),
         configs,
         f"gemv4 on {n}x{k} (group {group}), {epilogue}",
