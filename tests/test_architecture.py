@@ -97,7 +97,7 @@ def test_no_function_over_60_lines_but_the_gpu_kernels():
 PARALLEL = {
     # the bf16 and 4-bit matrix-vector kernels: Triton spells a kernel's parameters one by one (no struct
     # arguments; their launchers pass one `Launch` and one `Epilogue`)
-    ("engine/kernels/gemv.py", "engine/kernels/gemv4_kernel.py"): "the two Triton kernels' parameter lists",
+    ("engine/kernels/gemv.py", "engine/kernels/gemv4_kernel.py"): "the two Triton kernels' parameter lists"
 }
 
 
