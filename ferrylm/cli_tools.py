@@ -195,6 +195,9 @@ def repo_tasks(args) -> int:
     )
     for r in found:
         print(json.dumps(r.summary()))
+        print(f"ferrylm: {r.repo}: {len(r.tasks)} tasks of {len(r.considered)} functions considered", end="")
+        print("".join(f"; {n} {why}" for why, n in r.dropped.most_common()) or "")
+    print(f"ferrylm: each function's verdict and reason: {args.output}.functions.jsonl")
     if not any(r.tasks for r in found):
         from .eval.repo.tasks import RepoTaskError
 

@@ -23,13 +23,40 @@ class Pair:
     code: str = ""  # the function without its doc comment (the explain task's prompt)
 
 
-def _functions(body: list, prefix: str = ""):
-    """(qualified name, node) of the functions in a module or class body, classes recursed into."""
+ACCESSORS = (".setter", ".deleter")  # a property's other defs: `Class.x.setter` beside the getter `Class.x`
+
+
+def functions_of(body: list, prefix: str = ""):
+    """(qualified name, node) of the functions in a module or class body, classes recursed into. A property's
+    setter and deleter (`@x.setter`) are named `Class.x.setter`: each def has its own name and span."""
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield prefix + node.name, node
+            yield prefix + node.name + _accessor(node), node
         elif isinstance(node, ast.ClassDef):
-            yield from _functions(node.body, f"{prefix}{node.name}.")
+            yield from functions_of(node.body, f"{prefix}{node.name}.")
+
+
+def _accessor(node: ast.FunctionDef) -> str:
+    """ ".setter" / ".deleter" for a def decorated `@<its own name>.setter` / `.deleter`, else ""."""
+    for d in node.decorator_list:
+        if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name) and d.value.id == node.name:
+            if "." + d.attr in ACCESSORS:
+                return "." + d.attr
+    return ""
+
+
+def called_name(qualified: str) -> str:
+    """The name a caller writes for a function of this qualified name: `x` for Python's `Class.x.setter` (an
+    accessor is always a class's, so two dots before it; a Go method `T.setter` keeps its name)."""
+    return without_accessor(qualified).rsplit(".", 1)[-1]
+
+
+def without_accessor(qualified: str) -> str:
+    """`Class.x` for `Class.x.setter`; any other name as it is."""
+    for suffix in ACCESSORS:
+        if qualified.endswith(suffix) and qualified.count(".") >= 2:
+            return qualified.removesuffix(suffix)
+    return qualified
 
 
 def extract_pairs(text: str, source: str, min_body_lines: int, max_body_lines: int) -> list[Pair]:
@@ -41,7 +68,7 @@ def extract_pairs(text: str, source: str, min_body_lines: int, max_body_lines: i
         return []
     lines = text.splitlines(keepends=True)
     pairs = []
-    for name, node in _functions(tree.body):
+    for name, node in functions_of(tree.body):
         docstring = ast.get_docstring(node)
         if docstring is None or len(node.body) < 2:
             continue

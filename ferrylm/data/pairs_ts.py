@@ -108,7 +108,8 @@ def _pair(node, src: bytes, source: str, comments, prefixes, min_lines: int, max
     if src[split : split + 1] == b"\n":
         split += 1
     answer = src[split : node.end_byte].decode(errors="replace")
-    code_lines = [ln for ln in answer.splitlines()[:-1] if ln.strip()]  # without the closing brace
+    # without the closing brace; a one-liner's code shares its line (`{ return sf.name }`)
+    code_lines = [ln for ln in answer.rstrip().removesuffix("}").splitlines() if ln.strip()]
     if not (min_lines <= len(code_lines) <= max_lines):
         return None
     name = function_name(node)

@@ -21,6 +21,7 @@ class Progress:
         self.every, self.done, self.t0 = every, 0, time.monotonic()
         self._next = every
         self._lock = threading.Lock()
+        self.note = ""  # what the count alone does not say ("12 tasks kept"), after the line
 
     def line(self) -> str:
         elapsed = time.monotonic() - self.t0
@@ -29,6 +30,7 @@ class Progress:
         return (
             f"{self.what}: {self.done}/{self.total} ({self.done / self.total:.0%}), {rate:.2f}/s, "
             f"{elapsed:.0f} s elapsed, {'?' if left != left else f'{left:.0f}'} s left"
+            + (f"; {self.note}" if self.note else "")
         )
 
     def tick(self, n: int = 1) -> None:

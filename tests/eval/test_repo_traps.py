@@ -280,7 +280,7 @@ def test_a_missing_test_dependency_is_named_and_test_requires_installs_it(tmp_pa
     repo = _repo(tmp_path / "needs", FENCED_LIB, {"test_pkg.py": NEEDS_DEP})
     skipped = find_tasks(repo, runs=1)
     assert "ModuleNotFoundError: No module named 'fakedep_for_tests'" in skipped.skipped, skipped.skipped
-    assert "\x1b[" not in skipped.skipped and f"to see it: cd {repo} && pytest" in skipped.skipped
+    assert "\x1b[" not in skipped.skipped and f"to see it: cd {repo} && PYTHONPATH=. pytest" in skipped.skipped
     assert "--test-requires" in skipped.skipped
     whl = _wheel(tmp_path, "fakedep_for_tests", "THREE = 3\n")
     found = find_tasks(repo, runs=1, test_requires=[str(whl)])

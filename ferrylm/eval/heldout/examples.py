@@ -16,6 +16,7 @@ import re
 
 import sacrebleu
 
+from ...data.pairs import called_name
 from ...prompts import code_block_closed, extract_code
 from ..progress import pool_map
 from ..replies.summary import summary_from_reply
@@ -48,7 +49,7 @@ def select(rows: list[dict], limit: int) -> list[dict]:
 
 def _signature_line(row: dict) -> str | None:
     """The prompt's declaration line (where the function's name meets its parameters)."""
-    name = (row.get("source") or "").rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+    name = called_name((row.get("source") or "").rsplit("::", 1)[-1])
     for line in (row.get("prompt_code") or "").splitlines():
         s = line.strip()
         if name and f"{name}(" in s and not s.startswith(("#", "//", "*", "/*", '"""', "'''")):

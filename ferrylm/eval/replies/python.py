@@ -7,6 +7,7 @@ import ast
 import re
 import textwrap
 
+from ...data.pairs import called_name
 from ...prompts import extract_code
 
 
@@ -27,7 +28,7 @@ def _relative_indent(task: dict) -> str:
 def python_body(task: dict, reply: str) -> str:
     """The body a reply gives, indented as the function's body stands in its file."""
     code = extract_code(reply).replace("\r\n", "\n")
-    name = task["name"].rsplit(".", 1)[-1]
+    name = called_name(task["name"])
     m = re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", code, re.M)
     if m:  # the whole function: its body, past a doc string, after the imports the reply wrote above it
         above = _imports(code[: m.start()])

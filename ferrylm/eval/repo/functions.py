@@ -18,6 +18,8 @@ Blanking proves a task's tests exercise its function, two ways (each must fail a
   longer, a List one item shorter), other references null. C++: the original's result (arithmetic types +1,
   bools negated, std::string longer, a vector one item shorter), other types value-initialised. Raising:
   Java throws UnsupportedOperationException, C++ `throw 0`. (A stub that does not compile makes no task.)
+Then the constants a broken model writes first must fail too (constant_stubs: `return None`, `return False`, Go's
+zero values, Rust's `Default::default()`, …).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from ...data.pairs import extract_pairs
+from ...data.pairs import functions_of as python_defs
 from ...data.pairs_ts import _parser, extract_pairs_ts, function_name
+from . import wrong_values
 from .wrong_values import JAVA_BOXED, cpp_wrong, go_results, go_wrong, java_wrong, rust_wrong
 
 LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust", ".java": "java", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp"}
@@ -70,15 +74,9 @@ def splice(text: str, fn: Function, body: str) -> str:
 # Python ------------------------------------------------------------------------------------------
 
 
-def _python_nodes(tree: ast.Module):
-    def walk(body, prefix=""):
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield prefix + node.name, node
-            elif isinstance(node, ast.ClassDef):
-                yield from walk(node.body, f"{prefix}{node.name}.")
-
-    return dict(walk(tree.body))
+def _python_nodes(tree: ast.Module) -> dict:
+    """Qualified name → def node, named as the data stage names its pairs (a property's setter apart)."""
+    return dict(python_defs(tree.body))
 
 
 def _python_functions(text: str, file: str, min_lines: int, max_lines: int) -> list[Function]:
@@ -239,8 +237,8 @@ def _closing(body: str) -> str:
 
 def _go_stub(fn: Function, how: str, ind: str) -> str:
     close = _closing(fn.body)
-    if how == "raising":
-        return f'{ind}panic("blanked by ferrylm")\n{close}'
+    if how == "raising":  # the original stays, unreachable: the imports only the body uses stay used
+        return f'{ind}panic("blanked by ferrylm")\n{fn.body}'
     if not fn.kind:
         return f"{ind}return\n{close}"
     types = go_results(fn.kind)
@@ -279,6 +277,94 @@ def _brace_stub(fn: Function, how: str, ind: str) -> str:
         f"{ind}auto ferry_r = [&]() -> {typ} {{\n{original}{ind}}}();\n"
         f"{ind}return {cpp_wrong('ferry_r', typ)};\n{close}"
     )
+
+
+# The constant bodies a broken model writes first: a task's tests must fail each (tasks.py). -----------------
+
+# a Python return annotation's zero value, by the annotation's outer name
+_PY_ZERO = {
+    "str": '""',
+    "int": "0",
+    "float": "0.0",
+    "bool": "False",
+    "bytes": 'b""',
+    "list": "[]",
+    "List": "[]",
+    "Sequence": "[]",
+    "dict": "{}",
+    "Dict": "{}",
+    "Mapping": "{}",
+    "tuple": "()",
+    "Tuple": "()",
+    "set": "set()",
+    "Set": "set()",
+    "frozenset": "frozenset()",
+    "Optional": "None",
+}
+_PY_CONSTANTS = ("None", "False", "0", '""', "[]", "{}")
+_GO_NIL = ("*", "[]", "map[", "func", "chan", "interface")
+_JAVA_ZERO = {"boolean": "false", "char": "(char) 0"} | dict.fromkeys(
+    ("int", "long", "short", "byte", "double", "float"), "0"
+)
+
+
+def constant_stubs(fn: Function, text: str) -> list[tuple[str, str]]:
+    """(the constant body, the whole file with it) for each constant of the function's result: Python's
+    `return None`, its annotation's zero value, `False`, `0`, `""`, `[]`, `{}` (a generator: none yielded);
+    Go's zero values of its result types; Rust's `Default::default()`; Java's and C++'s default of the type.
+    None for a function that returns nothing: its wrong stub already does nothing."""
+    ind, close = _body_indent(fn), _closing(fn.body)
+    if fn.language == "python":
+        if fn.kind == "procedure":
+            return []
+        if fn.kind == "generator":
+            return [("yield from ()", splice(text, fn, f"{ind}yield from ()\n"))]
+        values = dict.fromkeys(["None", *_python_zero(fn, text), *_PY_CONSTANTS])
+        return [(f"return {v}", splice(text, fn, f"{ind}return {v}\n")) for v in values]
+    typ = fn.kind.strip()
+    if typ in ("", "()", "void"):
+        return []
+    if fn.language == "go":  # the original stays, unreachable, as in the raising stub
+        zeros = ", ".join(_go_zero(t) for t in go_results(fn.kind))
+        return [(f"return {zeros}", splice(text, fn, f"{ind}return {zeros}\n{fn.body}"))]
+    body = {
+        "rust": "Default::default()",
+        "java": f"return {_JAVA_ZERO.get(typ, 'null')};",
+        "cpp": f"return {typ}{{}};",
+    }[fn.language]
+    if body in (f"return {java_wrong('ferryR', typ)};", f"return {cpp_wrong('ferry_r', typ)};"):
+        return []  # the wrong stub returns this already
+    return [(body, splice(text, fn, f"{ind}{body}\n{close}"))]
+
+
+def _python_zero(fn: Function, text: str) -> list[str]:
+    """The zero value of the function's return annotation (`-> str`: `""`), where one is known."""
+    try:
+        node = _python_nodes(ast.parse(text)).get(fn.name)
+    except SyntaxError:
+        return []
+    hint = getattr(node, "returns", None)
+    if isinstance(hint, ast.Constant) and isinstance(hint.value, str):  # `-> "str"`
+        try:
+            hint = ast.parse(hint.value, mode="eval").body
+        except SyntaxError:
+            return []
+    hint = hint.value if isinstance(hint, ast.Subscript) else hint
+    name = hint.attr if isinstance(hint, ast.Attribute) else getattr(hint, "id", None)
+    return [_PY_ZERO[name]] if name in _PY_ZERO else []
+
+
+def _go_zero(typ: str) -> str:
+    """Go's zero value of a type, spelled as a lazy body writes it."""
+    if typ == "string":
+        return '""'
+    if typ == "bool":
+        return "false"
+    if wrong_values.GO_NUMBER.match(typ):
+        return "0"
+    if typ.startswith(_GO_NIL) or typ in ("error", "any"):
+        return "nil"
+    return f"*new({typ})"
 
 
 _PANIC = {

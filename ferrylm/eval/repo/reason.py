@@ -16,7 +16,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _ERRORS = (
     re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit)\b: ?\S"),
     re.compile(r"^E\s{2,}\S"),  # pytest's first line of a failed assertion
-    re.compile(r"^\S+: error: "),
+    re.compile(r"^[\w./-]+(?: [\w./-]+)*: error: "),  # a tool's usage error: `python -m pytest: error: …`
     re.compile(r"^ERROR:|Missing required plugins"),
     re.compile(r":\d+(?::\d+)?: (?:fatal )?error|\.go:\d+:\d+: "),
     re.compile(r"^panic: |^thread '.*' panicked"),

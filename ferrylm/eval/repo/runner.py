@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ...data import go_std
 from ...data.holdout import is_test_file
+from ...data.pairs import called_name
 from ..execution import hx_libs
 from ..execution.sandbox import Sandbox, _python, past_alternatives
 from . import reason
@@ -146,7 +147,7 @@ def mentions(tests: dict[str, str], fn) -> list[str]:
     file's top-level tests that name it (pytest node ids), else the files."""
     if fn.language == "go":  # a Go package's tests run together: the function's own package
         return [f for f in tests if Path(f).parent == Path(fn.file).parent]
-    name = re.compile(rf"\b{re.escape(fn.name.rsplit('.', 1)[-1])}\b")
+    name = re.compile(rf"\b{re.escape(called_name(fn.name))}\b")
     named = [f for f, text in tests.items() if name.search(text)]
     if fn.language != "python":
         return named
@@ -269,6 +270,20 @@ def run(box: Sandbox, repo: Path, command: str, replaced: dict[str, str] | None 
     # a standard-library package is run where it is (GOROOT is in the jail's /usr)
     seen_at = str(repo) if box.isolation == "unconfined" or go_std.std_package(repo) else REPO_IN_JAIL
     return box.run(program(seen_at, command, replaced, getattr(box, "deps", None)), timeout_s)
+
+
+def run_alternatives(box: Sandbox, repo: Path, command: str, alternatives: list[dict[str, str]], timeout_s: float):
+    """The outcome of `command` tried on the copy with each of `alternatives` ({path in repo: text}) written
+    over it in turn, in one jail run: passed as soon as one passes (a repository outside GOROOT)."""
+    files = {f"alt_{k}_{i}": text for k, alt in enumerate(alternatives) for i, text in enumerate(alt.values())}
+    tries = " || ".join(
+        "{ " + "".join(f"cp ../alt_{k}_{i} {shlex.quote(p)} && " for i, p in enumerate(alt)) + f"( {command} ) ; }}"
+        for k, alt in enumerate(alternatives)
+    )
+    seen_at = str(repo) if box.isolation == "unconfined" else REPO_IN_JAIL
+    code = program(seen_at, tries, None, getattr(box, "deps", None))
+    code["files"] |= files
+    return box.run(code, timeout_s)
 
 
 def program(repo: str, command: str, replaced: dict[str, str] | None = None, deps: str | None = None) -> dict:

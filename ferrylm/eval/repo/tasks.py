@@ -9,8 +9,11 @@ For each function with a doc comment and a body (the data stage's generate examp
    body (`runs` times when the suite flaked), and fail with each of two blanked bodies — one that
    raises and one that returns a wrong value of the right type (functions.py). A test that passes on
    either is not proof, and the function is no task;
-4. each task keeps its wall-clock limit: a multiple of its reference run.
-Every function left out is counted under its reason; the repository's tasks go to a JSONL file.
+4. those tests also fail every constant body a broken model writes first (`return None`, `return False`, Go's
+   zero values, …: functions.constant_stubs); one that passes drops the function, naming the body;
+5. each task keeps its wall-clock limit: a multiple of its reference run.
+Every function left out is counted under its reason, and every function considered is listed with its verdict;
+the repository's tasks go to a JSONL file.
 """
 
 from __future__ import annotations
@@ -26,12 +29,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ...data import go_std
 from ...data.holdout import is_test_file
+from ...data.pairs import without_accessor
 from ...errors import FerryError
 from ...log import get_logger
 from ...manifest import write_text_atomic
+from ..progress import Progress
 from . import runner, task_cache, trace
-from .functions import LANGUAGES, Function, functions, stub
+from .functions import LANGUAGES, Function, constant_stubs, functions, stub
 
 log = get_logger("eval")
 SUITE_TIMEOUT_S = 600.0
@@ -43,6 +49,15 @@ class RepoTaskError(FerryError, ValueError):
 
 
 @dataclass
+class Verdict:
+    """Why a function is no task (`reason`, counted) and what shows it (`detail`: a compiler's first error, a
+    failing run's line); reason None for a task."""
+
+    reason: str | None = None
+    detail: str | None = None
+
+
+@dataclass
 class RepoTasks:
     repo: str
     language: str
@@ -51,7 +66,8 @@ class RepoTasks:
     skipped: str | None = None  # why the whole repository gave no task
     dropped: Counter = field(default_factory=Counter)  # function -> no task, by reason
     suite_s: float | None = None
-    deselected: list[str] = field(default_factory=list)  # pytest tests that failed as checked out, left out
+    deselected: list[str] = field(default_factory=list)  # pytest tests (or files) that failed as checked out, left out
+    considered: list[dict] = field(default_factory=list)  # each function looked at: id, verdict, reason, detail
 
     def summary(self) -> dict:
         return {
@@ -63,10 +79,15 @@ class RepoTasks:
             "dropped": dict(self.dropped),
             "suite_s": self.suite_s,
             "deselected_tests": self.deselected,
+            "considered": len(self.considered),
         }
 
     def as_json(self) -> dict:
         return {**asdict(self), "dropped": dict(self.dropped)}
+
+    def drop(self, fn: Function, verdict: Verdict) -> None:
+        self.dropped[verdict.reason] += 1
+        self.considered.append({"id": fn.id, "verdict": "dropped", "reason": verdict.reason, "detail": verdict.detail})
 
     @classmethod
     def from_json(cls, d: dict) -> RepoTasks:
@@ -171,15 +192,23 @@ def _find(repo: Path, language: str, asked: dict, workers: int) -> RepoTasks:
     except runner.TestDepsError as e:
         out.skipped = f"its test requirements ({' '.join(test_requires or [])}) could not be installed: {e}"
         return out
+    log.info(
+        "repo tasks: %s: %d functions with a doc comment; its suite first (%s, %d runs)",
+        repo.name,
+        len(candidates),
+        command,
+        runs,
+    )
     with runner.sandbox(repo, suite_timeout_s, workers, unconfined, deps) as box:
         suite = _suite_runs(box, repo, runs, out)
         if suite is None:
             return out
         # without the tests left out
         called = trace.called(repo, language, out.command, out.repo, suite_timeout_s, deps)
-        if called is not None and any(not _in(f, called) for f in candidates):
-            out.dropped["no test calls it"] = sum(not _in(f, called) for f in candidates)
-            candidates = [f for f in candidates if _in(f, called)]
+        for f in candidates if called is not None else []:
+            if not _in(f, called):
+                out.drop(f, Verdict("no test calls it"))
+        candidates = [f for f in candidates if called is None or _in(f, called)]
         _prove_all(box, repo, candidates, 1 if suite == runs else runs, workers, limit, out)
     return out
 
@@ -190,16 +219,20 @@ def _prove_all(box, repo: Path, candidates: list[Function], each: int, workers: 
     tests = {
         f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, out.language) if f not in left_out
     }
+    progress = Progress(f"repo tasks: {repo.name}: functions proved", len(candidates))
     with ThreadPoolExecutor(workers) as pool:  # as many functions at once as the sandbox has slots
         for at in range(0, len(candidates), 2 * workers):
             batch = candidates[at : at + 2 * workers]
-            for fn, (task, reason) in zip(
+            for fn, (task, verdict) in zip(
                 batch, pool.map(lambda f: _prove(box, repo, f, out.command, each, tests, left_out), batch)
             ):
                 if task:
                     out.tasks.append({"task_id": f"{repo.name}/{fn.id}", "repo": str(repo), **task})
+                    out.considered.append({"id": fn.id, "verdict": "task", "reason": None, "detail": None})
                 else:
-                    out.dropped[reason] += 1
+                    out.drop(fn, verdict)
+                progress.note = f"{len(out.tasks)} tasks kept" + (f" of {limit} asked" if limit else "")
+                progress.tick()
             if limit and len(out.tasks) >= limit:
                 out.tasks = out.tasks[:limit]
                 return
@@ -210,7 +243,10 @@ _NAME_IT = "`--test` for ferrylm eval repo-tasks, `test:` in a data manifest"
 
 def _in(fn: Function, called: set[str]) -> bool:
     """Whether the first look saw `fn` called. Go's coverage names a method without its receiver's type:
-    `SliceIndex.Key` counts as called when any `Key` of its file was (the blanking then decides)."""
+    `SliceIndex.Key` counts as called when any `Key` of its file was (the blanking then decides); Python's
+    `Class.x.setter` when `Class.x` was."""
+    if fn.language == "python":  # a property's setter runs under its getter's name (co_qualname)
+        return fn.id in called or f"{fn.file}::{without_accessor(fn.name)}" in called
     return fn.id in called or (fn.language == "go" and f"{fn.file}::{fn.name.rsplit('.', 1)[-1]}" in called)
 
 
@@ -247,16 +283,7 @@ def _suite_runs(box, repo: Path, runs: int, out: RepoTasks) -> int | None:
     if passed is None:
         return None
     if not passed:
-        hint = (
-            "; a test dependency missing here? name it with --test-requires (test_requires: in a data manifest)"
-            if "ModuleNotFoundError" in (first_failure or "")
-            else ""
-        )
-        left = f"; without {', '.join(out.deselected)} no test passes either" if out.deselected else ""
-        out.skipped = (
-            f"its tests do not pass as checked out ({asked}): {first_failure} (to see it: cd {repo} && "
-            f"{asked}){left}{hint}"
-        )
+        out.skipped = _not_passing(repo, out.language, asked, first_failure or "", out.deselected)
         return None
     if out.deselected:
         log.info("repo tasks: %s: tests that failed as checked out, left out: %s", repo.name, ", ".join(out.deselected))
@@ -269,6 +296,23 @@ def _suite_runs(box, repo: Path, runs: int, out: RepoTasks) -> int | None:
             runs,
         )
     return passed
+
+
+_REQUIRES_HINT = "name it with --test-requires (test_requires: in a data manifest)"
+
+
+def _not_passing(repo: Path, language: str, asked: str, failure: str, deselected: list[str]) -> str:
+    """The skip reason of a suite that never passed: its first error, the command that shows it on the
+    repository's own code (Python: its src/ and root first on the path, as in the jail), and a hint."""
+    hint = ""
+    if "ModuleNotFoundError" in failure:
+        hint = f"; a test dependency missing here? {_REQUIRES_HINT}"
+    elif m := re.search(r"unrecognized arguments: (--?[\w-]+)", failure):
+        hint = f"; {m.group(1)} is a pytest plugin's option its configuration names? {_REQUIRES_HINT}"
+    path = ("src:." if (repo / "src").is_dir() else ".") if language == "python" else ""
+    see = f"cd {repo} && {'PYTHONPATH=' + path + ' ' if path else ''}{asked}"
+    left = f"; without {', '.join(deselected)} no test passes either" if deselected else ""
+    return f"its tests do not pass as checked out ({asked}): {failure} (to see it: {see}){left}{hint}"
 
 
 def _runs(box, repo: Path, runs: int, out: RepoTasks) -> tuple[int | None, str | None]:
@@ -306,16 +350,17 @@ def _leave_out(out: RepoTasks, asked: str, test: str) -> None:
 
 
 def _failed_test(status: str) -> str | None:
-    """The pytest node id the failure's reason names first (reason.py: `first failed: tests/x.py::test_y`)."""
-    m = re.search(r"first failed: (\S+?::\S+?)(?:;|$)", status)
+    """The pytest node id the failure's reason names first (reason.py: `first failed: tests/x.py::test_y`), or
+    the test file that failed to collect (`first failed: tests/x.py`): left out as a file."""
+    m = re.search(r"first failed: (\S+?::\S+?|\S+?\.py)(?:;|$)", status)
     return m.group(1) if m else None
 
 
 def _prove(
     box, repo: Path, fn: Function, command: str, runs: int, tests: dict[str, str], left_out: set[str] = frozenset()
-) -> tuple[dict | None, str | None]:
-    """(the task of `fn`, None) when its tests pass with its body and fail with both blanked bodies;
-    else (None, the reason)."""
+) -> tuple[dict | None, Verdict]:
+    """(the task of `fn`, Verdict()) when its tests pass with its body and fail with both blanked bodies and
+    with every constant body; else (None, the verdict)."""
     files = [m for m in runner.mentions(tests, fn) if m not in left_out]
     cmd = runner.narrowed(command, fn.language, files)
     text = (repo / fn.file).read_text()
@@ -325,21 +370,23 @@ def _prove(
         status = runner.run(box, repo, cmd).status
         times.append(time.perf_counter() - t0)
         if status != "passed":
-            return None, "its tests fail when run alone" if i == 0 else "its tests flake (pass, then fail)"
+            why = "its tests fail when run alone" if i == 0 else "its tests flake (pass, then fail)"
+            return None, Verdict(why, status)
     reference_s = max(times)
     timeout = round(max(10.0, 3 * reference_s + 5), 1)
     for how in ("raising", "wrong"):
         blanked = stub(fn, how, text)
         if fn.language == "python" and not _parses(blanked):
-            return None, f"its {how} stub does not compile"
+            return None, Verdict(f"its {how} stub does not compile", "Python's parser refuses it")
         status = runner.run(box, repo, cmd, {fn.file: blanked}, timeout).status
-        if "[build failed]" in status or "could not compile" in status or _compile_error_in(status, fn.file):
-            return None, f"its {how} stub does not compile"
+        if _not_compiled(status, fn.file):
+            return None, Verdict(f"its {how} stub does not compile", status.removeprefix("failed: "))
         if status == "passed":
-            return (
-                None,
-                "its tests pass with a raising body" if how == "raising" else "its tests pass with a wrong value",
+            return None, Verdict(
+                "its tests pass with a raising body" if how == "raising" else "its tests pass with a wrong value"
             )
+    if free := _constant_passing(box, repo, fn, cmd, text, timeout):
+        return None, Verdict(f"its tests pass with `{free}`")
     return {
         **fn.as_dict(),
         "id": fn.id,
@@ -350,6 +397,29 @@ def _prove(
         "file_sha256": hashlib.sha256(text.encode()).hexdigest(),
         "test_deps": getattr(box, "deps", None),
     }, None
+
+
+def _constant_passing(box, repo: Path, fn: Function, cmd: str, text: str, timeout: float) -> str | None:
+    """The first constant body (functions.constant_stubs) the function's tests pass with, or None. The constants
+    are tried in one jail run that stops at the first passing one; only then is each tried alone to name it. A
+    constant that does not compile (a type with no such default) is one no model's reply can be: skipped."""
+    stubs = [
+        (body, blanked) for body, blanked in constant_stubs(fn, text) if fn.language != "python" or _parses(blanked)
+    ]
+    together = len(stubs) > 1 and not go_std.std_package(repo)
+    if together:
+        alternatives = [{fn.file: blanked} for _, blanked in stubs]
+        if runner.run_alternatives(box, repo, cmd, alternatives, timeout * len(stubs)).status != "passed":
+            return None
+    for body, blanked in stubs:
+        if runner.run(box, repo, cmd, {fn.file: blanked}, timeout).status == "passed":
+            return body
+    return "a constant body (passed once of two tries)" if together else None
+
+
+def _not_compiled(status: str, file: str) -> bool:
+    """A run that failed because the file did not build: Go's `[build failed]`, Cargo's, or a located error."""
+    return "[build failed]" in status or "could not compile" in status or _compile_error_in(status, file)
 
 
 def _compile_error_in(status: str, file: str) -> bool:
@@ -377,7 +447,8 @@ def write_tasks(
     test_requires: list[str] | None = None,
 ) -> list[RepoTasks]:
     """`ferrylm eval repo-tasks`: every repository's tasks into one JSONL file (written whole, at the
-    end), each repository's summary into `<output>.log.jsonl`."""
+    end), each repository's summary into `<output>.log.jsonl`, each function considered (its verdict and
+    reason) into `<output>.functions.jsonl`."""
     if runs < 1 or workers < 1 or (limit is not None and limit < 1):
         raise RepoTaskError(f"--runs, --workers and --limit must be >= 1 (got {runs}, {workers}, {limit})")
     missing = [r for r in repos if not Path(r).is_dir()]
@@ -403,5 +474,9 @@ def write_tasks(
     write_text_atomic(output, "".join(json.dumps(t) + "\n" for r in found for t in r.tasks))
     write_text_atomic(
         output.with_name(output.name + ".log.jsonl"), "".join(json.dumps(r.summary()) + "\n" for r in found)
+    )
+    write_text_atomic(
+        output.with_name(output.name + ".functions.jsonl"),
+        "".join(json.dumps({"repo": r.repo, **c}) + "\n" for r in found for c in r.considered),
     )
     return found

@@ -7,23 +7,30 @@ from __future__ import annotations
 
 import re
 
-_GO_NUMBER = re.compile(r"^(?:u?int(?:8|16|32|64)?|uintptr|float(?:32|64)|complex(?:64|128)|byte|rune)$")
+from ...data.pairs_ts import _parser
+
+GO_NUMBER = re.compile(r"^(?:u?int(?:8|16|32|64)?|uintptr|float(?:32|64)|complex(?:64|128)|byte|rune)$")
 
 
 def go_results(result: str) -> list[str]:
-    """The result types of a Go signature's result text: `int`, `(int, error)`, `(n int, err error)`."""
+    """The result types of a Go signature's result text, one per value: `int`, `(int, error)`, `(n int, err
+    error)`, `(equal, visited bool)` (two), `(s struct{ NI, NX int })` (one), read by Go's grammar."""
     if not result.startswith("("):
         return [result]
-    parts = [p.strip() for p in result[1:-1].split(",") if p.strip()]
-    types = [
-        p.split(None, 1)[1] if " " in p and not p.startswith(("[]", "map[", "*", "func", "chan")) else p for p in parts
-    ]
+    src = f"package p\nfunc f() {result} {{}}\n".encode()
+    fn = _parser("go").parse(src).root_node.named_children[-1]
+    types = []
+    for p in fn.child_by_field_name("result").named_children:
+        if p.type not in ("parameter_declaration", "variadic_parameter_declaration"):
+            continue
+        typ = p.child_by_field_name("type").text.decode()
+        types += [typ] * max(1, len(p.children_by_field_name("name")))
     return types
 
 
 def go_wrong(name: str, typ: str) -> str:
     """An expression of type `typ` that differs from `name`'s value (its zero value where no change is known)."""
-    if _GO_NUMBER.match(typ):
+    if GO_NUMBER.match(typ):
         return f"{name} + 1"
     if typ == "string":
         return f'{name} + "x"'
