@@ -24,7 +24,7 @@ endif
 comma := ,
 DEMO_BENCHMARKS := $(if $(FERRYLM_HUMANEVAL_X),eval.benchmarks=[humaneval$(comma)humaneval-x])
 
-.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo demo-repos review report bench lint test test-fast data train export serve eval run clean
+.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo demo-repos review report bench lint test test-fast test-slow test-all data train export serve eval run clean
 
 install: $(STAMP)
 
@@ -188,7 +188,15 @@ QWEN_TEST := .cache/ferrylm/Qwen2.5-Coder-0.5B-Instruct/config.json
 $(QWEN_TEST): | $(STAMP)
 	$(PY) -c "from ferrylm.models import resolve_model_path as r; r('qwen2.5-coder-0.5b', '.cache/ferrylm')"
 
-test: $(STAMP) chromium bubblewrap toolchains $(QWEN_TEST)
+# Three tiers (markers in pyproject.toml): `make test` every unit and integration test; `make test-slow` the
+# end-to-end and model-heavy ones (CI runs both: .ci/run); `make test-fast` the unit tests alone.
+test: $(STAMP) chromium bubblewrap toolchains
+	$(PY) -m pytest -q -ra --durations=15 -m "not slow" $(ARGS)
+
+test-slow: $(STAMP) chromium bubblewrap toolchains $(QWEN_TEST)
+	$(PY) -m pytest -q -ra --durations=15 -m slow $(ARGS)
+
+test-all: $(STAMP) chromium bubblewrap toolchains $(QWEN_TEST)
 	$(PY) -m pytest -q -ra --durations=15 $(ARGS)
 
 lint: $(STAMP)
@@ -196,7 +204,7 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check ferrylm tests bench studies
 
 test-fast: $(STAMP) bubblewrap toolchains
-	$(PY) -m pytest -q -ra -m "not slow" $(ARGS)
+	$(PY) -m pytest -q -ra -m "not slow and not integration" $(ARGS)
 
 data train export serve eval run: $(STAMP) bubblewrap
 	$(VENV)/bin/ferrylm $@ --config $(CONFIG) $(ARGS)

@@ -42,6 +42,22 @@ def explain_message(code: str, language: str = "python") -> str:
     )
 
 
+def file_question(path: str, name: str, language: str, shown: str, prompt_code: str) -> str:
+    """The generate question with the file shown (data/file_context.py cuts and trims it): the eval's own-code
+    tasks are asked so, and data.tasks `file` trains it. The answer is the body alone."""
+    return (
+        f"Here is `{path}`, with the body of `{name}` cut out and marked `{hole_marker(language)}`:\n\n"
+        f"```{language}\n{shown}```\n\n"
+        f"Complete the body of this {LANGUAGE_NAMES.get(language, language)} function. Reply with the body "
+        f"only, in a ```{language} block.\n\n```{language}\n{prompt_code}```"
+    )
+
+
+def hole_marker(language: str) -> str:
+    """The line that stands where a function's body was cut out of its file."""
+    return "# <the body to write>" if language == "python" else "// <the body to write>"
+
+
 def task_turns(task: str, pair, language: str, form: str = "body") -> tuple[str, str]:
     """(user message, assistant answer) of one function for one task: "generate" (doc comment +
     signature → the body, or the whole function: `form`) or "explain" (code → summary)."""

@@ -55,7 +55,7 @@ def _wait_for(predicate, timeout=120.0, proc=None):
         time.sleep(0.02)
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_second_writer_is_refused_with_the_holders_name(tmp_path, tiny_qwen2_dir, tiny_corpus):
     from ferrylm.data import run_data
 
@@ -75,7 +75,7 @@ def test_a_second_writer_is_refused_with_the_holders_name(tmp_path, tiny_qwen2_d
     assert not list((run / "data").glob(".*.tmp"))
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("when", ["locked", "tokenizing"])
 def test_an_interrupted_data_stage_leaves_nothing_the_train_stage_uses(tmp_path, tiny_qwen2_dir, tiny_corpus, when):
     from ferrylm.data import run_data

@@ -18,7 +18,7 @@ def _pip(*args, timeout=900):
     return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_the_gpu_profile_resolves_with_the_pins_the_suite_runs_on(tmp_path):
     if _pip("index", "versions", "vllm", timeout=120).returncode != 0:
         pytest.skip("no package index reachable: the gpu profile's resolution was not checked")

@@ -71,12 +71,17 @@ class DataConfig(_Section):
     cpt always packs."""
     workers: int = Field(0, ge=0)
     """Worker processes for scanning and cleaning, threads for tokenizing; 0 = every CPU."""
-    tasks: dict[Literal["generate", "explain"], float] = Field(
+    tasks: dict[Literal["generate", "explain", "file"], float] = Field(
         default_factory=lambda: {"generate": 1.0, "explain": 1.0}
     )
     """format=sft: the tasks each function with a doc comment teaches, and the share of functions that give an
     example of each (seeded per function): "generate" doc comment + signature → body, "explain" the code →
-    the doc comment's summary (code understanding, CodeXGLUE's code-to-text). A list names tasks at share 1."""
+    the doc comment's summary (code understanding, CodeXGLUE's code-to-text), "file" the generate task asked as
+    the eval asks a team's own functions: the function's file shown with its body cut out (held-out functions'
+    bodies cut too), the body the answer; training functions only. A list names tasks at share 1."""
+    file_context_tokens: int = Field(768, ge=64)
+    """format=sft, task "file": how much of the file the question shows (3 characters a token); keep it at the
+    eval's eval.repo_context_tokens, so training asks as the eval does."""
     answer: Literal["body", "function"] = "body"
     """format=sft: what a generate example answers with, "body" (the body alone) or "function" (the whole
     function, signature and doc comment first, as an instruct model answers unasked). The eval asks every
@@ -94,7 +99,8 @@ class DataConfig(_Section):
     since a team mostly asks the model about the repositories it trained on. Those functions' examples,
     training functions whose bodies nearly duplicate theirs, and every test file of a training repository
     never reach training; the eval stage scores them apart from the held-out repositories. Those of your own
-    repositories (not of the stdlib / site-packages corpora) are all kept, beyond max_pairs."""
+    repositories (not of the stdlib / site-packages corpora) are all kept, beyond max_pairs. In a repository
+    with tests the share is drawn among the functions its test files name: only those can become tasks."""
     max_seq_len: int = Field(512, ge=32)
     """Tokens per example (or per packed row); longer examples are dropped and counted."""
     seed: int = 0

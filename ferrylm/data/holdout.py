@@ -4,7 +4,9 @@ A team mostly asks the model about the repositories it trained on, so a seeded s
 functions is held out too: their examples go to the eval split, training functions whose bodies
 nearly duplicate a held-out body are dropped (MinHash of word 5-grams, the data stage's near-dedupe),
 and a training repository's test files give no example (they would show the held-out functions'
-expected behaviour).
+expected behaviour). In a repository with tests, the share is drawn among the functions its test files
+name (the words they hold): only those can become tasks of the eval's executed Pass@1, so no held-out
+function is wasted on one no test can check.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import re
 
 from .clean import MinHasher, NearDuplicates
+from .pairs import called_name
 
 # test directories; Python's test_*.py and *_test.py, Go's *_test.go, Java's *Test(s).java and Test*.java,
 # C++'s test_*.cc and *_test(s).cc (and .cpp, .cxx)
@@ -33,12 +36,38 @@ def is_test_file(path_in_repo: str) -> bool:
     return bool(TEST_FILE.search(path_in_repo.replace(os.sep, "/")))
 
 
+def words_in(text: str) -> set[str]:
+    """The identifiers a test file holds (the functions it may call)."""
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+
+
+def drawable(source: str, repo: str, tested: dict[str, set[str]]) -> bool:
+    """Whether a function may be held out: any, in a repository without tests here; else one its tests name."""
+    return repo not in tested or called_name(source.split("::", 1)[-1]) in tested[repo]
+
+
 class HeldOutFunctions:
     """The held-out functions of the training repositories, and the near-duplicate check against them."""
 
-    def __init__(self, pairs: list, held_repos: set[str], share: float, seed: int, threshold: float, perms: int):
+    def __init__(
+        self,
+        pairs: list,
+        held_repos: set[str],
+        share: float,
+        seed: int,
+        threshold: float,
+        perms: int,
+        tested: dict[str, set[str]] | None = None,
+    ):
+        """`tested`: repository → the words its test files hold (words_in), for the repositories whose
+        tests the eval runs; their functions are drawn among those the words name."""
         self.sources = {
-            p.source for p, ref in pairs if ref.repo not in held_repos and share and drawn(seed, p.source, share)
+            p.source
+            for p, ref in pairs
+            if ref.repo not in held_repos
+            and share
+            and drawable(p.source, ref.repo, tested or {})
+            and drawn(seed, p.source, share)
         }
         self._hasher = MinHasher(perms)
         self._index = NearDuplicates(threshold, perms)

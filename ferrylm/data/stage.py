@@ -20,14 +20,16 @@ from ..errors import FerryError
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
-from ..prompts import IGNORE_INDEX, render_messages, task_turns
+from ..prompts import IGNORE_INDEX, assistant_message, file_question, render_messages, task_turns
 from . import cpt, library
 from .collect import CleanStats, collect
 from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Packer
+from .file_context import CHARS_PER_TOKEN, trimmed, with_hole
 from .formats import read_conversations
-from .holdout import HeldOutFunctions, drawn, is_test_file
+from .holdout import HeldOutFunctions, drawable, drawn, is_test_file, words_in
 from .shots import ShotPool
+from .spans import functions
 from .stats import write_report
 
 LIBRARY = "library.sqlite"  # the training functions, searchable (the eval's retrieval column)
@@ -226,9 +228,10 @@ def _in_repo(ref, roots: dict) -> str:
     return os.path.relpath(os.path.realpath(ref.path), roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
 
 
-def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict) -> tuple[list, HeldOutFunctions]:
+def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict, tested: dict) -> tuple[list, HeldOutFunctions]:
     """The pairs drawn (data.max_pairs), without the training repositories' test files and the near
-    duplicates of their held-out functions (data.holdout_functions), and those held-out functions."""
+    duplicates of their held-out functions (data.holdout_functions), and those held-out functions (`tested`:
+    what each repository's tests name, holdout.drawable)."""
     random.Random(d.seed).shuffle(pairs)
     # the held-out functions of the user's own repositories are all kept, whatever max_pairs draws
     own = {
@@ -237,6 +240,7 @@ def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict) -> tuple[list, 
         if d.holdout_functions
         and ref.repo in roots
         and ref.repo not in held
+        and drawable(p.source, ref.repo, tested)
         and drawn(d.seed, p.source, d.holdout_functions)
     }
     if d.max_pairs:
@@ -245,7 +249,7 @@ def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict) -> tuple[list, 
         kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(_in_repo(ref, roots))]
         stats["test_file_pairs_dropped"] = len(pairs) - len(kept_pairs)
         pairs = kept_pairs
-    kept = HeldOutFunctions(pairs, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms)
+    kept = HeldOutFunctions(pairs, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms, tested)
     if d.holdout_functions:
         near = {
             p.source for p, ref in pairs if ref.repo not in held and p.source not in kept.sources and kept.near(p.body)
@@ -269,10 +273,11 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             f"and a {d.min_body_lines}–{d.max_body_lines} line body"
         )
     every = list(pairs)
-    pairs, kept = _chosen_pairs(d, pairs, held, roots, stats)
+    pairs, kept = _chosen_pairs(d, pairs, held, roots, stats, _tested(docs, held, roots))
     undrawn = _undrawn_own(every, pairs, held, kept, roots, bool(d.holdout_functions))
     stats["library_functions"] = _write_library(cfg, pairs + undrawn, held, kept.sources)
     too_long, no_summary, examples = 0, 0, Counter()
+    shown = FileShown(docs, kept, d, roots)
     for p, ref in pairs:
         lang = ref.language
         draw = random.Random(f"{d.seed}:{p.source}")
@@ -282,37 +287,79 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             if task == "explain" and not p.summary:
                 no_summary += 1
                 continue
-            question, answer = task_turns(task, p, lang, d.answer)
-            messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+            split = "eval" if ref.repo in held or p.source in kept.sources else "train"
+            turns = shown.turns(p, ref) if task == "file" else task_turns(task, p, lang, d.answer)
+            if turns is None or (task == "file" and split == "eval"):
+                continue  # a held-out function's file-shown question is the eval's own-code task
+            messages = [{"role": "user", "content": turns[0]}, {"role": "assistant", "content": turns[1]}]
             ex = render_messages(tokenizer, messages)
             if len(ex["input_ids"]) > d.max_seq_len:
                 too_long += 1
                 continue
-            split = "eval" if ref.repo in held or p.source in kept.sources else "train"
             writers[split].add(ex["input_ids"], ex["labels"])
             examples[f"{split}/{task}/{lang}"] += 1
-            if split == "train":
+            if split == "eval":
+                held_out.append(_held_out_row(p, lang, task, messages, d.answer, ref.repo in held))
+            elif task != "file":  # the few-shot column shows the short questions
                 shots.offer(
                     task, lang, messages, len(ex["input_ids"]), source=p.source, prompt_code=p.prompt_code, body=p.body
                 )
-            else:
-                held_out.append(
-                    {
-                        "source": p.source,
-                        "language": lang,
-                        "task": task,
-                        "messages": messages[:1],
-                        "answer": answer,
-                        "reference": _reference(task, p, d.answer),
-                        "answer_form": d.answer,
-                        "prompt_code": p.prompt_code,
-                        "split": "repositories" if ref.repo in held else "functions",
-                    }
-                )
     stats["pairs_too_long"] = too_long
+    stats["file_examples_without_span"] = shown.missing
     stats["functions_without_summary"] = no_summary
     stats["examples_by_task"] = dict(sorted(examples.items()))
     return _held_out_names(pairs, kept.sources, roots)
+
+
+class FileShown:
+    """data.tasks `file`: a training function's generate question asked with its file shown, as the eval asks
+    (data/file_context.py), the body of every held-out function in that file, and of every near copy of one (a
+    twin in another repository), cut out too."""
+
+    def __init__(self, docs, held_out: HeldOutFunctions, d, roots: dict):
+        self.text = {id(doc.ref): doc.text for doc in docs}
+        self.held_out, self.d, self.roots, self.missing = held_out, d, roots, 0
+        self._spans: dict[int, dict] = {}
+
+    def turns(self, pair, ref) -> tuple[str, str] | None:
+        """(question, answer), or None where the function's span is not found in its file (counted)."""
+        spans = self._spans.get(id(ref))
+        if spans is None:
+            found = functions(self.text[id(ref)], ref.rel, ref.language, self.d.min_body_lines, self.d.max_body_lines)
+            spans = self._spans[id(ref)] = {f.id: f for f in found}
+        fn = spans.get(pair.source)
+        if fn is None:
+            self.missing += 1
+            return None
+        cut = [f for f in spans.values() if f.id in self.held_out.sources or self.held_out.near(f.body)]
+        before, hole, after = with_hole(self.text[id(ref)], fn, cut)
+        view = trimmed(before, hole, after, self.d.file_context_tokens * CHARS_PER_TOKEN, ref.language)
+        path = _in_repo(ref, self.roots)
+        return file_question(path, fn.name, ref.language, view, fn.prompt), assistant_message(pair.body, ref.language)
+
+
+def _tested(docs, held: set, roots: dict) -> dict[str, set[str]]:
+    """Training repository (one whose tests the eval runs) → the words its test files hold."""
+    out: dict[str, set[str]] = {}
+    for doc in docs:
+        if doc.ref.repo in roots and doc.ref.repo not in held and is_test_file(_in_repo(doc.ref, roots)):
+            out.setdefault(doc.ref.repo, set()).update(words_in(doc.text))
+    return out
+
+
+def _held_out_row(p, language: str, task: str, messages: list, form: str, held_repo: bool) -> dict:
+    """A held-out example as the eval reads it (eval_prompts.jsonl)."""
+    return {
+        "source": p.source,
+        "language": language,
+        "task": task,
+        "messages": messages[:1],
+        "answer": messages[1]["content"],
+        "reference": _reference(task, p, form),
+        "answer_form": form,
+        "prompt_code": p.prompt_code,
+        "split": "repositories" if held_repo else "functions",
+    }
 
 
 def _reference(task: str, pair, form: str) -> str:

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,15 +42,31 @@ log = get_logger("train")
 
 
 class _HistoryWriter(TrainerCallback):
-    """Appends every Trainer log line to log_history.jsonl (the report plots it)."""
+    """Appends every Trainer log line to log_history.jsonl (the report plots it), and says the step, the loss
+    and the time left in the log where no progress bar is drawn (a log file, CI)."""
 
     def __init__(self, path: Path):
-        self.path = path
+        self.path, self.t0, self.step0 = path, time.monotonic(), 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.t0, self.step0 = time.monotonic(), state.global_step  # a resumed run counts from where it began
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
             with open(self.path, "a") as fh:
                 fh.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+            done = state.global_step - self.step0
+            if args.disable_tqdm and "loss" in logs and done > 0:
+                elapsed = time.monotonic() - self.t0
+                left = elapsed / done * (state.max_steps - state.global_step)
+                log.info(
+                    "step %d/%d, loss %.4g, %.0f s elapsed, %.0f s left",
+                    state.global_step,
+                    state.max_steps,
+                    logs["loss"],
+                    elapsed,
+                    left,
+                )
 
 
 def _truncate_history(path: Path, step: int) -> None:

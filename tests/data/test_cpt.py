@@ -11,7 +11,7 @@ from tests.conftest import tiny_config
 from tests.pinning import pinned
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_cpt_rows_are_packed_and_train(tmp_path, tiny_qwen2_dir, tiny_corpus):
     cfg = tiny_config(
         tmp_path / "run",

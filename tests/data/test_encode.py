@@ -47,7 +47,7 @@ def _reference(tok, texts):
     return [e.ids for e in tok.backend_tokenizer.encode_batch(texts, add_special_tokens=False)]
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_fast_encoder_is_identical_for_smollm2_and_qwen2_style(smollm2_dir, qwen_style):
     for tok in (load_tokenizer(smollm2_dir), qwen_style):
         enc = Encoder(tok, threads=2, check_docs=0)  # no built-in check: compare everything here

@@ -3,7 +3,7 @@ near-duplicate check against their bodies, and which files count as tests."""
 
 from types import SimpleNamespace
 
-from ferrylm.data.holdout import HeldOutFunctions, drawn, is_test_file
+from ferrylm.data.holdout import HeldOutFunctions, drawable, drawn, is_test_file, words_in
 from ferrylm.data.pairs import Pair
 
 BODY = (
@@ -40,3 +40,13 @@ def test_the_draw_is_seeded_and_near_copies_of_held_out_bodies_are_found():
 def test_test_files_are_named_by_their_path():
     assert all(map(is_test_file, ["tests/test_a.py", "pkg/test_b.py", "strs/strs_test.go", "a/testing/x.py"]))
     assert not any(map(is_test_file, ["pkg/contest.py", "attest/core.py", "pkg/testify.go"]))
+
+
+def test_in_a_repository_with_tests_only_the_functions_they_name_are_drawn():
+    sources = [f"r/m.py::f{i}" for i in range(40)] + ["r/m.py::Box.size.setter"]
+    tested = {"r": words_in("from m import f1, f2, f3\nassert f1(2) == f2(1) + f3(0)\nb.size = 3\n")}
+    assert [s for s in sources if drawable(s, "r", tested)] == ["r/m.py::f1", "r/m.py::f2", "r/m.py::f3", sources[-1]]
+    assert all(drawable(s, "other", tested) for s in sources)  # no tests here: any function may be held out
+    pairs = [_pair(s, BODY) for s in sources]
+    kept = HeldOutFunctions(pairs, set(), share=0.99, seed=0, threshold=0.5, perms=128, tested=tested)
+    assert kept.sources <= {"r/m.py::f1", "r/m.py::f2", "r/m.py::f3", sources[-1]} and kept.sources

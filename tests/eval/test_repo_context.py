@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from ferrylm.data.spans import functions
 from ferrylm.eval.repo import context
-from ferrylm.eval.repo.functions import functions
+from ferrylm.prompts import hole_marker
 
 PY = '''"""A module."""
 import re
@@ -69,7 +70,7 @@ def test_the_hidden_body_never_appears_and_the_file_around_it_does(tmp_path, nam
         body_lines = [ln.strip() for ln in t["body"].splitlines() if ln.strip() and ln.strip() != "}"]
         for ln in body_lines:
             assert ln not in q and ln not in base, (t["name"], ln)
-        assert context.hole_marker(language) in q and t["prompt"] in q
+        assert hole_marker(language) in q and t["prompt"] in q
         assert ("import re" if language == "python" else 'import "strings"') in q  # the file's imports
         assert base.endswith(t["prompt"].splitlines()[-1] + "\n")  # base mode continues at the body
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ferrylm.data.spans import functions
 from ferrylm.eval.repo import find_tasks
-from ferrylm.eval.repo.functions import constant_stubs, functions, stub
+from ferrylm.eval.repo.functions import constant_stubs, stub
 from ferrylm.eval.repo.tasks import write_tasks
 from ferrylm.eval.repo.wrong_values import go_results
 
@@ -128,7 +129,7 @@ def test_a_go_one_liner_is_a_candidate():
     assert fn.name == "StructField.Name" and fn.body.strip() == "return sf.name }"
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_python_free_passes_are_dropped_and_a_broken_test_file_is_left_out_alone(tmp_path):
     repo = _py_repo(tmp_path / "semver")
     out = tmp_path / "tasks.jsonl"
@@ -142,7 +143,7 @@ def test_python_free_passes_are_dropped_and_a_broken_test_file_is_left_out_alone
     assert len(verdicts) == 5  # every function considered is listed with its verdict
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_usage_error_names_the_option_and_how_to_install_its_plugin(tmp_path):
     repo = _py_repo(tmp_path / "cli", ini="[pytest]\naddopts = --no-cov-on-fail\n")
     found = find_tasks(repo, runs=1)
@@ -212,7 +213,7 @@ func TestIsBlank(t *testing.T) {
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed (make toolchains installs it as root)")
 def test_go_stubs_compile_and_a_zero_value_pass_is_no_task(tmp_path):
     repo = tmp_path / "gostrs"

@@ -14,8 +14,9 @@ import pytest
 
 from ferrylm.data import go_std
 from ferrylm.data.corpus import ManifestError, load_manifest
+from ferrylm.data.spans import LANGUAGES, functions
 from ferrylm.eval.repo import find_tasks, score
-from ferrylm.eval.repo.functions import functions, stub
+from ferrylm.eval.repo.functions import stub
 from ferrylm.eval.repo.tasks import source_functions
 
 LIB = '''
@@ -100,7 +101,7 @@ def py_tasks(tmp_path_factory):
     return repo, found, path
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_python_tasks_are_the_functions_their_tests_check(py_tasks):
     repo, found, _ = py_tasks
     assert found.command.startswith("pytest") and found.skipped is None
@@ -173,7 +174,7 @@ def test_found_tasks_are_kept_and_found_again_when_anything_they_depend_on_chang
     assert len(calls) == 6
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_python_scoring_passes_the_reference_and_fails_wrong_bodies(py_tasks, tmp_path):
     repo, found, tasks = py_tasks
     before = _digest(repo)
@@ -199,7 +200,7 @@ def test_python_scoring_passes_the_reference_and_fails_wrong_bodies(py_tasks, tm
     assert _digest(repo) == before  # the checkout is untouched
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_scoring_shows_the_jail_the_packages_finding_showed_it(tmp_path, monkeypatch):
     """A test requirement found on this interpreter's path outside /usr (a user's or a venv's site-packages):
     a reply scored through the eval's track runs with it, as the finding did."""
@@ -268,7 +269,7 @@ def test_add():
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_flaky_test_is_dropped(tmp_path):
     """Unconfined (the count must outlive each run): every third run fails. The suite's third run fails,
     so the test is left out; without it nothing tests `add`, and the repository gives no task."""
@@ -294,7 +295,7 @@ def test_a_flaky_test_is_dropped(tmp_path):
         ("def test_x():\n    pass\n", "pytset -q", "its test command 'pytset -q': 'pytset' is not installed here"),
     ],
 )
-@pytest.mark.slow
+@pytest.mark.integration
 def test_repositories_that_give_no_task_say_why(tmp_path, tests, command, reason):
     repo = _python_repo(tmp_path / "r", LIB, tests or "")
     if tests is None:
@@ -303,7 +304,7 @@ def test_repositories_that_give_no_task_say_why(tmp_path, tests, command, reason
     assert found.tasks == [] and found.skipped.startswith(reason), found.skipped
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_repo_tasks_cli_writes_tasks_and_refuses_bad_input(tmp_path):
     repo = _python_repo(tmp_path / "r")
     run = [sys.executable, "-m", "ferrylm", "eval", "repo-tasks"]
@@ -435,7 +436,7 @@ func TestShout(t *testing.T) {
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed (make toolchains installs it as root)")
 def test_go_tasks_and_scoring(tmp_path):
     repo = tmp_path / "gorepo"
@@ -459,7 +460,7 @@ def test_go_tasks_and_scoring(tmp_path):
     assert _passed(repo, found, tmp_path, rows) == [True, False, True]
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.skipif(
     "container/ring" not in dict(go_std.package_dirs()), reason="Go's standard library with its tests is not installed"
 )
@@ -531,7 +532,7 @@ mod tests {
     shutil.which("cargo") is None or not Path("/usr/bin/cargo").exists(),
     reason="Cargo is not installed (make toolchains installs Debian's as root)",
 )
-@pytest.mark.slow
+@pytest.mark.integration
 def test_rust_tasks_and_scoring(tmp_path):
     repo = tmp_path / "rsrepo"
     (repo / "src").mkdir(parents=True)
@@ -671,7 +672,7 @@ def _cpp_repo(root: Path) -> tuple[str, str]:
     return "g++ -std=c++17 -o t calc.cpp tests/test_calc.cc && ./t", "calc.cpp"
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("language", ["java", "cpp"])
 def test_java_and_cpp_tasks_through_a_given_test_command(tmp_path, language):
     tool = {"java": "javac", "cpp": "g++"}[language]
@@ -820,6 +821,7 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(
         "data.min_body_lines=1",
         "eval.repo_task_limit=2",
         "eval.few_shot=0",
+        "eval.retrieval_k=4",  # the default preset (the CPU demo) asks no retrieval
     )
     data = run_data(cfg)
     repos = json.loads(Path(data.outputs["repositories"]).read_text())
@@ -852,9 +854,10 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(
         assert any(r["prompt"].startswith("Functions from the training repositories") for r in rows)
     against = {ln["against"] for ln in report["details"]["helped"] if ln["metric"].startswith("Held-out repositories")}
     assert against == {"base", "base + retrieval", "fine-tuned + retrieval"}
+    assert "retrieval_off" not in report["details"]
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_repository_that_gives_no_task_is_named_on_every_track_and_in_the_report(tmp_path):
     """A repository skipped whole (no tests found; a root that cannot be read) was only logged:
     its absence from the own-code Pass@1 is now said where the tracks are reported."""
@@ -888,3 +891,81 @@ def test_a_repository_that_gives_no_task_is_named_on_every_track_and_in_the_repo
     assert [t.benchmark for t in kept] == ["humaneval"] and set(none) == {"bare", "gone"}, (kept, none)
     note = subset_note({"own_code_gave_none": none})
     assert note.startswith("No own-code Pass@1: no repository gave a task: bare (held-out repositories: no tests found")
+    # the CPU demo asks no retrieval: the report says where those columns are measured
+    assert subset_note({"retrieval_off": True}).endswith("the demo-gpu preset measures it.")
+
+
+GO_PKG = """package {name}
+
+import "strings"
+
+// Shout{i} returns s in capitals with a mark.
+func Shout{i}(s string) string {{
+	u := strings.ToUpper(s)
+	return u + "!{i}"
+}}
+
+// Words{i} splits s at spaces.
+func Words{i}(s string) []string {{
+	f := strings.Fields(s)
+	return append(f, "{i}")
+}}
+"""
+GO_PKG_TEST = """package {name}
+
+import "testing"
+
+func TestShout{i}(t *testing.T) {{
+	if Shout{i}("a") != "A!{i}" {{
+		t.Fatal("Shout")
+	}}
+	if len(Words{i}("a b")) != 3 {{
+		t.Fatal("Words")
+	}}
+}}
+"""
+
+
+@pytest.mark.integration
+def test_no_held_out_body_reaches_a_training_row_with_the_file_shown(tmp_path, tiny_qwen2_dir, make_config):
+    """data.tasks `file`: a training function is asked with its file shown, as the eval asks; no held-out
+    function's body is in any training row (pairs and file-shown questions), in Python and in Go."""
+    from ferrylm.data import run_data
+    from ferrylm.data.encode import load_rows
+    from ferrylm.models import load_tokenizer
+
+    corpus = _four_repositories(tmp_path / "repos")
+    for i, name in enumerate(("echo", "foxtrot", "golf")):
+        (corpus / name).mkdir()
+        (corpus / name / "go.mod").write_text(f"module example.com/{name}\n\ngo 1.19\n")
+        (corpus / name / f"{name}.go").write_text(GO_PKG.format(name=name, i=i))
+        (corpus / name / f"{name}_test.go").write_text(GO_PKG_TEST.format(name=name, i=i))
+    cfg = make_config(
+        tmp_path / "run",
+        tiny_qwen2_dir,
+        corpus,
+        "data.min_body_lines=1",
+        "data.holdout_functions=0.5",
+        "data.tasks={generate: 1, file: 1}",
+        "data.max_seq_len=1024",
+        "data.eval_fraction=0.15",
+    )
+    data = run_data(cfg)
+    repos = json.loads(Path(data.outputs["repositories"]).read_text())
+    held = {(r["name"], f) for r in repos if r["split"] == "train" for f in r["held_out_functions"]}
+    assert {f.split("::")[0].rsplit(".", 1)[-1] for _, f in held} == {"py", "go"}, held  # both languages hold out
+    by_task = data.metrics["examples_by_task"]
+    assert by_task.get("train/file/python") and by_task.get("train/file/go")
+    assert not any(k.startswith("eval/file") for k in by_task)  # the eval asks those itself
+    tok = load_tokenizer(tiny_qwen2_dir)
+    rows = [tok.decode(ids) for ids in load_rows(data.outputs["train"])["input_ids"]]
+    shown = [r for r in rows if "cut out and marked" in r]
+    assert shown and any("// <the body to write>" in r for r in shown)
+    bare = ["".join(r.split()) for r in rows]  # indentation aside: a file shows a body as written, a pair dedented
+    for name, fn in held:
+        root = next(Path(r["root"]) for r in repos if r["name"] == name)
+        file = fn.split("::")[0]
+        (span,) = [f for f in functions((root / file).read_text(), file, LANGUAGES[Path(file).suffix], 1) if f.id == fn]
+        assert not any("".join(span.body.split()) in r for r in bare), fn
+    # a training function's question shows its neighbours but cuts the held-out ones
+    assert any("..." in r or "// …" in r for r in shown)

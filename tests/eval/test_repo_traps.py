@@ -67,7 +67,7 @@ def _definition(repo: Path, task: dict) -> str:
     return text[start : task["end"]]
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_original_definitions_with_fenced_docstrings_and_one_liners_pass(tmp_path):
     repo = _repo(tmp_path / "fenced", FENCED_LIB, {"test_pkg.py": FENCED_TESTS})
     found = find_tasks(repo, runs=1)
@@ -122,7 +122,7 @@ func TestKeys(t *testing.T) {
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_go_methods_of_one_name_on_two_receivers_are_two_tasks(tmp_path):
     repo = tmp_path / "gotwo"
     (repo / "idx").mkdir(parents=True)
@@ -178,7 +178,7 @@ def test_flaky():
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_flaky_test_is_left_out_alone_and_its_file_keeps_the_others(tmp_path):
     """Unconfined (the count must outlive each run)."""
     flaky = FLAKY_BESIDE.replace("COUNT", repr(str(tmp_path / "count")))
@@ -200,7 +200,7 @@ def test_double_fast(benchmark):
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_function_named_in_a_test_file_left_out_is_still_tried_on_the_tests_that_run(tmp_path):
     """A test file that fails as checked out (a missing plugin) is left out of the suite; a function it names is
     tried on the other files' tests alone, never on the left-out file's (its node ids would run nothing)."""
@@ -243,7 +243,7 @@ def pytest_collection_modifyitems(items):  # as pytest-benchmark met a project's
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_suite_broken_only_by_a_pytest_plugin_installed_beside_it_runs_without_the_plugins(tmp_path):
     """The plugin is autoloaded by its entry point (installed as a test requirement here, as pytest-benchmark sat
     in a system environment): the suite fails as checked out, passes without autoloaded plugins, and its tasks are
@@ -275,7 +275,7 @@ def test_double():
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_missing_test_dependency_is_named_and_test_requires_installs_it(tmp_path):
     repo = _repo(tmp_path / "needs", FENCED_LIB, {"test_pkg.py": NEEDS_DEP})
     skipped = find_tasks(repo, runs=1)
@@ -298,7 +298,7 @@ def pytest_configure(config):
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_failed_call_trace_is_not_read_as_no_test_calls_anything(tmp_path):
     repo = _repo(tmp_path / "noprof", FENCED_LIB, {"test_pkg.py": FENCED_TESTS, "conftest.py": REFUSES_PROFILERS})
     found = find_tasks(repo, runs=1)

@@ -57,7 +57,7 @@ def test_a_full_fine_tune_or_liger_is_refused_one_line():
         load_config("default", ["train.kl_to_base=0.5", "train.liger=true"])
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_run_logs_its_drift_from_the_base(copy_run, tiny_qwen2_dir, tiny_corpus):
     run = copy_run()
     run_train(tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=3", "train.kl_to_base=1.0"))

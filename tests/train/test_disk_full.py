@@ -60,7 +60,7 @@ def _train(run: Path, model: Path, corpus: Path, *extra) -> subprocess.Completed
     )
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_disk_that_fills_at_the_second_checkpoint(copy_run, tiny_qwen2_dir, tiny_corpus, tmp_path):
     reference = copy_run()
     done = _train(reference, tiny_qwen2_dir, tiny_corpus)

@@ -107,7 +107,7 @@ def test_one_process_zero2_with_optimizer_offload(copy_run, tiny_qwen2_dir, tiny
     assert (run / "train" / "model" / "model.safetensors").is_file()
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_cli_refusal_is_one_line(copy_run, tiny_qwen2_dir):
     """A shipped GPU preset on this CPU: the CLI answers with one line naming the key, exit 2
     (on a run whose data stage is done, so the missing-input check passes first)."""

@@ -1,9 +1,4 @@
-"""A repository's functions as spans of their files: found, replaced by a body, or blanked two ways.
-
-A function here is one the data stage would make a *generate* example of (a doc comment and a body of
-a few lines): its prompt is that example's prompt (signature + doc comment) and its body the text the
-model must write, located by byte offsets in its file so that a reply can be spliced back in.
-Python, Go, Rust, Java and C++ (tree-sitter's grammars, as the data stage uses).
+"""A repository's functions (data/spans.py: found as spans of their files) blanked, to prove a task's tests.
 
 Blanking proves a task's tests exercise its function, two ways (each must fail at least one test):
 - `raising`: the body raises (Python) or panics (Go);
@@ -25,115 +20,10 @@ zero values, Rust's `Default::default()`, …).
 from __future__ import annotations
 
 import ast
-import warnings
-from collections import Counter
-from dataclasses import asdict, dataclass
 
-from ...data.pairs import extract_pairs
-from ...data.pairs import functions_of as python_defs
-from ...data.pairs_ts import _parser, extract_pairs_ts, function_name
+from ...data.spans import Function, body_indent, closing, python_nodes, splice
 from . import wrong_values
 from .wrong_values import JAVA_BOXED, cpp_wrong, go_results, go_wrong, java_wrong, rust_wrong
-
-LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust", ".java": "java", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp"}
-
-
-@dataclass(frozen=True)
-class Function:
-    file: str  # path inside the repository
-    name: str  # qualified name (Class.method; Go: Receiver.method)
-    language: str
-    prompt: str  # signature + doc comment, dedented: the generate task's prompt
-    body: str  # the body as written in the file
-    start: int  # byte offsets of `body` in the file
-    end: int
-    indent: str  # Python: the def line's indentation, which a model's (dedented) body gets back
-    kind: str  # Python: "value", "procedure" or "generator"; Go: the result types, "" for none
-
-    @property
-    def id(self) -> str:
-        return f"{self.file}::{self.name}"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def functions(text: str, file: str, language: str, min_lines: int = 2, max_lines: int = 40) -> list[Function]:
-    """The file's functions that the data stage would take, with their body spans."""
-    if language == "python":
-        return _python_functions(text, file, min_lines, max_lines)
-    return _brace_functions(text, file, language, min_lines, max_lines)
-
-
-def splice(text: str, fn: Function, body: str) -> str:
-    """The file with `fn`'s body replaced by `body`."""
-    raw = text.encode()
-    return (raw[: fn.start] + body.encode() + raw[fn.end :]).decode()
-
-
-# Python ------------------------------------------------------------------------------------------
-
-
-def _python_nodes(tree: ast.Module) -> dict:
-    """Qualified name → def node, named as the data stage names its pairs (a property's setter apart)."""
-    return dict(python_defs(tree.body))
-
-
-def _python_functions(text: str, file: str, min_lines: int, max_lines: int) -> list[Function]:
-    pairs = extract_pairs(text, file, min_lines, max_lines)
-    if not pairs:
-        return []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        nodes = _python_nodes(ast.parse(text))
-    line_starts = [0]
-    for line in text.encode().splitlines(keepends=True):
-        line_starts.append(line_starts[-1] + len(line))
-    out = []
-    for p in pairs:
-        name = p.source.split("::", 1)[1]
-        node = nodes.get(name)
-        if node is None or isinstance(node, ast.AsyncFunctionDef):
-            continue  # a coroutine's result cannot be changed before it is awaited
-        doc_end, end = node.body[0].end_lineno, node.end_lineno
-        start_b, end_b = line_starts[doc_end], line_starts[end]
-        body = text.encode()[start_b:end_b].decode()
-        def_line = text.splitlines()[node.lineno - 1]
-        out.append(
-            Function(
-                file,
-                name,
-                "python",
-                p.prompt_code,
-                body,
-                start_b,
-                end_b,
-                def_line[: len(def_line) - len(def_line.lstrip())],
-                _python_kind(node),
-            )
-        )
-    return out
-
-
-def _python_kind(node: ast.FunctionDef) -> str:
-    inner = {
-        id(n)
-        for f in ast.walk(node)
-        if f is not node and isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
-        for n in ast.walk(f)
-    }
-    own = [n for n in ast.walk(node) if id(n) not in inner]
-    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own):
-        return "generator"
-    if any(
-        isinstance(n, ast.Return)
-        and n.value is not None
-        and not (isinstance(n.value, ast.Constant) and n.value.value is None)
-        for n in own
-    ):
-        return "value"
-    return "procedure"
-
 
 # The wrong-value stub's change of a result, as one expression (it runs inside the repository's
 # process, which has no ferrylm to import).
@@ -147,14 +37,9 @@ _WRONG_PY = (
 )
 
 
-def _body_indent(fn: Function) -> str:
-    first = next((ln for ln in fn.body.splitlines() if ln.strip()), fn.indent + "    ")
-    return first[: len(first) - len(first.lstrip())]
-
-
 def stub(fn: Function, how: str, text: str) -> str:
     """The whole file with `fn` blanked: how = "raising" or "wrong" (see the module's docstring)."""
-    ind = _body_indent(fn)
+    ind = body_indent(fn)
     if fn.language == "go":
         return splice(text, fn, _go_stub(fn, how, ind))
     if fn.language in _PANIC:
@@ -174,69 +59,9 @@ def stub(fn: Function, how: str, text: str) -> str:
 
 # Go, Rust, Java and C++ ----------------------------------------------------------------------
 
-# node types of a function, and the field that holds its result type
-_BRACE = {
-    "go": ({"function_declaration", "method_declaration"}, "result"),
-    "rust": ({"function_item"}, "return_type"),
-    "java": ({"method_declaration", "constructor_declaration"}, "type"),
-    "cpp": ({"function_definition"}, "type"),
-}
-
-
-def _name(node) -> str:
-    """A function's name as the data stage's pairs give it."""
-    return function_name(node)
-
-
-def _brace_functions(text: str, file: str, language: str, min_lines: int, max_lines: int) -> list[Function]:
-    found = extract_pairs_ts(text, file, language, min_lines, max_lines)
-    names = Counter(p.source.split("::", 1)[1] for p in found)
-    # a name twice in one file (methods of two types) cannot be told apart by id: neither is a task
-    pairs = {p.source.split("::", 1)[1]: p for p in found if names[p.source.split("::", 1)[1]] == 1}
-    kinds, result_field = _BRACE[language]
-    src = text.encode()
-    out = []
-    stack = [_parser(language).parse(src).root_node]
-    while stack:
-        node = stack.pop()
-        if node.type not in kinds:
-            stack.extend(node.children)
-            continue
-        name = _name(node)
-        body = node.child_by_field_name("body")
-        if name not in pairs or body is None:
-            continue
-        start = body.start_byte + 1 + (src[body.start_byte + 1 : body.start_byte + 2] == b"\n")
-        result = node.child_by_field_name(result_field)
-        kind = result.text.decode() if result is not None else ""
-        declarator = node.child_by_field_name("declarator")
-        if language == "cpp" and declarator is not None and declarator.type != "function_declarator":
-            kind += " " + declarator.text.decode().split(name.rsplit("::", 1)[-1])[0].strip()  # T* or T&
-        out.append(
-            Function(
-                file,
-                name,
-                language,
-                pairs[name].prompt_code,
-                src[start : node.end_byte].decode(),
-                start,
-                node.end_byte,
-                "",
-                kind,
-            )
-        )
-    return sorted(out, key=lambda f: f.start)
-
-
-def _closing(body: str) -> str:
-    """The body's closing brace and what follows it, from the start of its line when the brace stands alone."""
-    at = body.rstrip().rfind("}")
-    line = body.rfind("\n", 0, at) + 1
-    return body[line:] if not body[line:at].strip() else body[at:]
-
 
 def _go_stub(fn: Function, how: str, ind: str) -> str:
-    close = _closing(fn.body)
+    close = closing(fn.body)
     if how == "raising":  # the original stays, unreachable: the imports only the body uses stay used
         return f'{ind}panic("blanked by ferrylm")\n{fn.body}'
     if not fn.kind:
@@ -256,7 +81,7 @@ def _go_stub(fn: Function, how: str, ind: str) -> str:
 
 def _brace_stub(fn: Function, how: str, ind: str) -> str:
     """Rust, Java and C++: a panic or throw; or the original run inside a closure and its result changed."""
-    close = _closing(fn.body)
+    close = closing(fn.body)
     if how == "raising":
         return f"{ind}{_PANIC[fn.language]}\n{close}"
     typ = fn.kind.strip()
@@ -313,7 +138,7 @@ def constant_stubs(fn: Function, text: str) -> list[tuple[str, str]]:
     `return None`, its annotation's zero value, `False`, `0`, `""`, `[]`, `{}` (a generator: none yielded);
     Go's zero values of its result types; Rust's `Default::default()`; Java's and C++'s default of the type.
     None for a function that returns nothing: its wrong stub already does nothing."""
-    ind, close = _body_indent(fn), _closing(fn.body)
+    ind, close = body_indent(fn), closing(fn.body)
     if fn.language == "python":
         if fn.kind == "procedure":
             return []
@@ -340,7 +165,7 @@ def constant_stubs(fn: Function, text: str) -> list[tuple[str, str]]:
 def _python_zero(fn: Function, text: str) -> list[str]:
     """The zero value of the function's return annotation (`-> str`: `""`), where one is known."""
     try:
-        node = _python_nodes(ast.parse(text)).get(fn.name)
+        node = python_nodes(ast.parse(text)).get(fn.name)
     except SyntaxError:
         return []
     hint = getattr(node, "returns", None)

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 from ...data import library
+from ...data.file_context import CHARS_PER_TOKEN
 from ..tasks.benchmark import Track
-from .context import CHARS_PER_TOKEN
 
 SHINGLE = 5  # tokens per shingle when comparing a retrieved function with the hidden body
 NEAR = 0.5  # this share of the body's shingles found in a retrieved function: a near duplicate

@@ -32,12 +32,13 @@ from pathlib import Path
 from ...data import go_std
 from ...data.holdout import is_test_file
 from ...data.pairs import without_accessor
+from ...data.spans import LANGUAGES, Function, functions
 from ...errors import FerryError
 from ...log import get_logger
 from ...manifest import write_text_atomic
 from ..progress import Progress
 from . import runner, task_cache, trace
-from .functions import LANGUAGES, Function, constant_stubs, functions, stub
+from .functions import constant_stubs, stub
 
 log = get_logger("eval")
 SUITE_TIMEOUT_S = 600.0

@@ -121,7 +121,13 @@ def subset_note(details: dict) -> str:
         if details.get("answer_form") == "function"
         else ""
     )
-    return " ".join(x for x in (subsets, canary, gave_none, no_track, form) if x)
+    retrieval = (
+        "Retrieval (base + retrieval, fine-tuned + retrieval) was not asked (eval.retrieval_k=0: the CPU demo's "
+        "setting, where a 135M model passes none of its own tasks); the demo-gpu preset measures it."
+        if details.get("retrieval_off")
+        else ""
+    )
+    return " ".join(x for x in (subsets, canary, gave_none, no_track, form, retrieval) if x)
 
 
 def _with_reasons(repos: dict[str, str]) -> str:

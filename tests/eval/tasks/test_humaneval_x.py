@@ -134,7 +134,7 @@ bool has_close_elements(vector<float> numbers, float threshold){ volatile long i
 }
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 def test_hostile_cpp_programs_are_contained(tmp_path):
     first = dict(hx.load_problems("cpp", limit=1)[0])
@@ -310,7 +310,7 @@ HOSTILE_BODIES = {  # per language: the body of the first task's function, each 
 }
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("language", ["java", "go", "rust"])
 def test_hostile_java_go_and_rust_programs_are_contained(language):
     if not _jail_has({"java": "javac", "go": "go", "rust": "rustc"}[language]):

@@ -1,0 +1,96 @@
+"""The file around a function, as a team's assistant sees it: the function's own file with its body cut out and
+marked (imports, constants, sibling functions, the enclosing class kept), trimmed around the function to a
+token budget. The eval's repository tasks are asked so (eval/repo/context.py), and the data stage's file-shown
+examples (data.tasks `file`) train the same question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ..prompts import hole_marker
+from .spans import Function, body_indent, closing
+
+CHARS_PER_TOKEN = 3  # a budget in tokens, kept in characters (measured: Go 2.9, Python 3.4-3.8 a token)
+
+
+def with_hole(text: str, fn: Function, cut: list[Function] = ()) -> tuple[str, str, str]:
+    """(before, marker line, after) of `text` around `fn`'s body; the bodies of `cut` (other functions of the
+    file, never shown: held-out ones) replaced by `...` (`// …` in a brace language)."""
+    raw = text.encode()
+    for other in sorted((f for f in cut if f.id != fn.id), key=lambda f: -f.start):
+        python = other.language == "python"
+        elided = f"{body_indent(other)}{'...' if python else '// …'}\n" + ("" if python else closing(other.body))
+        raw = raw[: other.start] + elided.encode() + raw[other.end :]
+        if other.start < fn.start:  # the function's own span moves by what was cut above it
+            shift = len(elided.encode()) - (other.end - other.start)
+            fn = replace(fn, start=fn.start + shift, end=fn.end + shift)
+    return hole_around(raw, fn.start, fn.end, fn.language, fn.indent)
+
+
+def hole_around(raw: bytes, start: int, end: int, language: str, indent: str) -> tuple[str, str, str]:
+    """(before, marker line, after): the bytes of a file around the body at [start, end), replaced by a marker."""
+    before, after = raw[:start].decode(errors="replace"), raw[end:].decode(errors="replace")
+    inner = indent + ("    " if language == "python" else "\t")
+    ending = "" if language == "python" else "}\n"  # a brace body's span ends with its closing brace
+    return before, f"{inner}{hole_marker(language)}\n{ending}", after
+
+
+# a line of the file's head that names what the file uses (Go's and Python's parenthesised groups are kept whole)
+_IMPORT = {
+    "python": re.compile(r"(import |from \S+ import )"),
+    "go": re.compile(r"import\b"),
+    "rust": re.compile(r"(pub )?use "),
+    "java": re.compile(r"import "),
+    "cpp": re.compile(r"#\s*include"),
+}
+
+
+def _imports(lines: list[str], language: str) -> list[list[int]]:
+    """The file's import lines, each a group of line numbers (a parenthesised group's lines with its first)."""
+    pattern, groups, inside = _IMPORT.get(language), [], False
+    for i, line in enumerate(lines):
+        if inside:
+            groups[-1].append(i)
+            inside = not line.rstrip().endswith(")")
+        elif pattern is not None and pattern.match(line):
+            groups.append([i])
+            inside = line.rstrip().endswith("(")
+    return groups
+
+
+def _joined(lines: list[str], at: list[int]) -> str:
+    """The lines at `at` (ascending), a cut marked wherever lines are left out: before, between, after them."""
+    out, last = [], -1
+    for i in at + [len(lines)]:
+        out.append(("…\n" if i > last + 1 else "") + (lines[i] if i < len(lines) else ""))
+        last = i
+    return "".join(out)
+
+
+def trimmed(before: str, hole: str, after: str, budget_chars: int, language: str = "python") -> str:
+    """The hole with as much of the file around it as fits: the file's imports first (up to half the room:
+    the names a body uses come from there), then the lines just before the hole (the signature and doc
+    comment first, then upward), then after it. Lines are kept whole; a cut is marked."""
+    up, down = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    room = budget_chars - len(hole)
+    head: set[int] = set()
+    used = 0  # the imports' characters, at most half the room
+    for group in _imports(up, language):
+        size = sum(len(up[i]) for i in group)
+        if used + size > room // 2:
+            break
+        head.update(group)
+        used += size
+    room -= used
+    start = len(up)  # the first line of the window around the hole
+    while start > 0 and (start - 1 in head or len(up[start - 1]) <= room):
+        start -= 1
+        room -= 0 if start in head else len(up[start])
+    bottom: list[str] = []
+    while down and len(down[0]) <= room:
+        room -= len(down[0])
+        bottom.append(down.pop(0))
+    shown = sorted(i for i in head if i < start) + list(range(start, len(up)))
+    return _joined(up, shown) + hole + "".join(bottom) + ("…\n" if down else "")
