@@ -102,3 +102,18 @@ def test_every_benchmark_script_is_in_the_bench_readme():
     scripts = [p.name for p in (ROOT / "bench").iterdir() if p.suffix in (".py", ".sh")]
     assert len(scripts) <= 25, "bench/ keeps the re-runnable benchmarks; a one-question study goes to studies/"
     assert [s for s in scripts if f"`{s}`" not in readme] == []
+
+
+def test_the_readmes_times_are_the_performance_pages():
+    """Each time the README gives for `make demo` and the test tiers is one the performance page's claim row for
+    that command gives: the two cannot drift apart."""
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| `(make [\w-]+)`[^|]*\|(.+)\|$", readme, re.M)
+    assert {c for c, _ in rows} >= {"make demo", "make test", "make test-slow"}, rows
+    page = (ROOT / "docs" / "performance.md").read_text()
+    claims = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(make [\w-]+)` on 2 CPU cores \|.*$", page, re.M)}
+    for command, cells in rows:
+        times = re.findall(r"\d+ min \d\d s", cells)
+        assert times or "not measured" in cells, f"README: no time for {command}, nor why not"
+        for t in times:
+            assert t in claims.get(command, ""), f"README gives {t} for {command}; docs/performance.md's row does not"
