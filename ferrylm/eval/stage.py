@@ -381,6 +381,8 @@ def run_eval(cfg: Config) -> StageRecord:
     details = _details(tracks, rows, found, shots, train, data) | ({"own_code_gave_none": no_task} if no_task else {})
     if not e.retrieval_k and any(t.benchmark.startswith("own-") for t in tracks):
         details["retrieval_off"] = True  # the report says where the retrieval columns are measured
+    if not e.few_shot and "base" in measured:
+        details["few_shot_off"] = True  # and the few-shot base's
     report = _write(cfg, criteria, models, details, history)
     record.outputs = _outputs(out, measured)
     record.metrics = {"models": report["models"], "failed_gates": report["failed_gates"]}

@@ -892,7 +892,11 @@ def test_a_repository_that_gives_no_task_is_named_on_every_track_and_in_the_repo
     note = subset_note({"own_code_gave_none": none})
     assert note.startswith("No own-code Pass@1: no repository gave a task: bare (held-out repositories: no tests found")
     # the CPU demo asks no retrieval: the report says where those columns are measured
-    assert subset_note({"retrieval_off": True}).endswith("the demo-gpu preset measures it.")
+    note = subset_note({"retrieval_off": True, "few_shot_off": True})
+    assert note.startswith("Not asked: retrieval (base + retrieval, fine-tuned + retrieval; eval.retrieval_k=0); ")
+    assert "the base shown training examples (base 2-shot; eval.few_shot=0)" in note
+    assert note.endswith("the demo-gpu preset measures them.")
+    assert subset_note({"retrieval_off": True}).count("; eval.") == 1
 
 
 GO_PKG = """package {name}

@@ -142,6 +142,17 @@ def narrowed(command: str, language: str, files: list[str]) -> str:
     return command
 
 
+def failing_fast(command: str, language: str) -> str:
+    """The command stopping at its first failing test, for runs that only ask whether all pass (a stub's):
+    a blanked function fails most of its tests, each of which would otherwise run (pytest's -x; Go's -failfast
+    on a detected command)."""
+    if language == "python":
+        return f'export PYTEST_ADDOPTS="-x $PYTEST_ADDOPTS" && {command}'
+    if language == "go" and command.startswith("go test "):
+        return command.replace("go test ", "go test -failfast ", 1)
+    return command
+
+
 def mentions(tests: dict[str, str], fn) -> list[str]:
     """What of the tests (path → text) names the function (its last name), for the narrowed command: a Python
     file's top-level tests that name it (pytest node ids), else the files."""
@@ -272,18 +283,21 @@ def run(box: Sandbox, repo: Path, command: str, replaced: dict[str, str] | None 
     return box.run(program(seen_at, command, replaced, getattr(box, "deps", None)), timeout_s)
 
 
-def run_alternatives(box: Sandbox, repo: Path, command: str, alternatives: list[dict[str, str]], timeout_s: float):
+def run_alternatives(box: Sandbox, repo: Path, command: str, alternatives: list[dict[str, str]], each_s: float):
     """The outcome of `command` tried on the copy with each of `alternatives` ({path in repo: text}) written
-    over it in turn, in one jail run: passed as soon as one passes (a repository outside GOROOT)."""
+    over it in turn, in one jail run: passed as soon as one passes (a repository outside GOROOT). Each try
+    has `each_s` seconds: one that hangs (a constant `popitem` in a loop that waits for it) fails alone
+    and the next is still tried."""
     files = {f"alt_{k}_{i}": text for k, alt in enumerate(alternatives) for i, text in enumerate(alt.values())}
+    limited = f"timeout -k 1 {each_s:g} sh -c {shlex.quote(command)}"
     tries = " || ".join(
-        "{ " + "".join(f"cp ../alt_{k}_{i} {shlex.quote(p)} && " for i, p in enumerate(alt)) + f"( {command} ) ; }}"
+        "{ " + "".join(f"cp ../alt_{k}_{i} {shlex.quote(p)} && " for i, p in enumerate(alt)) + f"{limited} ; }}"
         for k, alt in enumerate(alternatives)
     )
     seen_at = str(repo) if box.isolation == "unconfined" else REPO_IN_JAIL
     code = program(seen_at, tries, None, getattr(box, "deps", None))
     code["files"] |= files
-    return box.run(code, timeout_s)
+    return box.run(code, (each_s + 2) * len(alternatives) + 10)
 
 
 def program(repo: str, command: str, replaced: dict[str, str] | None = None, deps: str | None = None) -> dict:

@@ -94,6 +94,13 @@ def _summaries(details: dict) -> dict[str, list[dict]]:
     return {m: d["benchmarks"] for m, d in details.items() if isinstance(d, dict) and d.get("benchmarks")}
 
 
+# The columns a preset can leave out, as the report names them (the CPU demo leaves out both).
+_NOT_ASKED = {
+    "retrieval_off": "retrieval (base + retrieval, fine-tuned + retrieval; eval.retrieval_k=0)",
+    "few_shot_off": "the base shown training examples (base 2-shot; eval.few_shot=0)",
+}
+
+
 def subset_note(details: dict) -> str:
     """One sentence when a benchmark ran on a subset of its tasks, so no Pass@1 reads as the full set's."""
     parts = dict.fromkeys(
@@ -121,10 +128,11 @@ def subset_note(details: dict) -> str:
         if details.get("answer_form") == "function"
         else ""
     )
+    off = [what for key, what in _NOT_ASKED.items() if details.get(key)]
     retrieval = (
-        "Retrieval (base + retrieval, fine-tuned + retrieval) was not asked (eval.retrieval_k=0: the CPU demo's "
-        "setting, where a 135M model passes none of its own tasks); the demo-gpu preset measures it."
-        if details.get("retrieval_off")
+        f"Not asked: {'; '.join(off)} (the CPU demo's settings, where a 135M model passes none of its own tasks); "
+        "the demo-gpu preset measures them."
+        if off
         else ""
     )
     return " ".join(x for x in (subsets, canary, gave_none, no_track, form, retrieval) if x)
