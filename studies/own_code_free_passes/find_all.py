@@ -25,6 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=40, help="tasks per repository (demo-gpu's eval.repo_task_limit)")
     ap.add_argument("--only", nargs="*", default=None, help="repository names to run (default: all)")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--code", default=None, help="what the checkout is (default: its git commit)")
     args = ap.parse_args(argv)
     import ferrylm
 
@@ -44,7 +45,9 @@ def main(argv=None) -> int:
         s = found.summary()
         rows.append({**s, "find_s": round(time.perf_counter() - t0, 1), "task_ids": [t["id"] for t in found.tasks]})
         print(json.dumps({k: rows[-1][k] for k in ("repo", "tasks", "skipped", "dropped", "find_s")}), flush=True)
-    args.out.write_text(json.dumps({"code": commit.strip(), "limit": args.limit, "repositories": rows}, indent=1))
+    args.out.write_text(
+        json.dumps({"code": args.code or commit.strip(), "limit": args.limit, "repositories": rows}, indent=1)
+    )
     return 0
 
 

@@ -3,6 +3,7 @@ fenced example, a tested one-liner, two Go types with one method name, a flaky t
 missing test dependency, a warnings-as-errors config, a virtual environment under /tmp, and what
 `repo-tasks` says when every repository is skipped."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -322,3 +323,19 @@ def test_the_jail_runs_the_virtual_environment_s_python_without_the_base_interpr
     )
     with runner.sandbox(repo, 60, 1) as box:
         assert runner.run(box, repo, "python check.py").status == "passed"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("anyio") is None, reason="anyio is not installed here")
+def test_anyio_s_plugin_loads_where_the_repository_names_anyio_and_only_there(tmp_path):
+    """anyio's pytest plugin costs each start of pytest half its time: the jail leaves it out unless the
+    repository names anyio."""
+    from ferrylm.eval.repo import runner
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    test = "def test_plugin(pytestconfig):\n    assert {}pytestconfig.pluginmanager.has_plugin({})\n"
+    (repo / "test_plugin.py").write_text(test.format("not ", '"any" + "io"'))  # the name nowhere in the repository
+    with runner.sandbox(repo, 60, 1) as box:
+        assert runner.run(box, repo, "pytest -q").status == "passed"
+        (repo / "test_plugin.py").write_text(test.format("", '"anyio"'))
+        assert runner.run(box, repo, "pytest -q").status == "passed"
