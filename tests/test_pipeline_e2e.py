@@ -266,6 +266,7 @@ def check_report(eval_dir, train: dict, sampled: dict) -> None:
         "bleu",
         "pass_at_1",
         "latency_512_s",
+        "pass_at_1_lost",
         "human_correct",
     }
     assert "bleu" in full["failed_gates"]["fine-tuned"]

@@ -63,6 +63,7 @@ def test_report_says_pass_or_fail_for_every_criterion(tmp_path):
         "bleu": ("fail", "fail"),
         "pass_at_1": ("fail", "fail"),
         "latency_512_s": ("fail", "fail"),
+        "pass_at_1_lost": ("not measured", "not measured"),  # a quantized artifact's alone
         "human_correct": ("not measured", "not measured"),
     }  # until people vote (ferrylm review)
     assert report["failed_gates"]["fine-tuned"] == ["bleu", "pass_at_1", "latency_512_s"]
@@ -346,3 +347,23 @@ def test_the_decode_floor_is_the_weights_read_a_token_over_the_card_s_bandwidth(
     assert decode_floor(model, "NVIDIA H100 PCIe", 512)["bandwidth_gb_s"] == 2000  # not the SXM card's
     assert decode_floor(model, "NVIDIA H200", 512)["floor_s"] < got["floor_s"]
     assert decode_floor(model, "a GPU nobody listed", 512) is None
+
+
+def test_a_quantized_artifact_that_loses_more_than_two_points_fails_its_gate(tmp_path):
+    """The artifact a team serves is judged by what it loses against the model it was exported from: the stage's
+    gates are the fine-tuned model's and that one (the artifact's own absolute numbers are not its to meet)."""
+    from ferrylm.eval.stage import gate_failures, with_pass_at_1_lost
+
+    models = {
+        "fine-tuned": {"pass_at_1": 0.41},
+        "base": {"pass_at_1": 0.45},
+        "fine-tuned (w4a16)": {"pass_at_1": 0.35},  # 6 points lost
+        "fine-tuned (fp8)": {"pass_at_1": 0.395},  # 1.5 points lost, under the seed's 0.4 itself
+    }
+    models = with_pass_at_1_lost(models)
+    assert [models[m]["pass_at_1_lost"] for m in models] == [None, None, pytest.approx(0.06), pytest.approx(0.015)]
+    report = write_report(tmp_path, load_criteria("seed"), models, {m: {} for m in models}, [])
+    row = next(r for r in report["criteria"] if r["criterion"] == "pass_at_1_lost")
+    assert [row[m]["verdict"] for m in models] == ["not measured", "not measured", "fail", "pass"]
+    assert "pass_at_1" in report["failed_gates"]["fine-tuned (fp8)"]  # reported ...
+    assert gate_failures(report["failed_gates"]) == ["fine-tuned (w4a16): pass_at_1_lost"]  # ... not gating
