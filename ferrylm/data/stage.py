@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import random
 import time
 from collections import Counter
@@ -20,16 +19,15 @@ from ..errors import FerryError
 from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
-from ..prompts import IGNORE_INDEX, assistant_message, file_question, render_messages, task_turns
+from ..prompts import IGNORE_INDEX, render_messages, task_turns
 from . import cpt, library
 from .collect import CleanStats, collect
 from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Packer
-from .file_context import CHARS_PER_TOKEN, trimmed, with_hole
+from .file_examples import FileShown, in_repo, tested_words
 from .formats import read_conversations
-from .holdout import HeldOutFunctions, drawable, drawn, is_test_file, words_in
+from .holdout import HeldOutFunctions, drawable, drawn, is_test_file
 from .shots import ShotPool
-from .spans import functions
 from .stats import write_report
 
 LIBRARY = "library.sqlite"  # the training functions, searchable (the eval's retrieval column)
@@ -223,11 +221,6 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
     )
 
 
-def _in_repo(ref, roots: dict) -> str:
-    """A file's path inside its repository (whose root is resolved: a source named through a link)."""
-    return os.path.relpath(os.path.realpath(ref.path), roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
-
-
 def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict, tested: dict) -> tuple[list, HeldOutFunctions]:
     """The pairs drawn (data.max_pairs), without the training repositories' test files and the near
     duplicates of their held-out functions (data.holdout_functions), and those held-out functions (`tested`:
@@ -246,7 +239,7 @@ def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict, tested: dict) -
     if d.max_pairs:
         pairs = [x for x in pairs if id(x[0]) in own] + [x for x in pairs if id(x[0]) not in own][: d.max_pairs]
     if d.holdout_functions:  # a training repository's tests would show its held-out functions' behaviour
-        kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(_in_repo(ref, roots))]
+        kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(in_repo(ref, roots))]
         stats["test_file_pairs_dropped"] = len(pairs) - len(kept_pairs)
         pairs = kept_pairs
     kept = HeldOutFunctions(pairs, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms, tested)
@@ -273,7 +266,7 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             f"and a {d.min_body_lines}–{d.max_body_lines} line body"
         )
     every = list(pairs)
-    pairs, kept = _chosen_pairs(d, pairs, held, roots, stats, _tested(docs, held, roots))
+    pairs, kept = _chosen_pairs(d, pairs, held, roots, stats, tested_words(docs, held, roots))
     undrawn = _undrawn_own(every, pairs, held, kept, roots, bool(d.holdout_functions))
     stats["library_functions"] = _write_library(cfg, pairs + undrawn, held, kept.sources)
     too_long, no_summary, examples = 0, 0, Counter()
@@ -311,42 +304,6 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
     return _held_out_names(pairs, kept.sources, roots)
 
 
-class FileShown:
-    """data.tasks `file`: a training function's generate question asked with its file shown, as the eval asks
-    (data/file_context.py), the body of every held-out function in that file, and of every near copy of one (a
-    twin in another repository), cut out too."""
-
-    def __init__(self, docs, held_out: HeldOutFunctions, d, roots: dict):
-        self.text = {id(doc.ref): doc.text for doc in docs}
-        self.held_out, self.d, self.roots, self.missing = held_out, d, roots, 0
-        self._spans: dict[int, dict] = {}
-
-    def turns(self, pair, ref) -> tuple[str, str] | None:
-        """(question, answer), or None where the function's span is not found in its file (counted)."""
-        spans = self._spans.get(id(ref))
-        if spans is None:
-            found = functions(self.text[id(ref)], ref.rel, ref.language, self.d.min_body_lines, self.d.max_body_lines)
-            spans = self._spans[id(ref)] = {f.id: f for f in found}
-        fn = spans.get(pair.source)
-        if fn is None:
-            self.missing += 1
-            return None
-        cut = [f for f in spans.values() if f.id in self.held_out.sources or self.held_out.near(f.body)]
-        before, hole, after = with_hole(self.text[id(ref)], fn, cut)
-        view = trimmed(before, hole, after, self.d.file_context_tokens * CHARS_PER_TOKEN, ref.language)
-        path = _in_repo(ref, self.roots)
-        return file_question(path, fn.name, ref.language, view, fn.prompt), assistant_message(pair.body, ref.language)
-
-
-def _tested(docs, held: set, roots: dict) -> dict[str, set[str]]:
-    """Training repository (one whose tests the eval runs) → the words its test files hold."""
-    out: dict[str, set[str]] = {}
-    for doc in docs:
-        if doc.ref.repo in roots and doc.ref.repo not in held and is_test_file(_in_repo(doc.ref, roots)):
-            out.setdefault(doc.ref.repo, set()).update(words_in(doc.text))
-    return out
-
-
 def _held_out_row(p, language: str, task: str, messages: list, form: str, held_repo: bool) -> dict:
     """A held-out example as the eval reads it (eval_prompts.jsonl)."""
     return {
@@ -381,7 +338,7 @@ def _undrawn_own(every: list, chosen: list, held: set, kept: HeldOutFunctions, r
         and ref.repo not in held
         and p.source not in seen
         and p.source not in kept.sources
-        and not (drop_tests and is_test_file(_in_repo(ref, roots)))
+        and not (drop_tests and is_test_file(in_repo(ref, roots)))
         and not kept.near(p.body)
     ]
 
@@ -404,7 +361,7 @@ def _held_out_names(pairs, sources: set[str], roots: dict) -> dict[str, list[str
     functions: dict[str, list[str]] = {}
     for p, ref in pairs:
         if p.source in sources:
-            functions.setdefault(ref.repo, []).append(f"{_in_repo(ref, roots)}::{p.source.split('::', 1)[1]}")
+            functions.setdefault(ref.repo, []).append(f"{in_repo(ref, roots)}::{p.source.split('::', 1)[1]}")
     return functions
 
 

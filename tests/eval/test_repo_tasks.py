@@ -699,7 +699,7 @@ def test_java_and_cpp_stubs_and_a_stub_that_does_not_compile_is_no_proof(tmp_pat
     cpp = {f.name: f for f in functions(CPP_LIB, "calc.cpp", "cpp")}
     assert cpp["dashed"].kind == "std::string" and 'return ferry_r + "x";\n}' in stub(cpp["dashed"], "wrong", CPP_LIB)
     assert "throw 0;\n}" in stub(cpp["noisy"], "raising", CPP_LIB)
-    from ferrylm.eval.repo.tasks import _compile_error_in
+    from ferrylm.eval.repo.proof import _compile_error_in
 
     assert _compile_error_in("failed: run step sh failed (exit code 1): calc.cpp:12:5: error: no match", "src/calc.cpp")
     assert _compile_error_in(

@@ -18,8 +18,6 @@ the repository's tasks go to a JSONL file.
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import json
 import re
 import shlex
@@ -29,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ...data import go_std
 from ...data.holdout import is_test_file
 from ...data.pairs import without_accessor
 from ...data.spans import LANGUAGES, Function, functions
@@ -38,7 +35,7 @@ from ...log import get_logger
 from ...manifest import write_text_atomic
 from ..progress import Progress
 from . import runner, task_cache, trace
-from .functions import constant_stubs, stub
+from .proof import Verdict, prove
 
 log = get_logger("eval")
 SUITE_TIMEOUT_S = 600.0
@@ -47,15 +44,6 @@ MAX_DESELECTED = 5  # failing tests left out before a repository is called broke
 
 class RepoTaskError(FerryError, ValueError):
     """A repository cannot be read for tasks as asked (a missing path, an unknown language)."""
-
-
-@dataclass
-class Verdict:
-    """Why a function is no task (`reason`, counted) and what shows it (`detail`: a compiler's first error, a
-    failing run's line); reason None for a task."""
-
-    reason: str | None = None
-    detail: str | None = None
 
 
 @dataclass
@@ -225,7 +213,7 @@ def _prove_all(box, repo: Path, candidates: list[Function], each: int, workers: 
         for at in range(0, len(candidates), 2 * workers):
             batch = candidates[at : at + 2 * workers]
             for fn, (task, verdict) in zip(
-                batch, pool.map(lambda f: _prove(box, repo, f, out.command, each, tests, left_out), batch)
+                batch, pool.map(lambda f: prove(box, repo, f, out.command, each, tests, left_out), batch)
             ):
                 if task:
                     out.tasks.append({"task_id": f"{repo.name}/{fn.id}", "repo": str(repo), **task})
@@ -355,87 +343,6 @@ def _failed_test(status: str) -> str | None:
     the test file that failed to collect (`first failed: tests/x.py`): left out as a file."""
     m = re.search(r"first failed: (\S+?::\S+?|\S+?\.py)(?:;|$)", status)
     return m.group(1) if m else None
-
-
-def _prove(
-    box, repo: Path, fn: Function, command: str, runs: int, tests: dict[str, str], left_out: set[str] = frozenset()
-) -> tuple[dict | None, Verdict]:
-    """(the task of `fn`, Verdict()) when its tests pass with its body and fail with both blanked bodies and
-    with every constant body; else (None, the verdict)."""
-    files = [m for m in runner.mentions(tests, fn) if m not in left_out]
-    cmd = runner.narrowed(command, fn.language, files)
-    text = (repo / fn.file).read_text()
-    times = []
-    for i in range(runs):
-        t0 = time.perf_counter()
-        status = runner.run(box, repo, cmd).status
-        times.append(time.perf_counter() - t0)
-        if status != "passed":
-            why = "its tests fail when run alone" if i == 0 else "its tests flake (pass, then fail)"
-            return None, Verdict(why, status)
-    reference_s = max(times)
-    timeout = round(max(10.0, 3 * reference_s + 5), 1)
-    stubbed = runner.failing_fast(cmd, fn.language)  # a stub's run only asks whether every test passes
-    for how in ("raising", "wrong"):
-        blanked = stub(fn, how, text)
-        if fn.language == "python" and not _parses(blanked):
-            return None, Verdict(f"its {how} stub does not compile", "Python's parser refuses it")
-        status = runner.run(box, repo, stubbed, {fn.file: blanked}, timeout).status
-        if _not_compiled(status, fn.file):
-            return None, Verdict(f"its {how} stub does not compile", status.removeprefix("failed: "))
-        if status == "passed":
-            return None, Verdict(
-                "its tests pass with a raising body" if how == "raising" else "its tests pass with a wrong value"
-            )
-    # a constant that loops its tests (a `popitem` that removes nothing) is cut off at twice the tests' own time
-    if free := _constant_passing(box, repo, fn, stubbed, text, round(max(3.0, 2 * reference_s + 1), 1)):
-        return None, Verdict(f"its tests pass with `{free}`")
-    return {
-        **fn.as_dict(),
-        "id": fn.id,
-        "command": cmd,
-        "tests": files,
-        "reference_s": round(reference_s, 2),
-        "timeout_s": timeout,
-        "file_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "test_deps": getattr(box, "deps", None),
-    }, None
-
-
-def _constant_passing(box, repo: Path, fn: Function, cmd: str, text: str, timeout: float) -> str | None:
-    """The first constant body (functions.constant_stubs) the function's tests pass with, or None. The constants
-    are tried in one jail run that stops at the first passing one; only then is each tried alone to name it. A
-    constant that does not compile (a type with no such default) is one no model's reply can be: skipped."""
-    stubs = [
-        (body, blanked) for body, blanked in constant_stubs(fn, text) if fn.language != "python" or _parses(blanked)
-    ]
-    together = len(stubs) > 1 and not go_std.std_package(repo)
-    if together:
-        alternatives = [{fn.file: blanked} for _, blanked in stubs]
-        if runner.run_alternatives(box, repo, cmd, alternatives, timeout).status != "passed":
-            return None
-    for body, blanked in stubs:
-        if runner.run(box, repo, cmd, {fn.file: blanked}, timeout).status == "passed":
-            return body
-    return "a constant body (passed once of two tries)" if together else None
-
-
-def _not_compiled(status: str, file: str) -> bool:
-    """A run that failed because the file did not build: Go's `[build failed]`, Cargo's, or a located error."""
-    return "[build failed]" in status or "could not compile" in status or _compile_error_in(status, file)
-
-
-def _compile_error_in(status: str, file: str) -> bool:
-    """A compiler's error (javac's `File.java:12: error`, g++'s `file.cc:12:5: error`) located in `file`."""
-    return bool(re.search(rf"(?:^|[\s/:]){re.escape(Path(file).name)}:\d+(?::\d+)?: (?:fatal )?error", status))
-
-
-def _parses(text: str) -> bool:
-    try:
-        ast.parse(text)
-        return True
-    except SyntaxError:
-        return False
 
 
 def write_tasks(

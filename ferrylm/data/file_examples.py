@@ -1,0 +1,53 @@
+"""The data stage's view of a repository's files: a file's path inside its repository, the training functions'
+generate question asked with their file shown (data.tasks `file`), and the words the training repositories'
+tests hold (the held-out draw keeps to functions they name)."""
+
+from __future__ import annotations
+
+import os
+
+from ..prompts import assistant_message, file_question
+from .file_context import CHARS_PER_TOKEN, trimmed, with_hole
+from .holdout import HeldOutFunctions, is_test_file, words_in
+from .spans import functions
+
+
+def in_repo(ref, roots: dict) -> str:
+    """A file's path inside its repository (whose root is resolved: a source named through a link)."""
+    return os.path.relpath(os.path.realpath(ref.path), roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
+
+
+class FileShown:
+    """data.tasks `file`: a training function's generate question asked with its file shown, as the eval asks
+    (data/file_context.py), the body of every held-out function in that file, and of every near copy of one (a
+    twin in another repository), cut out too."""
+
+    def __init__(self, docs, held_out: HeldOutFunctions, d, roots: dict):
+        self.text = {id(doc.ref): doc.text for doc in docs}
+        self.held_out, self.d, self.roots, self.missing = held_out, d, roots, 0
+        self._spans: dict[int, dict] = {}
+
+    def turns(self, pair, ref) -> tuple[str, str] | None:
+        """(question, answer), or None where the function's span is not found in its file (counted)."""
+        spans = self._spans.get(id(ref))
+        if spans is None:
+            found = functions(self.text[id(ref)], ref.rel, ref.language, self.d.min_body_lines, self.d.max_body_lines)
+            spans = self._spans[id(ref)] = {f.id: f for f in found}
+        fn = spans.get(pair.source)
+        if fn is None:
+            self.missing += 1
+            return None
+        cut = [f for f in spans.values() if f.id in self.held_out.sources or self.held_out.near(f.body)]
+        before, hole, after = with_hole(self.text[id(ref)], fn, cut)
+        view = trimmed(before, hole, after, self.d.file_context_tokens * CHARS_PER_TOKEN, ref.language)
+        path = in_repo(ref, self.roots)
+        return file_question(path, fn.name, ref.language, view, fn.prompt), assistant_message(pair.body, ref.language)
+
+
+def tested_words(docs, held: set, roots: dict) -> dict[str, set[str]]:
+    """Training repository (one whose tests the eval runs) → the words its test files hold."""
+    out: dict[str, set[str]] = {}
+    for doc in docs:
+        if doc.ref.repo in roots and doc.ref.repo not in held and is_test_file(in_repo(doc.ref, roots)):
+            out.setdefault(doc.ref.repo, set()).update(words_in(doc.text))
+    return out
