@@ -107,10 +107,16 @@ def _apply_override(data: dict, item: str) -> None:
     node[parts[-1]] = yaml.safe_load(raw) if raw != "" else ""
 
 
+# Keys given a new name: the old one is refused with one line naming the new (no alias to keep).
+RENAMED = {"train.kl_to_base": "train.drift_penalty"}
+
+
 def _one_line(err: ValidationError) -> str:
     first = err.errors()[0]
     key = ".".join(str(p) for p in first["loc"]) or "config"
     if first["type"] == "extra_forbidden":
+        if key in RENAMED:
+            return f"{key}: renamed {RENAMED[key]} (docs/CHANGELOG.md)"
         return f"{key}: unknown key (check the spelling)"
     msg = first["msg"].removeprefix("Value error, ")
     if key == "config" and msg.split(" ", 1)[0].rstrip(":").count(".") == 1:
@@ -147,10 +153,10 @@ def _check_train(t: TrainConfig) -> None:
         )
     if t.offload_params and t.deepspeed != "zero3":
         raise ValueError("train.offload_params: parameter offload needs train.deepspeed=zero3")
-    if t.kl_to_base and t.method == "full":
-        raise ValueError("train.kl_to_base: the base is the model with its adapters off; needs method lora or qlora")
-    if t.kl_to_base and t.liger:
-        raise ValueError("train.kl_to_base: needs the logits, which train.liger never materialises")
+    if t.drift_penalty and t.method == "full":
+        raise ValueError("train.drift_penalty: the base is the model with its adapters off; needs method lora or qlora")
+    if t.drift_penalty and t.liger:
+        raise ValueError("train.drift_penalty: needs the logits, which train.liger never materialises")
     if t.canary_tasks and not t.keep_best:
         raise ValueError("train.canary_tasks: the canary chooses the checkpoint kept; set train.keep_best=true")
     if t.canary_tasks and t.deepspeed:

@@ -94,12 +94,12 @@ class TrainConfig(_Section):
     packages are installed and configured."""
     keep_best: bool = False
     """Evaluate at every checkpoint and keep the best one (by eval loss) beside the last K."""
-    kl_to_base: float = Field(0.0, ge=0)
-    """Weight of a penalty for drifting from the base model (method lora or qlora): the KL divergence from the
+    drift_penalty: float = Field(0.0, ge=0)
+    """Weight of the penalty for drifting from the base model (method lora or qlora): the KL divergence from the
     base's next-token distribution (the adapters switched off, no gradient) to the fine-tune's, over the
     answer tokens, added to the loss in training (never to the held-out loss). Holds the fine-tune near the
     base's own way of answering, which a general-coding canary sees it lose. Costs one more forward pass per
-    micro-batch. 0 = off."""
+    micro-batch. 0 = off. The log's `kl_to_base` is the KL measured, per answer token."""
     skip_nonfinite_steps: int = Field(3, ge=0)
     """A step whose gradients are not finite behind a finite loss (one batch's NaN in the backward pass) is
     skipped: no update, the next batch follows, the step listed in the record (`skipped_steps`).

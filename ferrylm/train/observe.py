@@ -6,8 +6,8 @@
   (on GPUs whose bf16 dense peak we know; weight FLOPs 6·N, or 4·N with a frozen base, plus
   attention's 12·layers·hidden·example length), so TensorBoard / W&B / MLflow and log_history all
   get them;
-- with `kl_weight` (train.kl_to_base), the training loss gains the penalty for drifting from the
-  base (anchor.py) and the log lines its mean per answer token;
+- with train.drift_penalty, the training loss gains the penalty for drifting from the base (drift.py)
+  and the log lines the KL measured, per answer token (`kl_to_base`);
 - a non-finite loss, or non-finite gradients behind a finite loss, raise `NonFiniteLoss` before that
   step's optimizer update, so the weights in hand are the last good ones (the train stage saves them
   and stops with a clear message).
@@ -112,7 +112,7 @@ def example_lengths(inputs: dict) -> list[int]:
 def guarded_trainer_class():
     from transformers import Trainer
 
-    from .anchor import DriftPenalty
+    from .drift import DriftPenalty
 
     class GuardedTrainer(DriftPenalty, Trainer):
         _last = None  # (time, tokens seen) at the previous log line

@@ -304,11 +304,11 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
         eval_dataset=eval_set,
         data_collator=collate,
         callbacks=[MarkComplete(), _HistoryWriter(run.history), guard],
+        drift_penalty=run.t.drift_penalty,
     )
     trainer.gradient_guard = guard  # its skipped steps go into the record
     if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))
-    trainer.kl_weight = run.t.kl_to_base
     return trainer
 
 

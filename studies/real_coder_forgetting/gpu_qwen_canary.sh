@@ -22,7 +22,7 @@
 # TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training).
 # Make the pieces here: split -b 56000000 -d -a 2 <the joined GGUF> .gg/p   (its SHA-256: ferrylm/gguf.py)
 # ARGS: extra dotted overrides for every stage. The demo-gpu preset's recipe is the default; the earlier rows of
-# docs/performance.md ran before it took them: ARGS="data.answer=body train.kl_to_base=0" (+ the row's own keys).
+# docs/performance.md ran before it took them: ARGS="data.answer=body train.drift_penalty=0" (+ the row's own keys).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/bw/usr/bin:$PATH PYTHONUNBUFFERED=1

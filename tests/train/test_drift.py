@@ -1,4 +1,4 @@
-"""The penalty for drifting from the base (train.kl_to_base): zero where the adapters change nothing,
+"""The penalty for drifting from the base (train.drift_penalty): zero where the adapters change nothing,
 positive once they do, the same over padded rows and over one row's scored positions, added to the
 training loss only."""
 
@@ -12,8 +12,8 @@ from ferrylm.config import load_config
 from ferrylm.models import load_model
 from ferrylm.prompts import IGNORE_INDEX
 from ferrylm.train import run_train
-from ferrylm.train.anchor import kl_from_base
 from ferrylm.train.dataset import scored_positions
+from ferrylm.train.drift import kl_from_base
 from tests.conftest import tiny_config
 
 IDS = [[5, 9, 14, 3, 7, 21], [8, 2, 30, 11, 0, 0]]
@@ -51,16 +51,21 @@ def test_no_drift_until_the_adapters_change_and_both_batch_forms_agree(tiny_qwen
 
 
 def test_a_full_fine_tune_or_liger_is_refused_one_line():
-    with pytest.raises(ValueError, match="train.kl_to_base.*lora"):
-        load_config("default", ["train.kl_to_base=0.5", "train.method=full"])
-    with pytest.raises(ValueError, match="train.kl_to_base.*liger"):
-        load_config("default", ["train.kl_to_base=0.5", "train.liger=true"])
+    with pytest.raises(ValueError, match="train.drift_penalty.*lora"):
+        load_config("default", ["train.drift_penalty=0.5", "train.method=full"])
+    with pytest.raises(ValueError, match="train.drift_penalty.*liger"):
+        load_config("default", ["train.drift_penalty=0.5", "train.liger=true"])
+
+
+def test_the_old_name_is_refused_with_its_new_one():
+    with pytest.raises(ValueError, match=r"^train.kl_to_base: renamed train.drift_penalty \(docs/CHANGELOG.md\)$"):
+        load_config("default", ["train.kl_to_base=0.5"])
 
 
 @pytest.mark.integration
 def test_a_run_logs_its_drift_from_the_base(copy_run, tiny_qwen2_dir, tiny_corpus):
     run = copy_run()
-    run_train(tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=3", "train.kl_to_base=1.0"))
+    run_train(tiny_config(run, tiny_qwen2_dir, tiny_corpus, "train.max_steps=3", "train.drift_penalty=1.0"))
     history = [json.loads(ln) for ln in open(run / "train" / "log_history.jsonl")]
-    drift = [h["kl_to_base"] for h in history if "kl_to_base" in h]
+    drift = [h["kl_to_base"] for h in history if "kl_to_base" in h]  # the KL measured, not the weight
     assert len(drift) == 3 and drift[0] < 1e-6 < drift[-1]  # the base itself at the first step, then apart

@@ -1,4 +1,4 @@
-"""The penalty for drifting from the base model (train.kl_to_base).
+"""The penalty for drifting from the base model (train.drift_penalty).
 
 A LoRA fine-tune is its base model with adapters: switched off, the same weights give the base's own
 next-token distribution, with no second copy in memory. Over the answer tokens, the KL divergence from
@@ -37,19 +37,22 @@ def kl_from_base(peft_model, model, inputs: dict, logits: torch.Tensor) -> tuple
 
 
 class DriftPenalty:
-    """A Trainer mixin: with `kl_weight` (train.kl_to_base), the training loss gains the penalty, scaled
-    per answer token as the Trainer scales the loss; the held-out loss stays the plain loss."""
+    """A Trainer mixin, built with its weight (`drift_penalty=`, train.drift_penalty): the training loss gains the
+    penalty, scaled per answer token as the Trainer scales the loss; the held-out loss stays the plain loss."""
 
-    kl_weight = 0.0
     _kl = _kl_n = 0.0  # Σ KL and answer tokens since the last log line
 
+    def __init__(self, *args, drift_penalty: float = 0.0, **kwargs):
+        self.drift_penalty = drift_penalty
+        super().__init__(*args, **kwargs)
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if not (self.kl_weight and model.training):
+        if not (self.drift_penalty and model.training):
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         loss, outputs = super().compute_loss(model, inputs, True, num_items_in_batch)
         total, n = kl_from_base(self.accelerator.unwrap_model(model), model, inputs, outputs.logits)
         self._kl, self._kl_n = self._kl + float(total.detach()), self._kl_n + n
-        loss = loss + self.kl_weight * self._per_token(total, n, num_items_in_batch)
+        loss = loss + self.drift_penalty * self._per_token(total, n, num_items_in_batch)
         return (loss, outputs) if return_outputs else loss
 
     def _per_token(self, total, n: int, num_items_in_batch):
@@ -61,7 +64,7 @@ class DriftPenalty:
         return total / max(n, 1)
 
     def drift_since_last_log(self) -> dict:
-        """{"kl_to_base": mean per answer token since the last log line}, or {} without the penalty."""
+        """{"kl_to_base": the KL measured, mean per answer token since the last log line}, or {} without the penalty."""
         out = {"kl_to_base": self._kl / self._kl_n} if self._kl_n else {}
         self._kl = self._kl_n = 0.0
         return out
