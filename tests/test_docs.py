@@ -117,3 +117,25 @@ def test_the_readmes_times_are_the_performance_pages():
         assert times or "not measured" in cells, f"README: no time for {command}, nor why not"
         for t in times:
             assert t in claims.get(command, ""), f"README gives {t} for {command}; docs/performance.md's row does not"
+
+
+XREF = re.compile(r"((?:[\w.-]+/)*[\w.-]+\.md)[,:]? \"([^\"]{3,80})\"")
+
+
+def test_every_cross_reference_names_a_section_that_exists():
+    """`docs/x.md, "Title"` names a heading of that page (or a bold lead, as a numbered rule's): a section that
+    moved to a notes page leaves no reference behind."""
+    pages = [*ROOT.glob("docs/**/*.md"), ROOT / "README.md", *ROOT.glob("bench/**/README.md"), *ROOT.glob("studies/*/*.md")]
+    broken = []
+    for src in pages:
+        for m in XREF.finditer(src.read_text()):
+            name, title = m.group(1), " ".join(m.group(2).split())
+            target = next((p for p in (src.parent / name, ROOT / name, ROOT / "docs" / name) if p.is_file()), None)
+            if target is None:
+                broken.append(f"{src.relative_to(ROOT)}: {name} (no such page)")
+                continue
+            text = target.read_text()
+            heads = [ln.lstrip("#").strip() for ln in text.splitlines() if ln.startswith("#")]
+            if not any(h.startswith(title) for h in heads) and f"**{title}" not in text:
+                broken.append(f"{src.relative_to(ROOT)}: {name}, \"{title}\"")
+    assert not broken, broken
