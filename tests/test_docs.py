@@ -125,7 +125,12 @@ XREF = re.compile(r"((?:[\w.-]+/)*[\w.-]+\.md)[,:]? \"([^\"]{3,80})\"")
 def test_every_cross_reference_names_a_section_that_exists():
     """`docs/x.md, "Title"` names a heading of that page (or a bold lead, as a numbered rule's): a section that
     moved to a notes page leaves no reference behind."""
-    pages = [*ROOT.glob("docs/**/*.md"), ROOT / "README.md", *ROOT.glob("bench/**/README.md"), *ROOT.glob("studies/*/*.md")]
+    pages = [
+        *ROOT.glob("docs/**/*.md"),
+        ROOT / "README.md",
+        *ROOT.glob("bench/**/README.md"),
+        *ROOT.glob("studies/*/*.md"),
+    ]
     broken = []
     for src in pages:
         for m in XREF.finditer(src.read_text()):
@@ -137,5 +142,5 @@ def test_every_cross_reference_names_a_section_that_exists():
             text = target.read_text()
             heads = [ln.lstrip("#").strip() for ln in text.splitlines() if ln.startswith("#")]
             if not any(h.startswith(title) for h in heads) and f"**{title}" not in text:
-                broken.append(f"{src.relative_to(ROOT)}: {name}, \"{title}\"")
+                broken.append(f'{src.relative_to(ROOT)}: {name}, "{title}"')
     assert not broken, broken

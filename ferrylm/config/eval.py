@@ -44,7 +44,7 @@ class EvalConfig(_Section):
     """each model's loss per held-out example (in-process)"""
     repo_tasks: bool = True
     """Executed Pass@1 on the held-out repositories' own functions: each function whose own tests are
-    proven to check it (eval/repo/tasks.py) becomes a task, scored by running those tests in the jail."""
+    proven to check it (eval/repo/tasks.py) becomes a task, scored by running those tests in the sandbox."""
     repo_task_limit: int = Field(40, gt=0)
     """repo_tasks: at most this many tasks per held-out repository."""
     repo_task_cache: bool = True
@@ -84,7 +84,7 @@ class EvalConfig(_Section):
     exec_workers: int = Field(2, gt=0)
     """Programs run at once in the sandbox (in all: on a GPU, several models' replies share them)."""
     exec_unconfined: bool = False
-    """Generated programs run in a bubblewrap jail; without bubblewrap the stage refuses unless this is set,
+    """Generated programs run in a bubblewrap sandbox; without bubblewrap the stage refuses unless this is set,
     and the report then records "unconfined" beside every result."""
     prompt_mode: Literal["chat", "base"] = "chat"
     """"chat": tasks as chat messages, the code taken from the reply; "base": the raw prompt completed."""

@@ -17,7 +17,7 @@ next, and barely told GPTQ from round-to-nearest (0.125 against 0.035 on SmolLM2
 agreement (0.789 against 0.645) and KL (0.246 against 0.603) did (studies/parity_measures/results/parity_measures_smollm2.json).
 
 Each model is run where it fits: on the GPU (in fp32, without TF32) when one is here with room for it, else on
-the CPU, whose cores the eval's jails may be sharing then. Both sides of a comparison run on the same device.
+the CPU, whose cores the eval's sandboxes may be sharing then. Both sides of a comparison run on the same device.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 # (ignored by git: .git/info/exclude). Each folder is remade from nothing in a few minutes:
 #
 #   studies/real_coder_forgetting/carry.sh whl    # .whl: the wheels ferrylm imports that the GPU image lacks
-#                                                 # (cp312), and bubblewrap's .deb for the jail
+#                                                 # (cp312), and bubblewrap's .deb for the sandbox
 #   studies/real_coder_forgetting/carry.sh gg     # .gg/p00..p19: Qwen2.5-Coder-1.5B's GGUF (ferrylm's own
 #                                                 # hash-checked assembly) in 56 MB pieces, one per call
 #   studies/real_coder_forgetting/carry.sh proj   # .proj: the demo-gpu projects (the Makefile's pins and

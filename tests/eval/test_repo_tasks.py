@@ -1,4 +1,4 @@
-"""Tasks from small real repositories made here, run against their own tests in the jail: the reference
+"""Tasks from small real repositories made here, run against their own tests in the sandbox: the reference
 body passes, blanked and wrong bodies fail, a test that only expects an exception is no proof, a flaky
 test is dropped, a hostile body is contained and the checkout stays as it was."""
 
@@ -201,7 +201,7 @@ def test_python_scoring_passes_the_reference_and_fails_wrong_bodies(py_tasks, tm
 
 
 @pytest.mark.integration
-def test_scoring_shows_the_jail_the_packages_finding_showed_it(tmp_path, monkeypatch):
+def test_scoring_shows_the_sandbox_the_packages_finding_showed_it(tmp_path, monkeypatch):
     """A test requirement found on this interpreter's path outside /usr (a user's or a venv's site-packages):
     a reply scored through the eval's track runs with it, as the finding did."""
     from ferrylm.config.loader import load_config

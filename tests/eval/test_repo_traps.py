@@ -248,7 +248,7 @@ def pytest_collection_modifyitems(items):  # as pytest-benchmark met a project's
 def test_a_suite_broken_only_by_a_pytest_plugin_installed_beside_it_runs_without_the_plugins(tmp_path):
     """The plugin is autoloaded by its entry point (installed as a test requirement here, as pytest-benchmark sat
     in a system environment): the suite fails as checked out, passes without autoloaded plugins, and its tasks are
-    found and scored that way; the jail's own pytest hook (`-p`) still loads."""
+    found and scored that way; the sandbox's own pytest hook (`-p`) still loads."""
     repo = _repo(tmp_path / "plugged", FENCED_LIB, {"test_pkg.py": FENCED_TESTS})
     whl = _wheel(
         tmp_path, "hostile_plugin_for_tests", HOSTILE_PLUGIN, "[pytest11]\nhostile = hostile_plugin_for_tests\n"
@@ -307,10 +307,10 @@ def test_a_failed_call_trace_is_not_read_as_no_test_calls_anything(tmp_path):
     assert sorted(t["name"] for t in found.tasks) == ["double", "scale"], found.summary()
 
 
-@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the jail's python is a virtual environment's there")
-def test_the_jail_runs_the_virtual_environment_s_python_without_the_base_interpreter_s_packages(tmp_path):
-    """A pytest plugin installed in the base interpreter (pytest-benchmark, say) broke a suite in the jail that
-    passed outside it: the jail's python is the environment's own, as outside."""
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the sandbox's python is a virtual environment's there")
+def test_the_sandbox_runs_the_virtual_environment_s_python_without_the_base_interpreter_s_packages(tmp_path):
+    """A pytest plugin installed in the base interpreter (pytest-benchmark, say) broke a suite in the sandbox that
+    passed outside it: the sandbox's python is the environment's own, as outside."""
     import site
 
     from ferrylm.eval.repo import runner
@@ -327,7 +327,7 @@ def test_the_jail_runs_the_virtual_environment_s_python_without_the_base_interpr
 
 @pytest.mark.skipif(importlib.util.find_spec("anyio") is None, reason="anyio is not installed here")
 def test_anyio_s_plugin_loads_where_the_repository_names_anyio_and_only_there(tmp_path):
-    """anyio's pytest plugin costs each start of pytest half its time: the jail leaves it out unless the
+    """anyio's pytest plugin costs each start of pytest half its time: the sandbox leaves it out unless the
     repository names anyio."""
     from ferrylm.eval.repo import runner
 

@@ -1,9 +1,9 @@
 """The libraries HumanEval-X's Go and Rust tests import, prepared once per toolchain version outside
-the jail and bound into it read-only.
+the sandbox and bound into it read-only.
 
 - Go: the data set's module files and vendored testify, with a build cache that already holds
   testify compiled. Go keys a package's cache entry by its directory, so every program is built in
-  the same module directory (GO_MODULE, in the jail's private /tmp; the warm-up uses that path on
+  the same module directory (GO_MODULE, in the sandbox's private /tmp; the warm-up uses that path on
   the host under a lock); the standard library comes precompiled with Debian's Go. Each program
   copies the small cache (go writes to it) and links the vendor tree.
 - Rust: rand, regex and md5 compiled by Cargo, offline, from the crate sources Debian ships
@@ -32,7 +32,7 @@ GO_MODULE = "/tmp/ferrylm-go-module"
 RUSTC, CARGO = "/usr/bin/rustc", "/usr/bin/cargo"
 DEBIAN_CRATES = Path("/usr/share/cargo/registry")
 RUST_CRATES = ("rand", "regex", "md5")
-# What every Go step runs under: no network, no module downloads, no vet, no cgo (no C compiler in the jail).
+# What every Go step runs under: no network, no module downloads, no vet, no cgo (no C compiler in the sandbox).
 GO_ENV = (
     "GOFLAGS=-mod=vendor",
     "GOPROXY=off",
@@ -61,7 +61,7 @@ def tool_version(argv: list[str]) -> str:
 
 
 def prepared(name: str, build: Callable[[Path], None], under: str = "humaneval-x") -> str:
-    """The directory `build` filled once (in a temporary directory, then renamed), readable by the jail's uids."""
+    """The directory `build` filled once (in a temporary directory, then renamed), readable by the sandbox's uids."""
     final = _root(under) / name
     if (final / ".ready").is_file():
         return str(final)

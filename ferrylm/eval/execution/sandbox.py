@@ -1,4 +1,4 @@
-"""Run untrusted generated code through a pool of jailed workers (the worker itself: jail.py).
+"""Run untrusted generated code through a pool of sandboxed workers (the worker itself: sandbox.py).
 
 Each slot is one worker started inside bubblewrap (Debian's `bubblewrap`, the sandbox Flatpak
 relies on): its own root holding only /usr and the interpreter, read-only; a private /tmp and
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ...errors import FerryError
 
-_JAIL_SOURCE = Path(__file__).with_name("jail.py")
+_WORKER_SOURCE = Path(__file__).with_name("worker.py")
 _BASE_UID = 61000
 # Each sandbox of a machine claims its own block of uids (a lock file per block), so two evaluations at
 # once never share a uid: its process limit and "no process left behind" stay each one's own.
@@ -55,7 +55,7 @@ def _python() -> tuple[str, str]:
 
 
 def past_alternatives(tool: str) -> str:
-    """The program a tool's name runs, past Debian's /etc/alternatives links (the jail has no /etc)."""
+    """The program a tool's name runs, past Debian's /etc/alternatives links (the sandbox has no /etc)."""
     return os.path.realpath(shutil.which(tool, path="/usr/bin:/bin") or tool)
 
 
@@ -79,7 +79,7 @@ def _bind_args(binds: tuple[str, ...] = ()) -> list[str]:
     for bind in ([] if _python()[1].startswith("/usr/") else [_python()[1]]) + list(binds):
         src, path = bind.split("=", 1) if "=" in bind else (bind, bind)  # "SRC=PATH": SRC seen at PATH
         # Programs run as another uid: the directories leading to the path (pyenv, a cache under
-        # /root) are made open in the jail; their other contents are not there.
+        # /root) are made open in the sandbox; their other contents are not there.
         parents = [str(p) for p in reversed(Path(path).parents) if str(p) not in ("/", "/tmp", "/dev", "/dev/shm")]
         args += [a for d in parents for a in ("--perms", "0755", "--dir", d)] + ["--ro-bind", src, path]
     return args
@@ -169,20 +169,20 @@ class _Worker:
         nproc: int,
         binds: tuple[str, ...] = (),
     ):
-        jailed = isolation != "unconfined"
+        sandboxed = isolation != "unconfined"
         prog_uid = uid if isolation == "bwrap+uid" else -1
         # -S: no site-packages (programs see the standard library only, and start-up is faster);
-        # -c: the jail's own root does not hold this package, so its source travels as an argument.
+        # -c: the sandbox's own root does not hold this package, so its source travels as an argument.
         argv = [
             _python()[0],
             "-I",
             "-S",
             "-B",
             "-c",
-            _JAIL_SOURCE.read_text(),
-            *map(str, (cpu_s, memory_bytes, file_bytes, nproc, prog_uid, int(jailed))),
+            _WORKER_SOURCE.read_text(),
+            *map(str, (cpu_s, memory_bytes, file_bytes, nproc, prog_uid, int(sandboxed))),
         ]
-        if jailed:
+        if sandboxed:
             argv = bwrap_command(binds) + argv
         self.isolation = isolation
         self.proc = subprocess.Popen(
@@ -264,7 +264,7 @@ class Sandbox:
         self.close()
 
     def run(self, code: str | dict, timeout_s: float | None = None) -> Outcome:
-        """Python source, or a compiled program ({"files", "steps"}: see jail.py), within the
+        """Python source, or a compiled program ({"files", "steps"}: see sandbox.py), within the
         sandbox's timeout or a shorter one."""
         uid, worker = self._idle.get()
         try:

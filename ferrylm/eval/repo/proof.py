@@ -72,7 +72,7 @@ def prove(
 
 def _constant_passing(box, repo: Path, fn: Function, cmd: str, text: str, timeout: float) -> str | None:
     """The first constant body (functions.constant_stubs) the function's tests pass with, or None. The constants
-    are tried in one jail run that stops at the first passing one; only then is each tried alone to name it. A
+    are tried in one sandbox run that stops at the first passing one; only then is each tried alone to name it. A
     constant that does not compile (a type with no such default) is one no model's reply can be: skipped."""
     stubs = [
         (body, blanked) for body, blanked in constant_stubs(fn, text) if fn.language != "python" or _parses(blanked)

@@ -1,7 +1,7 @@
 """Why a repository's tests failed, in one line a person can act on: the first error line of the output
 (terminal colours stripped), the first test that failed, and the run's last line.
 
-Run inside the jail on the test output (`python reason.py OUTPUT`, standard library only), and imported
+Run inside the sandbox on the test output (`python reason.py OUTPUT`, standard library only), and imported
 on the host for the call-tracing run.
 """
 

@@ -1,9 +1,9 @@
-"""A repository's own tests, run in the jail on a copy of it with one file replaced.
+"""A repository's own tests, run in the sandbox on a copy of it with one file replaced.
 
-The repository is bound into the jail read-only; each run copies it into the program's own
+The repository is bound into the sandbox read-only; each run copies it into the program's own
 directory, writes the replaced file there, and runs the test command from the copy's root. So the
 original checkout is never written, and a body that deletes files, forks or loops is contained as a
-HumanEval program is (execution/sandbox.py). The run passes when the command exits 0 and the jail's token was
+HumanEval program is (execution/sandbox.py). The run passes when the command exits 0 and the sandbox's token was
 written: by pytest's last hook once every test passed (a body that ends the process early with status
 0 cannot pass), by the shell after any other command (Go's test binaries fail an `os.Exit(0)` during a
 test themselves).
@@ -38,14 +38,14 @@ from . import reason
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
 GO_VARS = dict(kv.split("=", 1) for kv in GO_ENV.split())  # the same, for a process started here
 CARGO_ENV = "CARGO_NET_OFFLINE=true CARGO_INCREMENTAL=0 CARGO_BUILD_JOBS=2 CARGO_TERM_COLOR=never MALLOC_ARENA_MAX=2"
-# The JVM (javac's too) reserves address space by the machine's memory, not the jail's limit: these keep it under.
+# The JVM (javac's too) reserves address space by the machine's memory, not the sandbox's limit: these keep it under.
 JAVA_ENV = (
     'JAVA_TOOL_OPTIONS="-Xmx512m -Xss4m -XX:ReservedCodeCacheSize=64m -XX:MaxMetaspaceSize=256m '
     '-XX:CompressedClassSpaceSize=64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CICompilerCount=1"'
 )
 
 
-# Debian points these at their programs through /etc/alternatives, which the jail does not have
+# Debian points these at their programs through /etc/alternatives, which the sandbox does not have
 ALTERNATIVES = ("cc", "c++", "gcc", "g++", "java", "javac", "jar", "ld")
 
 
@@ -196,7 +196,7 @@ def _is_test(node: ast.stmt) -> bool:
     return False
 
 
-# pytest's last hook writes the jail's token once the session ended with every test passed, so a body
+# pytest's last hook writes the sandbox's token once the session ended with every test passed, so a body
 # that ends the process early with status 0 (os._exit(0) inside a test) cannot pass.
 _PYTEST_TOKEN = """
 import os
@@ -236,7 +236,7 @@ def site_dirs() -> list[str]:
 
 
 def site_binds() -> list[str]:
-    """The package directories the jail must be shown (those under /usr it sees already): finding a
+    """The package directories the sandbox must be shown (those under /usr it sees already): finding a
     repository's tasks and scoring replies to them run pytest from the same places."""
     return [d for d in [*filter(None, [_venv()]), *site_dirs()] if not d.startswith("/usr/")]
 
@@ -247,9 +247,9 @@ def _venv() -> str | None:
 
 
 def _interpreter() -> str:
-    """What `python` and `pytest` run in the jail: a virtual environment's own python, whose pyvenv.cfg keeps
-    the base interpreter's site-packages (and the pytest plugins installed there) out, as outside the jail;
-    else the interpreter's real binary. (The call trace outside the jail runs sys.executable too.)"""
+    """What `python` and `pytest` run in the sandbox: a virtual environment's own python, whose pyvenv.cfg keeps
+    the base interpreter's site-packages (and the pytest plugins installed there) out, as outside the sandbox;
+    else the interpreter's real binary. (The call trace outside the sandbox runs sys.executable too.)"""
     return sys.executable if _venv() else _python()[0]
 
 
@@ -263,7 +263,7 @@ def _tools() -> dict[str, str]:
     }
 
 
-def _prelude(repo_in_jail: str, deps: str | None = None) -> str:
+def _prelude(repo_in_sandbox: str, deps: str | None = None) -> str:
     """Shell lines that put `python`, `python3` and `pytest` (this interpreter, pytest with the token
     hook) and the compilers Debian links through /etc/alternatives first on PATH, set up Go's, Cargo's and
     the JVM's settings, then copy the repository and enter it. `deps`: the repository's test requirements."""
@@ -272,27 +272,27 @@ def _prelude(repo_in_jail: str, deps: str | None = None) -> str:
         f"mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/*{_resolved_tools()} && "
         f'export PATH="$PWD/bin:$PATH" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
         f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} CARGO_HOME="$PWD/.cargo" {CARGO_ENV} {JAVA_ENV} && '
-        f"cp -r {shlex.quote(repo_in_jail)} r && chmod -R u+w r && cd r && "
+        f"cp -r {shlex.quote(repo_in_sandbox)} r && chmod -R u+w r && cd r && "
         '{ [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"'
     )
 
 
 # A repository's tests get more room than a benchmark's program; finding and scoring use the same.
 LIMITS = {"memory_mb": 4096, "file_mb": 256, "nproc": 256}
-# Where the repository is seen inside the jail (its own path may lie under /tmp, which the jail replaces).
-REPO_IN_JAIL = "/ferrylm-repo"
+# Where the repository is seen inside the sandbox (its own path may lie under /tmp, which the sandbox replaces).
+REPO_IN_SANDBOX = "/ferrylm-repo"
 
 
 def run(box: Sandbox, repo: Path, command: str, replaced: dict[str, str] | None = None, timeout_s: float | None = None):
     """The outcome of `command` on a copy of `repo` with `replaced` ({path in repo: text}) written over it."""
-    # a standard-library package is run where it is (GOROOT is in the jail's /usr)
-    seen_at = str(repo) if box.isolation == "unconfined" or go_std.std_package(repo) else REPO_IN_JAIL
+    # a standard-library package is run where it is (GOROOT is in the sandbox's /usr)
+    seen_at = str(repo) if box.isolation == "unconfined" or go_std.std_package(repo) else REPO_IN_SANDBOX
     return box.run(program(seen_at, command, replaced, getattr(box, "deps", None)), timeout_s)
 
 
 def run_alternatives(box: Sandbox, repo: Path, command: str, alternatives: list[dict[str, str]], each_s: float):
     """The outcome of `command` tried on the copy with each of `alternatives` ({path in repo: text}) written
-    over it in turn, in one jail run: passed as soon as one passes (a repository outside GOROOT). Each try
+    over it in turn, in one sandbox run: passed as soon as one passes (a repository outside GOROOT). Each try
     has `each_s` seconds: one that hangs (a constant `popitem` in a loop that waits for it) fails alone
     and the next is still tried."""
     files = {f"alt_{k}_{i}": text for k, alt in enumerate(alternatives) for i, text in enumerate(alt.values())}
@@ -301,14 +301,14 @@ def run_alternatives(box: Sandbox, repo: Path, command: str, alternatives: list[
         "{ " + "".join(f"cp ../alt_{k}_{i} {shlex.quote(p)} && " for i, p in enumerate(alt)) + f"{limited} ; }}"
         for k, alt in enumerate(alternatives)
     )
-    seen_at = str(repo) if box.isolation == "unconfined" else REPO_IN_JAIL
+    seen_at = str(repo) if box.isolation == "unconfined" else REPO_IN_SANDBOX
     code = program(seen_at, tries, None, getattr(box, "deps", None))
     code["files"] |= files
     return box.run(code, (each_s + 2) * len(alternatives) + 10)
 
 
 def program(repo: str, command: str, replaced: dict[str, str] | None = None, deps: str | None = None) -> dict:
-    """The jail program that copies the repository (seen at `repo`), writes `replaced` and runs `command`;
+    """The sandbox program that copies the repository (seen at `repo`), writes `replaced` and runs `command`;
     a package of Go's standard library is not copied: `replaced` is laid over it by `go test -overlay`."""
     files = {f"replaced_{i}": text for i, text in enumerate((replaced or {}).values())} | _tools()
     if package := go_std.std_package(repo):
@@ -333,7 +333,7 @@ def program(repo: str, command: str, replaced: dict[str, str] | None = None, dep
 @cache  # once per package and process; the directory itself is kept per Go version
 def go_std_cache(package: str) -> str:
     """A build cache that the package's own tests warmed (a run then builds only what its overlay changed:
-    0.4-0.9 s instead of 2-3 s cold for the demo's packages), prepared outside the jail; a failed warm-up leaves it empty (cold)."""
+    0.4-0.9 s instead of 2-3 s cold for the demo's packages), prepared outside the sandbox; a failed warm-up leaves it empty (cold)."""
 
     def build(d: Path) -> None:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(d), "GOCACHE": str(d / "cache"), "GOPATH": str(d / "gopath")}
@@ -349,7 +349,7 @@ def go_std_cache(package: str) -> str:
 
 
 def binds_for(roots: list[str]) -> list[str]:
-    """What the jail must see, beside the repositories, to run the tests of these roots: the warm caches
+    """What the sandbox must see, beside the repositories, to run the tests of these roots: the warm caches
     of Go's standard-library packages, and GOROOT where it lies outside /usr."""
     packages = [p for r in roots if (p := go_std.std_package(r))]
     root = go_std.goroot()
@@ -358,7 +358,7 @@ def binds_for(roots: list[str]) -> list[str]:
 
 def _prelude_in_goroot(package: str) -> str:
     """The prelude's tools, a copy of the package's warm build cache and the overlay file, then into the
-    package's directory in GOROOT (read-only in the jail)."""
+    package's directory in GOROOT (read-only in the sandbox)."""
     warm = go_std_cache(package)
     return (
         f'mkdir bin && mv pytest python bin/ && chmod +x bin/* && export PATH="$PWD/bin:$PATH" '
@@ -372,7 +372,7 @@ def _prelude_in_goroot(package: str) -> str:
 def sandbox(repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False, deps: str | None = None) -> Sandbox:
     """A sandbox that sees `repo` (read-only), this interpreter's packages and the repository's test
     requirements (`deps`, test_deps()); files up to 256 MB."""
-    binds = [f"{repo.resolve()}={REPO_IN_JAIL}", *site_binds()]
+    binds = [f"{repo.resolve()}={REPO_IN_SANDBOX}", *site_binds()]
     binds += binds_for([str(repo)]) + ([deps] if deps else [])
     box = Sandbox(slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else ())
     box.deps = deps
@@ -386,7 +386,7 @@ class TestDepsError(RuntimeError):
 def test_deps(requires: list[str] | tuple[str, ...] | None) -> str | None:
     """A folder holding the repository's test requirements (pip requirement strings), installed once per
     set with `pip install --target` from the index or wheel cache pip is set up with (PIP_INDEX_URL,
-    PIP_FIND_LINKS, PIP_NO_INDEX); the jail and the call-tracing run put it first on the path."""
+    PIP_FIND_LINKS, PIP_NO_INDEX); the sandbox and the call-tracing run put it first on the path."""
     if not requires:
         return None
     import hashlib

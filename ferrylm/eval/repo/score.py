@@ -1,5 +1,5 @@
 """A model's bodies for repository tasks, each spliced into a copy of its repository and run against the
-task's tests in the jail: `ferrylm eval score --benchmark repo --tasks T --samples S`.
+task's tests in the sandbox: `ferrylm eval score --benchmark repo --tasks T --samples S`.
 
 A sample is {"task_id", "completion"}: the completion is read as models write it (a fenced block or
 not, the body alone or the whole function with its signature and doc comment repeated). Pass = every

@@ -1,10 +1,10 @@
 """Tasks from a repository and its own tests: functions whose tests are proven to check them.
 
 For each function with a doc comment and a body (the data stage's generate examples):
-1. the repository's tests must pass as checked out, in the jail, `runs` times (a suite that fails is
+1. the repository's tests must pass as checked out, in the sandbox, `runs` times (a suite that fails is
    skipped with its reason; one that passes only sometimes makes every task prove stability alone);
 2. a cheap first look at which functions the tests call at all (trace.py: each function's first start for Python, Go's coverage
-   profile; none for Rust), outside the jail on a copy;
+   profile; none for Rust), outside the sandbox on a copy;
 3. the tests that name the function (pytest: the top-level tests naming it; Go: its package; Rust: the crate's) pass with the original
    body (`runs` times when the suite flaked), and fail with each of two blanked bodies — one that
    raises and one that returns a wrong value of the right type (functions.py). A test that passes on
@@ -292,7 +292,7 @@ _REQUIRES_HINT = "name it with --test-requires (test_requires: in a data manifes
 
 def _not_passing(repo: Path, language: str, asked: str, failure: str, deselected: list[str]) -> str:
     """The skip reason of a suite that never passed: its first error, the command that shows it on the
-    repository's own code (Python: its src/ and root first on the path, as in the jail), and a hint."""
+    repository's own code (Python: its src/ and root first on the path, as in the sandbox), and a hint."""
     hint = ""
     if "ModuleNotFoundError" in failure:
         hint = f"; a test dependency missing here? {_REQUIRES_HINT}"

@@ -1,5 +1,5 @@
 """The first look at a repository's tests: which of its functions they call at all (each function's first
-start for Python, Go's coverage profile; none for the other languages), outside the jail on a copy. A cheap filter
+start for Python, Go's coverage profile; none for the other languages), outside the sandbox on a copy. A cheap filter
 before the blanking (tasks.py), which alone decides what is proven."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _py_called(copy: Path, command: str, tmp: Path, timeout_s: float, deps: str 
         os.symlink(sys.executable, tmp / "bin" / name)
     (tmp / "bin" / "pytest").write_text(f'#!/bin/sh\nexec {sys.executable} -m pytest "$@"\n')
     (tmp / "bin" / "pytest").chmod(0o755)
-    # the jail's path (runner._prelude): the repository (src/ first), then this interpreter's packages
+    # the sandbox's path (runner._prelude): the repository (src/ first), then this interpreter's packages
     own = [*([str(copy / "src")] if (copy / "src").is_dir() else []), str(copy)]
     paths = [str(tmp / "trace"), *own, *([deps] if deps else []), *runner.site_dirs(), *own]
     env = {

@@ -3,7 +3,7 @@ language and split — "Held-out repositories (python)", "Held-out functions of 
 (python)" (data.holdout_functions) — whose Pass@1 is judged by the seed's Pass@1 criterion and
 compared between the models with McNemar's test like every benchmark.
 
-Each repository is bound into the jail read-only at its own path; a program copies it, splices the
+Each repository is bound into the sandbox read-only at its own path; a program copies it, splices the
 model's body into the task's file and runs the task's tests (runner.py).
 """
 
@@ -95,7 +95,7 @@ def _track(split: str, language: str, tasks: list[dict], e) -> Track:
     unconfined = e.exec_unconfined
     roots = sorted({t["repo"] for t in tasks})
     in_place = {root for root in roots if unconfined or go_std.std_package(root)}
-    seen_at = {root: root if root in in_place else f"{runner.REPO_IN_JAIL}/{i}" for i, root in enumerate(roots)}
+    seen_at = {root: root if root in in_place else f"{runner.REPO_IN_SANDBOX}/{i}" for i, root in enumerate(roots)}
 
     def program(task: dict, body: str) -> dict:
         return runner.program(

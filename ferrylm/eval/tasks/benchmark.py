@@ -136,7 +136,7 @@ def run_programs(
     limits: dict | None = None,
     gate=None,
 ) -> list[dict]:
-    """Each program (Python source, or a compiled program for the jail) in the sandbox, with progress;
+    """Each program (Python source, or a compiled program for the sandbox) in the sandbox, with progress;
     one {"task_id", "passed", "result", "isolation"} per program, in order. `gate`: a semaphore shared with
     other executions, held by each program while it runs."""
     progress = Progress(what, len(programs))

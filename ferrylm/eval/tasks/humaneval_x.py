@@ -281,7 +281,7 @@ def _own_prompt(problem: dict) -> str:
 @dataclass(frozen=True)
 class Language:
     name: str  # as in the data set's file names
-    tool: str  # the toolchain binary whose absence means "not measured" (in the jail's /usr/bin)
+    tool: str  # the toolchain binary whose absence means "not measured" (in the sandbox's /usr/bin)
     program: Callable[[dict, str, str | None], dict]  # (problem, completion, libs) -> {"files", "steps"}
     fence: str  # the code block's language tag, as the data stage renders training pairs
     base_stops: tuple[str, ...]  # base mode: where a completion of the prompt's function ends
@@ -325,7 +325,7 @@ def load_problems(language: str, configured: str | None = None, limit: int | Non
 
 
 def unavailable(language: str, configured: str | None = None) -> str | None:
-    """Why a language cannot be measured here (its toolchain missing from the jail's /usr/bin, or its
+    """Why a language cannot be measured here (its toolchain missing from the sandbox's /usr/bin, or its
     test libraries not preparable), or None."""
     lang = LANGUAGES[language]
     if not shutil.which(lang.tool, path="/usr/bin:/bin"):

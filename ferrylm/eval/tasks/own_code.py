@@ -15,6 +15,6 @@ def tracks(e, inputs: dict) -> list[Track]:
     """One track per split and language where the data stage's corpus had repositories."""
     if not inputs.get("repositories"):
         return []
-    from ..repo.track import tracks as repo_tracks  # tree-sitter and the jail: loaded only when asked
+    from ..repo.track import tracks as repo_tracks  # tree-sitter and the sandbox: loaded only when asked
 
     return repo_tracks(e, json.loads(Path(inputs["repositories"]).read_text()))

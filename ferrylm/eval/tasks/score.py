@@ -1,4 +1,4 @@
-"""Any generator's samples scored in the jail: `ferrylm eval score --benchmark humaneval|humaneval-x
+"""Any generator's samples scored in the sandbox: `ferrylm eval score --benchmark humaneval|humaneval-x
 [--language go] --samples f.jsonl`. The file holds {"task_id", "completion"} lines (any number per
 task), completions as the bigcode harness and human-eval write them: the code that follows the
 prompt. Per-sample results go beside the file (<file>_results.jsonl); Pass@k is printed."""

@@ -283,7 +283,7 @@ def test_two_sandboxes_at_once_never_share_a_uid():
         assert set(c.uids) == taken
 
 
-def test_a_directory_under_tmp_is_seen_in_the_jail():
+def test_a_directory_under_tmp_is_seen_in_the_sandbox():
     import tempfile
 
     with tempfile.TemporaryDirectory(dir="/tmp") as d:  # a virtual environment or a clone under /tmp

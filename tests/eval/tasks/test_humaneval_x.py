@@ -210,12 +210,12 @@ def test_java_canonical_solutions_pass_and_wrong_or_early_exits_fail():
         assert verdicts[early] == "failed: exited before the tests finished (exit code 0)", early
 
 
-def _jail_has(tool: str) -> bool:
+def _sandbox_has(tool: str) -> bool:
     return shutil.which(tool, path="/usr/bin:/bin") is not None
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _jail_has("go"), reason="Debian's golang-go is not installed")
+@pytest.mark.skipif(not _sandbox_has("go"), reason="Debian's golang-go is not installed")
 def test_go_canonical_solutions_pass_and_wrong_or_early_exits_fail():
     """Every 8th task's canonical solution (all 164: bench/humaneval_x_canonical.py), and the ways a Go
     completion must fail: the harness's own `os` alias is in scope, so exiting early is one call."""
@@ -251,7 +251,7 @@ RUST_KNOWN = {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _jail_has("rustc"), reason="Debian's rustc is not installed")
+@pytest.mark.skipif(not _sandbox_has("rustc"), reason="Debian's rustc is not installed")
 def test_rust_canonical_solutions_pass_and_wrong_or_early_exits_fail():
     problems = hx.load_problems("rust")
     some, first = problems[::8] + [problems[50]], problems[0]  # has_close_elements
@@ -313,7 +313,7 @@ HOSTILE_BODIES = {  # per language: the body of the first task's function, each 
 @pytest.mark.integration
 @pytest.mark.parametrize("language", ["java", "go", "rust"])
 def test_hostile_java_go_and_rust_programs_are_contained(language):
-    if not _jail_has({"java": "javac", "go": "go", "rust": "rustc"}[language]):
+    if not _sandbox_has({"java": "javac", "go": "go", "rust": "rustc"}[language]):
         pytest.skip(f"Debian's {language} toolchain is not installed")
     original = hx.load_problems(language, limit=1)[0]
     first, bodies = dict(original), HOSTILE_BODIES[language]
@@ -335,7 +335,7 @@ def test_hostile_java_go_and_rust_programs_are_contained(language):
 
 
 def test_a_language_whose_libraries_cannot_be_prepared_is_not_measured_with_the_reason(tmp_path):
-    if not _jail_has("go"):
+    if not _sandbox_has("go"):
         pytest.skip("Debian's golang-go is not installed")
     (tmp_path / "humaneval_go.jsonl.gz").write_bytes((Path(DATA) / "humaneval_go.jsonl.gz").read_bytes())
     why = hx.unavailable("go", str(tmp_path))  # a copy without go-evaluation/
@@ -520,7 +520,7 @@ BRACED_GO = [
 ]
 
 
-@pytest.mark.skipif(not _jail_has("go"), reason="Debian's golang-go is not installed")
+@pytest.mark.skipif(not _sandbox_has("go"), reason="Debian's golang-go is not installed")
 def test_go_replies_repeating_a_brace_holding_return_type_pass():
     """The 13 Go tasks whose return type holds braces (`interface{}`): the signature-repeated reply used
     to lose its body to the `{` of `interface{}`; compiled and run, every one passes."""
@@ -534,7 +534,7 @@ def test_go_replies_repeating_a_brace_holding_return_type_pass():
     assert [r["result"] for r in results] == ["passed"] * len(chosen), results
 
 
-@pytest.mark.skipif(not _jail_has("go"), reason="Debian's golang-go is not installed")
+@pytest.mark.skipif(not _sandbox_has("go"), reason="Debian's golang-go is not installed")
 def test_eval_score_scores_a_go_sample_file(tmp_path, capsys):
     """`ferrylm eval score` on another generator's Go samples: right and wrong completions, any number
     per task, results beside the file, Pass@k printed; a bad file is one line."""

@@ -1,6 +1,6 @@
-"""The worker inside the jail: runs generated programs, one forked child per program.
+"""The worker inside the sandbox: runs generated programs, one forked child per program.
 
-    bwrap ... python -I -S -B -c "<this file>" CPU_S MEMORY_BYTES FILE_BYTES NPROC UID JAILED
+    bwrap ... python -I -S -B -c "<this file>" CPU_S MEMORY_BYTES FILE_BYTES NPROC UID SANDBOXED
 
 sandbox.py starts it inside bubblewrap (its own root, pid, network, IPC and UTS namespaces, a clean
 environment, nothing of the host but the interpreter read-only), so this file holds no namespace
@@ -11,7 +11,7 @@ unprivileged uid, so it can neither read the worker's files nor signal it.
 A program passes only when the harness writes the run's token on fd 3 after the program's last
 statement returned: exiting early with status 0 (`sys.exit(0)`, `raise SystemExit`, `os._exit(0)`,
 a signal) leaves no token and fails with its reason. The token guards against early exits, not
-against code that sets out to read the harness's memory; containing such code is the jail's job.
+against code that sets out to read the harness's memory; containing such code is the sandbox's job.
 
 Protocol: one JSON line in per program ({"nonce", "code", "timeout"}), one JSON line out
 ({"nonce", "status"}); the first line out is {"ready": true}. `code` is Python source, or for a
@@ -132,10 +132,10 @@ def _tool(argv):
     return argv[0]
 
 
-def _kill_leftovers(pid: int, jailed: bool) -> None:
-    """Everything in the jail's pid namespace but its init (bwrap) and this worker goes: programs
+def _kill_leftovers(pid: int, sandboxed: bool) -> None:
+    """Everything in the sandbox's pid namespace but its init (bwrap) and this worker goes: programs
     that left their group (setsid) or forked away included. Unconfined, only the program's group."""
-    if not jailed:
+    if not sandboxed:
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
@@ -173,7 +173,7 @@ def _alive_besides_me() -> list[int]:
 
 
 def _wipe_tmp() -> None:
-    """Nothing a program left in the jail's /tmp or /dev/shm reaches the next program."""
+    """Nothing a program left in the sandbox's /tmp or /dev/shm reaches the next program."""
     for d in ("/tmp", "/dev/shm"):
         for name in os.listdir(d) if os.path.isdir(d) else ():
             path = os.path.join(d, name)
@@ -232,7 +232,7 @@ def _verdict(status, token_seen: bool, workdir: str) -> str:
     return f"failed: {_EARLY} (exit code {os.WEXITSTATUS(status)})"
 
 
-def run_one(request: dict, limits, uid: int, jailed: bool) -> str:
+def run_one(request: dict, limits, uid: int, sandboxed: bool) -> str:
     workdir = tempfile.mkdtemp(prefix="ferrylm-prog-")
     if uid >= 0:
         os.chown(workdir, uid, uid)
@@ -248,7 +248,7 @@ def run_one(request: dict, limits, uid: int, jailed: bool) -> str:
                 os._exit(1)
         os.close(token_w)
         status = _wait(pid, float(request["timeout"]))
-        _kill_leftovers(pid, jailed)
+        _kill_leftovers(pid, sandboxed)
         if status is None:
             os.waitpid(pid, 0)
         fcntl.fcntl(token_r, fcntl.F_SETFL, os.O_NONBLOCK)
@@ -260,18 +260,18 @@ def run_one(request: dict, limits, uid: int, jailed: bool) -> str:
     finally:
         os.close(token_r)
         shutil.rmtree(workdir, ignore_errors=True)
-        if jailed:
+        if sandboxed:
             _wipe_tmp()
 
 
 def main() -> None:
-    cpu_s, mem, fsize, nproc, uid, jailed = map(int, sys.argv[1:7])
+    cpu_s, mem, fsize, nproc, uid, sandboxed = map(int, sys.argv[1:7])
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
     for line in sys.stdin:
         request = json.loads(line)
-        status = run_one(request, (cpu_s, mem, fsize, nproc), uid, bool(jailed))
+        status = run_one(request, (cpu_s, mem, fsize, nproc), uid, bool(sandboxed))
         out.write(json.dumps({"nonce": request["nonce"], "status": status}) + "\n")
         out.flush()
 
