@@ -131,11 +131,11 @@ def test_offload_needs_host_ram_and_the_plan_uses_the_gpus_present():
     from ferrylm.train.plan import QWEN25_7B
 
     small = d.Facts(ram_available_gib=16.0, gpus=[d.Gpu("NVIDIA A100", 79.2, (8, 0))] * 4)
-    checks = {c.name: c for c in d.plan_checks(cfg, small, QWEN25_7B)}
+    checks = {c.name: c for c in d.room_checks(cfg, small, QWEN25_7B)}
     assert checks["host RAM"].status == "fail" and "16.0 GiB available" in checks["host RAM"].detail
     assert checks["memory plan"].status == "ok" and "on 4 GPU(s)" in checks["memory plan"].detail
     tiny = d.Facts(ram_available_gib=512.0, gpus=[d.Gpu("NVIDIA T4", 14.6, (7, 5))])
-    plan = {c.name: c for c in d.plan_checks(load_config("h100-80g"), tiny, QWEN25_7B)}["memory plan"]
+    plan = {c.name: c for c in d.room_checks(load_config("h100-80g"), tiny, QWEN25_7B)}["memory plan"]
     assert plan.status == "fail" and plan.fix.startswith("change ")
 
 

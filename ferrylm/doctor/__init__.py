@@ -19,7 +19,7 @@ from ..shapes import SMOLLM2_135M
 from .facts import GB, Check, Facts, GiB, Gpu, gather
 from .gpu import FP8_CAPABILITY, fp8_checks, gpu_checks, kernel_checks
 from .install import flavour_check, pin_checks
-from .plan import disk_check, plan_checks
+from .room import disk_check, room_checks
 from .serving import eval_checks
 
 __all__ = [
@@ -41,7 +41,7 @@ __all__ = [
     "kernel_checks",
     "model_config",
     "pin_checks",
-    "plan_checks",
+    "room_checks",
     "run_checks",
 ]
 
@@ -87,7 +87,7 @@ def run_checks(cfg: Config, f: Facts) -> list[Check]:
     )
     trainable = shape.params() if cfg.train.method == "full" else shape.lora_params(cfg.train.lora_r)
     checks.append(disk_check(disk_need_bytes(cfg, shape.params(), trainable), f.free_disk_bytes, cfg.run_dir))
-    return checks + plan_checks(cfg, f, shape) + eval_checks(cfg, mc, f, prof)
+    return checks + room_checks(cfg, f, shape) + eval_checks(cfg, mc, f, prof)
 
 
 def doctor(cfg: Config, pins_only: bool = False) -> int:

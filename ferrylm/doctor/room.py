@@ -13,7 +13,7 @@ def disk_check(need: int, free: int, where: str) -> Check:
     return Check("disk", "ok", detail)
 
 
-def plan_checks(cfg: Config, f: Facts, shape) -> list[Check]:
+def room_checks(cfg: Config, f: Facts, shape) -> list[Check]:
     from dataclasses import replace
 
     from ..train.plan import estimate, setup_from_config
