@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from ferrylm.eval.repo.score import execute
+from ferrylm.eval.repo.splice import execute
 from ferrylm.eval.repo.tasks import find_tasks
 
 

@@ -16,6 +16,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic, write_text_atomic
 from ..models import resolve_model_path
 from ..serve.client import use_api_key
+from .execution.queue import ExecutionQueue
 from .generators import EndpointGenerator, LocalGenerator, TritonGenerator
 from .heldout import examples as heldout
 from .heldout.few_shot import FewShot, with_shots
@@ -25,7 +26,6 @@ from .repo.retrieval import LABEL, with_retrieval
 from .report import helped
 from .report.criteria import Criterion, load_criteria, per_track
 from .report.render import language_rows, write_report
-from .scoring import Scoring
 from .tasks import benchmark
 
 log = get_logger("eval")
@@ -47,15 +47,15 @@ def measure(
     losses: list | None = None,
     shots: FewShot | None = None,
     timed: bool = True,
-    scoring: Scoring | None = None,
+    queue: ExecutionQueue | None = None,
 ) -> tuple[dict, list[dict]]:
     """The benchmarks' tracks and the held-out examples through `generator`, shown `shots` first when
     given; latency first when it is an endpoint (it needs streaming) or an in-process engine, and the
     model is asked cold. Returns the measures and the scored held-out examples, which (with their loss,
-    when measured) are also written to heldout_<label>.jsonl. `scoring`: executes the replies beside
-    what follows (the benchmarks' measures stand as a future until Scoring.results)."""
+    when measured) are also written to heldout_<label>.jsonl. `queue`: executes the replies beside
+    what follows (the benchmarks' measures stand as a future until ExecutionQueue.results)."""
     e = cfg.eval
-    measured = {"latency": _latency(cfg, generator, label, scoring) if timed and shots is None else None}
+    measured = {"latency": _latency(cfg, generator, label, queue) if timed and shots is None else None}
     log.info(
         "[%s] %s (%s prompts) × %d samples",
         label,
@@ -63,7 +63,7 @@ def measure(
         e.prompt_mode,
         e.samples_per_task,
     )
-    later = scoring.later if scoring else None
+    later = queue.later if queue else None
     measured["benchmarks"] = benchmark.measure(generator, tracks, e, out, label, shots, later)
     log.info(
         "[%s] %d held-out examples (%s)",
@@ -80,15 +80,15 @@ def measure(
     return measured, scored
 
 
-def _latency(cfg: Config, generator, label: str, scoring: Scoring | None) -> dict | None:
+def _latency(cfg: Config, generator, label: str, queue: ExecutionQueue | None) -> dict | None:
     """The model's speed, asked cold, with no execution running beside it: a served endpoint's (vLLM's,
     Triton's: it needs streaming) or the in-process engine's; None for neither."""
     e = cfg.eval
     served, engine = hasattr(generator, "timed_stream"), getattr(generator, "engine", None) is not None
     if not e.latency_runs:  # not asked for: the report says "not measured"
         return None
-    if (served or engine) and scoring:
-        scoring.settle()  # the tests of the model before run on this machine's cores
+    if (served or engine) and queue:
+        queue.settle()  # the tests of the model before run on this machine's cores
     if served:
         log.info(
             "[%s] latency of %d new tokens, %d runs, concurrency %s",
@@ -246,7 +246,7 @@ def measure_models(
         for label, (t, _) in views.items()
     }
     measured: dict[str, tuple[dict, list[dict]]] = {}
-    with Scoring.for_this_machine(e.exec_workers) as scoring:
+    with ExecutionQueue.for_this_machine(e.exec_workers) as queue:
         for name, target in targets.items():
             with _generator(cfg, name, target, out) as gen:
                 for label, (_, s) in ((lb, v) for lb, v in views.items() if v[0] == name):
@@ -255,16 +255,16 @@ def measure_models(
                         loss = heldout_losses(
                             lambda rs=shown[label]: example_losses(gen.model, gen.tokenizer, rs), label
                         )
-                    measured[label] = measure(cfg, gen, tracks, rows, out, label, loss, s, scoring=scoring)
+                    measured[label] = measure(cfg, gen, tracks, rows, out, label, loss, s, queue=queue)
                 if retrieved:  # the same model again on the repository tasks alone, shown what retrieval finds
                     lb = name + LABEL
-                    measured[lb] = measure(cfg, gen, retrieved, [], out, lb, timed=False, scoring=scoring)
+                    measured[lb] = measure(cfg, gen, retrieved, [], out, lb, timed=False, queue=queue)
         general = [t for t in tracks if not t.benchmark.startswith("own-")]
         for kind in e.artifacts if general and not e.endpoint else ():  # what quantizing cost the exported model
             label = helped.artifact_label(kind)
             with _generator(cfg, label, artifact_dir(cfg, kind, "eval.artifacts"), out) as gen:
-                measured[label] = measure(cfg, gen, general, [], out, label, timed=False, scoring=scoring)
-        return scoring.results(measured)
+                measured[label] = measure(cfg, gen, general, [], out, label, timed=False, queue=queue)
+        return queue.results(measured)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from pathlib import Path
 from ferrylm.config import load_config
 from ferrylm.eval.generators import LocalGenerator
 from ferrylm.eval.repo import context
-from ferrylm.eval.repo.score import score
+from ferrylm.eval.repo.splice import score
 from ferrylm.eval.repo.tasks import find_tasks
 from ferrylm.eval.report.paired import mcnemar_exact
 from ferrylm.eval.tasks import own_code

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ferrylm.eval.repo.score import score
+from ferrylm.eval.repo.splice import score
 from ferrylm.eval.repo.tasks import find_tasks
 
 

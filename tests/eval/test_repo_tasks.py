@@ -799,11 +799,12 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(
     """Four small repositories with tests; the held-out ones become a "Your repositories (python)" track:
     each model's bodies run against the tests, Pass@1 compared with McNemar's test, judged by the criterion."""
     from ferrylm.data import run_data
-    from ferrylm.eval import run_eval, scoring
+    from ferrylm.eval import run_eval
+    from ferrylm.eval.execution import queue
     from ferrylm.export import run_export
     from ferrylm.train import run_train
 
-    monkeypatch.setattr(scoring, "on_gpu", lambda: True)  # each model's replies executed beside the next's generation
+    monkeypatch.setattr(queue, "on_gpu", lambda: True)  # each model's replies executed beside the next's generation
 
     corpus = _four_repositories(tmp_path / "repos")
     run = tmp_path / "run"

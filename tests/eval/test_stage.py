@@ -2,7 +2,7 @@
 
 import threading
 
-from ferrylm.eval.scoring import Scoring
+from ferrylm.eval.execution.queue import ExecutionQueue
 
 
 def test_no_latency_runs_measure_nothing_and_wait_for_nothing():
@@ -13,9 +13,9 @@ def test_no_latency_runs_measure_nothing_and_wait_for_nothing():
 
     cfg = load_config("default", ["eval.latency_runs=0"])
     engine_backed = SimpleNamespace(engine=object())  # an in-process generator: latency would run on its engine
-    with Scoring(beside=True) as scoring:
+    with ExecutionQueue(beside=True) as queue:
         gate = threading.Event()
-        scoring.later(lambda _: gate.wait(5))
-        assert _latency(cfg, engine_backed, "fine-tuned", scoring) is None
-        assert not scoring.jobs[0].done()  # the execution beside was not waited for
+        queue.later(lambda _: gate.wait(5))
+        assert _latency(cfg, engine_backed, "fine-tuned", queue) is None
+        assert not queue.jobs[0].done()  # the execution beside was not waited for
         gate.set()

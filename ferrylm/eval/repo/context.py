@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...data.file_context import CHARS_PER_TOKEN, hole_around, trimmed
 from ...prompts import file_question
-from .score import task_file
+from .splice import task_file
 
 
 def file_with_hole(task: dict) -> tuple[str, str, str]:

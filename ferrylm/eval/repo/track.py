@@ -15,7 +15,7 @@ from ..replies.braces import go_body
 from ..replies.python import python_body
 from ..tasks.benchmark import Track
 from . import context, runner
-from .score import body_from_reply, spliced_text
+from .splice import body_from_reply, spliced_text
 from .tasks import find_tasks
 
 log = get_logger("eval")

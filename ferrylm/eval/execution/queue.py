@@ -6,7 +6,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 
-class Scoring:
+class ExecutionQueue:
     """Where the replies are executed: at once (the default), or, when the models generate on a GPU, beside
     the next model's generation (the CPU is otherwise idle while a GPU generates) — several models' replies
     at once, never more than `slots` programs running together, so a slow test of one model's leaves the
@@ -15,11 +15,11 @@ class Scoring:
     LANES = 4  # models whose executions may overlap
 
     @classmethod
-    def for_this_machine(cls, slots: int) -> Scoring:
+    def for_this_machine(cls, slots: int) -> ExecutionQueue:
         return cls(beside=on_gpu(), slots=slots)
 
     def __init__(self, beside: bool, slots: int = 1):
-        self.pool = ThreadPoolExecutor(self.LANES, thread_name_prefix="scoring") if beside else None
+        self.pool = ThreadPoolExecutor(self.LANES, thread_name_prefix="execution") if beside else None
         self.gate = threading.BoundedSemaphore(slots) if beside else None
         self.jobs: list[Future] = []
 
@@ -36,7 +36,7 @@ class Scoring:
         for job in self.jobs:
             job.result()
 
-    def __enter__(self) -> Scoring:
+    def __enter__(self) -> ExecutionQueue:
         return self
 
     def __exit__(self, *exc) -> None:
