@@ -87,7 +87,7 @@ DEMO_CONFIG ?= $(if $(filter cpu,$(DEVICE)),default,demo-gpu)
 # Real repositories with their own offline test suites, beside the standard library: the sdists of
 # three small projects (pinned, hash-checked), unpacked once. A share of their functions is held out
 # and scored by running the projects' own tests on each model's bodies (executed Pass@1). boltons'
-# suite costs 3.5 min of task finding on 2 cores (bench/results/repo_tasks_speed_amd_avx2.json): left out.
+# suite costs 3.5 min of task finding on 2 cores (benchmarks/results/repo_tasks_speed_amd_avx2.json): left out.
 DEMO_REPOS := toolz==1.2.0 --hash=sha256:9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490|\
   cachetools==8.0.2 --hash=sha256:30ac523adfc118b51d2b2e7bad8a0ddb31370dfe2700c7f10ca224f36ccf81e0|\
   inflection==0.5.1 --hash=sha256:1a29730d366e996aaacffb2f1f1cb9593dc38e2ddd30c91250c6dde09ea9b417
@@ -200,8 +200,8 @@ test-all: $(STAMP) chromium bubblewrap toolchains $(QWEN_TEST)
 	$(PY) -m pytest -q -ra --durations=15 $(ARGS)
 
 lint: $(STAMP)
-	$(PY) -m ruff check ferrylm tests bench studies
-	$(PY) -m ruff format --check ferrylm tests bench studies
+	$(PY) -m ruff check ferrylm tests benchmarks studies
+	$(PY) -m ruff format --check ferrylm tests benchmarks studies
 
 test-fast: $(STAMP) bubblewrap toolchains
 	$(PY) -m pytest -q -ra -m "not slow and not integration" $(ARGS)

@@ -6,7 +6,7 @@ How to pin a number:
   machine: their matrix kernels and vectorised reductions add in different orders, and a few steps
   of training (or an FP8 rounding that flips) carry that into the fourth decimal.
 - So the tolerance is not a guess: it is at least 2.5 times a family's largest spread measured across
-  CPU kinds, taken from `SPREAD` below. `bench/pin_spread.py` measures it (it runs the pinned tests under
+  CPU kinds, taken from `SPREAD` below. `benchmarks/pin_spread.py` measures it (it runs the pinned tests under
   numeric variants of this machine and compares with the pins made elsewhere) and prints the table
   docs/notes/pinned_numbers.md keeps.
 - The margin must stay well below what a real change moves: each family's entry names the smallest
@@ -21,7 +21,7 @@ import os
 import pytest
 
 # family -> (tolerance, what the spread measured and what a real change moves). Measured by
-# bench/pin_spread.py on an AMD EPYC with AVX2 only (its variants: one thread, ATen's scalar kernels,
+# benchmarks/pin_spread.py on an AMD EPYC with AVX2 only (its variants: one thread, ATen's scalar kernels,
 # MKL's SSE4.2 and AVX kernels) against pins made on an Intel Xeon with AMX, and the AMD EPYC with
 # AVX-512 of issue 50; docs/notes/pinned_numbers.md has the table.
 SPREAD = {
@@ -51,14 +51,14 @@ def int8_products() -> str:
 
 
 def learning_rate(value: float = 3e-3) -> str:
-    """The tiny recipes' learning-rate override; bench/pin_spread.py scales it (FERRYLM_TEST_LR_SCALE)
+    """The tiny recipes' learning-rate override; benchmarks/pin_spread.py scales it (FERRYLM_TEST_LR_SCALE)
     to measure how far a real change moves the pinned numbers."""
     return f"train.learning_rate={value * float(os.environ.get('FERRYLM_TEST_LR_SCALE', '1')):g}"
 
 
 def pinned(name: str, family: str, got, want):
     """Assert that `got` (a number, list or dict of numbers) equals the pin `want` within the family's
-    measured tolerance; first write `got` to $FERRYLM_PIN_LOG for bench/pin_spread.py."""
+    measured tolerance; first write `got` to $FERRYLM_PIN_LOG for benchmarks/pin_spread.py."""
     log = os.environ.get("FERRYLM_PIN_LOG")
     if log:
         with open(log, "a") as f:

@@ -77,6 +77,22 @@ def test_the_engine_and_export_import_nothing_of_serve():
             assert not {e for e in edges if e.startswith("ferrylm.serve")}, (name, edges)
 
 
+STAGES = ("data", "train", "export", "serve", "eval", "review", "bench")
+TOOLS = ("cli", "cli_tools", "pipeline", "__main__", "doctor")  # above the stages: they drive them
+
+
+def test_no_import_goes_back_up_from_the_core_to_a_stage():
+    """The core (config, records, logging, models, the figure helper) is below every stage: it imports none."""
+    up = {
+        (name, e)
+        for name, edges in _graph().items()
+        if name.startswith("ferrylm.config") or name.count(".") == 1 and name.split(".")[1] not in (*STAGES, "engine")
+        for e in edges
+        if e.split(".")[1] in STAGES and name.split(".")[1] not in TOOLS
+    }
+    assert not up, sorted(up)
+
+
 def test_a_found_cycle_is_reported():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
@@ -140,7 +156,7 @@ def test_each_stage_lives_in_its_own_module_and_init_only_re_exports():
         assert defined in ([], ["__getattr__"]), (stage, defined)  # train's loads its recipe on first use
 
 
-SCRIPTS = [PACKAGE.parent / "bench", PACKAGE.parent / "studies"]  # run, never imported by the package
+SCRIPTS = [PACKAGE.parent / "benchmarks", PACKAGE.parent / "studies"]  # run, never imported by the package
 
 
 def _scripts() -> list[Path]:
@@ -162,7 +178,7 @@ def _imported(path: Path) -> list[str]:
 
 
 def test_no_benchmark_script_edits_sys_path():
-    # they run with the package installed (.venv/bin/python bench/x.py) or on PYTHONPATH, never by editing it
+    # they run with the package installed (.venv/bin/python benchmarks/x.py) or on PYTHONPATH, never by editing it
     assert [p.name for p in _scripts() if "sys.path" in p.read_text()] == []
 
 

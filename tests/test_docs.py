@@ -8,14 +8,14 @@ from ferrylm.config.options import fields
 from ferrylm.config.options import main as options_main
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = [ROOT / "bench" / "results", *sorted((ROOT / "studies").glob("*/results"))]
-CITED = re.compile(r"(?:bench|studies/[\w-]+)/results/[A-Za-z0-9_./-]*[A-Za-z0-9_/]")
+RESULTS = [ROOT / "benchmarks" / "results", *sorted((ROOT / "studies").glob("*/results"))]
+CITED = re.compile(r"(?:benchmarks|studies/[\w-]+)/results/[A-Za-z0-9_./-]*[A-Za-z0-9_/]")
 
 
 def _docs() -> dict[Path, str]:
     pages = [
         ROOT / "README.md",
-        ROOT / "bench" / "README.md",
+        ROOT / "benchmarks" / "README.md",
         *sorted((ROOT / "studies").glob("*/*.md")),
         *sorted((ROOT / "docs").glob("*.md")),
         *sorted((ROOT / "docs" / "notes").glob("*.md")),
@@ -47,10 +47,10 @@ def test_cited_results_exist_and_every_result_is_cited():
     cited = {c.rstrip("/.") for text in _docs().values() for c in CITED.findall(text)}
     missing = sorted(c for c in cited if not (ROOT / c).exists())
     assert not missing, f"docs cite results that are not there: {missing}"
-    # A cited folder (bench/results/<run>/) covers the files inside it: one run's outputs.
+    # A cited folder (benchmarks/results/<run>/) covers the files inside it: one run's outputs.
     files = {str(p.relative_to(ROOT)) for results in RESULTS for p in results.rglob("*") if p.is_file()}
     uncited = sorted(f for f in files if not any(f == c or f.startswith(c + "/") for c in cited))
-    assert not uncited, f"results cited nowhere in README.md, bench/README.md, docs/ or a study's pages: {uncited}"
+    assert not uncited, f"results cited nowhere in README.md, benchmarks/README.md, docs/ or a study's pages: {uncited}"
 
 
 def test_the_performance_page_is_one_page_of_claims_each_with_its_section():
@@ -72,8 +72,8 @@ def test_every_section_the_code_names_exists():
     sources = [
         *(ROOT / "ferrylm").rglob("*.py"),
         *(ROOT / "ferrylm").rglob("*.yaml"),
-        *(ROOT / "bench").rglob("*.py"),
-        *(ROOT / "bench").rglob("*.sh"),
+        *(ROOT / "benchmarks").rglob("*.py"),
+        *(ROOT / "benchmarks").rglob("*.sh"),
         *(ROOT / "studies").rglob("*.py"),
     ]
     missing = []
@@ -98,9 +98,9 @@ def test_every_study_says_its_question_command_and_verdict():
 
 
 def test_every_benchmark_script_is_in_the_bench_readme():
-    readme = (ROOT / "bench" / "README.md").read_text()
-    scripts = [p.name for p in (ROOT / "bench").iterdir() if p.suffix in (".py", ".sh")]
-    assert len(scripts) <= 25, "bench/ keeps the re-runnable benchmarks; a one-question study goes to studies/"
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    scripts = [p.name for p in (ROOT / "benchmarks").iterdir() if p.suffix in (".py", ".sh")]
+    assert len(scripts) <= 25, "benchmarks/ keeps the re-runnable benchmarks; a one-question study goes to studies/"
     assert [s for s in scripts if f"`{s}`" not in readme] == []
 
 
@@ -128,7 +128,7 @@ def test_every_cross_reference_names_a_section_that_exists():
     pages = [
         *ROOT.glob("docs/**/*.md"),
         ROOT / "README.md",
-        *ROOT.glob("bench/**/README.md"),
+        *ROOT.glob("benchmarks/**/README.md"),
         *ROOT.glob("studies/*/*.md"),
     ]
     broken = []

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_ruff_finds_nothing(command):
     run = subprocess.run(
-        [sys.executable, "-m", "ruff", *command, "--no-cache", "ferrylm", "tests", "bench", "studies"],
+        [sys.executable, "-m", "ruff", *command, "--no-cache", "ferrylm", "tests", "benchmarks", "studies"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -5,7 +5,7 @@ model, each a real train stage in its own process (trials.py) on the data stage'
 random tokens (rows.py); then batch-1 decoding of every artifact the export stage's record lists
 (decode.py). Writes `<run>/bench/bench.{json,md,html}` (report.py) and its record; a trial that
 fails or does not fit is a row with its reason. `load` probes a served endpoint with load and bad
-input (the end-to-end test and bench/serve_load.py).
+input (the end-to-end test and benchmarks/serve_load.py).
 """
 
 from .stage import run_bench

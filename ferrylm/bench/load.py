@@ -1,5 +1,5 @@
 """Load with bad input against an OpenAI-compatible endpoint on loopback: valid chat requests mixed with
-malformed ones, and clients that hang up mid-stream. Used by the end-to-end test and bench/serve_load.py.
+malformed ones, and clients that hang up mid-stream. Used by the end-to-end test and benchmarks/serve_load.py.
 And a concurrency sweep's bookkeeping (`sweep`, `summarize`): studies/serving_a_team/serve_team.py on a GPU.
 
 Every malformed kind must get a 4xx with a message, nothing may get a 5xx, and the server must

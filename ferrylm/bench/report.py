@@ -58,7 +58,7 @@ def _plots(results: dict) -> dict[str, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..eval.report.figure import png
+    from ..figure import png
 
     plots = {}
     done = [r for r in results["training"] if r.get("tokens_per_s") and _memory(r)]

@@ -8,6 +8,26 @@ from pydantic import Field, field_validator
 
 from .base import _Section
 
+# The training strategies `ferrylm bench` knows (bench/strategies.py holds what each one sets, in this order).
+STRATEGIES = (
+    "full-fp32",
+    "full-bf16",
+    "full-fp16",
+    "full-bf16-ckpt",
+    "lora-bf16",
+    "lora-bf16-ckpt",
+    "lora-bf16-ckpt-half",
+    "lora-bf16-liger",
+    "lora-bf16-compiled",
+    "lora-fp8base",
+    "lora-fp8base-compiled",
+    "qlora-bf16-ckpt",
+    "zero2-full-bf16-ckpt",
+    "zero3-full-bf16-ckpt",
+    "zero3-full-bf16-ckpt-offload",
+    "zero2-lora-bf16",
+)
+
 
 class BenchConfig(_Section):
     """`ferrylm bench`: short measured trials of training strategies on the config's model, and decoding
@@ -35,8 +55,6 @@ class BenchConfig(_Section):
     @field_validator("strategies")
     @classmethod
     def _known_strategies(cls, v):
-        from ..bench.strategies import TRAINING  # a table with no heavy imports
-
-        if v != "auto" and (unknown := [s for s in v if s not in TRAINING]):
-            raise ValueError(f"unknown strategy {', '.join(unknown)} (known: {', '.join(TRAINING)})")
+        if v != "auto" and (unknown := [s for s in v if s not in STRATEGIES]):
+            raise ValueError(f"unknown strategy {', '.join(unknown)} (known: {', '.join(STRATEGIES)})")
         return v

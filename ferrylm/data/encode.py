@@ -1,7 +1,7 @@
 """Tokenize fast and in parallel, build fill-in-the-middle examples, pack, write memory-mapped Arrow.
 
 Tokenizing bounds the cpt pipeline. For byte-level BPE tokenizers (GPT-2 style: SmolLM2, Qwen2)
-the same vocabulary runs in tiktoken about 4× faster than in `tokenizers` (bench/tokenizer_speed.py); `Encoder` builds that
+the same vocabulary runs in tiktoken about 4× faster than in `tokenizers` (benchmarks/tokenizer_speed.py); `Encoder` builds that
 twin, checks it gives identical ids on the first documents it sees, and falls back to the
 tokenizer itself (logged) on any difference or any tokenizer it cannot mirror.
 """

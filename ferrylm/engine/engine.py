@@ -250,7 +250,7 @@ class Engine:
 
     def run_eagerly(self) -> None:
         """From now on every step and prefill runs eagerly, the greedy choice by torch's argmax: the reference
-        the captured graphs are checked against (bench/gpu_decode.py)."""
+        the captured graphs are checked against (benchmarks/gpu_decode.py)."""
         self._prefills.clear()
         self._greedy = None
         self._graph = None

@@ -11,7 +11,7 @@
 # quant: the export with W4A16 calibrated (GPTQ), then again with round-to-nearest, both manifests kept.
 # serve: `ferrylm serve serve.backend=triton` on the GPU — `ferrylm complete --triton` streams, a bad
 #        request, 512 tokens through the endpoint, SIGTERM with a stream in flight — then 512 tokens
-#        through Triton beside the same engines in-process (bench/serve_triton.py). serve-vllm: the same
+#        through Triton beside the same engines in-process (benchmarks/serve_triton.py). serve-vllm: the same
 #        checks through vLLM's CUDA build for the merged model, W4A16, serve.lora=true and a 7B-shaped
 #        bf16 model (Q7=DIR, made if missing; Q7=none skips it) and its W4A16 artifact (Q7W4=DIR, group 128,
 #        made if missing); SERVERS="merged w4a16 lora 7b 7b-w4a16" picks some. triton-7b: the 7B shape in bf16
@@ -87,7 +87,7 @@ serve_one() {
   "${FERRYLM[@]}" complete "${flags[@]}" --url $url --max-tokens 64 "def fibonacci(n):" | tee "$out" || failed=1
   echo "bad request (no prompt, no messages):" >> "$out"
   curl -s -w " -> HTTP %{http_code}\n" -X POST "$url$bad" -H 'Content-Type: application/json' -d '{"max_tokens": 8}' >> "$out"
-  "$PY" bench/endpoint_latency.py --url $url "${flags[@]}" --runs 3 --out "$RESULTS/latency_$name.json" | tee -a "$out" \
+  "$PY" benchmarks/endpoint_latency.py --url $url "${flags[@]}" --runs 3 --out "$RESULTS/latency_$name.json" | tee -a "$out" \
     || failed=1
   "${FERRYLM[@]}" complete "${flags[@]}" --url $url --max-tokens 200 "def quicksort(xs):" > /tmp/inflight.txt &
   local client=$!
@@ -103,7 +103,7 @@ serve_one() {
 
 serve() {
   serve_one triton serve.backend=triton
-  "$PY" bench/serve_triton.py --merged runs/demo-gpu/export/merged --work /tmp/st --runs 3 --in-process \
+  "$PY" benchmarks/serve_triton.py --merged runs/demo-gpu/export/merged --work /tmp/st --runs 3 --in-process \
     --engines "${TRITON_ENGINES:-ferrylm-fused,ferrylm-w4a16}" --w4a16 runs/demo-gpu/export/vllm-w4a16 \
     --out "$RESULTS/serve_triton_gpu.json"
 }
@@ -116,11 +116,11 @@ serve_vllm() {
   [[ $servers == *" w4a16 "* ]] && { serve_one vllm_w4a16 serve.backend=vllm serve.artifact=w4a16 || failed=1; }
   [[ $servers == *" lora "* ]] && { serve_one vllm_lora serve.backend=vllm serve.lora=true || failed=1; }
   if [ "$q7" != none ] && [[ $servers == *" 7b "* ]]; then
-    [ -f "$q7/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
+    [ -f "$q7/config.json" ] || "$PY" benchmarks/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
     serve_one vllm_7b serve.backend=vllm "serve.model=$q7" serve.gpu_memory_utilization=0.9 || failed=1
   fi
   if [[ $servers == *" 7b-w4a16 "* ]]; then
-    [ -f "$q7w4/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7w4" runs/demo-gpu/export/merged 128
+    [ -f "$q7w4/config.json" ] || "$PY" benchmarks/make_qwen7b_shape.py "$q7w4" runs/demo-gpu/export/merged 128
     serve_one vllm_7b_w4a16 serve.backend=vllm "serve.model=$q7w4" serve.gpu_memory_utilization=0.9 || failed=1
   fi
   return $failed
@@ -129,9 +129,9 @@ serve_vllm() {
 # The 7B shape (bf16 and W4A16, as serve-vllm makes them) on the engine in-process and through Triton.
 triton_7b() {
   local q7=${Q7:-/tmp/q7} q7w4=${Q7W4:-/tmp/q7w4}
-  [ -f "$q7/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
-  [ -f "$q7w4/config.json" ] || "$PY" bench/make_qwen7b_shape.py "$q7w4" runs/demo-gpu/export/merged 128
-  "$PY" bench/serve_triton.py --merged "$q7" --work /tmp/st7 --runs 3 --in-process \
+  [ -f "$q7/config.json" ] || "$PY" benchmarks/make_qwen7b_shape.py "$q7" runs/demo-gpu/export/merged
+  [ -f "$q7w4/config.json" ] || "$PY" benchmarks/make_qwen7b_shape.py "$q7w4" runs/demo-gpu/export/merged 128
+  "$PY" benchmarks/serve_triton.py --merged "$q7" --work /tmp/st7 --runs 3 --in-process \
     --engines "${TRITON_ENGINES:-ferrylm-fused,ferrylm-w4a16}" --w4a16 "$q7w4" --out "$RESULTS/serve_triton_gpu_7b.json"
 }
 
@@ -144,7 +144,7 @@ qlora() {
 }
 
 planner() {
-  .venv/bin/python bench/train_zero.py --work /tmp/ft --out "$RESULTS/planner_heldout.json" \
+  .venv/bin/python benchmarks/train_zero.py --work /tmp/ft --out "$RESULTS/planner_heldout.json" \
     lora-1gpu-compile-layers-ckpt25 lora-1gpu-liger-ckpt50 lora-1gpu-compile-layers-liger-mb2 lora-1gpu-compile-layers-r64
 }
 

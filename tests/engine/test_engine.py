@@ -144,7 +144,7 @@ def test_stream_reads_ahead_yet_stops_at_eos_and_the_next_prompt_is_untouched(ti
 
 
 def test_the_names_the_benchmarks_and_studies_drive_the_engine_by(tiny_qwen2_dir):
-    """prefill, position, captured, run_eagerly, tuned_file: the public hooks bench/gpu_decode.py and the decode
+    """prefill, position, captured, run_eagerly, tuned_file: the public hooks benchmarks/gpu_decode.py and the decode
     kernel studies use instead of the engine's own state (the captured step's recapture/capture_at need CUDA)."""
     engine = Engine.from_pretrained(
         tiny_qwen2_dir, dtype=torch.float32, device="cpu", max_len=64, compile=False, tune=False, fused=True

@@ -1,5 +1,5 @@
 """The kernel engine's greedy step (`greedy.py`) chooses torch.argmax's token and moves the loop's
-state, through Triton's interpreter (the GPU's run is checked against torch's argmax in bench/gpu_decode.py)."""
+state, through Triton's interpreter (the GPU's run is checked against torch's argmax in benchmarks/gpu_decode.py)."""
 
 from .test_gemv import _interpret
 

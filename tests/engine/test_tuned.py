@@ -1,5 +1,5 @@
 """The engine's saved kernel configurations (`tuned.py`): what a second engine reads instead of tuning.
-The engine itself runs them on a GPU only (bench/gpu_decode.py --tuned-dir measures its start-up)."""
+The engine itself runs them on a GPU only (benchmarks/gpu_decode.py --tuned-dir measures its start-up)."""
 
 import json
 import logging

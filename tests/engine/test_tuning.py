@@ -1,6 +1,6 @@
 """The tuner's step-level choice among runners-up (`tuning.refine`), on a made-up step whose time
 depends on the configurations applied: the engine calls it with the captured step's real timings on a
-GPU (bench/gpu_decode.py records them)."""
+GPU (benchmarks/gpu_decode.py records them)."""
 
 from ferrylm.engine.kernels.gemv import SILU, Epilogue
 from ferrylm.engine.tuning.choose import MAX_PER_THREAD, refine, tune4_candidates

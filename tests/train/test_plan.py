@@ -9,7 +9,7 @@ from ferrylm.cli import main
 from ferrylm.config import ConfigError
 from ferrylm.train.plan import QWEN25_7B, Setup, estimate, load_setup
 
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
 
 def test_qwen25_7b_parameter_counts():
@@ -92,7 +92,7 @@ def test_selective_checkpointing_is_between_none_and_all():
 
 
 def test_planner_matches_ferrylm_train_under_zero_on_two_h200():
-    """Rows measured by bench/train_zero.py (ferrylm launch, DeepSpeed ZeRO-2/3, 2 x H200): each row's
+    """Rows measured by benchmarks/train_zero.py (ferrylm launch, DeepSpeed ZeRO-2/3, 2 x H200): each row's
     run config goes through the same setup_from_config that `ferrylm plan` uses. Liger rows are left
     out (the planner models HF kernels), and rows the results mark invalid."""
     checked = 0
@@ -106,7 +106,7 @@ def test_planner_matches_ferrylm_train_under_zero_on_two_h200():
 
 
 def _planned_allocated(row: dict) -> float:
-    """The plan, less its reserve (torch's allocated peak holds no CUDA context), for a bench/train_zero.py row."""
+    """The plan, less its reserve (torch's allocated peak holds no CUDA context), for a benchmarks/train_zero.py row."""
     import importlib.util
 
     from ferrylm.config import load_config

@@ -341,7 +341,7 @@ def plot(found: list[dict]) -> str | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .figure import png
+    from ...figure import png
 
     fig, ax = plt.subplots(figsize=(7.5, 0.8 + 0.32 * len(found)))
     for i, ln in enumerate(reversed(found)):

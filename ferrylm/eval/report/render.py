@@ -9,12 +9,12 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from ...figure import png
 from ...manifest import write_json_atomic
 from ...review import verdict
 from . import details as report_details
 from . import helped
 from .criteria import Criterion
-from .figure import png
 from .paired import compare, sentence
 
 

@@ -188,7 +188,7 @@ def test_cpp_completion_from_a_reply(reply, expected):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("javac") is None, reason="javac is not installed")
 def test_java_canonical_solutions_pass_and_wrong_or_early_exits_fail():
-    """Every 8th task's canonical solution (all 164 pass: bench/humaneval_x_canonical.py, 2.5 min, too
+    """Every 8th task's canonical solution (all 164 pass: benchmarks/humaneval_x_canonical.py, 2.5 min, too
     long for the suite), and the ways a Java completion must fail."""
     problems = hx.load_problems("java")
     some = problems[::8]
@@ -217,7 +217,7 @@ def _sandbox_has(tool: str) -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _sandbox_has("go"), reason="Debian's golang-go is not installed")
 def test_go_canonical_solutions_pass_and_wrong_or_early_exits_fail():
-    """Every 8th task's canonical solution (all 164: bench/humaneval_x_canonical.py), and the ways a Go
+    """Every 8th task's canonical solution (all 164: benchmarks/humaneval_x_canonical.py), and the ways a Go
     completion must fail: the harness's own `os` alias is in scope, so exiting early is one call."""
     problems = hx.load_problems("go")
     some, first = problems[::8], problems[0]  # HasCloseElements
@@ -241,7 +241,7 @@ def test_go_canonical_solutions_pass_and_wrong_or_early_exits_fail():
     assert verdicts["closes the token's descriptor"].startswith("failed"), verdicts
 
 
-# Published Rust tasks that cannot pass here, with why (bench/humaneval_x_canonical.py: the other 162 pass).
+# Published Rust tasks that cannot pass here, with why (benchmarks/humaneval_x_canonical.py: the other 162 pass).
 RUST_KNOWN = {
     "Rust/32": "failed: compile step sh failed (exit code 1): the published test has no live #[test] "
     "function: nothing checks this task",  # its test module is commented out

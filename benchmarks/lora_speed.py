@@ -1,6 +1,6 @@
 """LoRA training speed and peak memory of Qwen2.5-7B shapes on one GPU, variants in one run.
 
-    python3 bench/lora_speed.py --out lora_speed.json
+    python3 benchmarks/lora_speed.py --out lora_speed.json
 
 Random bf16 weights, LoRA r16 α32 on all seven linear layers, seq 4096, micro-batch 1, SDPA,
 AdamW on the adapter, random tokens; 2 warm-up steps then 6 timed. Variants: HF + PEFT with and

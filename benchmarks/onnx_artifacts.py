@@ -1,6 +1,6 @@
 """SmolLM2-135M-Instruct as ONNX (fp32, INT8 naive, INT8 per-channel, INT4): parity, size, speed on CPU.
 
-    .venv/bin/python bench/onnx_artifacts.py --work /var/tmp/ferrylm-onnx --threads 2
+    .venv/bin/python benchmarks/onnx_artifacts.py --work /var/tmp/ferrylm-onnx --threads 2
 
 Reference: the PyTorch fp32 model. Prompts: the first 8 HumanEval tasks in the chat format the
 eval stage uses. Parity: greedy continuation of 32 tokens, max |Δlogit| and mean KL over the

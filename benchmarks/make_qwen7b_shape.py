@@ -1,6 +1,6 @@
 """Write a randomly initialised model with Qwen2.5-7B's exact shapes (for GPU runs of the real recipe).
 
-    python bench/make_qwen7b_shape.py OUT_DIR TOKENIZER_DIR [W4A16_GROUP] [--shape 1.5b]
+    python benchmarks/make_qwen7b_shape.py OUT_DIR TOKENIZER_DIR [W4A16_GROUP] [--shape 1.5b]
 
 Qwen2.5-7B: Qwen2ForCausalLM, hidden 3584, 28 layers, 28 heads / 4 KV heads, intermediate 18944,
 vocab 152064, untied lm_head, 7.62 B parameters. Built on the GPU in bf16 (seconds, not minutes on

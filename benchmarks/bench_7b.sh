@@ -2,7 +2,7 @@
 # `ferrylm bench` on Qwen2.5-7B shapes (random bf16 weights, synthetic rows of 4,096 tokens), as
 # docs/performance.md ran it on one GPU:
 #
-#   bash bench/bench_7b.sh WORK_DIR TOKENIZER_DIR [STRATEGIES]
+#   bash benchmarks/bench_7b.sh WORK_DIR TOKENIZER_DIR [STRATEGIES]
 #
 # STRATEGIES is bench.strategies' list (default: every single-GPU strategy but the two full
 # fine-tunes without checkpointing, which cannot fit 80 GB and are the fp32 row's story again).
@@ -14,13 +14,13 @@ work=$1 tok=$2
 strategies=${3:-lora-bf16-ckpt,lora-bf16,lora-bf16-ckpt-half,lora-bf16-liger,lora-bf16-compiled,qlora-bf16-ckpt,full-bf16-ckpt,full-fp32}
 py=${PYTHON:-.venv/bin/python}
 model=${MODEL:-$work/q7}
-[ -f "$model/config.json" ] || "$py" bench/make_qwen7b_shape.py "$model" "$tok"
+[ -f "$model/config.json" ] || "$py" benchmarks/make_qwen7b_shape.py "$model" "$tok"
 mkdir -p "$work/run/export"
 "$py" - "$work" "$model" <<'EOF'
 import sys
 from ferrylm.manifest import StageRecord
 work = sys.argv[1]
-record = StageRecord("export", "bench/bench_7b.sh")
+record = StageRecord("export", "benchmarks/bench_7b.sh")
 record.outputs = {"merged": sys.argv[2]}
 record.finish(f"{work}/run/export")
 EOF

@@ -4,10 +4,10 @@ bf16 on its matrix-vector kernel in CUDA graphs on a GPU) and on transformers' g
 artifact (ONNX Runtime engine) and, with --w4a16, the W4A16 artifact on the fused engine. With
 --in-process, the same engines measured in this process first, with no server: what Triton adds.
 
-    .venv/bin/python bench/serve_triton.py --merged runs/default/export/merged --work /var/tmp/ferrylm-triton --out serve_triton.json
-    .venv/bin/python bench/serve_triton.py ... --engines ferrylm-onnx --runs 1 --concurrency 4,16   # concurrency sweep
-    .venv/bin/python bench/serve_triton.py ... --engines ferrylm-fused,ferrylm-w4a16 --w4a16 <run>/export/vllm-w4a16
-    python3 bench/serve_triton.py ... --engines ferrylm-fused,ferrylm-w4a16 --w4a16 DIR --in-process --runs 3   # a GPU
+    .venv/bin/python benchmarks/serve_triton.py --merged runs/default/export/merged --work /var/tmp/ferrylm-triton --out serve_triton.json
+    .venv/bin/python benchmarks/serve_triton.py ... --engines ferrylm-onnx --runs 1 --concurrency 4,16   # concurrency sweep
+    .venv/bin/python benchmarks/serve_triton.py ... --engines ferrylm-fused,ferrylm-w4a16 --w4a16 <run>/export/vllm-w4a16
+    python3 benchmarks/serve_triton.py ... --engines ferrylm-fused,ferrylm-w4a16 --w4a16 DIR --in-process --runs 3   # a GPU
 
 The ONNX artifact is exported from --merged into --work if it is not there. Each request: the
 demo's chat prompt, 512 new tokens (ignore_eos), greedy; TTFT = request sent → first text piece.

@@ -1,6 +1,6 @@
 """Tokenizing speed on CPU: the tokenizer's own batch encoder vs ferrylm's tiktoken twin (same ids).
 
-    .venv/bin/python bench/tokenizer_speed.py
+    .venv/bin/python benchmarks/tokenizer_speed.py
 
 Texts: this interpreter's standard library .py files under 50,000 characters. Both engines use
 every CPU (tokenizers through Rayon, the twin through threads).

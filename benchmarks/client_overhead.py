@@ -1,6 +1,6 @@
 """What ferrylm's launcher and client add on top of bare vLLM (CPU build, SmolLM2), on loopback.
 
-    .venv/bin/python bench/client_overhead.py --out client_overhead_cpu.json
+    .venv/bin/python benchmarks/client_overhead.py --out client_overhead_cpu.json
 
 One machine's run-to-run spread (±10 % between single 512-token requests here) hides a 5 % effect,
 so the clients are compared inside one server, interleaved: each round sends the same greedy

@@ -1,6 +1,6 @@
 """vLLM (CPU build) behind `ferrylm serve`'s launcher, on loopback: bad-input load, hang-ups, latency.
 
-    .venv/bin/python bench/serve_load.py --model .cache/ferrylm/SmolLM2-135M-Instruct
+    .venv/bin/python benchmarks/serve_load.py --model .cache/ferrylm/SmolLM2-135M-Instruct
 
 1. 1,000 requests at concurrency 16, 20 % malformed (six kinds in turn): status codes by kind.
 2. 8 clients hang up mid-stream: seconds until no request runs; server RSS before and after.

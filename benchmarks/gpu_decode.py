@@ -1,7 +1,7 @@
 """Batch-1 decode latency of a Qwen2.5-7B-shaped model (random bf16 weights) on one GPU; `--shape 1.5b`:
 Qwen2.5-Coder-1.5B's widths.
 
-    python3 bench/gpu_decode.py --out results.json
+    python3 benchmarks/gpu_decode.py --out results.json
 
 128-token prompt, 512 new tokens (no early stop), greedy. Engines: transformers `generate()` with
 its default dynamic cache; `generate()` with the static cache (which transformers compiles);

@@ -2,8 +2,8 @@
 (eval/repo/tasks.py), then scoring up to 40 tasks for one model — here the original bodies, which must
 all pass, so the run also checks the scoring path end to end.
 
-    .venv/bin/python bench/repo_tasks_speed.py runs/default/data/repositories.json \
-        --out bench/results/repo_tasks_speed_demo.json
+    .venv/bin/python benchmarks/repo_tasks_speed.py runs/default/data/repositories.json \
+        --out benchmarks/results/repo_tasks_speed_demo.json
 """
 
 from __future__ import annotations

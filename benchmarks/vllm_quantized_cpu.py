@@ -1,6 +1,6 @@
 """vLLM (its CPU build) serving the export stage's compressed-tensors artifacts (W4A16, FP8).
 
-    .venv/bin/python bench/vllm_quantized_cpu.py --run runs/default --out vllm_quantized_cpu.json
+    .venv/bin/python benchmarks/vllm_quantized_cpu.py --run runs/default --out vllm_quantized_cpu.json
 
 Writes each artifact from the run's merged model with the export stage's own writer, starts vLLM's
 OpenAI server on it (loopback), and compares vLLM's greedy tokens for the run's held-out prompts

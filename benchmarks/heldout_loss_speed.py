@@ -3,7 +3,7 @@ code before) against batches of like lengths with logits only where an answer is
 (ferrylm.eval.heldout.loss.example_losses), alternately, on a demo run's model and held-out rows; the
 two must give the same losses.
 
-    .venv/bin/python bench/heldout_loss_speed.py runs/default --rounds 3 --out bench/results/x.json
+    .venv/bin/python benchmarks/heldout_loss_speed.py runs/default --rounds 3 --out benchmarks/results/x.json
 """
 
 from __future__ import annotations

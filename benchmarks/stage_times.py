@@ -2,7 +2,7 @@
 stage's time split by phase (read off the run's ferrylm.log: each model's server start, benchmarks,
 held-out examples and latency; the held-out losses computed before any server).
 
-    .venv/bin/python bench/stage_times.py runs/default
+    .venv/bin/python benchmarks/stage_times.py runs/default
 """
 
 from __future__ import annotations

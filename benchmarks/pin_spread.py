@@ -7,7 +7,7 @@ each test computed through $FERRYLM_PIN_LOG, and prints per pin: the largest dis
 (made on another machine) and between variants. Then it measures what a real change moves: the same
 tests with the learning rate 10 % higher.
 
-    .venv/bin/python bench/pin_spread.py --out bench/results/pin_spread_<cpu>.json
+    .venv/bin/python benchmarks/pin_spread.py --out benchmarks/results/pin_spread_<cpu>.json
 """
 
 from __future__ import annotations

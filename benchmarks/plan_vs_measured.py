@@ -1,6 +1,6 @@
-"""Compare `ferrylm plan` with measured peaks (from bench/measure_peak_memory.py's JSON).
+"""Compare `ferrylm plan` with measured peaks (from benchmarks/measure_peak_memory.py's JSON).
 
-    .venv/bin/python bench/plan_vs_measured.py bench/results/peaks_h200.json
+    .venv/bin/python benchmarks/plan_vs_measured.py benchmarks/results/peaks_h200.json
 
 The planner's total includes `reserve_gib` (CUDA context and allocator slack); torch's peak
 allocated memory does not, so the comparison is planner total − reserve vs peak allocated.

@@ -2,7 +2,7 @@
 forward and backward of LoRA on each layout, over the same seeded batches of the data stage's rows;
 flattened twice: with logits at every position, and (as training runs) only at scored positions.
 
-    .venv/bin/python bench/cpu_train_flatten.py runs/default --batches 6 --rounds 2 --out bench/results/x.json
+    .venv/bin/python benchmarks/cpu_train_flatten.py runs/default --batches 6 --rounds 2 --out benchmarks/results/x.json
 
 The model is the demo's (real SmolLM2, LoRA r8 on every linear layer, fp32); the losses of the two
 layouts are printed beside each other, since they must agree."""

@@ -2,7 +2,7 @@
 by task id with its reason, and the wall time (2 sandbox workers, as the eval stage's default),
 including the preparation of Go's and Rust's test libraries when they are not cached yet.
 
-    FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python bench/humaneval_x_canonical.py [--out FILE] [LANG ...]
+    FERRYLM_HUMANEVAL_X=../shared/data/humaneval-x .venv/bin/python benchmarks/humaneval_x_canonical.py [--out FILE] [LANG ...]
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """End-to-end data stage throughput over a real corpus: scan → clean → dedupe → tokenize → pack → Arrow.
 
-    .venv/bin/python bench/data_throughput.py --format cpt \
+    .venv/bin/python benchmarks/data_throughput.py --format cpt \
         --source /root/.pyenv/versions --source .venv/lib/python3.11/site-packages --source /usr/include
 
 Each source is a directory of repositories (every entry under it is one). Writes the stage's
-numbers and the wall time of the whole command (imports included) to bench/results/.
+numbers and the wall time of the whole command (imports included) to benchmarks/results/.
 """
 
 from __future__ import annotations

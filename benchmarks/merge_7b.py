@@ -1,6 +1,6 @@
 """Streaming LoRA merge of a Qwen2.5-7B-shaped model on CPU: wall time and peak RSS.
 
-    .venv/bin/python bench/merge_7b.py --work /var/tmp/ferrylm-merge7b
+    .venv/bin/python benchmarks/merge_7b.py --work /var/tmp/ferrylm-merge7b
 
 Writes (once) a random bf16 model with Qwen2.5-7B's exact shapes as ~4 GB safetensors shards —
 tensor by tensor, never the whole model in memory — and a random LoRA adapter (r 16, all linear
