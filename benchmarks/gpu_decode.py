@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ferrylm.bench.shapes import HIDDEN, INTERMEDIATE
+from ferrylm.shapes import HIDDEN, INTERMEDIATE
 
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
 
@@ -87,8 +87,7 @@ def agreement(logits: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
 
 def shaped_model(shape: str):
     """Random bf16 weights of Qwen2.5-7B's shape, or of Qwen2.5-Coder-1.5B's widths (ferrylm/shapes.py)."""
-    from ferrylm.bench.shapes import qwen7b_model
-    from ferrylm.shapes import QWEN25_CODER_1_5B
+    from ferrylm.shapes import QWEN25_CODER_1_5B, qwen7b_model
 
     if shape == "7b":
         return qwen7b_model()

@@ -30,7 +30,7 @@ def build(liger: bool):
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen2ForCausalLM
 
-    from ferrylm.bench.shapes import qwen7b_config
+    from ferrylm.shapes import qwen7b_config
 
     if liger:
         from liger_kernel.transformers import apply_liger_kernel_to_qwen2

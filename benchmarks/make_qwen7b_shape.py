@@ -17,8 +17,7 @@ import time
 import torch
 from transformers import AutoTokenizer, Qwen2ForCausalLM
 
-from ferrylm.bench.shapes import qwen7b_config
-from ferrylm.shapes import QWEN25_CODER_1_5B
+from ferrylm.shapes import QWEN25_CODER_1_5B, qwen7b_config
 
 
 def main(out_dir: str, tokenizer_dir: str, w4a16_group: str | None = None, shape: str = "7b") -> None:

@@ -18,7 +18,7 @@ import time
 import torch
 from transformers import Qwen2ForCausalLM
 
-from ferrylm.bench.shapes import VOCAB, qwen7b_config
+from ferrylm.shapes import VOCAB, qwen7b_config
 from ferrylm.train.plan import GiB, Setup, estimate
 
 # First set: measured before the planner's two corrections (see docs/memory_planner.md).

@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from ferrylm.bench.shapes import HEAD_DIM, KV_HEADS, LAYERS, VOCAB
-from ferrylm.bench.shapes import HIDDEN as H
-from ferrylm.bench.shapes import INTERMEDIATE as INTER
+from ferrylm.shapes import HEAD_DIM, KV_HEADS, LAYERS, VOCAB
+from ferrylm.shapes import HIDDEN as H
+from ferrylm.shapes import INTERMEDIATE as INTER
 
 REPO = Path(__file__).resolve().parents[1]
 KV = KV_HEADS * HEAD_DIM

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import requests
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+from ..serve.stage import LOOPBACK
 
 
 def _malformed(model: str, long_prompt: str) -> dict[str, tuple[str, dict | str]]:

@@ -7,12 +7,13 @@ import os
 import signal
 from pathlib import Path
 
-from ..bench.load import LOOPBACK
 from ..config import Config
 from ..manifest import StageRecord, read_record
 from .process import ManagedServer, ServeError, free_port, port_in_use
 from .triton_server import TritonServer
 from .vllm_server import Parallel, VllmServer
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}  # the addresses only this machine reaches
 
 __all__ = [
     "ServeError",

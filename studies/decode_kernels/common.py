@@ -17,7 +17,7 @@ STEP_PRODUCTS = ("q/k/v", "o", "gate/up", "down")  # a layer's products in launc
 
 def products() -> dict:
     """Each 7B product's (rows, inputs, decode-step epilogue), by name."""
-    from ferrylm.bench.shapes import PRODUCTS, epilogues
+    from ferrylm.shapes import PRODUCTS, epilogues
 
     return {name: (*PRODUCTS[name], epilogues()[name]) for name in SHAPES}
 

@@ -15,14 +15,14 @@ import json
 
 import torch
 
-from ferrylm.bench.shapes import VOCAB
+from ferrylm.shapes import VOCAB
 
 
 def build(dtype):
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen2ForCausalLM
 
-    from ferrylm.bench.shapes import qwen7b_config
+    from ferrylm.shapes import qwen7b_config
 
     config = qwen7b_config(num_hidden_layers=4, use_cache=False, attn_implementation="sdpa")
     torch.manual_seed(0)

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 
 import ferrylm.engine.tuning.choose as tuning
-from ferrylm.bench.shapes import qwen7b_model
 from ferrylm.engine import Engine
+from ferrylm.shapes import qwen7b_model
 
 t = time.perf_counter()
 

@@ -123,10 +123,10 @@ def main() -> None:
     args = ap.parse_args()
     from common import _compile, products, split_step
 
-    from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import configure
     from ferrylm.engine.tuning.choose import TUNE4, tune4_candidates
+    from ferrylm.shapes import qwen7b_model
 
     shapes = products()
     todo = {

@@ -12,11 +12,11 @@ import sys
 
 import torch
 
-from ferrylm.bench.shapes import PRODUCTS, epilogues
 from ferrylm.engine.kernels.gemv import Launch
 from ferrylm.engine.kernels.gemv4 import gemv4, pack_int4
 from ferrylm.engine.kernels.int4 import round_to_nearest_int4
 from ferrylm.engine.tuning.choose import tuning_inputs
+from ferrylm.shapes import PRODUCTS, epilogues
 
 GROUP = 128
 SHAPES = {

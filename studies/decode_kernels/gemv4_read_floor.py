@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 from common import _stream, back_to_back
 
-from ferrylm.bench.shapes import HIDDEN, PRODUCTS, VOCAB, epilogues
+from ferrylm.shapes import HIDDEN, PRODUCTS, VOCAB, epilogues
 
 
 @triton.jit

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-from ferrylm.bench.shapes import PRODUCTS as SHAPES
-from ferrylm.bench.shapes import epilogues
 from ferrylm.engine.kernels.gemv import CONFIG_KEYS, ROPE, Epilogue, Launch, gemv
 from ferrylm.engine.tuning.choose import candidates
+from ferrylm.shapes import PRODUCTS as SHAPES
+from ferrylm.shapes import epilogues
 
 PRODUCTS = {name: (*shape, epilogues()[name]) for name, shape in SHAPES.items()}
 

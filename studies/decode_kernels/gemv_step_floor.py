@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ferrylm.bench.shapes import LAYER, PRODUCTS
+from ferrylm.shapes import LAYER, PRODUCTS
 
 BLOCK = 4096  # int32 words a program (16 KB)
 # [n, k] of each product a layer reads, in the step's order, then the output layer's
@@ -95,9 +95,9 @@ def engine_step(
     shape and a configuration for it) in place of the engine's choice, and the choice again."""
     from common import split_step
 
-    from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine, decode_step
     from ferrylm.engine.decode_step import configure
+    from ferrylm.shapes import qwen7b_model
 
     model = qwen7b_model()
     prompt = list(range(1000, 1128))

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import triton
 
-from ferrylm.bench.shapes import PRODUCTS
+from ferrylm.shapes import PRODUCTS
 
 # (N, K) of the fused 7B decoder: wqkv, wo, w13 (gate+up), w2 (down), lm_head; and how many per token.
 SHAPES = PRODUCTS
@@ -62,10 +62,10 @@ def sweep(pdl: bool) -> dict:
 def decode(configs: dict, runs: int, only: list[str]) -> dict:
     import torch._inductor.config as inductor
 
-    from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine
     from ferrylm.engine.decode_step import gemv_weights
     from ferrylm.engine.kernels.gemv import supports_pdl
+    from ferrylm.shapes import qwen7b_model
 
     model = qwen7b_model()
     ids = torch.randint(100, 150000, (1, 128), generator=torch.Generator().manual_seed(1)).cuda()[0].tolist()

@@ -28,8 +28,8 @@ def main() -> None:
         "W4A16 weights (group 128) on torch's int4 kernel; int4-gemv: on the 4-bit Triton kernel",
     )
     args = ap.parse_args()
-    from ferrylm.bench.shapes import qwen7b_model
     from ferrylm.engine import Engine
+    from ferrylm.shapes import qwen7b_model
 
     model = qwen7b_model()
     prompt = list(range(1000, 1128))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from ferrylm.bench.shapes import LAYER
+from ferrylm.shapes import LAYER
 
 
 def sweep(x, packed, scales, want) -> list[dict]:
