@@ -22,7 +22,7 @@ export FERRYLM_HUMANEVAL_X ?= $(HUMANEVAL_X)
 endif
 # The demo adds HumanEval-X to its benchmarks where a copy is there (without one it would stop).
 comma := ,
-DEMO_BENCHMARKS := $(if $(FERRYLM_HUMANEVAL_X),eval.benchmarks=[humaneval$(comma)humaneval-x])
+DEMO_BENCHMARKS := $(if $(FERRYLM_HUMANEVAL_X),eval.benchmarks=[humaneval$(comma)humaneval-x$(comma)own-code])
 
 .PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo demo-repos review report bench lint test test-fast test-slow test-all data train export serve eval run clean
 

@@ -29,6 +29,8 @@ def test_default_preset_loads_with_overrides():
             "eval.benchmarks: unknown benchmark mbpp (known: humaneval, humaneval-x, own-code)",
         ),
         ("eval.benchmarks=[benchmark]", "eval.benchmarks: unknown benchmark benchmark"),  # the seam is not a benchmark
+        ("eval.repo_tasks=false", "eval.repo_tasks: renamed own-code, one of eval.benchmarks"),  # no alias kept
+        ("train.kl_to_base=1.0", "train.kl_to_base: renamed train.drift_penalty"),
     ],
 )
 def test_bad_values_name_the_key_in_one_line(override, message):

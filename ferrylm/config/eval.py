@@ -23,10 +23,12 @@ class EvalConfig(_Section):
     the 8 the data stage keeps per task and language)."""
     humaneval_limit: int | None = Field(None, gt=0)
     """Run only this many of HumanEval's 164 tasks (None: all; with subset_seed a seeded draw)."""
-    benchmarks: list[str] = Field(default_factory=lambda: ["humaneval"])
+    benchmarks: list[str] = Field(default_factory=lambda: ["humaneval", "own-code"])
     """Benchmarks run on every model, each a module of ferrylm/eval/tasks (benchmark.py there): "humaneval" (Python),
     "humaneval-x" (the same tasks in the languages below, compiled and run in the sandbox; data from
-    humaneval_x_dir or $FERRYLM_HUMANEVAL_X)."""
+    humaneval_x_dir or $FERRYLM_HUMANEVAL_X), "own-code" (executed Pass@1 on the held-out repositories' own
+    functions: each function whose own tests are proven to check it, eval/repo/tasks.py, becomes a task, scored by
+    running those tests in the sandbox)."""
     humaneval_x_languages: list[Literal["cpp", "java", "go", "rust"]] = Field(
         default_factory=lambda: ["cpp", "java", "go", "rust"]
     )
@@ -42,13 +44,10 @@ class EvalConfig(_Section):
     """Held-out examples per task (explain, generate) generated and scored for each model."""
     heldout_loss: bool = True
     """each model's loss per held-out example (in-process)"""
-    repo_tasks: bool = True
-    """Executed Pass@1 on the held-out repositories' own functions: each function whose own tests are
-    proven to check it (eval/repo/tasks.py) becomes a task, scored by running those tests in the sandbox."""
     repo_task_limit: int = Field(40, gt=0)
-    """repo_tasks: at most this many tasks per held-out repository."""
+    """own-code: at most this many tasks per held-out repository."""
     repo_task_cache: bool = True
-    """repo_tasks: the tasks found are kept under $XDG_CACHE_HOME/ferrylm/repo-tasks, keyed by the repository's
+    """own-code: the tasks found are kept under $XDG_CACHE_HOME/ferrylm/repo-tasks, keyed by the repository's
     files, its test command and requirements, the functions asked for and the finder's code, so an eval of the
     same code after another fine-tune reads them back instead of running every test suite again."""
     repo_context: Literal["file", "none"] = "file"

@@ -108,7 +108,10 @@ def _apply_override(data: dict, item: str) -> None:
 
 
 # Keys given a new name: the old one is refused with one line naming the new (no alias to keep).
-RENAMED = {"train.kl_to_base": "train.drift_penalty"}
+RENAMED = {
+    "train.kl_to_base": "train.drift_penalty",
+    "eval.repo_tasks": "own-code, one of eval.benchmarks (true: list it; false: leave it out)",
+}
 
 
 def _one_line(err: ValidationError) -> str:

@@ -33,7 +33,7 @@ TAG=${TAG:-run}
 R=/tmp/$TAG
 RUN=(--config demo-gpu model.path=/tmp/q/model.gguf model.cache_dir=/tmp/cache run_dir=$R
   "data.sources=[stdlib]" data.max_pairs=2000 train.compile=none train.max_steps=220 train.save_steps=55
-  train.canary_tasks=40 eval.local=true "eval.benchmarks=[humaneval]" eval.few_shot=0 eval.repo_tasks=false
+  train.canary_tasks=40 eval.local=true "eval.benchmarks=[humaneval]" eval.few_shot=0
   eval.bleu_limit=16 eval.latency_runs=1 "eval.latency_concurrency=[]" export.onnx=false "export.vllm_quantize=[]"
   "${EXTRA[@]}")
 SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
@@ -124,7 +124,7 @@ from ferrylm.manifest import read_record
 setup_logging()
 cfg, t0 = load_config("demo-gpu", sys.argv[1:]), time.time()
 found = {"repositories": os.environ["REPOS"]} if os.environ.get("REPOS") else read_record(cfg.stage_dir("data"))["outputs"]
-tracks = own_code.tracks(cfg.eval, found) if cfg.eval.repo_tasks else []
+tracks = own_code.tracks(cfg.eval, found) if "own-code" in cfg.eval.benchmarks else []
 print({t.title: len(t.problems) for t in tracks}, f"found in {time.time() - t0:.0f} s")
 PY
     ;;

@@ -59,10 +59,9 @@ def module(name: str):
 
 
 def tracks(e, inputs: dict) -> list[Track]:
-    """Every track of every benchmark `e.benchmarks` names, in that order, then the team's own code
-    (own-code, where eval.repo_tasks is on). A benchmark whose data is missing raises here, before any
-    model is loaded or server started."""
-    names = dict.fromkeys([*e.benchmarks, *(["own-code"] if e.repo_tasks else [])])
+    """Every track of every benchmark `e.benchmarks` names (the team's own code among them: own-code), in that
+    order. A benchmark whose data is missing raises here, before any model is loaded or server started."""
+    names = dict.fromkeys(e.benchmarks)
     return [t for name in names for t in module(name).tracks(e, inputs)]
 
 

@@ -1,5 +1,5 @@
 """The team's own code as a benchmark of the seam: the held-out repositories' functions and the training
-repositories' held-out functions, each run against its repository's own tests (eval.repo_tasks; the data
+repositories' held-out functions, each run against its repository's own tests (own-code in eval.benchmarks; the data
 stage's repositories.json). How a function becomes a task and a reply a body: ../repo/.
 """
 
