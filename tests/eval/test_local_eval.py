@@ -29,6 +29,7 @@ def test_local_eval_writes_full_report(copy_run, tiny_qwen2_dir, tiny_corpus, ma
         "eval.samples_per_task=2",
         "eval.temperature=0.7",
         "eval.pass_k=[1,2]",
+        "eval.few_shot=2",  # the base shown 2 training examples (the CPU preset leaves that column to demo-gpu)
         "eval.enforce_gates=false",
         "eval.artifacts=[w4a16]",
         *extra,
