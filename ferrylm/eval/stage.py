@@ -24,7 +24,7 @@ from .heldout.loss import example_losses, losses_of
 from .latency import engine_latency, latency
 from .repo.retrieval import LABEL, with_retrieval
 from .report import helped
-from .report.criteria import Criterion, load_criteria, per_track
+from .report.criteria import Criterion, gate_failures, load_criteria, per_track, with_pass_at_1_lost
 from .report.render import language_rows, write_report
 from .tasks import benchmark
 
@@ -143,28 +143,6 @@ def criteria_values(measured: dict | None, train: dict | None, which: str) -> di
         v["bleu"] = explain["smoothed_bleu4"] / 100 if explain else None  # the seed's code understanding BLEU
         v["latency_512_s"] = measured["latency"]["total_s"]["p50"] if measured["latency"] else None
     return v
-
-
-def with_pass_at_1_lost(models: dict[str, dict]) -> dict[str, dict]:
-    """Each quantized artifact's HumanEval Pass@1 lost against the fine-tuned model it was exported from (the
-    criterion pass_at_1_lost); None for every other column."""
-    ft = models.get("fine-tuned", {}).get("pass_at_1")
-    for label, v in models.items():
-        art = v.get("pass_at_1")
-        shipped = helped.artifact_kind(label) and ft is not None and art is not None
-        v["pass_at_1_lost"] = round(ft - art, 6) if shipped else None
-    return models
-
-
-def gate_failures(failed_gates: dict[str, list[str]]) -> list[str]:
-    """The gates that fail the stage: the fine-tuned model's, and what a quantized artifact loses against it (its
-    own absolute numbers are the fine-tuned model's to meet)."""
-    lost = [
-        f"{m}: pass_at_1_lost"
-        for m, keys in failed_gates.items()
-        if helped.artifact_kind(m) and "pass_at_1_lost" in keys
-    ]
-    return failed_gates.get("fine-tuned", []) + lost
 
 
 def _training(cfg: Config) -> tuple[dict | None, list[dict]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from ...config import ConfigError
+from .helped import artifact_kind
 
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
@@ -61,3 +62,21 @@ def per_track(criteria: list[Criterion], tracks: dict[str, str]) -> list[Criteri
         if base is not None and key not in have
     ]
     return criteria + extra
+
+
+def with_pass_at_1_lost(models: dict[str, dict]) -> dict[str, dict]:
+    """Each quantized artifact's HumanEval Pass@1 lost against the fine-tuned model it was exported from (the
+    criterion pass_at_1_lost); None for every other column."""
+    ft = models.get("fine-tuned", {}).get("pass_at_1")
+    for label, v in models.items():
+        art = v.get("pass_at_1")
+        shipped = artifact_kind(label) and ft is not None and art is not None
+        v["pass_at_1_lost"] = round(ft - art, 6) if shipped else None
+    return models
+
+
+def gate_failures(failed_gates: dict[str, list[str]]) -> list[str]:
+    """The gates that fail the stage: the fine-tuned model's, and what a quantized artifact loses against it (its
+    own absolute numbers are the fine-tuned model's to meet)."""
+    lost = [f"{m}: pass_at_1_lost" for m, keys in failed_gates.items() if artifact_kind(m) and "pass_at_1_lost" in keys]
+    return failed_gates.get("fine-tuned", []) + lost

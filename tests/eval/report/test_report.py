@@ -352,7 +352,7 @@ def test_the_decode_floor_is_the_weights_read_a_token_over_the_card_s_bandwidth(
 def test_a_quantized_artifact_that_loses_more_than_two_points_fails_its_gate(tmp_path):
     """The artifact a team serves is judged by what it loses against the model it was exported from: the stage's
     gates are the fine-tuned model's and that one (the artifact's own absolute numbers are not its to meet)."""
-    from ferrylm.eval.stage import gate_failures, with_pass_at_1_lost
+    from ferrylm.eval.report.criteria import gate_failures, with_pass_at_1_lost
 
     models = {
         "fine-tuned": {"pass_at_1": 0.41},
