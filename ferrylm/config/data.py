@@ -82,6 +82,11 @@ class DataConfig(_Section):
     file_context_tokens: int = Field(768, ge=64)
     """format=sft, task "file": how much of the file the question shows (3 characters a token); keep it at the
     eval's eval.repo_context_tokens, so training asks as the eval does."""
+    repo_files: float = Field(0.0, ge=0, le=1)
+    """format=sft: the share of the training repositories' source files (of repositories whose tests the eval
+    runs: your own, not the stdlib / site-packages corpora) also trained whole as continued pre-training: the
+    model's repository format, windows of max_seq_len tokens, fill-in-the-middle at fim_rate, every held-out
+    function's body cut out, test files never (data/repo_files.py). 0: off."""
     answer: Literal["body", "function"] = "body"
     """format=sft: what a generate example answers with, "body" (the body alone) or "function" (the whole
     function, signature and doc comment first, as an instruct model answers unasked). The eval asks every
@@ -106,11 +111,13 @@ class DataConfig(_Section):
     seed: int = 0
     """Seeds the split, the draw of functions and tasks, and fill-in-the-middle."""
 
-    @field_validator("holdout_functions")
+    @field_validator("holdout_functions", "repo_files")
     @classmethod
     def _only_sft(cls, v: float, info):
         if v and info.data.get("format") not in (None, "sft"):
-            raise ValueError("held-out functions need format=sft (cpt trains on whole files, which hold them)")
+            raise ValueError(
+                f"data.{info.field_name} needs format=sft (cpt trains on whole files, held-out functions and all)"
+            )
         return v
 
     @field_validator("tasks", mode="before")

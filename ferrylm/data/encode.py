@@ -132,9 +132,11 @@ def cpt_examples(
     fim_rate: float,
     spm_rate: float,
     seed: int,
+    heads: list[list[int]] | None = None,
 ) -> list[tuple[list[int], list[int]]]:
     """(input_ids, labels) per document; with FIM, a document is cut at two random characters into
-    prefix/middle/suffix and rendered PSM (<pre>p<suf>s<mid>m) or SPM (<pre><suf>s<mid>p m)."""
+    prefix/middle/suffix and rendered PSM (<pre>p<suf>s<mid>m) or SPM (<pre><suf>s<mid>p m). `heads`: ids
+    put before each document (and before its FIM tokens): the repository format's name and path."""
     pieces, plans = [], []
     for text, key in zip(texts, keys):
         rng = random.Random(f"{seed}:{key}")
@@ -147,13 +149,14 @@ def cpt_examples(
             pieces.append(text)
     ids = encoder.encode(pieces)
     out = []
-    for kind, k in plans:
+    for n, (kind, k) in enumerate(plans):
         if kind == "plain":
             parts = [ids[k]]
         else:
             pre, mid, suf = ids[k], ids[k + 1], ids[k + 2]
             p, m, s = fim
             parts = [[p], pre, [s], suf, [m], mid] if kind == "psm" else [[p, s], suf, [m], pre, mid]
+        parts = ([heads[n]] if heads else []) + parts
         seq = np.empty(sum(map(len, parts)) + 1, dtype=np.int32)
         at = 0
         for part in parts:  # each list converted once, straight into the row's array

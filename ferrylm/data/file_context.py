@@ -18,15 +18,21 @@ CHARS_PER_TOKEN = 3  # a budget in tokens, kept in characters (measured: Go 2.9,
 def with_hole(text: str, fn: Function, cut: list[Function] = ()) -> tuple[str, str, str]:
     """(before, marker line, after) of `text` around `fn`'s body; the bodies of `cut` (other functions of the
     file, never shown: held-out ones) replaced by `...` (`// …` in a brace language)."""
-    raw = text.encode()
-    for other in sorted((f for f in cut if f.id != fn.id), key=lambda f: -f.start):
+    raw, fn = cut_out(text.encode(), [f for f in cut if f.id != fn.id], fn)
+    return hole_around(raw, fn.start, fn.end, fn.language, fn.indent)
+
+
+def cut_out(raw: bytes, cut: list[Function], fn: Function | None = None) -> tuple[bytes, Function | None]:
+    """The file's bytes with the bodies of `cut` replaced by `...` (`// …` and the closing brace in a brace
+    language), and `fn` (a function of the file kept whole) with its span moved by what was cut above it."""
+    for other in sorted(cut, key=lambda f: -f.start):
         python = other.language == "python"
         elided = f"{body_indent(other)}{'...' if python else '// …'}\n" + ("" if python else closing(other.body))
         raw = raw[: other.start] + elided.encode() + raw[other.end :]
-        if other.start < fn.start:  # the function's own span moves by what was cut above it
+        if fn is not None and other.start < fn.start:
             shift = len(elided.encode()) - (other.end - other.start)
             fn = replace(fn, start=fn.start + shift, end=fn.end + shift)
-    return hole_around(raw, fn.start, fn.end, fn.language, fn.indent)
+    return raw, fn
 
 
 def hole_around(raw: bytes, start: int, end: int, language: str, indent: str) -> tuple[str, str, str]:

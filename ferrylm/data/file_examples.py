@@ -27,18 +27,25 @@ class FileShown:
         self.held_out, self.d, self.roots, self.missing = held_out, d, roots, 0
         self._spans: dict[int, dict] = {}
 
-    def turns(self, pair, ref) -> tuple[str, str] | None:
-        """(question, answer), or None where the function's span is not found in its file (counted)."""
+    def spans(self, ref) -> dict:
+        """The file's functions by id (found once a file)."""
         spans = self._spans.get(id(ref))
         if spans is None:
             found = functions(self.text[id(ref)], ref.rel, ref.language, self.d.min_body_lines, self.d.max_body_lines)
             spans = self._spans[id(ref)] = {f.id: f for f in found}
-        fn = spans.get(pair.source)
+        return spans
+
+    def cut(self, ref) -> list:
+        """The file's functions whose bodies are never shown: held-out ones and their near copies."""
+        return [f for f in self.spans(ref).values() if f.id in self.held_out.sources or self.held_out.near(f.body)]
+
+    def turns(self, pair, ref) -> tuple[str, str] | None:
+        """(question, answer), or None where the function's span is not found in its file (counted)."""
+        fn = self.spans(ref).get(pair.source)
         if fn is None:
             self.missing += 1
             return None
-        cut = [f for f in spans.values() if f.id in self.held_out.sources or self.held_out.near(f.body)]
-        before, hole, after = with_hole(self.text[id(ref)], fn, cut)
+        before, hole, after = with_hole(self.text[id(ref)], fn, self.cut(ref))
         view = trimmed(before, hole, after, self.d.file_context_tokens * CHARS_PER_TOKEN, ref.language)
         path = in_repo(ref, self.roots)
         return file_question(path, fn.name, ref.language, view, fn.prompt), assistant_message(pair.body, ref.language)

@@ -20,7 +20,7 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
 from ..prompts import IGNORE_INDEX, render_messages, task_turns
-from . import cpt, library
+from . import cpt, library, repo_files
 from .collect import CleanStats, collect
 from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Packer
@@ -297,6 +297,11 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
                 shots.offer(
                     task, lang, messages, len(ex["input_ids"]), source=p.source, prompt_code=p.prompt_code, body=p.body
                 )
+    if d.repo_files:
+        for ids, labels in repo_files.rows(
+            repo_files.chosen(docs, held, roots, d.repo_files, d.seed), shown, roots, tokenizer, d, stats
+        ):
+            writers["train"].add(ids, labels)
     stats["pairs_too_long"] = too_long
     stats["file_examples_without_span"] = shown.missing
     stats["functions_without_summary"] = no_summary

@@ -933,8 +933,9 @@ func TestShout{i}(t *testing.T) {{
 
 @pytest.mark.integration
 def test_no_held_out_body_reaches_a_training_row_with_the_file_shown(tmp_path, tiny_qwen2_dir, make_config):
-    """data.tasks `file`: a training function is asked with its file shown, as the eval asks; no held-out
-    function's body is in any training row (pairs and file-shown questions), in Python and in Go."""
+    """data.tasks `file`: a training function is asked with its file shown, as the eval asks; data.repo_files: the
+    training repositories' files are trained whole (their path named, fill-in-the-middle); no held-out
+    function's body is in any training row (pairs, file-shown questions, files), in Python and in Go."""
     from ferrylm.data import run_data
     from ferrylm.data.encode import load_rows
     from ferrylm.models import load_tokenizer
@@ -954,6 +955,7 @@ def test_no_held_out_body_reaches_a_training_row_with_the_file_shown(tmp_path, t
         "data.tasks={generate: 1, file: 1}",
         "data.max_seq_len=1024",
         "data.eval_fraction=0.15",
+        "data.repo_files=1",
     )
     data = run_data(cfg)
     repos = json.loads(Path(data.outputs["repositories"]).read_text())
@@ -974,3 +976,9 @@ def test_no_held_out_body_reaches_a_training_row_with_the_file_shown(tmp_path, t
         assert not any("".join(span.body.split()) in r for r in bare), fn
     # a training function's question shows its neighbours but cuts the held-out ones
     assert any("..." in r or "// …" in r for r in shown)
+    # every training repository's source files (not its tests) as rows of their own, headed by their path
+    trained = {r["name"] for r in repos if r["split"] == "train"}
+    files = [r.removeprefix("<repo_name>").split("<file_sep>", 1) for r in rows if r.startswith("<repo_name>")]
+    assert {name.strip() for name, _ in files} == trained  # the tiny tokenizer's: the StarCoder family's tokens
+    assert not any("_test.go" in r.splitlines()[0] or "tests/" in r.splitlines()[0] for _, r in files)
+    assert data.metrics["repo_files"] == len(trained) and data.metrics["repo_file_bodies_cut"] >= len(held)
