@@ -59,8 +59,9 @@ class EvalConfig(_Section):
     so the question, 2 shown examples (384 tokens each at most) and the reply fit serve.max_model_len (2,048)."""
     retrieval_k: int = Field(4, ge=0)
     """Repository tasks: two more columns, the base and the fine-tuned model each shown this many functions
-    retrieved from the training repositories (BM25 over the data stage's library of their functions, the task's
-    own repository first, never the task's own function nor a near duplicate of its body) above the same question.
+    retrieved (BM25 over the data stage's library of the training functions: a held-out function's own repository
+    only, a held-out repository's task the training repositories'; never the task's own function nor a near
+    duplicate of its body) above the same question.
     0 = off."""
     retrieval_tokens: int = Field(512, gt=0)
     """retrieval_k: the retrieved functions fill at most about this many tokens (3 characters each), whole

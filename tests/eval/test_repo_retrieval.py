@@ -74,16 +74,17 @@ def test_never_the_task_itself_nor_a_near_duplicate_and_within_budget(tmp_path):
     assert snippets(index, TASK, k=4, budget_chars=20) == []  # nothing fits: nothing shown
 
 
-def test_the_tasks_own_repository_comes_first(tmp_path):
-    """Another repository's function matches the question best; a task of a training repository is shown
-    its own repository's matches first, a task of a held-out one (no name in the index) the best overall."""
+def test_a_training_repositorys_task_is_shown_its_own_repository_alone(tmp_path):
+    """Another repository's function matches the question best; a held-out function of a training repository is
+    shown its own repository's matches only, a task of a held-out repository (no name in the index) the best
+    overall."""
     index = _index(tmp_path)
     first = [s for s, _ in library.search(index, TASK["prompt"], "python", 10)]
     assert first[:2] == ["shop/cart.py::order_total", "store/sum.py::items_price_count_summed"]  # after its own
     assert [s for s, _ in library.search(index, TASK["prompt"], "python", 10, within="util")] == []
-    own = snippets(index, TASK | {"repo_name": "shop"}, k=2, budget_chars=10_000)
+    own = snippets(index, TASK | {"repo_name": "shop", "split": "functions"}, k=4, budget_chars=10_000)
     assert {g.split("(")[0] for g in own} == {"def item_price", "def count_items"}  # not the better match elsewhere
-    held_out = snippets(index, TASK | {"repo_name": "elsewhere"}, k=1, budget_chars=10_000)
+    held_out = snippets(index, TASK | {"repo_name": "elsewhere", "split": "repositories"}, k=1, budget_chars=10_000)
     assert [g.split("(")[0] for g in held_out] == ["def items_price_count_summed"]
 
 

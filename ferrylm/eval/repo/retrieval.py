@@ -1,9 +1,10 @@
 """Retrieval, the rival a team would try before fine-tuning: each repository task's question with the k
-functions of the training repositories that best match its signature and doc comment shown above it
-(eval.retrieval_k, data/library.py's BM25 index), those of the task's own repository first (a team's
-tools search the repository they work in; a held-out repository has none there). Never the task's own
-function, nor one whose text holds most of the hidden body (a near duplicate, e.g. a copy in another
-module): retrieval must not hand over the answer.
+functions that best match its signature and doc comment shown above it (eval.retrieval_k, data/library.py's
+BM25 index of the training functions). A held-out function of a training repository is shown its own
+repository's training functions only (a team's tools search the repository they work in); a held-out
+repository, which has none there, the best of the training repositories'. Never the task's own function,
+nor one whose text holds most of the hidden body (a near duplicate, e.g. a copy in another module):
+retrieval must not hand over the answer.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def snippets(index: Path, task: dict, k: int, budget_chars: int) -> list[str]:
     room, seen = budget_chars, set()
     repo = task.get("repo_name")
     ranked = library.search(index, task["prompt"], task["language"], 4 * k, within=repo) if repo else []
-    for source, code in ranked + library.search(index, task["prompt"], task["language"], 4 * k):
+    if task.get("split") != "functions":  # a held-out repository: the training repositories'
+        ranked += library.search(index, task["prompt"], task["language"], 4 * k)
+    for source, code in ranked:
         if source in seen or source.endswith(own) or holds_body(code, task["body"]):
             continue
         seen.add(source)
