@@ -216,6 +216,35 @@ def test_a_loss_on_a_general_benchmark_leads_the_verdict():
     assert helped.headline([better, *same]).startswith("Yes: better on Code understanding")
 
 
+def test_the_first_line_answers_on_the_teams_own_measure():
+    """Held-out functions of the repositories it trained on lead, against the base and the base with retrieval,
+    with the smallest difference their number of tasks can show; a run without that track reads as before."""
+    base, ft = [1] * 22 + [0] * 98, [1] * 22 + [1] * 15 + [0] * 83  # 120 tasks: 22 → 37, 15 gained
+    rival = [1] * 25 + [0] * 95
+    row = {
+        "benchmark": "own-functions",
+        "language": "python",
+        "title": "Held-out functions of training repositories (python, the file shown)",
+        "paired_vs": {
+            "base": compare(dict(enumerate(ft)), dict(enumerate(base))),
+            "base + retrieval": compare(dict(enumerate(ft)), dict(enumerate(rival))),
+            "fine-tuned + retrieval": compare(dict(enumerate(ft)), dict(enumerate(ft))),
+        },
+    }
+    first = helped.headline(helped.lines(None, [row, _humaneval_row(base, base)]))
+    assert first.startswith(
+        "On your own code (held-out functions of the repositories it trained on): python: fine-tuned 30.8 % vs base "
+        "18.3 % — better (McNemar p = 6.1e-05, 120 tasks; the smallest difference they can show: "
+    )
+    assert "; against base + retrieval 20.8 % — better (McNemar p = " in first
+    assert "; fine-tuned + retrieval 30.8 %. " in first
+    few = {**row, "paired_vs": {"base": compare({0: 1, 1: 0, 2: 1}, {0: 0, 1: 0, 2: 0})}}
+    assert "vs base 0.0 % — too few to tell (McNemar p = 0.5, 3 tasks; no difference can show)" in helped.headline(
+        helped.lines(None, [few])
+    )
+    assert helped.team(helped.lines(None, [_humaneval_row(base, base)])) == ""
+
+
 def test_the_first_screen_is_one_table_of_measures_by_model():
     head, rows = helped.table(_pair((UP, FLAT), (DOWN, FLAT)))
     assert head == ["measure", "base", "base 2-shot", "fine-tuned"]
