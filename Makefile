@@ -117,6 +117,41 @@ repositories:
   - {path: wcwidth-0.9.4, name: wcwidth, test: "WCWIDTH_PYTHON=1 python -m pytest -q -p no:cacheprovider -o addopts= tests"}
 endef
 export DEMO_GPU_MANIFEST
+# demo-gpu's Go projects: Debian's golang-*-dev packages ship each project's sources with its _test.go files
+# (apt-get download needs no root; each .deb pinned by version and SHA-256); a go.mod is written where the
+# package has none (Go 1.19 tests in module mode, offline: none of them imports beyond its own module and the
+# standard library). Without apt-get or Go they are left out, said once; the Python projects stay.
+DEMO_GPU_GO := \
+  golang-github-agext-levenshtein-dev=1.2.3-2:81424659e457af835a82195b216dbdfc2945044f62d0d66eb0c723cae1cee659 \
+  golang-github-armon-go-radix-dev=1.0.0-2:0fa1c607ebf081e558f9d93463b50878940bab866d6c1e39b06ee42a758483c0 \
+  golang-github-bits-and-blooms-bitset-dev=1.2.2-1:75ab6511550d462775009c22f3159f10be01338692fa3c0e9862a932c5252395 \
+  golang-github-blang-semver-dev=4.0.0-1:7687d85fbfd2bc3cbb3f18a15bb111f6aa7621a57ca773f600173d0131e0dbbf \
+  golang-github-cespare-xxhash-dev=2.1.1-2:58e371a185bc1c41fefa1eb6eaacd4a39bf8a579645547c12f0121f4fe6daf95 \
+  golang-github-dustin-go-humanize-dev=1.0.0-3:b4d1a9d00e0c8af421a30e683bf36e14ba99fa621d3f698220f9af0420bd330c \
+  golang-github-emirpasic-gods-dev=1.12.0-2:45f28b222ff783bd090db0f1cab25763e7a0658426532202f60b5ca4971f74c9 \
+  golang-github-gobwas-glob-dev=0.2.3+git20180208.19c076c-2:a3d0ba6c1ff0760f85ecd740483926bc2bb2738735ad93f79dfc69c4f69f9d7f \
+  golang-github-google-btree-dev=1.0.0-1:7a5fec774bb6e904c22436e1481aad7eb4c23d82ad3832d28ffc4e79379d9ce8 \
+  golang-github-google-go-cmp-dev=0.5.9-1:b68bd919daa7c1bdf02abfb68894e29e532f19b03b68c8615f50626c48f553b6 \
+  golang-github-hashicorp-golang-lru-dev=0.5.4-2:060ce36c6213ec4084c0604440ba0a62ebd66a64902dbb71d3422f5eb5719141 \
+  golang-github-huandu-xstrings-dev=1.3.3-1:48a86578e3af2239bd8a8454ebb1947768fc492340f21b64f0a4ff4d837c2946 \
+  golang-github-kballard-go-shellquote-dev=0.0~git20180428.95032a8-2:79c29ae53a07f2f3623f34e378b0abb5ad8b14df43dbff3642bfe97abe2b3c05
+define DEMO_GO_FETCH
+set -e
+command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null && command -v go >/dev/null || \
+  { echo "ferrylm: apt-get, dpkg-deb or go missing: demo-gpu's Go projects left out"; exit 0; }
+mkdir debs && cd debs
+apt-get download -q $$(for p in $$DEMO_GPU_GO; do echo "$${p%:*}"; done) 2>&1 | grep -v "unsandboxed" || true
+for p in $$DEMO_GPU_GO; do name=$${p%%=*}; sum=$${p##*:}; echo "$$sum  $$(ls $${name}_*.deb)"; done | sha256sum -c --quiet
+for f in *.deb; do dpkg-deb -x "$$f" x; done
+cd ..
+for d in debs/x/usr/share/gocode/src/*/*/*; do
+  repo=$$(basename "$$d"); mv "$$d" "go-$$repo"
+  [ -f "go-$$repo/go.mod" ] || printf 'module %s\n\ngo 1.13\n' "$${d#debs/x/usr/share/gocode/src/}" > "go-$$repo/go.mod"
+  echo "  - {path: go-$$repo, name: $$repo}" >> manifest.yaml
+done
+rm -rf debs
+endef
+export DEMO_GO_FETCH DEMO_GPU_GO
 GPU_DEMO := $(filter demo-gpu,$(DEMO_CONFIG))
 DEMO_REPOS_DIR := $(abspath .cache/ferrylm/demo-repos$(if $(GPU_DEMO),-gpu))
 DEMO_PINS := $(DEMO_REPOS)$(if $(GPU_DEMO),|$(DEMO_GPU_REPOS))
@@ -135,6 +170,7 @@ $(DEMO_REPOS_DIR)/.ready: Makefile
 	for f in $(DEMO_REPOS_DIR).tmp/sdists/*.tar.gz; do tar xzf $$f -C $(DEMO_REPOS_DIR).tmp; done
 	rm -rf $(DEMO_REPOS_DIR).tmp/sdists $(DEMO_REPOS_DIR).tmp/requirements.txt
 	$(if $(GPU_DEMO),printf '%s\n' "$$DEMO_GPU_MANIFEST" > $(DEMO_REPOS_DIR).tmp/manifest.yaml)
+	$(if $(GPU_DEMO),cd $(DEMO_REPOS_DIR).tmp && bash -c "$$DEMO_GO_FETCH")
 	mv $(DEMO_REPOS_DIR).tmp $(DEMO_REPOS_DIR) && touch $@
 
 demo-repos: $(STAMP) $(DEMO_REPOS_DIR)/.ready

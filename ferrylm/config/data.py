@@ -106,6 +106,10 @@ class DataConfig(_Section):
     never reach training; the eval stage scores them apart from the held-out repositories. Those of your own
     repositories (not of the stdlib / site-packages corpora) are all kept, beyond max_pairs. In a repository
     with tests the share is drawn among the functions its test files name: only those can become tasks."""
+    validation_functions: float = Field(0.2, ge=0, lt=1)
+    """format=sft, holdout_functions: the share of the held-out functions that only validates: their rows are the
+    training's held-out loss (train.keep_best chooses the checkpoint on it, with the canary) and they are never
+    reported as tasks; the other held-out functions are reported and never choose the checkpoint."""
     max_seq_len: int = Field(512, ge=32)
     """Tokens per example (or per packed row); longer examples are dropped and counted."""
     seed: int = 0
@@ -115,9 +119,7 @@ class DataConfig(_Section):
     @classmethod
     def _only_sft(cls, v: float, info):
         if v and info.data.get("format") not in (None, "sft"):
-            raise ValueError(
-                f"data.{info.field_name} needs format=sft (cpt trains on whole files, held-out functions and all)"
-            )
+            raise ValueError("needs format=sft (cpt trains on whole files, held-out functions and all)")
         return v
 
     @field_validator("tasks", mode="before")

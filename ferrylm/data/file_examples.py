@@ -5,11 +5,14 @@ tests hold (the held-out draw keeps to functions they name)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ..prompts import assistant_message, file_question
 from .file_context import CHARS_PER_TOKEN, trimmed, with_hole
 from .holdout import HeldOutFunctions, is_test_file, words_in
-from .spans import functions
+from .spans import LANGUAGES, functions
+
+SPAN_LANGUAGES = set(LANGUAGES.values())
 
 
 def in_repo(ref, roots: dict) -> str:
@@ -30,8 +33,17 @@ class FileShown:
     def spans(self, ref) -> dict:
         """The file's functions by id (found once a file)."""
         spans = self._spans.get(id(ref))
+        if spans is None and ref.language not in SPAN_LANGUAGES:  # C: its functions are never tasks
+            spans = self._spans[id(ref)] = {}
         if spans is None:
-            found = functions(self.text[id(ref)], ref.rel, ref.language, self.d.min_body_lines, self.d.max_body_lines)
+            found = functions(
+                self.text[id(ref)],
+                ref.rel,
+                ref.language,
+                self.d.min_body_lines,
+                self.d.max_body_lines,
+                documented=False,
+            )
             spans = self._spans[id(ref)] = {f.id: f for f in found}
         return spans
 
@@ -51,10 +63,16 @@ class FileShown:
         return file_question(path, fn.name, ref.language, view, fn.prompt), assistant_message(pair.body, ref.language)
 
 
-def tested_words(docs, held: set, roots: dict) -> dict[str, set[str]]:
-    """Training repository (one whose tests the eval runs) → the words its test files hold."""
+def tested_words(held: set, roots: dict) -> dict[str, set[str]]:
+    """Training repository (one whose tests the eval runs) → the words its test files hold, read from the
+    repository itself: a test file the corpus filters dropped (too large, a near copy) still runs."""
     out: dict[str, set[str]] = {}
-    for doc in docs:
-        if doc.ref.repo in roots and doc.ref.repo not in held and is_test_file(in_repo(doc.ref, roots)):
-            out.setdefault(doc.ref.repo, set()).update(words_in(doc.text))
+    for repo, info in roots.items():
+        if repo in held:
+            continue
+        root = Path(info["root"])
+        for path in root.rglob("*"):
+            rel = path.relative_to(root).as_posix()
+            if path.suffix in LANGUAGES and is_test_file(rel) and path.is_file():
+                out.setdefault(repo, set()).update(words_in(path.read_text(errors="replace")))
     return out

@@ -8,6 +8,7 @@ another is left out, since it reads its enclosing scope. A method is dedented to
 from __future__ import annotations
 
 import ast
+import tokenize
 import warnings
 from dataclasses import dataclass
 
@@ -59,7 +60,31 @@ def without_accessor(qualified: str) -> str:
     return qualified
 
 
-def extract_pairs(text: str, source: str, min_body_lines: int, max_body_lines: int) -> list[Pair]:
+def header_end(node: ast.FunctionDef, lines: list[str]) -> int:
+    """The line on which a def's header ends: its colon, at bracket depth 0 after `def` (tokenized: a colon in a
+    default's lambda, a string or a comment is not it)."""
+    depth, seen_def = 0, False
+    start = node.lineno
+    try:
+        for tok in tokenize.generate_tokens(iter(lines[start - 1 : node.body[0].lineno]).__next__):
+            if tok.type == tokenize.NAME and tok.string == "def":
+                seen_def = True
+            elif tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+            elif seen_def and depth == 0 and tok.type == tokenize.OP and tok.string == ":":
+                return start + tok.start[0] - 1
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return node.body[0].lineno  # not found: as if the body shared the header's line (never a pair)
+
+
+def extract_pairs(
+    text: str, source: str, min_body_lines: int, max_body_lines: int, documented: bool = True
+) -> list[Pair]:
+    """The functions with a docstring as pairs; `documented=False`: those without one too (their prompt the
+    signature alone, no summary), as a task asked with its file shown needs none."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in old code are not our problem
@@ -70,11 +95,17 @@ def extract_pairs(text: str, source: str, min_body_lines: int, max_body_lines: i
     pairs = []
     for name, node in functions_of(tree.body):
         docstring = ast.get_docstring(node)
-        if docstring is None or len(node.body) < 2:
+        if docstring is None and not documented:
+            doc_end = header_end(node, lines)  # the prompt ends with the signature
+            doc_start = doc_end + 1
+            if node.body[0].lineno <= doc_end:
+                continue  # the body shares the def's line
+        elif docstring is None or len(node.body) < 2:
             continue
-        doc_start, doc_end = node.body[0].lineno, node.body[0].end_lineno
-        if node.body[1].lineno <= doc_end or lines[doc_start - 1][: node.body[0].col_offset].strip():
-            continue  # code shares a line with the docstring
+        else:
+            doc_start, doc_end = node.body[0].lineno, node.body[0].end_lineno
+            if node.body[1].lineno <= doc_end or lines[doc_start - 1][: node.body[0].col_offset].strip():
+                continue  # code shares a line with the docstring
         start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
         body_lines = lines[doc_end : node.end_lineno]
         code_lines = [ln for ln in body_lines if ln.strip()]
@@ -92,7 +123,7 @@ def extract_pairs(text: str, source: str, min_body_lines: int, max_body_lines: i
                 f"{source}::{name}",
                 dedent("".join(lines[start - 1 : doc_end]), col),
                 dedent(body, col),
-                summary(docstring),
+                summary(docstring) if docstring else "",
                 dedent(signature + body, col),
             )
         )

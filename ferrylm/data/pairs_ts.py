@@ -50,7 +50,11 @@ def supported(language: str) -> bool:
     return True
 
 
-def extract_pairs_ts(text: str, source: str, language: str, min_body_lines: int, max_body_lines: int) -> list[Pair]:
+def extract_pairs_ts(
+    text: str, source: str, language: str, min_body_lines: int, max_body_lines: int, documented: bool = True
+) -> list[Pair]:
+    """The functions with a doc comment as pairs; `documented=False`: those without one too (their prompt the
+    signature alone, no summary)."""
     functions, comments, prefixes = _SPECS[language][1:]
     src = text.encode()
     tree = _parser(language).parse(src)
@@ -61,7 +65,7 @@ def extract_pairs_ts(text: str, source: str, language: str, min_body_lines: int,
         if node.type not in functions:
             stack.extend(reversed(node.children))
             continue
-        pair = _pair(node, src, source, comments, prefixes, min_body_lines, max_body_lines)
+        pair = _pair(node, src, source, (comments, prefixes, documented), min_body_lines, max_body_lines)
         if pair:
             pairs.append(pair)
     return pairs
@@ -81,6 +85,29 @@ def _doc_span(node, comments, prefixes) -> tuple[int, int] | None:
     return None if start is None else (start, end)
 
 
+def _attributes(node) -> list[str]:
+    """The attributes right above a node (Rust's `#[test]`, `#[cfg(test)]`), as written."""
+    out, cur = [], node.prev_sibling
+    while cur is not None and cur.type in ("attribute_item", "line_comment", "block_comment"):
+        out += [cur.text.decode(errors="replace")] if cur.type == "attribute_item" else []
+        cur = cur.prev_sibling
+    return out
+
+
+def _rust_test(node) -> bool:
+    """A Rust test: a `#[test]` function, or any function of a `#[cfg(test)]` module (test code, never a task)."""
+    if node.type != "function_item":
+        return False
+    if any(a.replace(" ", "") in ("#[test]", "#[tokio::test]") for a in _attributes(node)):
+        return True
+    cur = node.parent
+    while cur is not None:
+        if cur.type == "mod_item" and any("cfg(test)" in a.replace(" ", "") for a in _attributes(cur)):
+            return True
+        cur = cur.parent
+    return False
+
+
 def _is_function(node) -> bool:
     """A C/C++ function_definition whose declarator really declares a function: the C grammar reads
     `class Foo : public Bar { ... }` as one too (a type, an error, a name and a body). Parses with
@@ -95,15 +122,19 @@ def _is_function(node) -> bool:
     return decl is not None
 
 
-def _pair(node, src: bytes, source: str, comments, prefixes, min_lines: int, max_lines: int) -> Pair | None:
+def _pair(node, src: bytes, source: str, docs: tuple, min_lines: int, max_lines: int) -> Pair | None:
+    """`docs`: (comment node types, doc comment prefixes, whether one is required)."""
+    comments, prefixes, documented = docs
     body = node.child_by_field_name("body")
     if body is None or not src[body.start_byte : body.start_byte + 1] == b"{" or not _is_function(node):
         return None
     anchor = node.parent if node.parent is not None and node.parent.type == "template_declaration" else node
-    span = _doc_span(anchor, comments, prefixes)
-    if span is None:
+    if _rust_test(anchor):
         return None
-    line_start = src.rfind(b"\n", 0, span[0]) + 1
+    span = _doc_span(anchor, comments, prefixes)
+    if span is None and documented:
+        return None
+    line_start = src.rfind(b"\n", 0, span[0] if span else anchor.start_byte) + 1
     split = body.start_byte + 1
     if src[split : split + 1] == b"\n":
         split += 1
@@ -113,11 +144,11 @@ def _pair(node, src: bytes, source: str, comments, prefixes, min_lines: int, max
     if not (min_lines <= len(code_lines) <= max_lines):
         return None
     name = function_name(node)
-    code_start = src.find(b"\n", span[1]) + 1  # the line after the doc comment,
+    code_start = src.find(b"\n", span[1]) + 1 if span else 0  # the line after the doc comment,
     code_start = min(code_start, anchor.start_byte) if code_start > 0 else anchor.start_byte  # or its own
     column = anchor.start_point[1]
     code = dedent(" " * column + src[code_start : node.end_byte].decode(errors="replace").lstrip(" \t"), column) + "\n"
-    doc = summary(comment_text(src[span[0] : span[1]].decode(errors="replace")))
+    doc = summary(comment_text(src[span[0] : span[1]].decode(errors="replace"))) if span else ""
     return Pair(f"{source}::{name}", src[line_start:split].decode(errors="replace"), answer + "\n", doc, code)
 
 

@@ -12,7 +12,7 @@ import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from .pairs import extract_pairs
+from .pairs import extract_pairs, header_end
 from .pairs import functions_of as python_defs
 from .pairs_ts import _parser, extract_pairs_ts, function_name
 
@@ -39,11 +39,14 @@ class Function:
         return asdict(self)
 
 
-def functions(text: str, file: str, language: str, min_lines: int = 2, max_lines: int = 40) -> list[Function]:
-    """The file's functions that the data stage would take, with their body spans."""
+def functions(
+    text: str, file: str, language: str, min_lines: int = 2, max_lines: int = 40, documented: bool = True
+) -> list[Function]:
+    """The file's functions that the data stage would take, with their body spans; `documented=False`: those
+    without a doc comment too (their prompt the signature alone)."""
     if language == "python":
-        return _python_functions(text, file, min_lines, max_lines)
-    return _brace_functions(text, file, language, min_lines, max_lines)
+        return _python_functions(text, file, min_lines, max_lines, documented)
+    return _brace_functions(text, file, language, min_lines, max_lines, documented)
 
 
 def splice(text: str, fn: Function, body: str) -> str:
@@ -60,13 +63,14 @@ def python_nodes(tree: ast.Module) -> dict:
     return dict(python_defs(tree.body))
 
 
-def _python_functions(text: str, file: str, min_lines: int, max_lines: int) -> list[Function]:
-    pairs = extract_pairs(text, file, min_lines, max_lines)
+def _python_functions(text: str, file: str, min_lines: int, max_lines: int, documented: bool) -> list[Function]:
+    pairs = extract_pairs(text, file, min_lines, max_lines, documented)
     if not pairs:
         return []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         nodes = python_nodes(ast.parse(text))
+    lines = text.splitlines(keepends=True)  # as extract_pairs reads them
     line_starts = [0]
     for line in text.encode().splitlines(keepends=True):
         line_starts.append(line_starts[-1] + len(line))
@@ -76,7 +80,9 @@ def _python_functions(text: str, file: str, min_lines: int, max_lines: int) -> l
         node = nodes.get(name)
         if node is None or isinstance(node, ast.AsyncFunctionDef):
             continue  # a coroutine's result cannot be changed before it is awaited
-        doc_end, end = node.body[0].end_lineno, node.end_lineno
+        documented_here = ast.get_docstring(node) is not None
+        doc_end = node.body[0].end_lineno if documented_here else header_end(node, lines)
+        end = node.end_lineno
         start_b, end_b = line_starts[doc_end], line_starts[end]
         body = text.encode()[start_b:end_b].decode()
         def_line = text.splitlines()[node.lineno - 1]
@@ -135,8 +141,10 @@ def _name(node) -> str:
     return function_name(node)
 
 
-def _brace_functions(text: str, file: str, language: str, min_lines: int, max_lines: int) -> list[Function]:
-    found = extract_pairs_ts(text, file, language, min_lines, max_lines)
+def _brace_functions(
+    text: str, file: str, language: str, min_lines: int, max_lines: int, documented: bool
+) -> list[Function]:
+    found = extract_pairs_ts(text, file, language, min_lines, max_lines, documented)
     names = Counter(p.source.split("::", 1)[1] for p in found)
     # a name twice in one file (methods of two types) cannot be told apart by id: neither is a task
     pairs = {p.source.split("::", 1)[1]: p for p in found if names[p.source.split("::", 1)[1]] == 1}

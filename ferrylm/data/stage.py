@@ -24,10 +24,12 @@ from . import cpt, library, repo_files
 from .collect import CleanStats, collect
 from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Packer
-from .file_examples import FileShown, in_repo, tested_words
+from .file_examples import SPAN_LANGUAGES, FileShown, in_repo, tested_words
 from .formats import read_conversations
 from .holdout import HeldOutFunctions, drawable, drawn, is_test_file
+from .pairs import Pair
 from .shots import ShotPool
+from .spans import functions
 from .stats import write_report
 
 LIBRARY = "library.sqlite"  # the training functions, searchable (the eval's retrieval column)
@@ -221,10 +223,13 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
     )
 
 
-def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict, tested: dict) -> tuple[list, HeldOutFunctions]:
+def _chosen_pairs(
+    d, pairs: list, held: set, roots, stats: dict, tested: dict, undocumented: list
+) -> tuple[list, HeldOutFunctions]:
     """The pairs drawn (data.max_pairs), without the training repositories' test files and the near
     duplicates of their held-out functions (data.holdout_functions), and those held-out functions (`tested`:
-    what each repository's tests name, holdout.drawable)."""
+    what each repository's tests name, holdout.drawable), drawn among the pairs and the `undocumented` functions
+    of the user's own repositories alike."""
     random.Random(d.seed).shuffle(pairs)
     # the held-out functions of the user's own repositories are all kept, whatever max_pairs draws
     own = {
@@ -242,14 +247,35 @@ def _chosen_pairs(d, pairs: list, held: set, roots, stats: dict, tested: dict) -
         kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(in_repo(ref, roots))]
         stats["test_file_pairs_dropped"] = len(pairs) - len(kept_pairs)
         pairs = kept_pairs
-    kept = HeldOutFunctions(pairs, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms, tested)
+    kept = HeldOutFunctions(
+        pairs + undocumented, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms, tested
+    )
     if d.holdout_functions:
         near = {
             p.source for p, ref in pairs if ref.repo not in held and p.source not in kept.sources and kept.near(p.body)
         }
         pairs = [(p, ref) for p, ref in pairs if p.source not in near]
-        stats.update(held_out_functions=len(kept.sources), pairs_near_held_out=len(near))
+        stats.update(
+            held_out_functions=len(kept.sources),
+            held_out_undocumented=len(kept.sources & {p.source for p, _ in undocumented}),
+            pairs_near_held_out=len(near),
+        )
     return pairs, kept
+
+
+def _undocumented(d, docs, held: set, roots: dict) -> list:
+    """(Pair, ref) of each function without a doc comment in the user's own training repositories (not their
+    tests): with the file shown, a function needs no doc comment to be asked, so it may be held out too."""
+    out = []
+    for doc in docs:
+        if doc.ref.repo not in roots or doc.ref.repo in held or doc.ref.language not in SPAN_LANGUAGES:
+            continue
+        if is_test_file(in_repo(doc.ref, roots)):
+            continue
+        documented = {p.source for p in doc.pairs}
+        spans = functions(doc.text, doc.ref.rel, doc.ref.language, d.min_body_lines, d.max_body_lines, documented=False)
+        out += [(Pair(f.id, f.prompt, f.body), doc.ref) for f in spans if f.id not in documented]
+    return out
 
 
 def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> dict[str, list[str]]:
@@ -266,11 +292,14 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             f"and a {d.min_body_lines}–{d.max_body_lines} line body"
         )
     every = list(pairs)
-    pairs, kept = _chosen_pairs(d, pairs, held, roots, stats, tested_words(docs, held, roots))
+    undocumented = _undocumented(d, docs, held, roots) if d.holdout_functions else []
+    pairs, kept = _chosen_pairs(d, pairs, held, roots, stats, tested_words(held, roots), undocumented)
     undrawn = _undrawn_own(every, pairs, held, kept, roots, bool(d.holdout_functions))
     stats["library_functions"] = _write_library(cfg, pairs + undrawn, held, kept.sources)
     too_long, no_summary, examples = 0, 0, Counter()
     shown = FileShown(docs, kept, d, roots)
+    # a share of the held-out functions only validates (the checkpoint is chosen on them), never reported as a task
+    validation = {s for s in kept.sources if drawn(d.seed, f"validation:{s}", d.validation_functions)}
     for p, ref in pairs:
         lang = ref.language
         draw = random.Random(f"{d.seed}:{p.source}")
@@ -289,9 +318,11 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             if len(ex["input_ids"]) > d.max_seq_len:
                 too_long += 1
                 continue
-            writers[split].add(ex["input_ids"], ex["labels"])
+            reported = split == "eval" and p.source in kept.sources and p.source not in validation
+            if not reported:  # a reported task's rows never choose the checkpoint
+                writers[split].add(ex["input_ids"], ex["labels"])
             examples[f"{split}/{task}/{lang}"] += 1
-            if split == "eval":
+            if split == "eval" and p.source not in validation:
                 held_out.append(_held_out_row(p, lang, task, messages, d.answer, ref.repo in held))
             elif task != "file":  # the few-shot column shows the short questions
                 shots.offer(
@@ -306,7 +337,8 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
     stats["file_examples_without_span"] = shown.missing
     stats["functions_without_summary"] = no_summary
     stats["examples_by_task"] = dict(sorted(examples.items()))
-    return _held_out_names(pairs, kept.sources, roots)
+    stats["validation_functions"] = len(validation)
+    return _held_out_names(pairs + undocumented, kept.sources - validation, roots)
 
 
 def _held_out_row(p, language: str, task: str, messages: list, form: str, held_repo: bool) -> dict:

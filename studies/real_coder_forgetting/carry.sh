@@ -9,6 +9,7 @@
 #   studies/real_coder_forgetting/carry.sh proj   # .proj: the demo-gpu projects (the Makefile's pins and
 #                                                 # manifest) and their tests' requirements as wheels (w/)
 #   studies/real_coder_forgetting/carry.sh tc     # .tc: HumanEval-X's data and Debian's JRE and JDK (pieces)
+#   studies/real_coder_forgetting/carry.sh go     # .tc/go.p00, go.p01, go-src.deb: Debian's Go 1.19 for the Go projects' tests
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for d in .whl .gg .proj .tc; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
@@ -42,5 +43,10 @@ print(embedded_gguf('qwen2.5-coder-1.5b', cache_root()))")
     (cd .tc && apt-get download -q openjdk-17-jre-headless openjdk-17-jdk-headless && mv openjdk-17-jre-headless_*.deb jre.deb \
       && split -b 56000000 -d -a 2 openjdk-17-jdk-headless_*.deb jdk.p && rm openjdk-17-jdk-headless_*.deb)
     ls -la .tc ;;
-  *) echo "usage: $0 whl | gg | proj | tc" >&2; exit 2 ;;
+  go)  # Debian's Go 1.19 (the projects' tests): the toolchain's .deb in two pieces, its standard library's sources whole
+    mkdir -p .tc && rm -f .tc/go.p?? .tc/go-src.deb
+    (cd .tc && apt-get download -q golang-1.19-go golang-1.19-src 2>&1 | grep -v unsandboxed || true)
+    (cd .tc && sha256sum golang-1.19-*.deb && split -b 48000000 -d -a 2 golang-1.19-go_*.deb go.p && mv golang-1.19-src_*.deb go-src.deb \
+      && rm golang-1.19-go_*.deb && ls -la go.p?? go-src.deb) ;;
+  *) echo "usage: $0 whl | gg | proj | tc | go" >&2; exit 2 ;;
 esac

@@ -38,6 +38,8 @@ RUN=(--config demo-gpu model.path=/tmp/q/model.gguf model.cache_dir=/tmp/cache r
   "${EXTRA[@]}")
 SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 JDK_SHA=390eff9273f019e2839a0faaef7a7326d11c32c7db8320316dc6feac48ed2598  # openjdk-17-jdk-headless 17.0.19+10-1~deb12u2 (carry.sh tc)
+GO_SHA=545123039b6c79e75cf2d86528781a825424cf33ce9d3f4513d772d7144cd531  # golang-1.19-go 1.19.8-2 (carry.sh go)
+GO_SRC_SHA=2dfa82fe4f08f4e0193c532e561af4c91871f5235608f04f2bb8d57bb288df5a  # golang-1.19-src 1.19.8-2
 # background steps run from a copy made at `setup`: every later call re-copies the working tree under them
 # (a finding that read ferrylm/ during the carry calls once met its files missing)
 BG=/tmp/tree/studies/real_coder_forgetting/$(basename "$0")
@@ -98,6 +100,19 @@ case "${1:-}" in
         fi ;;
     esac
     for t in g++ javac java go rustc cargo; do echo "$t: $(command -v $t || echo missing)"; done ;;
+  go)  # Go for the Go projects' tests: `go p00`, `go p01` (Debian's golang-1.19-go in pieces, its -src beside the
+        # last: carry.sh go), `go install` (unpacked into /, as root, where go is missing)
+    mkdir -p /tmp/go
+    case "$2" in
+      p*) cp .tc/go.$2 /tmp/go/ && { [ ! -f .tc/go-src.deb ] || cp .tc/go-src.deb /tmp/go/; } ;;
+      install)
+        if ! command -v go > /dev/null; then
+          cat /tmp/go/go.p?? > /tmp/go/go.deb
+          echo "$GO_SHA  /tmp/go/go.deb" | sha256sum -c --quiet && echo "$GO_SRC_SHA  /tmp/go/go-src.deb" | sha256sum -c --quiet
+          dpkg -x /tmp/go/go.deb / && dpkg -x /tmp/go/go-src.deb / && ln -sf /usr/lib/go-1.19/bin/go /usr/bin/go
+        fi
+        go version ;;
+    esac ;;
   _run)
     for s in "${@:2}"; do
       if [ "$s" = tasks ]; then  # the repository tasks found beside training, kept for the eval (eval.repo_task_cache)

@@ -145,13 +145,19 @@ def test_python_free_passes_are_dropped_and_a_broken_test_file_is_left_out_alone
     out = tmp_path / "tasks.jsonl"
     (found,) = write_tasks([str(repo)], out, runs=1)
     assert found.skipped is None and found.deselected == ["tests/test_old.py"]  # the file, not the repository
-    assert sorted(t["name"] for t in found.tasks) == ["Version.major", "Version.major.setter", "double", "is_plain"]
+    assert sorted(t["name"] for t in found.tasks) == [
+        "Version.__init__",  # no doc comment: asked with its file shown, a task like the others
+        "Version.major",
+        "Version.major.setter",
+        "double",
+        "is_plain",
+    ]
     # needs_encoding; pending, whose `return None` hangs its test: each constant has its own time limit
     assert found.dropped == {"its tests pass with `return None`": 1, "its tests pass with `return 0`": 1}
     verdicts = {c["id"]: c for c in map(json.loads, Path(f"{out}.functions.jsonl").read_text().splitlines())}
     assert verdicts["pkg/__init__.py::needs_encoding"]["reason"] == "its tests pass with `return None`"
     assert verdicts["pkg/__init__.py::is_plain"]["verdict"] == "task"
-    assert len(verdicts) == 6  # every function considered is listed with its verdict
+    assert len(verdicts) == 7  # every function considered is listed with its verdict
 
 
 @pytest.mark.integration

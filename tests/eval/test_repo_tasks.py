@@ -735,7 +735,12 @@ def test_held_out_functions_of_training_repositories_stay_out_of_training(tmp_pa
     corpus = _four_repositories(tmp_path / "repos")
     (tmp_path / "link").symlink_to(corpus)  # named through a link: the functions' paths are still the repositories'
     cfg = make_config(
-        tmp_path / "run", tiny_qwen2_dir, tmp_path / "link", "data.min_body_lines=1", "data.holdout_functions=0.5"
+        tmp_path / "run",
+        tiny_qwen2_dir,
+        tmp_path / "link",
+        "data.min_body_lines=1",
+        "data.holdout_functions=0.5",
+        "data.validation_functions=0.5",
     )
     data = run_data(cfg)
     repos = {r["name"]: r for r in json.loads(Path(data.outputs["repositories"]).read_text())}
@@ -747,9 +752,76 @@ def test_held_out_functions_of_training_repositories_stay_out_of_training(tmp_pa
     by_fn = {f"{r['source'].split('/', 1)[1]}" for r in rows if r["split"] == "functions"}
     assert by_fn == held_fns  # every held-out function is evaluated, and only those
     m = data.metrics
-    assert m["held_out_functions"] == len(held_fns) and m["test_file_pairs_dropped"] == len(trained)
-    with pytest.raises(Exception, match="data.holdout_functions: .*need format=sft"):
+    assert m["held_out_functions"] == len(held_fns) + m["validation_functions"]  # the validating ones are no task
+    assert m["test_file_pairs_dropped"] == len(trained) and m["validation_functions"]
+    # the held-out loss that chooses the checkpoint holds the validating functions' rows, never a reported one's
+    from ferrylm.data.encode import load_rows
+    from ferrylm.models import load_tokenizer
+
+    tok = load_tokenizer(tiny_qwen2_dir)
+    validating = ["".join(tok.decode(ids).split()) for ids in load_rows(data.outputs["eval"])["input_ids"]]
+    spans = {
+        (name, f.id): "".join(f.body.split())
+        for name in repos
+        for f in functions((corpus / name / "pkg" / "__init__.py").read_text(), "pkg/__init__.py", "python", 1)
+    }
+    unique = Counter(spans.values())  # a body that another repository has word for word tells nothing here
+    reported = [spans[name, fn] for name, r in repos.items() for fn in r["held_out_functions"]]
+    assert [b for b in reported if unique[b] == 1]
+    assert not any(b in v for b in reported if unique[b] == 1 for v in validating)
+    assert len(validating) > sum(
+        1 for r in rows if r["split"] == "repositories"
+    )  # held-out repositories' rows, and more
+    with pytest.raises(Exception, match="data.holdout_functions: needs format=sft"):
         make_config(tmp_path / "r2", tiny_qwen2_dir, corpus, "data.format=cpt", "data.holdout_functions=0.5")
+
+
+UNDOCUMENTED = """
+
+def scale_{name}(values, k):
+    out = [v * k for v in values]
+    return out + [{i}]
+"""
+
+
+def test_a_function_without_a_doc_comment_is_held_out_and_asked_with_its_file(tmp_path, tiny_qwen2_dir, make_config):
+    """With the file shown a function needs no doc comment: one its tests call is drawn like any other, its body
+    stays out of training, and the task finder proves it with its signature as the prompt."""
+    from ferrylm.data import run_data
+    from ferrylm.data.encode import load_rows
+    from ferrylm.models import load_tokenizer
+
+    corpus = _four_repositories(tmp_path / "repos")
+    for i, name in enumerate(("alpha", "beta", "gamma", "delta")):
+        with open(corpus / name / "pkg" / "__init__.py", "a") as lib:
+            lib.write(UNDOCUMENTED.format(name=name, i=i))
+        with open(corpus / name / "tests" / "test_pkg.py", "a") as tests:
+            tests.write(
+                f"\nfrom pkg import scale_{name}\n\ndef test_scale():\n    assert scale_{name}([1, 2], 3) == [3, 6, {i}]\n"
+            )
+    cfg = make_config(
+        tmp_path / "run",
+        tiny_qwen2_dir,
+        corpus,
+        "data.min_body_lines=1",
+        "data.holdout_functions=0.99",
+        "data.tasks={generate: 1, file: 1}",
+        "data.max_seq_len=1024",
+        "data.repo_files=1",
+    )
+    data = run_data(cfg)
+    repos = json.loads(Path(data.outputs["repositories"]).read_text())
+    trained = [r for r in repos if r["split"] == "train"]
+    assert all(f"pkg/__init__.py::scale_{r['name']}" in r["held_out_functions"] for r in trained)
+    assert data.metrics["held_out_undocumented"] == len(trained)
+    rows = [
+        "".join(load_tokenizer(tiny_qwen2_dir).decode(ids).split())
+        for ids in load_rows(data.outputs["train"])["input_ids"]
+    ]
+    assert not any("out=[v*kforvinvalues]" in r for r in rows)  # in no pair, file-shown question or file
+    found = find_tasks(corpus / trained[0]["name"], only={f"pkg/__init__.py::scale_{trained[0]['name']}"})
+    (task,) = found.tasks
+    assert task["prompt"] == f"def scale_{trained[0]['name']}(values, k):\n", found.summary()
 
 
 def test_retrieval_searches_the_whole_training_repositories_not_the_draw(tmp_path, tiny_qwen2_dir, make_config):

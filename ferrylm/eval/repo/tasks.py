@@ -1,6 +1,6 @@
 """Tasks from a repository and its own tests: functions whose tests are proven to check them.
 
-For each function with a doc comment and a body (the data stage's generate examples):
+For each function with a body (documented or not: asked with its file shown, a function needs no doc comment):
 1. the repository's tests must pass as checked out, in the sandbox, `runs` times (a suite that fails is
    skipped with its reason; one that passes only sometimes makes every task prove stability alone);
 2. a cheap first look at which functions the tests call at all (trace.py: each function's first start for Python, Go's coverage
@@ -103,7 +103,8 @@ def source_functions(repo: Path, language: str) -> list[Function]:
         ):
             continue
         try:
-            found += functions(path.read_text(), rel, language, min_lines=1)  # a tested one-liner is a task too
+            # a tested one-liner is a task too, and a function without a doc comment (asked with its file shown)
+            found += functions(path.read_text(), rel, language, min_lines=1, documented=False)
         except (UnicodeDecodeError, OSError):
             continue
     return found
@@ -141,6 +142,7 @@ def find_tasks(
         "runs": runs,
         "suite_timeout_s": suite_timeout_s,
         "unconfined": unconfined,
+        "functions": "with and without a doc comment",  # what was considered (an answer kept before: documented only)
     }
     if not cache:
         return _find(repo, language, asked, workers)
@@ -172,22 +174,14 @@ def _find(repo: Path, language: str, asked: dict, workers: int) -> RepoTasks:
         return out
     candidates = [f for f in source_functions(repo, language) if only is None or f.id in only]
     if not candidates:
-        out.skipped = "no function with a doc comment and a body of 1-40 lines" + (
-            " among those asked for" if only else ""
-        )
+        out.skipped = "no function with a body of 1-40 lines" + (" among those asked for" if only else "")
         return out
     try:
         deps = runner.test_deps(test_requires)
     except runner.TestDepsError as e:
         out.skipped = f"its test requirements ({' '.join(test_requires or [])}) could not be installed: {e}"
         return out
-    log.info(
-        "repo tasks: %s: %d functions with a doc comment; its suite first (%s, %d runs)",
-        repo.name,
-        len(candidates),
-        command,
-        runs,
-    )
+    log.info("repo tasks: %s: %d functions; its suite first (%s, %d runs)", repo.name, len(candidates), command, runs)
     with runner.sandbox(repo, suite_timeout_s, workers, unconfined, deps) as box:
         suite = _suite_runs(box, repo, runs, out)
         if suite is None:
