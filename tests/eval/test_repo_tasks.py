@@ -1054,3 +1054,41 @@ def test_no_held_out_body_reaches_a_training_row_with_the_file_shown(tmp_path, t
     assert {name.strip() for name, _ in files} == trained  # the tiny tokenizer's: the StarCoder family's tokens
     assert not any("_test.go" in r.splitlines()[0] or "tests/" in r.splitlines()[0] for _, r in files)
     assert data.metrics["repo_files"] == len(trained) and data.metrics["repo_file_bodies_cut"] >= len(held)
+
+
+def test_several_repositories_are_proved_at_once_sharing_the_sandbox_slots(monkeypatch):
+    """eval.exec_workers=8: two repositories at once, four slots each; the tracks keep the repositories' order."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from ferrylm.eval.repo import track
+    from ferrylm.eval.repo.tasks import RepoTasks
+
+    running, most, seen = [0], [0], []
+    lock = threading.Lock()
+
+    def find(root, workers, **_):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            seen.append(workers)
+        time.sleep(0.3)
+        with lock:
+            running[0] -= 1
+        task = {"task_id": f"{root}/f", "language": "python", "repo": root, "timeout_s": 1.0, "command": "pytest"}
+        return RepoTasks(root, "python", "pytest", tasks=[task])
+
+    monkeypatch.setattr(track, "find_tasks", lambda root, **kw: find(root, **kw))
+    e = SimpleNamespace(
+        exec_workers=8,
+        repo_task_limit=10,
+        exec_unconfined=True,
+        repo_task_cache=False,
+        repo_context="file",
+        repo_context_tokens=768,
+    )
+    repos = [{"name": n, "root": f"/r/{n}", "split": "eval"} for n in ("a", "b", "c")]
+    (t,) = track.tracks(e, repos)
+    assert most[0] == 2 and seen == [4, 4, 4]
+    assert [p["repo_name"] for p in t.problems] == ["a", "b", "c"]

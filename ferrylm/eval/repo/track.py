@@ -9,6 +9,8 @@ model's body into the task's file and runs the task's tests (runner.py).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ...data import go_std
 from ...log import get_logger
 from ..replies.braces import go_body
@@ -42,12 +44,19 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
     and named on every track (`gave_none`), so the report says what its Pass@1 left out."""
     tasks: list[dict] = []
     none: dict[str, str] = {}  # repository -> its split and why it gave no task
+    asked = []
     for repo in repositories:
         split = "repositories" if repo["split"] == "eval" else "functions"
         only = None if split == "repositories" else set(repo.get("held_out_functions") or ())
-        if only is not None and not only:
-            continue
-        found, why = _find(repo, split, only, e)
+        if only is None or only:
+            asked.append((repo, split, only))
+    # several repositories proved at once where the sandbox has slots for it (a repository's proofs wait on
+    # its own tests; one at a time left most of a 16-core machine idle), the slots shared among them
+    at_once = max(1, min(len(asked), e.exec_workers // 4))
+    workers = max(1, e.exec_workers // at_once)
+    with ThreadPoolExecutor(at_once) as pool:
+        results = list(pool.map(lambda a: _find(a[0], a[1], a[2], e, workers), asked))
+    for (repo, split, _), (found, why) in zip(asked, results):
         if not found or not found.tasks:
             none[repo["name"]] = f"{SPLITS[split][0].lower()}: {why}"
         tasks += [t | {"split": split, "repo_name": repo["name"]} for t in (found.tasks if found else [])]
@@ -63,7 +72,7 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
     return out
 
 
-def _find(repo: dict, split: str, only: set | None, e):
+def _find(repo: dict, split: str, only: set | None, e, workers: int):
     """(its tasks as find_tasks found them, or None, and why it gave none where it gave none)."""
     try:
         found = find_tasks(
@@ -72,7 +81,7 @@ def _find(repo: dict, split: str, only: set | None, e):
             test_requires=repo.get("test_requires"),
             only=only,
             limit=e.repo_task_limit,
-            workers=e.exec_workers,
+            workers=workers,
             unconfined=e.exec_unconfined,
             cache=e.repo_task_cache,
         )
