@@ -86,6 +86,10 @@ class _Writer:
             for row in self.packer.add(ids, labels):
                 self.rows.write(row)
 
+    def add_all(self, rows) -> None:
+        for ids, labels in rows:
+            self.add(ids, labels)
+
     def close(self) -> Path:
         if self.packer is not None:
             for row in self.packer.finish():
@@ -328,11 +332,9 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
                 shots.offer(
                     task, lang, messages, len(ex["input_ids"]), source=p.source, prompt_code=p.prompt_code, body=p.body
                 )
-    if d.repo_files:
-        for ids, labels in repo_files.rows(
-            repo_files.chosen(docs, held, roots, d.repo_files, d.seed), shown, roots, tokenizer, d, stats
-        ):
-            writers["train"].add(ids, labels)
+    if d.repo_files:  # the training repositories' own files (data/repo_files.py)
+        chosen = repo_files.chosen(docs, held, roots, d.repo_files, d.seed)
+        writers["train"].add_all(repo_files.rows(chosen, shown, roots, tokenizer, d, stats))
     stats["pairs_too_long"] = too_long
     stats["file_examples_without_span"] = shown.missing
     stats["functions_without_summary"] = no_summary

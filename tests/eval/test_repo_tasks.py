@@ -225,7 +225,7 @@ def test_scoring_shows_the_sandbox_the_packages_finding_showed_it(tmp_path, monk
 def test_a_function_is_tried_on_the_top_level_tests_that_name_it():
     """pytest node ids of the tests naming it; the whole file where the name is used outside a test (a table the
     tests share) or the test is one pytest would not collect by its defaults."""
-    from ferrylm.eval.repo.runner import mentions
+    from ferrylm.eval.repo.suite import mentions
 
     fn = functions(LIB, "pkg/__init__.py", "python", min_lines=1)[0]  # add
     tests = {
@@ -805,6 +805,7 @@ def test_a_function_without_a_doc_comment_is_held_out_and_asked_with_its_file(tm
         corpus,
         "data.min_body_lines=1",
         "data.holdout_functions=0.99",
+        "data.validation_functions=0",
         "data.tasks={generate: 1, file: 1}",
         "data.max_seq_len=1024",
         "data.repo_files=1",
@@ -839,6 +840,7 @@ def test_retrieval_searches_the_whole_training_repositories_not_the_draw(tmp_pat
         corpus,
         "data.min_body_lines=1",
         "data.holdout_functions=0.5",
+        "data.validation_functions=0",  # every held-out function listed (a validating one is indexed by none)
         "data.max_pairs=8",
     )
     data = run_data(cfg)

@@ -229,13 +229,13 @@ def _wheel(folder: Path, name: str, code: str, entry_points: str = "") -> Path:
 
 
 def test_a_pytest_command_is_known_behind_environment_assignments_and_as_a_module():
-    from ferrylm.eval.repo import runner
+    from ferrylm.eval.repo import suite
 
     for command in ("pytest -q", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 pytest -q", "A=1 B= python -m pytest tests"):
-        assert runner.pytest_command(command), command
+        assert suite.pytest_command(command), command
     for command in ("python -m unittest discover", "go test ./...", "echo pytest", "pytest 'unbalanced", "A=1"):
-        assert not runner.pytest_command(command), command
-    assert runner.narrowed("A=1 pytest -q", "python", ["t.py::test_x"]) == "A=1 pytest -q t.py::test_x"
+        assert not suite.pytest_command(command), command
+    assert suite.narrowed("A=1 pytest -q", "python", ["t.py::test_x"]) == "A=1 pytest -q t.py::test_x"
 
 
 HOSTILE_PLUGIN = """

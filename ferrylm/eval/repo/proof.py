@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ...data import go_std
 from ...data.spans import Function
-from . import runner
+from . import runner, suite
 from .functions import constant_stubs, stub
 
 
@@ -30,8 +30,8 @@ def prove(
 ) -> tuple[dict | None, Verdict]:
     """(the task of `fn`, Verdict()) when its tests pass with its body and fail with both blanked bodies and
     with every constant body; else (None, the verdict)."""
-    files = [m for m in runner.mentions(tests, fn) if m not in left_out]
-    cmd = runner.narrowed(command, fn.language, files)
+    files = [m for m in suite.mentions(tests, fn) if m not in left_out]
+    cmd = suite.narrowed(command, fn.language, files)
     text = (repo / fn.file).read_text()
     times = []
     for i in range(runs):
@@ -43,7 +43,7 @@ def prove(
             return None, Verdict(why, status)
     reference_s = max(times)
     timeout = round(max(10.0, 3 * reference_s + 5), 1)
-    stubbed = runner.failing_fast(cmd, fn.language)  # a stub's run only asks whether every test passes
+    stubbed = suite.failing_fast(cmd, fn.language)  # a stub's run only asks whether every test passes
     for how in ("raising", "wrong"):
         blanked = stub(fn, how, text)
         if fn.language == "python" and not _parses(blanked):

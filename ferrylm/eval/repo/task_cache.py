@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..execution import hx_libs
-from . import runner
+from . import suite
 
 # the modules whose code decides which functions are tasks
-FINDER = ("tasks.py", "functions.py", "runner.py", "trace.py", "reason.py", "wrong_values.py")
+FINDER = ("tasks.py", "proof.py", "functions.py", "suite.py", "runner.py", "trace.py", "reason.py", "wrong_values.py")
 
 
 class NotKept(Exception):
@@ -30,7 +30,7 @@ def key(repo: Path, language: str, asked: dict) -> str:
     here = Path(__file__).parent
     for name in FINDER:
         h.update((here / name).read_bytes())
-    skip = runner.skip_dirs(language)
+    skip = suite.skip_dirs(language)
     for p in sorted(repo.rglob("*")):
         rel = p.relative_to(repo)
         if p.is_file() and not any(part in skip for part in rel.parts):

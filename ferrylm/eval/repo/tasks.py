@@ -34,7 +34,7 @@ from ...errors import FerryError
 from ...log import get_logger
 from ...manifest import write_text_atomic
 from ..progress import Progress
-from . import runner, task_cache, trace
+from . import runner, suite, task_cache, trace
 from .proof import Verdict, prove
 
 log = get_logger("eval")
@@ -91,7 +91,7 @@ def language_of(repo: Path) -> str:
 
 
 def source_functions(repo: Path, language: str) -> list[Function]:
-    tests = set(runner.test_files(repo, language))
+    tests = set(suite.test_files(repo, language))
     found = []
     for path in sorted(p for suffix, lang in LANGUAGES.items() if lang == language for p in repo.rglob(f"*{suffix}")):
         rel = str(path.relative_to(repo))
@@ -99,7 +99,7 @@ def source_functions(repo: Path, language: str) -> list[Function]:
         if (
             rel in tests
             or is_test_file(rel)
-            or any(part.startswith(".") or part in runner.skip_dirs(language) for part in Path(rel).parts[:-1])
+            or any(part.startswith(".") or part in suite.skip_dirs(language) for part in Path(rel).parts[:-1])
         ):
             continue
         try:
@@ -133,7 +133,7 @@ def find_tasks(
     language = language or language_of(repo)
     if language not in LANGUAGES.values():
         raise RepoTaskError(f"{repo}: repository tasks read Python, Go, Rust, Java and C++, not {language!r}")
-    command = command or runner.detect_command(repo, language)
+    command = command or suite.detect_command(repo, language)
     asked = {
         "command": command,
         "test_requires": sorted(test_requires or []),
@@ -200,7 +200,7 @@ def _prove_all(box, repo: Path, candidates: list[Function], each: int, workers: 
     """Each candidate proved (or dropped with its reason) into `out`, until `limit` tasks."""
     left_out = set(out.deselected)  # the suite's failing tests and files: never what a task runs
     tests = {
-        f: (repo / f).read_text(errors="replace") for f in runner.test_files(repo, out.language) if f not in left_out
+        f: (repo / f).read_text(errors="replace") for f in suite.test_files(repo, out.language) if f not in left_out
     }
     progress = Progress(f"repo tasks: {repo.name}: functions proved", len(candidates))
     with ThreadPoolExecutor(workers) as pool:  # as many functions at once as the sandbox has slots
@@ -256,8 +256,8 @@ def _suite_runs(box, repo: Path, runs: int, out: RepoTasks) -> int | None:
     cost it its tasks."""
     asked = out.command
     passed, first_failure = _runs(box, repo, runs, out)
-    if passed == 0 and not out.deselected and runner.pytest_command(asked) and runner.AUTOLOAD_OFF not in asked:
-        out.command = runner.AUTOLOAD_OFF + asked
+    if passed == 0 and not out.deselected and suite.pytest_command(asked) and suite.AUTOLOAD_OFF not in asked:
+        out.command = suite.AUTOLOAD_OFF + asked
         passed, _ = _runs(box, repo, runs, out)
         if passed:
             log.info("repo tasks: %s: its tests pass only without the pytest plugins installed here: run so", repo.name)
@@ -313,7 +313,7 @@ def _runs(box, repo: Path, runs: int, out: RepoTasks) -> tuple[int | None, str |
         passed += status == "passed"
         first_failure = first_failure or (status if status != "passed" else None)
         test = _failed_test(status)
-        if status != "passed" and test and runner.pytest_command(asked) and len(out.deselected) < MAX_DESELECTED:
+        if status != "passed" and test and suite.pytest_command(asked) and len(out.deselected) < MAX_DESELECTED:
             _leave_out(out, asked, test)
             passed, tries = 0, 0  # the suite without it, from the start
     return passed, first_failure
