@@ -45,7 +45,8 @@ class EvalConfig(_Section):
     heldout_loss: bool = True
     """each model's loss per held-out example (in-process)"""
     repo_task_limit: int = Field(40, gt=0)
-    """own-code: at most this many tasks per held-out repository."""
+    """own-code: at most this many tasks per held-out repository (a training repository's held-out functions
+    are all asked: data.holdout_functions bounds them)."""
     repo_task_cache: bool = True
     """own-code: the tasks found are kept under $XDG_CACHE_HOME/ferrylm/repo-tasks, keyed by the repository's
     files, its test command and requirements, the functions asked for and the finder's code, so an eval of the

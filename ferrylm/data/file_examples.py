@@ -65,14 +65,16 @@ class FileShown:
 
 def tested_words(held: set, roots: dict) -> dict[str, set[str]]:
     """Training repository (one whose tests the eval runs) → the words its test files hold, read from the
-    repository itself: a test file the corpus filters dropped (too large, a near copy) still runs."""
+    repository itself: a test file the corpus filters dropped (too large, a near copy) still runs. One without
+    test files names none: none of its functions could become a task, so none is held out."""
     out: dict[str, set[str]] = {}
     for repo, info in roots.items():
         if repo in held:
             continue
         root = Path(info["root"])
+        out[repo] = set()
         for path in root.rglob("*"):
             rel = path.relative_to(root).as_posix()
             if path.suffix in LANGUAGES and is_test_file(rel) and path.is_file():
-                out.setdefault(repo, set()).update(words_in(path.read_text(errors="replace")))
+                out[repo].update(words_in(path.read_text(errors="replace")))
     return out

@@ -8,11 +8,24 @@ another is left out, since it reads its enclosing scope. A method is dedented to
 from __future__ import annotations
 
 import ast
+import threading
 import tokenize
 import warnings
 from dataclasses import dataclass
 
 from .summary import dedent, summary
+
+# CPython 3.11's AST constructor keeps one recursion count per interpreter: a thread switched in mid-parse (a
+# finalizer run by the collector) that parses too fails with "AST constructor recursion depth mismatch" (gh-106905)
+_PARSING = threading.Lock()
+
+
+def parse(text: str, mode: str = "exec") -> ast.AST:
+    """ast.parse, one thread at a time (the finder proves functions on threads); old code's invalid escape
+    sequences are not our problem, so their warnings are silenced."""
+    with _PARSING, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, mode=mode)
 
 
 @dataclass
@@ -86,9 +99,7 @@ def extract_pairs(
     """The functions with a docstring as pairs; `documented=False`: those without one too (their prompt the
     signature alone, no summary), as a task asked with its file shown needs none."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences in old code are not our problem
-            tree = ast.parse(text)
+        tree = parse(text)
     except (SyntaxError, ValueError):
         return []
     lines = text.splitlines(keepends=True)

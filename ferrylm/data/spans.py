@@ -8,11 +8,10 @@ file-shown examples read them alike.
 from __future__ import annotations
 
 import ast
-import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from .pairs import extract_pairs, header_end
+from .pairs import extract_pairs, header_end, parse
 from .pairs import functions_of as python_defs
 from .pairs_ts import _parser, extract_pairs_ts, function_name
 
@@ -67,9 +66,7 @@ def _python_functions(text: str, file: str, min_lines: int, max_lines: int, docu
     pairs = extract_pairs(text, file, min_lines, max_lines, documented)
     if not pairs:
         return []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        nodes = python_nodes(ast.parse(text))
+    nodes = python_nodes(parse(text))
     lines = text.splitlines(keepends=True)  # as extract_pairs reads them
     line_starts = [0]
     for line in text.encode().splitlines(keepends=True):

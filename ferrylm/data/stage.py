@@ -20,16 +20,14 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
 from ..prompts import IGNORE_INDEX, render_messages, task_turns
-from . import cpt, library, repo_files
+from . import cpt, draw, library, repo_files
 from .collect import CleanStats, collect
 from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Packer
-from .file_examples import SPAN_LANGUAGES, FileShown, in_repo, tested_words
+from .file_examples import FileShown, tested_words
 from .formats import read_conversations
-from .holdout import HeldOutFunctions, drawable, drawn, is_test_file
-from .pairs import Pair
+from .holdout import drawn
 from .shots import ShotPool
-from .spans import functions
 from .stats import write_report
 
 LIBRARY = "library.sqlite"  # the training functions, searchable (the eval's retrieval column)
@@ -227,61 +225,6 @@ def _from_code(cfg: Config, tokenizer, writers: dict, held_out: list[dict], stat
     )
 
 
-def _chosen_pairs(
-    d, pairs: list, held: set, roots, stats: dict, tested: dict, undocumented: list
-) -> tuple[list, HeldOutFunctions]:
-    """The pairs drawn (data.max_pairs), without the training repositories' test files and the near
-    duplicates of their held-out functions (data.holdout_functions), and those held-out functions (`tested`:
-    what each repository's tests name, holdout.drawable), drawn among the pairs and the `undocumented` functions
-    of the user's own repositories alike."""
-    random.Random(d.seed).shuffle(pairs)
-    # the held-out functions of the user's own repositories are all kept, whatever max_pairs draws
-    own = {
-        id(p)
-        for p, ref in pairs
-        if d.holdout_functions
-        and ref.repo in roots
-        and ref.repo not in held
-        and drawable(p.source, ref.repo, tested)
-        and drawn(d.seed, p.source, d.holdout_functions)
-    }
-    if d.max_pairs:
-        pairs = [x for x in pairs if id(x[0]) in own] + [x for x in pairs if id(x[0]) not in own][: d.max_pairs]
-    if d.holdout_functions:  # a training repository's tests would show its held-out functions' behaviour
-        kept_pairs = [(p, ref) for p, ref in pairs if ref.repo in held or not is_test_file(in_repo(ref, roots))]
-        stats["test_file_pairs_dropped"] = len(pairs) - len(kept_pairs)
-        pairs = kept_pairs
-    kept = HeldOutFunctions(
-        pairs + undocumented, held, d.holdout_functions, d.seed, d.near_dedupe_threshold, d.minhash_perms, tested
-    )
-    if d.holdout_functions:
-        near = {
-            p.source for p, ref in pairs if ref.repo not in held and p.source not in kept.sources and kept.near(p.body)
-        }
-        pairs = [(p, ref) for p, ref in pairs if p.source not in near]
-        stats.update(
-            held_out_functions=len(kept.sources),
-            held_out_undocumented=len(kept.sources & {p.source for p, _ in undocumented}),
-            pairs_near_held_out=len(near),
-        )
-    return pairs, kept
-
-
-def _undocumented(d, docs, held: set, roots: dict) -> list:
-    """(Pair, ref) of each function without a doc comment in the user's own training repositories (not their
-    tests): with the file shown, a function needs no doc comment to be asked, so it may be held out too."""
-    out = []
-    for doc in docs:
-        if doc.ref.repo not in roots or doc.ref.repo in held or doc.ref.language not in SPAN_LANGUAGES:
-            continue
-        if is_test_file(in_repo(doc.ref, roots)):
-            continue
-        documented = {p.source for p in doc.pairs}
-        spans = functions(doc.text, doc.ref.rel, doc.ref.language, d.min_body_lines, d.max_body_lines, documented=False)
-        out += [(Pair(f.id, f.prompt, f.body), doc.ref) for f in spans if f.id not in documented]
-    return out
-
-
 def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> dict[str, list[str]]:
     """Per function with a doc comment, an example of each task its seeded draw gives (data.tasks).
     Returns the held-out functions of training repositories (data.holdout_functions), by repository,
@@ -296,9 +239,9 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             f"and a {d.min_body_lines}–{d.max_body_lines} line body"
         )
     every = list(pairs)
-    undocumented = _undocumented(d, docs, held, roots) if d.holdout_functions else []
-    pairs, kept = _chosen_pairs(d, pairs, held, roots, stats, tested_words(held, roots), undocumented)
-    undrawn = _undrawn_own(every, pairs, held, kept, roots, bool(d.holdout_functions))
+    undocumented = draw.undocumented(d, docs, held, roots) if d.holdout_functions else []
+    pairs, kept = draw.chosen_pairs(d, pairs, held, roots, stats, tested_words(held, roots), undocumented)
+    undrawn = draw.undrawn_own(every, pairs, held, kept, roots, bool(d.holdout_functions))
     stats["library_functions"] = _write_library(cfg, pairs + undrawn, held, kept.sources)
     too_long, no_summary, examples = 0, 0, Counter()
     shown = FileShown(docs, kept, d, roots)
@@ -306,9 +249,9 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
     validation = {s for s in kept.sources if drawn(d.seed, f"validation:{s}", d.validation_functions)}
     for p, ref in pairs:
         lang = ref.language
-        draw = random.Random(f"{d.seed}:{p.source}")
+        coin = random.Random(f"{d.seed}:{p.source}")
         for task, share in d.tasks.items():
-            if draw.random() >= share:
+            if coin.random() >= share:
                 continue
             if task == "explain" and not p.summary:
                 no_summary += 1
@@ -340,7 +283,7 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
     stats["functions_without_summary"] = no_summary
     stats["examples_by_task"] = dict(sorted(examples.items()))
     stats["validation_functions"] = len(validation)
-    return _held_out_names(pairs + undocumented, kept.sources - validation, roots)
+    return draw.held_out_names(pairs + undocumented, kept.sources - validation, roots)
 
 
 def _held_out_row(p, language: str, task: str, messages: list, form: str, held_repo: bool) -> dict:
@@ -365,23 +308,6 @@ def _reference(task: str, pair, form: str) -> str:
     return pair.prompt_code + pair.body if form == "function" else pair.body
 
 
-def _undrawn_own(every: list, chosen: list, held: set, kept: HeldOutFunctions, roots: dict, drop_tests: bool) -> list:
-    """The training repositories' functions data.max_pairs did not draw, as the draw would have kept them
-    (no held-out function nor a near duplicate of one; with held-out functions, no test file): a team's
-    retrieval searches its whole repositories, not a sample of them."""
-    seen = {p.source for p, _ in chosen}
-    return [
-        (p, ref)
-        for p, ref in every
-        if ref.repo in roots
-        and ref.repo not in held
-        and p.source not in seen
-        and p.source not in kept.sources
-        and not (drop_tests and is_test_file(in_repo(ref, roots)))
-        and not kept.near(p.body)
-    ]
-
-
 def _write_library(cfg, pairs, held: set, held_functions: set[str]) -> int:
     """The training repositories' functions (whole), searchable: what the eval's retrieval column may show;
     never a held-out repository's nor a held-out function."""
@@ -393,15 +319,6 @@ def _write_library(cfg, pairs, held: set, held_functions: set[str]) -> int:
             if ref.repo not in held and p.source not in held_functions
         ),
     )
-
-
-def _held_out_names(pairs, sources: set[str], roots: dict) -> dict[str, list[str]]:
-    """repository → its held-out functions as `path in repository::name`."""
-    functions: dict[str, list[str]] = {}
-    for p, ref in pairs:
-        if p.source in sources:
-            functions.setdefault(ref.repo, []).append(f"{in_repo(ref, roots)}::{p.source.split('::', 1)[1]}")
-    return functions
 
 
 def _from_chat_files(cfg, tokenizer, writers, held_out, stats, shots) -> None:

@@ -50,3 +50,18 @@ def test_in_a_repository_with_tests_only_the_functions_they_name_are_drawn():
     pairs = [_pair(s, BODY) for s in sources]
     kept = HeldOutFunctions(pairs, set(), share=0.99, seed=0, threshold=0.5, perms=128, tested=tested)
     assert kept.sources <= {"r/m.py::f1", "r/m.py::f2", "r/m.py::f3", sources[-1]} and kept.sources
+
+
+def test_a_training_repository_without_test_files_holds_out_none_of_its_functions(tmp_path):
+    """tomli's sdist ships no tests: its functions were drawn as held out, then gave no task and only left
+    training poorer. Every repository of the manifest is named, with the words its tests hold or none."""
+    from ferrylm.data.file_examples import tested_words
+
+    for name, files in {"bare": {"m.py": "def f():\n    return 1\n"}, "tested": {"tests/test_m.py": "f()\n"}}.items():
+        for rel, text in files.items():
+            (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / rel).write_text(text)
+    roots = {n: {"root": str(tmp_path / n)} for n in ("bare", "tested", "held")}
+    tested = tested_words({"held"}, roots)
+    assert tested == {"bare": set(), "tested": {"f"}}
+    assert not drawable("bare/m.py::f", "bare", tested) and drawable("tested/m.py::f", "tested", tested)

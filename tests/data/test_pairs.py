@@ -96,3 +96,32 @@ def test_body_length_limits_and_bad_source():
         "m.py::K.Inner.deep",
     ]
     assert extract_pairs("def broken(:\n", "b.py", 1, 30) == []
+
+
+def test_python_is_parsed_one_thread_at_a_time(monkeypatch):
+    """CPython 3.11's AST constructor keeps one recursion count for all threads: a parse switched out mid-way
+    (a finalizer) fails another's with "recursion depth mismatch". The finder proves functions on threads, so
+    every parse in the package goes through pairs.parse, which holds one lock."""
+    import ast
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from ferrylm.data import pairs
+
+    inside, most, real = [0], [0], ast.parse
+
+    def slow(*args, **kwargs):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.01)  # long enough for the other threads to come in, were the door open
+        inside[0] -= 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", slow)
+    with ThreadPoolExecutor(4) as pool:
+        trees = list(pool.map(lambda i: pairs.parse(f"x = {i}"), range(16)))
+    assert most[0] == 1 and [t.body[0].value.value for t in trees] == list(range(16))
+    root = Path(pairs.__file__).parents[1]
+    elsewhere = [p for p in root.rglob("*.py") if p != Path(pairs.__file__) and "ast.parse(" in p.read_text()]
+    assert not elsewhere, f"ast.parse outside pairs.parse: {elsewhere}"

@@ -1058,11 +1058,24 @@ def test_no_held_out_body_reaches_a_training_row_with_the_file_shown(tmp_path, t
     assert data.metrics["repo_files"] == len(trained) and data.metrics["repo_file_bodies_cut"] >= len(held)
 
 
+def _eval_options(exec_workers: int, repo_task_limit: int):
+    """The eval options the tracks read, no sandbox and no cache (find_tasks is replaced)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        exec_workers=exec_workers,
+        repo_task_limit=repo_task_limit,
+        exec_unconfined=True,
+        repo_task_cache=False,
+        repo_context="file",
+        repo_context_tokens=768,
+    )
+
+
 def test_several_repositories_are_proved_at_once_sharing_the_sandbox_slots(monkeypatch):
     """eval.exec_workers=8: two repositories at once, four slots each; the tracks keep the repositories' order."""
     import threading
     import time
-    from types import SimpleNamespace
 
     from ferrylm.eval.repo import track
     from ferrylm.eval.repo.tasks import RepoTasks
@@ -1082,15 +1095,35 @@ def test_several_repositories_are_proved_at_once_sharing_the_sandbox_slots(monke
         return RepoTasks(root, "python", "pytest", tasks=[task])
 
     monkeypatch.setattr(track, "find_tasks", lambda root, **kw: find(root, **kw))
-    e = SimpleNamespace(
-        exec_workers=8,
-        repo_task_limit=10,
-        exec_unconfined=True,
-        repo_task_cache=False,
-        repo_context="file",
-        repo_context_tokens=768,
-    )
+    e = _eval_options(exec_workers=8, repo_task_limit=10)
     repos = [{"name": n, "root": f"/r/{n}", "split": "eval"} for n in ("a", "b", "c")]
     (t,) = track.tracks(e, repos)
     assert most[0] == 2 and seen == [4, 4, 4]
     assert [p["repo_name"] for p in t.problems] == ["a", "b", "c"]
+
+
+def test_the_largest_repositories_are_proved_first_and_only_held_out_ones_are_limited(monkeypatch):
+    """One slot at a time: the held-out repository (every function a candidate) first, then the training
+    repositories by how many functions they hold out; eval.repo_task_limit caps the held-out repository alone."""
+
+    from ferrylm.eval.repo import track
+    from ferrylm.eval.repo.tasks import RepoTasks
+
+    calls = []
+
+    def find(root, limit, only, **_):
+        calls.append((root, limit, len(only) if only is not None else None))
+        tasks = [{"task_id": f"{root}/{n}", "language": "python", "repo": root, "timeout_s": 1.0} for n in only or "f"]
+        return RepoTasks(root, "python", "pytest", tasks=[t | {"command": "pytest"} for t in tasks])
+
+    monkeypatch.setattr(track, "find_tasks", find)
+    e = _eval_options(exec_workers=4, repo_task_limit=2)
+    repos = [
+        {"name": "small", "root": "/r/small", "split": "train", "held_out_functions": ["a.py::f"]},
+        {"name": "big", "root": "/r/big", "split": "train", "held_out_functions": ["a.py::f", "a.py::g", "b.py::h"]},
+        {"name": "held", "root": "/r/held", "split": "eval"},
+    ]
+    found = track.tracks(e, repos)
+    assert calls == [("/r/held", 2, None), ("/r/big", None, 3), ("/r/small", None, 1)]
+    functions = next(t for t in found if t.title.startswith("Held-out functions"))
+    assert [p["repo_name"] for p in functions.problems] == ["small", "big", "big", "big"]  # the repositories' order

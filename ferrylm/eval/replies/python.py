@@ -7,7 +7,7 @@ import ast
 import re
 import textwrap
 
-from ...data.pairs import called_name
+from ...data.pairs import called_name, parse
 from ...prompts import extract_code
 
 
@@ -34,7 +34,7 @@ def python_body(task: dict, reply: str) -> str:
         above = _imports(code[: m.start()])
         chunk = textwrap.dedent(code[code.rfind("\n", 0, m.start()) + 1 :])
         try:
-            node = next(n for n in ast.parse(chunk).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            node = next(n for n in parse(chunk).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
             # past the doc string (comments after it stay), else from the first statement
             start = (
                 node.body[0].end_lineno if ast.get_docstring(node) and len(node.body) > 1 else node.body[0].lineno - 1
@@ -53,7 +53,7 @@ def _imports(text: str) -> list[str]:
     """The import statements a reply wrote at its top level (above its function): they travel with the
     body as its first lines, since the name they bind is what the body uses."""
     try:
-        tree = ast.parse(textwrap.dedent(text))
+        tree = parse(textwrap.dedent(text))
     except SyntaxError:
         return [ln.strip() for ln in text.splitlines() if re.match(r"(?:import|from)\s+[\w.]+", ln)]
     return [

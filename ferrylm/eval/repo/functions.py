@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from ...data.pairs import parse
 from ...data.spans import Function, body_indent, closing, python_nodes, splice
 from . import wrong_values
 from .wrong_values import JAVA_BOXED, cpp_wrong, go_results, go_wrong, java_wrong, rust_wrong
@@ -165,13 +166,13 @@ def constant_stubs(fn: Function, text: str) -> list[tuple[str, str]]:
 def _python_zero(fn: Function, text: str) -> list[str]:
     """The zero value of the function's return annotation (`-> str`: `""`), where one is known."""
     try:
-        node = python_nodes(ast.parse(text)).get(fn.name)
+        node = python_nodes(parse(text)).get(fn.name)
     except SyntaxError:
         return []
     hint = getattr(node, "returns", None)
     if isinstance(hint, ast.Constant) and isinstance(hint.value, str):  # `-> "str"`
         try:
-            hint = ast.parse(hint.value, mode="eval").body
+            hint = parse(hint.value, mode="eval").body
         except SyntaxError:
             return []
     hint = hint.value if isinstance(hint, ast.Subscript) else hint

@@ -3,7 +3,6 @@ every constant body a broken model writes first; a stub the compiler refuses is 
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import re
 import time
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...data import go_std
+from ...data.pairs import parse
 from ...data.spans import Function
 from . import runner, suite
 from .functions import constant_stubs, stub
@@ -100,7 +100,7 @@ def _compile_error_in(status: str, file: str) -> bool:
 
 def _parses(text: str) -> bool:
     try:
-        ast.parse(text)
+        parse(text)
         return True
     except SyntaxError:
         return False

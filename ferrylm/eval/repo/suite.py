@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ...data import go_std
 from ...data.holdout import is_test_file
-from ...data.pairs import called_name
+from ...data.pairs import called_name, parse
 
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".tox", ".pytest_cache"}
 
@@ -124,7 +124,7 @@ def _test_nodes(file: str, text: str, name: re.Pattern) -> list[str]:
     pytest node ids; the whole file when the name is used outside them too (a module-level table, a fixture,
     a helper the tests share). A large suite (more_itertools: 10-20 s a file) then runs in a second."""
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except SyntaxError:
         return [file]
     nodes = []

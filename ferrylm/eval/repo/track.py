@@ -40,8 +40,9 @@ SPLITS = {
 
 def tracks(e, repositories: list[dict]) -> list[Track]:
     """Tracks of the held-out repositories' tasks and of the training repositories' held-out functions
-    (at most e.repo_task_limit per repository). A repository that gives none is logged with the reason
-    and named on every track (`gave_none`), so the report says what its Pass@1 left out."""
+    (at most e.repo_task_limit per held-out repository; every held-out function that proves, as the data
+    stage's share already bounds them). A repository that gives none is logged with the reason and named on
+    every track (`gave_none`), so the report says what its Pass@1 left out."""
     tasks: list[dict] = []
     none: dict[str, str] = {}  # repository -> its split and why it gave no task
     asked = []
@@ -54,8 +55,12 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
     # its own tests; one at a time left most of a 16-core machine idle), the slots shared among them
     at_once = max(1, min(len(asked), e.exec_workers // 4))
     workers = max(1, e.exec_workers // at_once)
+    # the longest first, so the last to finish is not a large suite begun late: a held-out repository's
+    # functions all, then training repositories by how many functions they hold out
+    first = sorted(range(len(asked)), key=lambda i: -(1e9 if asked[i][2] is None else len(asked[i][2])))
     with ThreadPoolExecutor(at_once) as pool:
-        results = list(pool.map(lambda a: _find(a[0], a[1], a[2], e, workers), asked))
+        done = dict(zip(first, pool.map(lambda i: _find(*asked[i], e, workers), first)))
+    results = [done[i] for i in range(len(asked))]
     for (repo, split, _), (found, why) in zip(asked, results):
         if not found or not found.tasks:
             none[repo["name"]] = f"{SPLITS[split][0].lower()}: {why}"
@@ -80,7 +85,7 @@ def _find(repo: dict, split: str, only: set | None, e, workers: int):
             command=repo.get("test"),
             test_requires=repo.get("test_requires"),
             only=only,
-            limit=e.repo_task_limit,
+            limit=e.repo_task_limit if split == "repositories" else None,
             workers=workers,
             unconfined=e.exec_unconfined,
             cache=e.repo_task_cache,

@@ -104,11 +104,11 @@ def lines(scored: dict[str, list[dict]] | None, language_rows: list[dict]) -> li
     return sorted(found, key=lambda ln: order.index((ln["metric"], ln["scope"])))
 
 
-def _against(line: dict) -> str:
+def compared(line: dict) -> str:
     return line.get("against", "base")  # a report written before the few-shot column compared with the base only
 
 
-def _num(v) -> str:
+def num(v) -> str:
     return "—" if v is None else f"{v:.3f}" if abs(v) < 10 else f"{v:.2f}"
 
 
@@ -122,7 +122,7 @@ def text(line: dict) -> str:
     elif line.get("too_few"):
         test += f"; too few to test, under {MIN_BOOTSTRAP}"
     return (
-        f"{line['metric']}{scope}: fine-tuned {_num(line['fine-tuned'])} vs {_against(line)} {_num(line.get('other', line.get('base')))}, "
+        f"{line['metric']}{scope}: fine-tuned {num(line['fine-tuned'])} vs {compared(line)} {num(line.get('other', line.get('base')))}, "
         f"difference {line['difference']:+.3f} (95 % interval {lo:+.3f} to {hi:+.3f}, {line['n']} {line['unit']}"
         f"{test}) — **{line['verdict']}**"
     )
@@ -133,7 +133,7 @@ def headline(found: list[dict]) -> str:
     then any significant loss against the base on a general benchmark (a fine-tune that forgot how to code is
     never a plain success), then one sentence from the overall lines (not the per-language ones): against the
     base alone, or — with the base shown a few examples also measured — whether fine-tuning beat prompting."""
-    forgot = [ln for ln in found if ln.get("general") and _against(ln) == "base" and ln["verdict"] == "worse"]
+    forgot = [ln for ln in found if ln.get("general") and compared(ln) == "base" and ln["verdict"] == "worse"]
     answer = _answer(found)
     if forgot:
         answer = f"Worse at general coding: {', '.join(_fell(ln) for ln in forgot)}. Beyond that: {answer}"
@@ -150,7 +150,7 @@ def team(found: list[dict]) -> str:
     own = [ln for ln in found if ln.get("benchmark") == TEAM]
     parts = []
     for language in dict.fromkeys(ln["scope"] for ln in own):
-        vs = {_against(ln): ln for ln in own if ln["scope"] == language}
+        vs = {compared(ln): ln for ln in own if ln["scope"] == language}
         base, rival, further = vs.get("base"), vs.get(BASE_RETRIEVAL), vs.get(TUNED_RETRIEVAL)
         if base is None:
             continue
@@ -205,20 +205,20 @@ def artifact_kind(label: str) -> str | None:
     return label[len("fine-tuned (") : -1] if label.startswith("fine-tuned (") and label.endswith(")") else None
 
 
-def _not_rival(against: str) -> bool:
+def not_rival(against: str) -> bool:
     return against == TUNED_RETRIEVAL or artifact_kind(against) is not None
 
 
 def _answer(found: list[dict]) -> str:
     everything = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
-    overall = [ln for ln in everything if not _not_rival(_against(ln))]
+    overall = [ln for ln in everything if not not_rival(compared(ln))]
     if not overall:
         return "Not answered: the fine-tuned and the base model were not both measured on the same examples."
-    others = list(dict.fromkeys(_against(ln) for ln in overall))
+    others = list(dict.fromkeys(compared(ln) for ln in overall))
     answer = _against_base(overall) if others == ["base"] else _against_prompting(overall, others)
-    rival = [ln for ln in overall if _against(ln) == BASE_RETRIEVAL]
-    further = [ln for ln in everything if _against(ln) == TUNED_RETRIEVAL]
-    shipped = {a: [ln for ln in everything if _against(ln) == a] for a in dict.fromkeys(map(_against, everything))}
+    rival = [ln for ln in overall if compared(ln) == BASE_RETRIEVAL]
+    further = [ln for ln in everything if compared(ln) == TUNED_RETRIEVAL]
+    shipped = {a: [ln for ln in everything if compared(ln) == a] for a in dict.fromkeys(map(compared, everything))}
     return (
         answer
         + _sentence("Against the base model with retrieval", rival, "better", "worse")
@@ -253,8 +253,8 @@ def _sentence(lead: str, lines: list[dict], up: str, down: str, flip: bool = Fal
     `flip`: the other model's gain is `up` (the line's verdict is the fine-tuned model's)."""
     if not lines:
         return ""
-    ups = [_short(ln) for ln in lines if ln["verdict"] == ("worse" if flip else "better")]
-    downs = [_short(ln) for ln in lines if ln["verdict"] == ("better" if flip else "worse")]
+    ups = [short(ln) for ln in lines if ln["verdict"] == ("worse" if flip else "better")]
+    downs = [short(ln) for ln in lines if ln["verdict"] == ("better" if flip else "worse")]
     parts = [f"{up} on {', '.join(ups)}"] * bool(ups) + [f"{down} on {', '.join(downs)}"] * bool(downs)
     rest = len(lines) - len(ups) - len(downs)
     parts += [f"no significant change on {'the other ' if parts else ''}{rest} measure{'s' * (rest != 1)}"] * bool(rest)
@@ -272,11 +272,11 @@ def _against_base(overall: list[dict]) -> str:
     few = [ln for ln in overall if ln["verdict"] == "too few to tell"]
     parts = []
     if better:
-        parts.append("better on " + ", ".join(_short(ln) for ln in better))
+        parts.append("better on " + ", ".join(short(ln) for ln in better))
     if worse:
-        parts.append("worse on " + ", ".join(_short(ln) for ln in worse))
+        parts.append("worse on " + ", ".join(short(ln) for ln in worse))
     if few:
-        parts.append("too few tasks to tell on " + ", ".join(_short(ln) for ln in few))
+        parts.append("too few tasks to tell on " + ", ".join(short(ln) for ln in few))
     rest = len(overall) - len(better) - len(worse) - len(few)
     return (
         f"{'Yes' if better and not worse else 'Mixed' if better else 'No'}: "
@@ -290,7 +290,7 @@ def _against_prompting(overall: list[dict], others: list[str]) -> str:
     beats both; 'No better than prompting: …' where none beats the few-shot base."""
     verdicts: dict[str, dict[str, str]] = {}
     for ln in overall:
-        verdicts.setdefault(_short(ln), {})[_against(ln)] = ln["verdict"]
+        verdicts.setdefault(short(ln), {})[compared(ln)] = ln["verdict"]
     names = [shown_words(o) for o in others]
     # better than every rival measured on it (the retrieval column measures the repository tasks alone)
     beats_all = [m for m, v in verdicts.items() if v and all(x == "better" for x in v.values())]
@@ -330,102 +330,6 @@ def _against_prompting(overall: list[dict], others: list[str]) -> str:
     )
 
 
-def _short(line: dict) -> str:
+def short(line: dict) -> str:
     name = line["metric"].split(" (")[0]
     return name if line["scope"] == "all" else f"{name} [{line['scope']}]"
-
-
-TITLE = "Did the fine-tune help?"
-_HOW = (
-    "Fine-tuned − base (asked cold, and shown a few training examples where measured) over the same held-out "
-    "examples (repositories the training never saw) and the same "
-    "benchmark tasks; 95 % interval of the mean per-example difference by paired bootstrap (10,000 resamples), "
-    "McNemar's exact test where the outcome is pass/fail. Better / worse only where the interval excludes 0 "
-    f"(p < 0.05) over at least {MIN_BOOTSTRAP} examples; lower loss is better."
-)
-
-
-# in another model's cell: ▲ it is significantly better than the fine-tuned model there, ▼ worse
-_MARK = {"worse": " ▲", "better": " ▼"}
-
-
-def table(found: list[dict]) -> tuple[list[str], list[list[str]]]:
-    """The first screen: one row per overall measure, a column per model (the others, then the fine-tuned
-    one); another model's cell is marked where it is significantly better (▲) or worse (▼) than fine-tuned."""
-    overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
-    others = list(dict.fromkeys(_against(ln) for ln in overall))
-    columns = [o for o in others if not _not_rival(o)] + ["fine-tuned"] + [o for o in others if _not_rival(o)]
-    rows: dict[str, dict[str, str]] = {}
-    for ln in overall:
-        row = rows.setdefault(_short(ln).replace(" Pass@1", ""), {})
-        row["fine-tuned"] = _num(ln["fine-tuned"])
-        row[_against(ln)] = _num(ln.get("other", ln.get("base"))) + _MARK.get(ln["verdict"], "")
-    return ["measure", *columns], [[name, *(r.get(c, "—") for c in columns)] for name, r in rows.items()]
-
-
-def markdown(found: list[dict]) -> list[str]:
-    head, rows = table(found)
-    grid = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)] + [f"| {' | '.join(r)} |" for r in rows]
-    out = [
-        f"## {TITLE}",
-        "",
-        *(grid + ["", "▲ / ▼: significantly better / worse than the fine-tuned model.", ""] if rows else []),
-    ]
-    out += [f"**{headline(found)}**", "", _HOW, ""]
-    return out + [f"- {text(ln)}" for ln in found] + [""]
-
-
-def plot(found: list[dict]) -> str | None:
-    """Each difference with its interval, turned so that right is better: base64 PNG, or None."""
-    if not found:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ...figure import png
-
-    fig, ax = plt.subplots(figsize=(7.5, 0.8 + 0.32 * len(found)))
-    for i, ln in enumerate(reversed(found)):
-        sign = 1 if ln["higher_is_better"] else -1
-        lo, hi = sorted(sign * v for v in ln["ci95"])
-        scale = max(
-            abs(lo), abs(hi), abs(ln["difference"]), 1e-12
-        )  # each metric in its own units: shown as a share of its widest end
-        color = {"better": "#2a8a2a", "worse": "#c23b3b"}.get(ln["verdict"], "#777")
-        ax.plot([lo / scale, hi / scale], [i, i], color=color, lw=2)
-        ax.plot([sign * ln["difference"] / scale], [i], "o", color=color)
-    ax.axvline(0, color="#333", lw=1)
-    ax.set_yticks(
-        range(len(found)), [f"{_short(ln)} vs {_against(ln)} ({ln['verdict']})" for ln in reversed(found)], fontsize=8
-    )
-    ax.set_xlim(-1.1, 1.1)
-    ax.set_xlabel("fine-tuned − the other model, each scaled to its interval's widest end; right of 0 is better")
-    ax.grid(alpha=0.3, axis="x")
-    return png(fig)
-
-
-def to_html(found: list[dict]) -> str:
-    import html
-
-    rows = "".join(
-        f'<li class="{ln["verdict"].replace(" ", "-")}">{html.escape(text(ln)).replace("**", "")}</li>' for ln in found
-    )
-    img = plot(found)
-    fig = f'<figure><img alt="{TITLE}" src="data:image/png;base64,{img}"></figure>' if img else ""
-    head, cells = table(found)
-    grid = (
-        '<table class="helped">'
-        + "<tr>"
-        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
-        + "</tr>"
-        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
-        + "</table><p><small>▲ / ▼: significantly better / worse than the fine-tuned model.</small></p>"
-        if cells
-        else ""
-    )
-    return (
-        f'<section id="helped"><h2>{TITLE}</h2>{grid}<p class="headline"><strong>{html.escape(headline(found))}'
-        f"</strong></p><p><small>{html.escape(_HOW)}</small></p><ul>{rows}</ul>{fig}</section>"
-    )

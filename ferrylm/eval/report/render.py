@@ -13,7 +13,7 @@ from ...figure import png
 from ...manifest import write_json_atomic
 from ...review import verdict
 from . import details as report_details
-from . import helped
+from . import helped_view
 from .criteria import Criterion
 from .paired import compare, sentence
 
@@ -213,7 +213,7 @@ def _markdown(table: list[dict], labels: list[str], details: dict, source: str, 
     lines = [
         "# ferrylm evaluation report",
         "",
-        *helped.markdown(details.get("helped") or []),
+        *helped_view.markdown(details.get("helped") or []),
         "## Success criteria",
         "",
         f"Criteria: {source}. BLEU is code understanding: smoothed BLEU-4 of summaries (0–100) divided by 100.",
@@ -282,7 +282,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;t
 .pass{{background:#d9f2d9}}.fail{{background:#f8d7d7}}.not-measured{{background:#eee}}
 figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap}}
 li.better{{color:#1d6b1d}}li.worse{{color:#a12828}}p.headline{{font-size:1.15em}}</style>
-</head><body><h1>ferrylm evaluation report</h1>{helped.to_html(details.get("helped") or [])}
+</head><body><h1>ferrylm evaluation report</h1>{helped_view.to_html(details.get("helped") or [])}
 <h2>Success criteria</h2><p>Criteria: {html.escape(source)}. BLEU is code understanding: smoothed BLEU-4 of summaries (0–100) divided by 100.</p>
 <table><tr><th>criterion</th><th>target</th><th>gate</th>{head}</tr>{"".join(rows)}</table>
 {f"<p>{html.escape(note)}</p>" if note else ""}

@@ -5,7 +5,7 @@ import pytest
 
 from ferrylm.eval.heldout import smooth_bleu
 from ferrylm.eval.heldout.examples import kept_format, score_rows, select, summarize
-from ferrylm.eval.report import helped
+from ferrylm.eval.report import helped, helped_view
 from ferrylm.eval.report.paired import bootstrap_interval, compare
 
 
@@ -246,14 +246,14 @@ def test_the_first_line_answers_on_the_teams_own_measure():
 
 
 def test_the_first_screen_is_one_table_of_measures_by_model():
-    head, rows = helped.table(_pair((UP, FLAT), (DOWN, FLAT)))
+    head, rows = helped_view.table(_pair((UP, FLAT), (DOWN, FLAT)))
     assert head == ["measure", "base", "base 2-shot", "fine-tuned"]
     understanding = next(r for r in rows if r[0] == U)
     # fine-tuned beat the base there: the base's cell is marked worse; against 2-shot no significant change
     assert understanding[1].endswith(" ▼") and not understanding[2].endswith(("▲", "▼"))
     generation = next(r for r in rows if r[0] == G)
     assert generation[1].endswith(" ▲")  # the base is significantly better than fine-tuned on generation
-    md = "\n".join(helped.markdown(_pair((UP, FLAT), (DOWN, FLAT))))
+    md = "\n".join(helped_view.markdown(_pair((UP, FLAT), (DOWN, FLAT))))
     assert md.index("| measure | base | base 2-shot | fine-tuned |") < md.index("**No better than prompting")
 
 
@@ -265,7 +265,7 @@ def test_retrieval_is_a_rival_column_and_a_further_step_for_the_fine_tune():
         _line(*FLAT, against="base + retrieval", metric=own),
         _line(*DOWN, against="fine-tuned + retrieval", metric=own),  # fine-tuned alone worse: retrieval helps it
     ]
-    head, rows = helped.table(found)
+    head, rows = helped_view.table(found)
     assert head == ["measure", "base", "base 2-shot", "base + retrieval", "fine-tuned", "fine-tuned + retrieval"]
     assert next(r for r in rows if r[0].startswith("Held-out repositories"))[-1].endswith(" ▲")
     assert next(r for r in rows if r[0] == U)[3] == "—"  # retrieval asks the repository tasks alone
@@ -305,7 +305,7 @@ def test_a_quantized_artifact_is_the_model_as_shipped_not_a_rival():
         pass_line(merged, merged, "base + retrieval"),
         pass_line(merged, [0.0] * 12 + [1.0] * 18 + [0.0] * 10, "fine-tuned (w4a16)"),  # 12 tasks lost to rounding
     ]
-    head, rows = helped.table(found)
+    head, rows = helped_view.table(found)
     assert head == ["measure", "base", "base 2-shot", "base + retrieval", "fine-tuned", "fine-tuned (w4a16)"]
     assert next(r for r in rows if r[0].startswith("HumanEval"))[-1] == "0.450 ▼"
     answer = helped.headline(found)

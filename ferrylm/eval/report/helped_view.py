@@ -1,0 +1,102 @@
+"""How the "did the fine-tune help?" lines are shown: a table of the overall measures by model, the answer in
+one sentence, each line with its interval, and a plot of the differences (markdown and HTML)."""
+
+from __future__ import annotations
+
+from .helped import compared, headline, not_rival, num, short, text
+from .paired import MIN_BOOTSTRAP
+
+TITLE = "Did the fine-tune help?"
+_HOW = (
+    "Fine-tuned − base (asked cold, and shown a few training examples where measured) over the same held-out "
+    "examples (repositories the training never saw) and the same "
+    "benchmark tasks; 95 % interval of the mean per-example difference by paired bootstrap (10,000 resamples), "
+    "McNemar's exact test where the outcome is pass/fail. Better / worse only where the interval excludes 0 "
+    f"(p < 0.05) over at least {MIN_BOOTSTRAP} examples; lower loss is better."
+)
+
+
+# in another model's cell: ▲ it is significantly better than the fine-tuned model there, ▼ worse
+_MARK = {"worse": " ▲", "better": " ▼"}
+
+
+def table(found: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The first screen: one row per overall measure, a column per model (the others, then the fine-tuned
+    one); another model's cell is marked where it is significantly better (▲) or worse (▼) than fine-tuned."""
+    overall = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
+    others = list(dict.fromkeys(compared(ln) for ln in overall))
+    columns = [o for o in others if not not_rival(o)] + ["fine-tuned"] + [o for o in others if not_rival(o)]
+    rows: dict[str, dict[str, str]] = {}
+    for ln in overall:
+        row = rows.setdefault(short(ln).replace(" Pass@1", ""), {})
+        row["fine-tuned"] = num(ln["fine-tuned"])
+        row[compared(ln)] = num(ln.get("other", ln.get("base"))) + _MARK.get(ln["verdict"], "")
+    return ["measure", *columns], [[name, *(r.get(c, "—") for c in columns)] for name, r in rows.items()]
+
+
+def markdown(found: list[dict]) -> list[str]:
+    head, rows = table(found)
+    grid = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)] + [f"| {' | '.join(r)} |" for r in rows]
+    out = [
+        f"## {TITLE}",
+        "",
+        *(grid + ["", "▲ / ▼: significantly better / worse than the fine-tuned model.", ""] if rows else []),
+    ]
+    out += [f"**{headline(found)}**", "", _HOW, ""]
+    return out + [f"- {text(ln)}" for ln in found] + [""]
+
+
+def plot(found: list[dict]) -> str | None:
+    """Each difference with its interval, turned so that right is better: base64 PNG, or None."""
+    if not found:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ...figure import png
+
+    fig, ax = plt.subplots(figsize=(7.5, 0.8 + 0.32 * len(found)))
+    for i, ln in enumerate(reversed(found)):
+        sign = 1 if ln["higher_is_better"] else -1
+        lo, hi = sorted(sign * v for v in ln["ci95"])
+        scale = max(
+            abs(lo), abs(hi), abs(ln["difference"]), 1e-12
+        )  # each metric in its own units: shown as a share of its widest end
+        color = {"better": "#2a8a2a", "worse": "#c23b3b"}.get(ln["verdict"], "#777")
+        ax.plot([lo / scale, hi / scale], [i, i], color=color, lw=2)
+        ax.plot([sign * ln["difference"] / scale], [i], "o", color=color)
+    ax.axvline(0, color="#333", lw=1)
+    ax.set_yticks(
+        range(len(found)), [f"{short(ln)} vs {compared(ln)} ({ln['verdict']})" for ln in reversed(found)], fontsize=8
+    )
+    ax.set_xlim(-1.1, 1.1)
+    ax.set_xlabel("fine-tuned − the other model, each scaled to its interval's widest end; right of 0 is better")
+    ax.grid(alpha=0.3, axis="x")
+    return png(fig)
+
+
+def to_html(found: list[dict]) -> str:
+    import html
+
+    rows = "".join(
+        f'<li class="{ln["verdict"].replace(" ", "-")}">{html.escape(text(ln)).replace("**", "")}</li>' for ln in found
+    )
+    img = plot(found)
+    fig = f'<figure><img alt="{TITLE}" src="data:image/png;base64,{img}"></figure>' if img else ""
+    head, cells = table(found)
+    grid = (
+        '<table class="helped">'
+        + "<tr>"
+        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
+        + "</table><p><small>▲ / ▼: significantly better / worse than the fine-tuned model.</small></p>"
+        if cells
+        else ""
+    )
+    return (
+        f'<section id="helped"><h2>{TITLE}</h2>{grid}<p class="headline"><strong>{html.escape(headline(found))}'
+        f"</strong></p><p><small>{html.escape(_HOW)}</small></p><ul>{rows}</ul>{fig}</section>"
+    )
