@@ -206,7 +206,7 @@ def test_scoring_shows_the_sandbox_the_packages_finding_showed_it(tmp_path, monk
     a reply scored through the eval's track runs with it, as the finding did."""
     from ferrylm.config.loader import load_config
     from ferrylm.eval.repo import runner
-    from ferrylm.eval.repo.track import _track
+    from ferrylm.eval.repo.track import Asking, _track
     from ferrylm.eval.tasks.benchmark import execute
 
     extra = tmp_path / "user" / "site-packages" / "probe_requirement"
@@ -217,7 +217,7 @@ def test_scoring_shows_the_sandbox_the_packages_finding_showed_it(tmp_path, monk
     repo = _python_repo(tmp_path / "r", tests=tests)
     found = find_tasks(repo, only={"pkg/__init__.py::add"})
     assert [t["name"] for t in found.tasks] == ["add"], found.summary()
-    track = _track("repositories", "python", found.tasks, load_config().eval)
+    track = _track("repositories", "python", found.tasks, Asking.of(load_config().eval))
     (result,) = execute(track, [(found.tasks[0]["task_id"], found.tasks[0]["body"])], 1024, 1)
     assert result["passed"], result["result"]
 
@@ -937,7 +937,7 @@ def test_a_repository_that_gives_no_task_is_named_on_every_track_and_in_the_repo
     """A repository skipped whole (no tests found; a root that cannot be read) was only logged:
     its absence from the own-code Pass@1 is now said where the tracks are reported."""
     from ferrylm.config.loader import load_config
-    from ferrylm.eval.repo.track import tracks
+    from ferrylm.eval.repo.track import Asking, tracks
     from ferrylm.eval.report.render import subset_note
     from ferrylm.eval.tasks.benchmark import with_tasks
     from ferrylm.eval.tasks.humaneval import tracks as humaneval_tracks
@@ -952,7 +952,7 @@ def test_a_repository_that_gives_no_task_is_named_on_every_track_and_in_the_repo
         {"name": "gone", "root": str(tmp_path / "gone"), "split": "train", "held_out_functions": ["a.py::f"]},
     ]
     e = load_config(overrides=["eval.repo_task_cache=false"]).eval
-    found = tracks(e, repos)
+    found = tracks(Asking.of(e), repos)
     assert [t.title.split(" (")[0] for t in found] == ["Held-out repositories"] and found[0].problems
     gave_none = found[0].gave_none
     assert set(gave_none) == {"bare", "gone"}, gave_none
@@ -961,7 +961,7 @@ def test_a_repository_that_gives_no_task_is_named_on_every_track_and_in_the_repo
     note = subset_note({"base": {"benchmarks": [{"title": found[0].title, "gave_none": gave_none}]}})
     assert note.startswith("Repositories that gave no task, left out of the own-code Pass@1: bare (held-out")
     assert "; gone (held-out functions of training repositories: " in note
-    placeholder = tracks(e, repos[1:])  # none gave a task: no track is scored, the report still names them
+    placeholder = tracks(Asking.of(e), repos[1:])  # none gave a task: no track is scored, the report still names them
     kept, none = with_tasks([*humaneval_tracks(e), *placeholder])
     assert [t.benchmark for t in kept] == ["humaneval"] and set(none) == {"bare", "gone"}, (kept, none)
     note = subset_note({"own_code_gave_none": none})
@@ -1059,17 +1059,10 @@ def test_no_held_out_body_reaches_a_training_row_with_the_file_shown(tmp_path, t
 
 
 def _eval_options(exec_workers: int, repo_task_limit: int):
-    """The eval options the tracks read, no sandbox and no cache (find_tasks is replaced)."""
-    from types import SimpleNamespace
+    """The options the tracks read, no sandbox and no cache (find_tasks is replaced)."""
+    from ferrylm.eval.repo.track import Asking
 
-    return SimpleNamespace(
-        exec_workers=exec_workers,
-        repo_task_limit=repo_task_limit,
-        exec_unconfined=True,
-        repo_task_cache=False,
-        repo_context="file",
-        repo_context_tokens=768,
-    )
+    return Asking(repo_task_limit, exec_workers, unconfined=True, cache=False, context="file", context_tokens=768)
 
 
 def test_several_repositories_are_proved_at_once_sharing_the_sandbox_slots(monkeypatch):

@@ -10,6 +10,8 @@ model's body into the task's file and runs the task's tests (runner.py).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal
 
 from ...data import go_std
 from ...log import get_logger
@@ -31,6 +33,29 @@ _BASE_STOPS = {
 }
 
 
+@dataclass(frozen=True)
+class Asking:
+    """The eval options own code reads, typed, read once from the eval section (`of`)."""
+
+    task_limit: int  # eval.repo_task_limit: tasks per held-out repository at most
+    workers: int  # eval.exec_workers: sandbox slots, shared among the repositories proved at once
+    unconfined: bool  # eval.exec_unconfined: run without the sandbox
+    cache: bool  # eval.repo_task_cache: keep the tasks found, keyed by everything they depend on
+    context: Literal["file", "none"]  # eval.repo_context: the file shown around the function, or not
+    context_tokens: int  # eval.repo_context_tokens: the file trimmed to about this many tokens
+
+    @classmethod
+    def of(cls, e) -> Asking:
+        return cls(
+            e.repo_task_limit,
+            e.exec_workers,
+            e.exec_unconfined,
+            e.repo_task_cache,
+            e.repo_context,
+            e.repo_context_tokens,
+        )
+
+
 # which functions a track holds -> (its title, its criterion key's part)
 SPLITS = {
     "repositories": ("Held-out repositories", "repos"),
@@ -38,9 +63,9 @@ SPLITS = {
 }
 
 
-def tracks(e, repositories: list[dict]) -> list[Track]:
+def tracks(a: Asking, repositories: list[dict]) -> list[Track]:
     """Tracks of the held-out repositories' tasks and of the training repositories' held-out functions
-    (at most e.repo_task_limit per held-out repository; every held-out function that proves, as the data
+    (at most a.task_limit per held-out repository; every held-out function that proves, as the data
     stage's share already bounds them). A repository that gives none is logged with the reason and named on
     every track (`gave_none`), so the report says what its Pass@1 left out."""
     tasks: list[dict] = []
@@ -53,13 +78,13 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
             asked.append((repo, split, only))
     # several repositories proved at once where the sandbox has slots for it (a repository's proofs wait on
     # its own tests; one at a time left most of a 16-core machine idle), the slots shared among them
-    at_once = max(1, min(len(asked), e.exec_workers // 4))
-    workers = max(1, e.exec_workers // at_once)
+    at_once = max(1, min(len(asked), a.workers // 4))
+    workers = max(1, a.workers // at_once)
     # the longest first, so the last to finish is not a large suite begun late: a held-out repository's
     # functions all, then training repositories by how many functions they hold out
     first = sorted(range(len(asked)), key=lambda i: -(1e9 if asked[i][2] is None else len(asked[i][2])))
     with ThreadPoolExecutor(at_once) as pool:
-        done = dict(zip(first, pool.map(lambda i: _find(*asked[i], e, workers), first)))
+        done = dict(zip(first, pool.map(lambda i: _find(*asked[i], a, workers), first)))
     results = [done[i] for i in range(len(asked))]
     for (repo, split, _), (found, why) in zip(asked, results):
         if not found or not found.tasks:
@@ -67,7 +92,7 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
         tasks += [t | {"split": split, "repo_name": repo["name"]} for t in (found.tasks if found else [])]
     groups = sorted({(t["split"], t["language"]) for t in tasks})
     out = [
-        _track(split, language, [t for t in tasks if (t["split"], t["language"]) == (split, language)], e)
+        _track(split, language, [t for t in tasks if (t["split"], t["language"]) == (split, language)], a)
         for split, language in groups
     ]
     if not out and none:  # no track to score: one without tasks carries the names to the report (benchmark.with_tasks)
@@ -77,7 +102,7 @@ def tracks(e, repositories: list[dict]) -> list[Track]:
     return out
 
 
-def _find(repo: dict, split: str, only: set | None, e, workers: int):
+def _find(repo: dict, split: str, only: set | None, a: Asking, workers: int):
     """(its tasks as find_tasks found them, or None, and why it gave none where it gave none)."""
     try:
         found = find_tasks(
@@ -85,10 +110,10 @@ def _find(repo: dict, split: str, only: set | None, e, workers: int):
             command=repo.get("test"),
             test_requires=repo.get("test_requires"),
             only=only,
-            limit=e.repo_task_limit if split == "repositories" else None,
+            limit=a.task_limit if split == "repositories" else None,
             workers=workers,
-            unconfined=e.exec_unconfined,
-            cache=e.repo_task_cache,
+            unconfined=a.unconfined,
+            cache=a.cache,
         )
     except Exception as err:  # noqa: BLE001 — one repository that cannot be read is reported, not fatal
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
@@ -105,8 +130,8 @@ def _find(repo: dict, split: str, only: set | None, e, workers: int):
     return found, found.skipped or f"no task kept (dropped: {dict(found.dropped) or 'none'})"
 
 
-def _track(split: str, language: str, tasks: list[dict], e) -> Track:
-    unconfined = e.exec_unconfined
+def _track(split: str, language: str, tasks: list[dict], a: Asking) -> Track:
+    unconfined = a.unconfined
     roots = sorted({t["repo"] for t in tasks})
     in_place = {root for root in roots if unconfined or go_std.std_package(root)}
     seen_at = {root: root if root in in_place else f"{runner.REPO_IN_SANDBOX}/{i}" for i, root in enumerate(roots)}
@@ -123,15 +148,13 @@ def _track(split: str, language: str, tasks: list[dict], e) -> Track:
     return Track(
         f"own-{key}",
         language,
-        f"{title} ({language}{', the file shown' if e.repo_context == 'file' else ''})",
+        f"{title} ({language}{', the file shown' if a.context == 'file' else ''})",
         f"pass_at_1_own_{key}_{language}",
         tasks,
         len(tasks),
         # the file around the function (eval.repo_context=file), or its signature and doc comment alone
-        prompt=(lambda t: context.base_prompt(t, e.repo_context_tokens))
-        if e.repo_context == "file"
-        else (lambda t: t["prompt"]),
-        question=(lambda t: context.question(t, e.repo_context_tokens)) if e.repo_context == "file" else None,
+        prompt=(lambda t: context.base_prompt(t, a.context_tokens)) if a.context == "file" else (lambda t: t["prompt"]),
+        question=(lambda t: context.question(t, a.context_tokens)) if a.context == "file" else None,
         from_reply=body_from_reply,
         base_stops=_BASE_STOPS[language],
         from_base=from_base,

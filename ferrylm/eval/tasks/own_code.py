@@ -15,6 +15,7 @@ def tracks(e, inputs: dict) -> list[Track]:
     """One track per split and language where the data stage's corpus had repositories."""
     if not inputs.get("repositories"):
         return []
-    from ..repo.track import tracks as repo_tracks  # tree-sitter and the sandbox: loaded only when asked
+    from ..repo.track import Asking  # tree-sitter and the sandbox: loaded only when asked
+    from ..repo.track import tracks as repo_tracks
 
-    return repo_tracks(e, json.loads(Path(inputs["repositories"]).read_text()))
+    return repo_tracks(Asking.of(e), json.loads(Path(inputs["repositories"]).read_text()))
