@@ -4,15 +4,16 @@
 #
 #   studies/real_coder_forgetting/carry.sh whl    # .whl: the wheels ferrylm imports that the GPU image lacks
 #                                                 # (cp312), and bubblewrap's .deb for the sandbox
-#   studies/real_coder_forgetting/carry.sh gg     # .gg/p00..p19: Qwen2.5-Coder-1.5B's GGUF (ferrylm's own
-#                                                 # hash-checked assembly) in 56 MB pieces, one per call
+#   studies/real_coder_forgetting/carry.sh gg     # .gg/p00..p23: Qwen2.5-Coder-1.5B's GGUF (ferrylm's own
+#                                                 # hash-checked assembly) in 48 MB pieces, one per call
+#                                                 # (MODEL=qwen2.5-coder-0.5b: the 0.5B's, .gg05/p00..p10)
 #   studies/real_coder_forgetting/carry.sh proj   # .proj: the demo-gpu projects (the Makefile's pins and
 #                                                 # manifest) and their tests' requirements as wheels (w/)
 #   studies/real_coder_forgetting/carry.sh tc     # .tc: HumanEval-X's data and Debian's JRE and JDK (pieces)
 #   studies/real_coder_forgetting/carry.sh go     # .tc/go.p00, go.p01, go-src.deb: Debian's Go 1.19 for the Go projects' tests
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for d in .whl .gg .proj .tc; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
+for d in .whl .gg .gg05 .proj .tc; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
 PLAT=(--python-version 3.12 --implementation cp --only-binary=:all: --platform manylinux_2_28_x86_64
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 # The image (docs: the device's package list) has torch, transformers 5.17, peft 0.21, accelerate, numpy,
@@ -29,10 +30,11 @@ case "${1:-}" in
     python3 -m pip download -q --no-deps "${PLAT[@]}" -d .whl "${WHEELS[@]}"
     (cd .whl && apt-get download -q bubblewrap)
     du -sh .whl ;;
-  gg)
-    gguf=$("$PY" -c "from pathlib import Path; from ferrylm.gguf import embedded_gguf; from ferrylm.models import cache_root
-print(embedded_gguf('qwen2.5-coder-1.5b', cache_root()))")
-    rm -rf .gg && mkdir .gg && split -b 56000000 -d -a 2 "$gguf" .gg/p && ls .gg | wc -l ;;
+  gg)  # MODEL=qwen2.5-coder-0.5b: the 0.5B's into .gg05 (11 pieces) instead
+    model=${MODEL:-qwen2.5-coder-1.5b}; dir=.gg; [ "$model" = qwen2.5-coder-1.5b ] || dir=.gg05
+    gguf=$("$PY" -c "from ferrylm.gguf import embedded_gguf; from ferrylm.models import cache_root
+print(embedded_gguf('$model', cache_root()))")
+    rm -rf $dir && mkdir $dir && split -b 48000000 -d -a 2 "$gguf" $dir/p && ls $dir | wc -l ;;
   proj)
     make --no-print-directory "$PWD/.cache/ferrylm/demo-repos-gpu/.ready" DEMO_CONFIG=demo-gpu PY=python3
     rm -rf .proj && cp -r .cache/ferrylm/demo-repos-gpu .proj && rm -f .proj/.ready

@@ -5,7 +5,7 @@
 # forget, does the canary see it, does the report lead with it.
 #
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh setup            # wheels from .whl/ into /tmp/site, bubblewrap's .deb unpacked
-#   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN          # .gg/pNN (a 56 MB piece of the GGUF) copied to /tmp/q
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN          # .gg/pNN (a 48 MB piece of the GGUF; MODEL=0.5b: .gg05/pNN) copied to /tmp/q
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh train            # the pieces joined and checked, then data and train (in the background;
 #                                             # the repository tasks found beside training and kept for the eval)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh eval             # export (merged) and eval (in the background)
@@ -20,7 +20,7 @@
 #                                             # samples to $OUT/$TAG.tgz
 #
 # TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training).
-# Make the pieces here: split -b 56000000 -d -a 2 <the joined GGUF> .gg/p   (its SHA-256: ferrylm/gguf.py)
+# Make the pieces here: carry.sh gg (its SHA-256: ferrylm/gguf.py)
 # ARGS: extra dotted overrides for every stage. The demo-gpu preset's recipe is the default; the earlier rows of
 # docs/performance.md ran before it took them: ARGS="data.answer=body train.drift_penalty=0" (+ the row's own keys).
 set -euo pipefail
@@ -36,7 +36,9 @@ RUN=(--config demo-gpu model.path=/tmp/q/model.gguf model.cache_dir=/tmp/cache r
   train.canary_tasks=40 eval.local=true "eval.benchmarks=[humaneval]" eval.few_shot=0
   eval.bleu_limit=16 eval.latency_runs=1 "eval.latency_concurrency=[]" export.onnx=false "export.vllm_quantize=[]"
   "${EXTRA[@]}")
-SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+# MODEL=0.5b: Qwen2.5-Coder-0.5B-Instruct from .gg05's 11 pieces (carry.sh gg with MODEL=qwen2.5-coder-0.5b)
+SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046 GG=.gg
+[ "${MODEL:-1.5b}" = 1.5b ] || { SHA=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 GG=.gg05; }
 JDK_SHA=390eff9273f019e2839a0faaef7a7326d11c32c7db8320316dc6feac48ed2598  # openjdk-17-jdk-headless 17.0.19+10-1~deb12u2 (carry.sh tc)
 GO_SHA=545123039b6c79e75cf2d86528781a825424cf33ce9d3f4513d772d7144cd531  # golang-1.19-go 1.19.8-2 (carry.sh go)
 GO_SRC_SHA=2dfa82fe4f08f4e0193c532e561af4c91871f5235608f04f2bb8d57bb288df5a  # golang-1.19-src 1.19.8-2
@@ -59,13 +61,13 @@ stage() {
 case "${1:-}" in
   setup)
     rm -rf /tmp/tree && mkdir -p /tmp/tree
-    tar --exclude=./.gg --exclude=./.whl --exclude=./.proj --exclude=./.tc -cf - . | tar -xf - -C /tmp/tree
+    tar --exclude=./.gg --exclude=./.gg05 --exclude=./.whl --exclude=./.proj --exclude=./.tc -cf - . | tar -xf - -C /tmp/tree
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
     dpkg -x .whl/bubblewrap_*.deb /tmp/bw
     [ ! -d .proj ] || cp -r .proj /tmp/projs  # projects with their tests and a manifest, for the own-code tracks
     python3 -c "import ferrylm.data.stage, ferrylm.train.recipe, ferrylm.export.stage, ferrylm.eval.stage, ferrylm.train.canary"
     bwrap --version && nvidia-smi -L ;;
-  part) mkdir -p /tmp/q && cp ".gg/p$2" /tmp/q/ && ls /tmp/q | wc -l ;;
+  part) mkdir -p /tmp/q && cp "$GG/p$2" /tmp/q/ && ls /tmp/q | wc -l ;;
   train)
     [ -f /tmp/q/model.gguf ] || { cat /tmp/q/p?? > /tmp/q/model.gguf && rm /tmp/q/p??; }
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
