@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import random
 
-from .file_examples import SPAN_LANGUAGES, in_repo
+from .file_examples import SPAN_LANGUAGES, FileSpans, in_repo
 from .holdout import HeldOutFunctions, drawable, drawn, is_test_file
 from .pairs import Pair
-from .spans import functions
 
 
 def chosen_pairs(
@@ -52,7 +51,7 @@ def chosen_pairs(
     return pairs, kept
 
 
-def undocumented(d, docs, held: set, roots: dict) -> list:
+def undocumented(spans: FileSpans, docs, held: set, roots: dict) -> list:
     """(Pair, ref) of each function without a doc comment in the user's own training repositories (not their
     tests): with the file shown, a function needs no doc comment to be asked, so it may be held out too."""
     out = []
@@ -62,8 +61,7 @@ def undocumented(d, docs, held: set, roots: dict) -> list:
         if is_test_file(in_repo(doc.ref, roots)):
             continue
         documented = {p.source for p in doc.pairs}
-        spans = functions(doc.text, doc.ref.rel, doc.ref.language, d.min_body_lines, d.max_body_lines, documented=False)
-        out += [(Pair(f.id, f.prompt, f.body), doc.ref) for f in spans if f.id not in documented]
+        out += [(Pair(f.id, f.prompt, f.body), doc.ref) for f in spans.of(doc.ref).values() if f.id not in documented]
     return out
 
 

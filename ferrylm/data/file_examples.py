@@ -20,32 +20,36 @@ def in_repo(ref, roots: dict) -> str:
     return os.path.relpath(os.path.realpath(ref.path), roots[ref.repo]["root"]) if ref.repo in roots else ref.rel
 
 
+class FileSpans:
+    """Each code file's functions by id, documented or not, found once a file: the draw's undocumented
+    candidates and the file-shown questions read the same spans."""
+
+    def __init__(self, docs, d):
+        self.text = {id(doc.ref): doc.text for doc in docs}
+        self.d = d
+        self._spans: dict[int, dict] = {}
+
+    def of(self, ref) -> dict:
+        spans = self._spans.get(id(ref))
+        if spans is None and ref.language not in SPAN_LANGUAGES:  # C: its functions are never tasks
+            spans = self._spans[id(ref)] = {}
+        if spans is None:
+            d = self.d
+            found = functions(
+                self.text[id(ref)], ref.rel, ref.language, d.min_body_lines, d.max_body_lines, documented=False
+            )
+            spans = self._spans[id(ref)] = {f.id: f for f in found}
+        return spans
+
+
 class FileShown:
     """data.tasks `file`: a training function's generate question asked with its file shown, as the eval asks
     (data/file_context.py), the body of every held-out function in that file, and of every near copy of one (a
     twin in another repository), cut out too."""
 
-    def __init__(self, docs, held_out: HeldOutFunctions, d, roots: dict):
-        self.text = {id(doc.ref): doc.text for doc in docs}
+    def __init__(self, spans: FileSpans, held_out: HeldOutFunctions, d, roots: dict):
+        self.spans, self.text = spans.of, spans.text
         self.held_out, self.d, self.roots, self.missing = held_out, d, roots, 0
-        self._spans: dict[int, dict] = {}
-
-    def spans(self, ref) -> dict:
-        """The file's functions by id (found once a file)."""
-        spans = self._spans.get(id(ref))
-        if spans is None and ref.language not in SPAN_LANGUAGES:  # C: its functions are never tasks
-            spans = self._spans[id(ref)] = {}
-        if spans is None:
-            found = functions(
-                self.text[id(ref)],
-                ref.rel,
-                ref.language,
-                self.d.min_body_lines,
-                self.d.max_body_lines,
-                documented=False,
-            )
-            spans = self._spans[id(ref)] = {f.id: f for f in found}
-        return spans
 
     def cut(self, ref) -> list:
         """The file's functions whose bodies are never shown: held-out ones and their near copies."""

@@ -24,7 +24,7 @@ from . import cpt, draw, library, repo_files
 from .collect import CleanStats, collect
 from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Packer
-from .file_examples import FileShown, tested_words
+from .file_examples import FileShown, FileSpans, tested_words
 from .formats import read_conversations
 from .holdout import drawn
 from .shots import ShotPool
@@ -239,12 +239,13 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
             f"and a {d.min_body_lines}–{d.max_body_lines} line body"
         )
     every = list(pairs)
-    undocumented = draw.undocumented(d, docs, held, roots) if d.holdout_functions else []
+    spans = FileSpans(docs, d)
+    undocumented = draw.undocumented(spans, docs, held, roots) if d.holdout_functions else []
     pairs, kept = draw.chosen_pairs(d, pairs, held, roots, stats, tested_words(held, roots), undocumented)
     undrawn = draw.undrawn_own(every, pairs, held, kept, roots, bool(d.holdout_functions))
     stats["library_functions"] = _write_library(cfg, pairs + undrawn, held, kept.sources)
     too_long, no_summary, examples = 0, 0, Counter()
-    shown = FileShown(docs, kept, d, roots)
+    shown = FileShown(spans, kept, d, roots)
     # a share of the held-out functions only validates (the checkpoint is chosen on them), never reported as a task
     validation = {s for s in kept.sources if drawn(d.seed, f"validation:{s}", d.validation_functions)}
     for p, ref in pairs:
