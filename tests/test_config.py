@@ -21,7 +21,7 @@ def test_default_preset_loads_with_overrides():
         ("serve.port=70000", "serve.port: Input should be less than 65536 (got 70000)"),
         ("nonsense", "override 'nonsense': expected key=value"),
         ("train.offload_optimizer=true", "train.offload_optimizer: optimizer offload is DeepSpeed's"),
-        ("train.offload_params=true", "train.offload_params: parameter offload needs train.deepspeed=zero3"),
+        ("train.offload_params=true", "train.offload_params: parameter offload needs train.deepspeed=zero3 or"),
         ("hardware.gpus=0", "hardware.gpus: Input should be greater than 0"),
         ("train.base_precision=int4", "train.base_precision: Input should be 'model' or 'fp8' (got 'int4')"),
         (
@@ -62,6 +62,27 @@ def test_combinations_that_cannot_run_are_refused():
                 "train.checkpoint_fraction=0.5",
             ],
         )
+
+
+@pytest.mark.parametrize(
+    "other, message",
+    [
+        ("train.deepspeed=zero3", "train.deepspeed: one sharding at a time"),
+        ("train.method=qlora", "train.method: qlora's 4-bit weights are not sharded by FSDP2 here"),
+        (
+            "train.gradient_checkpointing=true train.checkpoint_fraction=0.5",
+            "train.checkpoint_fraction: FSDP2 checkpoints every decoder layer or none",
+        ),
+        ("train.compile=layers", "train.compile: not compiled under FSDP2 here"),
+        ("train.offload_optimizer=true", "train.offload_optimizer: optimizer offload is DeepSpeed's"),
+    ],
+)
+def test_what_fsdp2_is_not_run_with_is_one_line(other, message):
+    with pytest.raises(ConfigError) as e:
+        load_config("default", ["train.fsdp=full_shard", *other.split()])
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    cfg = load_config("default", ["train.fsdp=shard_grad_op", "train.offload_params=true", "train.method=full"])
+    assert cfg.train.fsdp == "shard_grad_op" and cfg.train.offload_params
 
 
 def test_yaml_file_errors(tmp_path):

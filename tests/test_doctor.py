@@ -175,3 +175,13 @@ def test_a_gpu_machine_without_vllm_is_warned_with_what_to_install(monkeypatch):
         c for c in d.eval_checks(load_config("demo-gpu", ["eval.local=true"]), None, gpu, "system") if c.name == "vLLM"
     )
     assert local.line() == "✓ vLLM: not installed (not needed: eval.local=true)"
+
+
+def test_fsdp2_is_checked_only_when_asked_and_names_its_launch():
+    cfg = load_config("default", ["train.fsdp=full_shard"])
+    two = d.fsdp_checks(cfg, d.Facts(gpus=[d.Gpu("NVIDIA H100", 79.2, (9, 0))] * 2))
+    assert [c.line() for c in two] == [
+        "✓ FSDP2: fully_shard present; full_shard over 2 GPU(s): launch as many processes (ferrylm launch --nproc 2)"
+    ]
+    assert d.fsdp_checks(cfg, d.Facts())[0].status == "warn"
+    assert d.fsdp_checks(load_config("default"), d.Facts()) == []

@@ -148,14 +148,35 @@ def load_config(source: str | None = None, overrides: tuple[str, ...] | list[str
     return _validated(_read_yaml(source or "default"), overrides)
 
 
+def _check_fsdp(t: TrainConfig) -> None:
+    """What FSDP2 is not run with here, one line each."""
+    refused = {
+        "train.deepspeed": (t.deepspeed, "one sharding at a time: unset train.deepspeed or train.fsdp"),
+        "train.method": (t.method == "qlora", "qlora's 4-bit weights are not sharded by FSDP2 here; use lora"),
+        "train.canary_tasks": (t.canary_tasks, "the canary generates in one process; not with train.fsdp"),
+        "train.compile": (t.compile != "none", "not compiled under FSDP2 here; set train.compile=none"),
+        "train.base_precision": (t.base_precision == "fp8", "fp8 is for method=lora without sharding"),
+        "train.checkpoint_fraction": (
+            t.gradient_checkpointing and t.checkpoint_fraction < 1,
+            "FSDP2 checkpoints every decoder layer or none; set 1 or train.gradient_checkpointing=false",
+        ),
+    }
+    for key, (bad, why) in refused.items():
+        if bad:
+            raise ValueError(f"{key}: {why}")
+
+
 def _check_train(t: TrainConfig) -> None:
     """The train section's rules across its keys."""
     if t.offload_optimizer and not t.deepspeed:
         raise ValueError(
-            "train.offload_optimizer: optimizer offload is DeepSpeed's; set train.deepspeed=zero2 or zero3"
+            "train.offload_optimizer: optimizer offload is DeepSpeed's; set train.deepspeed=zero2 or zero3 "
+            "(with train.fsdp: train.offload_params offloads the optimizer step too)"
         )
-    if t.offload_params and t.deepspeed != "zero3":
-        raise ValueError("train.offload_params: parameter offload needs train.deepspeed=zero3")
+    if t.offload_params and t.deepspeed != "zero3" and not t.fsdp:
+        raise ValueError("train.offload_params: parameter offload needs train.deepspeed=zero3 or train.fsdp")
+    if t.fsdp:
+        _check_fsdp(t)
     if t.drift_penalty and t.method == "full":
         raise ValueError("train.drift_penalty: the base is the model with its adapters off; needs method lora or qlora")
     if t.drift_penalty and t.liger:

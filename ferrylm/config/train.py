@@ -76,10 +76,18 @@ class TrainConfig(_Section):
     """Held-out batches in each evaluation of the loss."""
     deepspeed: Literal["zero2", "zero3"] | None = None
     """DeepSpeed ZeRO stage: zero2 shards optimizer states and gradients, zero3 also the parameters. Launch several processes with `ferrylm launch --nproc N`."""
+    fsdp: Literal["full_shard", "shard_grad_op"] | None = None
+    """PyTorch's own sharding, FSDP2 (`fully_shard`, each decoder layer and the whole model), instead of DeepSpeed:
+    full_shard shards parameters, gradients and optimizer states (as ZeRO-3), shard_grad_op keeps a layer's
+    parameters gathered from its forward to its backward (as ZeRO-2). Activation checkpointing is FSDP's own
+    (train.gradient_checkpointing); checkpoints are sharded (torch.distributed.checkpoint) and resume on the same
+    number of processes. Launch several processes with `ferrylm launch --nproc N` (on a CPU torch runs it over
+    gloo, for tests)."""
     offload_optimizer: bool = False
     """With deepspeed: keep the optimizer states in CPU RAM and step on the CPU."""
     offload_params: bool = False
-    """With deepspeed=zero3: keep the parameters in CPU RAM between uses."""
+    """With deepspeed=zero3: keep the parameters in CPU RAM between uses; with fsdp: the parameters, the gradients
+    and the optimizer step on the CPU."""
     zero3_reduce_bucket_size: int | None = Field(500_000_000, gt=0)
     """ZeRO-3: elements per gradient reduction bucket (None: the Trainer's "auto", sized from the hidden width, 7B: 12.8 M; the defaults were chosen by measurement, docs/performance.md)."""
     zero3_prefetch_bucket_size: int | None = Field(200_000_000, gt=0)

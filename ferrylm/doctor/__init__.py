@@ -17,7 +17,7 @@ from ..diskspace import disk_need_bytes
 from ..pins import profile, requirements
 from ..shapes import SMOLLM2_135M
 from .facts import GB, Check, Facts, GiB, Gpu, gather
-from .gpu import FP8_CAPABILITY, fp8_checks, gpu_checks, kernel_checks
+from .gpu import FP8_CAPABILITY, fp8_checks, fsdp_checks, gpu_checks, kernel_checks
 from .install import flavour_check, pin_checks
 from .room import disk_check, room_checks
 from .serving import eval_checks
@@ -36,6 +36,7 @@ __all__ = [
     "eval_checks",
     "flavour_check",
     "fp8_checks",
+    "fsdp_checks",
     "gather",
     "gpu_checks",
     "kernel_checks",
@@ -75,6 +76,7 @@ def run_checks(cfg: Config, f: Facts) -> list[Check]:
         *gpu_checks(f),
         *kernel_checks(cfg, bool(f.gpus)),
         *fp8_checks(cfg, f),
+        *fsdp_checks(cfg, f),
     ]
     checks.append(
         Check(

@@ -101,3 +101,22 @@ def fp8_checks(cfg: Config, f: Facts) -> list[Check]:
             "FP8 products on every GPU" if f.gpus else "no GPU: torch emulates FP8 on the CPU, slower than fp32",
         )
     ]
+
+
+def fsdp_checks(cfg: Config, f: Facts) -> list[Check]:
+    """train.fsdp: PyTorch's fully_shard and Accelerate's FSDP2 plugin, present or named."""
+    if not cfg.train.fsdp:
+        return []
+    import importlib.util
+
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401 — torch 2.6 and newer
+    except ImportError:
+        return [Check("FSDP2", "fail", "train.fsdp, but this torch has no fully_shard (2.6 or newer)", "make install")]
+    if importlib.util.find_spec("accelerate") is None:
+        return [Check("FSDP2", "fail", "train.fsdp needs accelerate (the Trainer's FSDP2 plugin)", "make install")]
+    gpus = len(f.gpus)
+    where = (
+        f"over {gpus} GPU(s): launch as many processes (ferrylm launch --nproc {gpus})" if gpus else "on the CPU (gloo)"
+    )
+    return [Check("FSDP2", "ok" if gpus else "warn", f"fully_shard present; {cfg.train.fsdp} {where}")]

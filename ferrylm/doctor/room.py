@@ -21,7 +21,7 @@ def room_checks(cfg: Config, f: Facts, shape) -> list[Check]:
     setup = setup_from_config(cfg, shape)
     out = []
     if f.gpus:
-        gpus = len(f.gpus) if cfg.train.deepspeed else 1
+        gpus = len(f.gpus) if (cfg.train.deepspeed or cfg.train.fsdp) else 1
         setup = replace(setup, gpus=gpus, gpu_memory_gib=min(g.memory_gib for g in f.gpus))
         plan = estimate(setup)
         out.append(

@@ -1,6 +1,6 @@
 """The Trainer's settings for a run, in one place: what the train config asks for, this machine's
 precision, where checkpoints and TensorBoard go, and DeepSpeed's config (resharded on resume when
-the number of processes changed)."""
+the number of processes changed) or FSDP2's."""
 
 from __future__ import annotations
 
@@ -28,6 +28,19 @@ def _deepspeed(run) -> dict:
     )
 
 
+def _fsdp(run) -> dict:
+    """FSDP2 through the Trainer (Accelerate's plugin): each decoder layer (the model's `_no_split_modules`) and the
+    whole model sharded, activation checkpointing its own, checkpoints sharded."""
+    t = run.t
+    return {
+        "version": 2,
+        "reshard_after_forward": t.fsdp == "full_shard",
+        "cpu_offload": t.offload_params,
+        "activation_checkpointing": t.gradient_checkpointing,
+        "state_dict_type": "SHARDED_STATE_DICT",
+    }
+
+
 def training_arguments(run):
     """Every Trainer setting in one place."""
     from transformers import TrainingArguments
@@ -48,7 +61,8 @@ def training_arguments(run):
         max_grad_norm=t.max_grad_norm,
         bf16=run.precision == "bf16",
         fp16=run.precision == "fp16",
-        gradient_checkpointing=t.gradient_checkpointing,
+        # under FSDP2 its own activation checkpointing (the Trainer's would gather each layer once more)
+        gradient_checkpointing=t.gradient_checkpointing and not t.fsdp,
         gradient_checkpointing_kwargs={"use_reentrant": False},
         use_liger_kernel=t.liger,
         # Compiled layers do the fusing; Liger then only replaces the output layer + loss.
@@ -74,6 +88,8 @@ def training_arguments(run):
         use_cpu=not has_cuda,
         ddp_backend="gloo" if ("RANK" in os.environ and not has_cuda) else None,
         deepspeed=_deepspeed(run) if t.deepspeed else None,
+        fsdp=bool(t.fsdp),
+        fsdp_config=_fsdp(run) if t.fsdp else None,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         # A flattened micro-batch has no padding, and no attention mask to count the padding by.

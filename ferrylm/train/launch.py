@@ -259,7 +259,8 @@ def refuse_stale_build_locks(now: float | None = None) -> None:
             )
 
 
-def prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
+def prepare_distributed_env(use_deepspeed: bool, has_cuda: bool, sharded: bool = False) -> None:
+    """`sharded`: FSDP2, which like DeepSpeed needs a process group even for a world of one."""
     if use_deepspeed:
         refuse_stale_build_locks()
     if use_deepspeed and not has_cuda:
@@ -279,7 +280,7 @@ def prepare_distributed_env(use_deepspeed: bool, has_cuda: bool) -> None:
         log.warning(
             "%d GPUs visible but one process: training on GPU 0; use `ferrylm launch --nproc %d` for all", gpus, gpus
         )
-    if (use_deepspeed or several_gpus) and "RANK" not in os.environ:
+    if (use_deepspeed or sharded or several_gpus) and "RANK" not in os.environ:
         # A single process still needs a process group for DeepSpeed; launchers set these themselves.
         os.environ.update(
             RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())

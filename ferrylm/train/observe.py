@@ -113,8 +113,9 @@ def guarded_trainer_class():
     from transformers import Trainer
 
     from .drift import DriftPenalty
+    from .fsdp import ShardedOnCpu
 
-    class GuardedTrainer(DriftPenalty, Trainer):
+    class GuardedTrainer(DriftPenalty, ShardedOnCpu, Trainer):
         _last = None  # (time, tokens seen) at the previous log line
         _flops = None  # weight FLOPs per trained token
         _sq = _n = 0  # Σ length² and Σ length over examples since the last log line (attention FLOPs)

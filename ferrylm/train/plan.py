@@ -300,12 +300,15 @@ def setup_from_config(cfg, shape: ModelShape | None = None) -> Setup:
         gradient_checkpointing=t.gradient_checkpointing,
         checkpoint_fraction=t.checkpoint_fraction,
         gpus=cfg.hardware.gpus,
-        zero_stage={None: 0, "zero2": 2, "zero3": 3}[t.deepspeed],
-        offload_optimizer=t.offload_optimizer,
-        offload_params=t.offload_params,
-        # DeepSpeed keeps fp32 master weights and Adam states; a full fine-tune without it
+        # FSDP2 shards as ZeRO does: full_shard as stage 3, shard_grad_op (parameters gathered from a layer's
+        # forward to its backward) as stage 2; its CPU offload moves the optimizer step there too
+        zero_stage={None: 0, "zero2": 2, "zero3": 3}[t.deepspeed]
+        or {None: 0, "shard_grad_op": 2, "full_shard": 3}[t.fsdp],
+        offload_optimizer=t.offload_optimizer or bool(t.fsdp and t.offload_params),
+        offload_params=t.offload_params and t.fsdp != "shard_grad_op",
+        # DeepSpeed and FSDP2 keep fp32 master weights and Adam states; a full fine-tune without them
         # trains the weights it loaded (bf16 on a GPU) with bf16 optimizer states.
-        optimizer_precision="mixed" if (t.deepspeed or t.method != "full") else "bf16",
+        optimizer_precision="mixed" if (t.deepspeed or t.fsdp or t.method != "full") else "bf16",
         gpu_memory_gib=cfg.hardware.gpu_memory_gib,
         compile=t.compile,
         liger=t.liger,

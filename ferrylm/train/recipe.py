@@ -35,6 +35,7 @@ from .checkpoints import (
     saved_world_size,
     writing,
 )
+from .fsdp import whole
 from .launch import prepare_distributed_env
 from .observe import NonFiniteLoss, gradient_guard, guarded_trainer_class, selective_checkpointing
 
@@ -113,12 +114,17 @@ def _check_packing(model, row: dict, half: bool) -> None:
 
 def _save_trained(trainer, tokenizer, out: Path, name: str) -> Path:
     """Write the adapter (or whole model) to out/name in one rename. Every rank calls this: under
-    ZeRO-3 the shards are gathered for the save."""
+    ZeRO-3 and FSDP2 the shards are gathered for the save."""
     final, tmp = out / name, out / f".{name}.tmp"
     if trainer.is_world_process_zero():
         shutil.rmtree(tmp, ignore_errors=True)
     with out_of_space(f"the trained {name}", tmp, lambda: shutil.rmtree(tmp, ignore_errors=True)):
-        trainer.save_model(str(tmp))
+        if trainer.is_fsdp_enabled:  # its checkpoints are sharded: the weights gathered whole, written by rank 0
+            state = whole(trainer.accelerator.get_state_dict(trainer.model))
+            if trainer.is_world_process_zero():
+                trainer.accelerator.unwrap_model(trainer.model).save_pretrained(tmp, state_dict=state)
+        else:
+            trainer.save_model(str(tmp))
         if trainer.is_world_process_zero():
             tokenizer.save_pretrained(tmp)
     if trainer.is_world_process_zero():
@@ -195,7 +201,7 @@ def run_train(cfg: Config) -> StageRecord:
 
     record = StageRecord("train", cfg.digest())
     has_cuda = torch.cuda.is_available()
-    prepare_distributed_env(cfg.train.deepspeed is not None, has_cuda)
+    prepare_distributed_env(cfg.train.deepspeed is not None, has_cuda, sharded=bool(cfg.train.fsdp))
     check_liger(cfg.train, has_cuda)
     run = _Run(
         cfg,
@@ -375,6 +381,7 @@ def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: floa
         "liger": t.liger,
         "compile": t.compile,
         "deepspeed": t.deepspeed,
+        "fsdp": t.fsdp,
         "offload": [k for k in ("optimizer", "params") if getattr(t, f"offload_{k}")],
         "world_size": args.world_size,
         f"{run.kind}_sha256": sha256_tree(saved) if saved else None,

@@ -9,23 +9,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.pinning import learning_rate, pinned
+from tests.pinning import pinned
+from tests.train.two_processes import overrides
 
 
 def _overrides(run, tiny_qwen2_dir, tiny_corpus) -> list[str]:
-    return [
-        f"run_dir={run}",
-        f"model.path={tiny_qwen2_dir}",
-        f"data.sources=[{tiny_corpus}]",
-        "train.max_steps=6",
-        "train.save_steps=3",
-        "train.logging_steps=1",
-        "train.per_device_batch_size=2",
-        learning_rate(),
-        "train.lora_dropout=0",
-        "train.warmup_steps=0",
-        "train.eval_batches=2",
-    ]
+    return overrides(run, tiny_qwen2_dir, tiny_corpus, 6, 3)
 
 
 def _launch(run, tiny_qwen2_dir, tiny_corpus, *extra):

@@ -15,25 +15,13 @@ import psutil
 import pytest
 
 from ferrylm.serve import free_port
-from tests.pinning import learning_rate
+from tests.train.two_processes import overrides
 
 STEPS = 24
 
 
 def _overrides(run, tiny_qwen2_dir, tiny_corpus) -> list[str]:
-    return [
-        f"run_dir={run}",
-        f"model.path={tiny_qwen2_dir}",
-        f"data.sources=[{tiny_corpus}]",
-        f"train.max_steps={STEPS}",
-        "train.save_steps=4",
-        "train.logging_steps=1",
-        "train.per_device_batch_size=2",
-        learning_rate(),
-        "train.lora_dropout=0",
-        "train.warmup_steps=0",
-        "train.eval_batches=2",
-    ]
+    return overrides(run, tiny_qwen2_dir, tiny_corpus, STEPS, 4)
 
 
 def _agents(overrides: list[str], logs) -> list[subprocess.Popen]:

@@ -158,3 +158,25 @@ def test_the_fp8_base_plans_the_same_weights_and_one_products_transient():
     transient = base.seq_len * base.micro_batch * base.shape.intermediate * 5 / 2**30
     assert b.activations_gib - a.activations_gib == pytest.approx(transient)
     assert ", FP8 base" in report("x", fp8, {}) and ", FP8 base" not in report("x", base, {})
+
+
+def test_fsdp2_is_planned_as_the_zero_stage_it_shards_like():
+    """full_shard shards as ZeRO-3, shard_grad_op as ZeRO-2; FSDP2's offload takes the optimizer step too."""
+    from ferrylm.config import load_config
+    from ferrylm.train.plan import setup_from_config
+
+    def planned(*overrides):
+        return setup_from_config(load_config("4gpu-zero3-offload", ["train.deepspeed=null", *overrides]))
+
+    zero3 = setup_from_config(load_config("4gpu-zero3-offload"))
+    full = planned("train.fsdp=full_shard", "train.offload_optimizer=false")
+    assert (full.zero_stage, full.offload_params, full.offload_optimizer) == (3, True, True)
+    assert estimate(full).total_gib == pytest.approx(estimate(zero3).total_gib)
+    grad_op = planned("train.fsdp=shard_grad_op", "train.offload_params=false", "train.offload_optimizer=false")
+    assert (grad_op.zero_stage, grad_op.offload_params, grad_op.offload_optimizer) == (2, False, False)
+    assert (
+        estimate(grad_op).total_gib
+        > estimate(
+            planned("train.fsdp=full_shard", "train.offload_params=false", "train.offload_optimizer=false")
+        ).total_gib
+    )
