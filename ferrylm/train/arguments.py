@@ -35,7 +35,7 @@ def _fsdp(run) -> dict:
     return {
         "version": 2,
         "reshard_after_forward": t.fsdp == "full_shard",
-        "cpu_offload": t.offload_params,
+        "cpu_offload": t.offload_params and run.has_cuda,  # on a CPU they are there already (and pinning needs CUDA)
         "activation_checkpointing": t.gradient_checkpointing,
         "state_dict_type": "SHARDED_STATE_DICT",
     }

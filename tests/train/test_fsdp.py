@@ -11,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.pinning import pinned
 from tests.train.two_processes import launch, overrides
 
 STEPS = 12  # a kill at the first checkpoint leaves most of the run to resume
@@ -67,3 +68,31 @@ def test_fsdp2_trains_as_the_unsharded_run_and_a_killed_run_resumes_to_the_same_
     assert _losses(killed) == pytest.approx(_losses(sharded), abs=1e-4)
     again = _adapter(killed)
     assert all(torch.allclose(again[k], parts[k], atol=1e-5) for k in parts)
+
+
+@pytest.mark.slow
+def test_a_full_fine_tune_under_fsdp2_trains_the_zero3_numbers_and_exports(
+    copy_run, tiny_qwen2_dir, tiny_corpus, make_config
+):
+    """shard_grad_op with the parameters offloaded, method=full: the loss curve pinned for ZeRO-3's full fine-tune of
+    the same run (tests/train/test_deepspeed.py), and the model gathered whole for the export."""
+    run = copy_run()
+    proc = subprocess.run(
+        launch(*overrides(run, tiny_qwen2_dir, tiny_corpus, 6, 3, "train.method=full", *FULL)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((run / "train" / "record.json").read_text())["metrics"]
+    assert (m["fsdp"], m["world_size"], m["steps"]) == ("shard_grad_op", 2, 6)
+    history = [json.loads(line) for line in (run / "train" / "log_history.jsonl").read_text().splitlines()]
+    losses = [h["loss"] for h in history if "loss" in h]
+    pinned("fsdp2 full curve", "zero3-loss", losses, [10.81078, 10.71552, 10.59749, 10.43636, 10.43157, 10.42395])
+    from ferrylm.export import run_export
+
+    rec = run_export(make_config(run, tiny_qwen2_dir, tiny_corpus, "train.method=full", *FULL))
+    assert rec.metrics["parity"]["greedy_tokens_equal"] == rec.metrics["parity"]["prompts"]
+
+
+FULL = ("train.fsdp=shard_grad_op", "train.offload_params=true")
