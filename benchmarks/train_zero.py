@@ -1,4 +1,4 @@
-"""`ferrylm train` on 1, 2 or 4 GPUs with Qwen2.5-7B shapes: full fine-tune under ZeRO-2 / ZeRO-3,
+"""`ferrylm train` on 1, 2 or 4 GPUs with Qwen2.5-7B shapes: full fine-tune under ZeRO-2 / ZeRO-3 / FSDP2,
 LoRA on 1, 2 and 4 GPUs (weak scaling; on one GPU with and without DeepSpeed, Liger, compiled
 layers, and an fp32 reference), the 4gpu-zero3-offload preset as shipped, a 4-GPU
 ZeRO-3 run resumed on 2 GPUs, and two nodes of 2 GPUs on one 4-GPU host (against one node of 4; a node
@@ -130,6 +130,11 @@ VARIANTS = {
         4,
         FULL + ["train.deepspeed=zero2", "train.liger=true", "train.gradient_checkpointing=false"],
     ),
+    # FSDP2 against ZeRO-3 on the same full fine-tune: one GPU, then 2 and 4 (weak scaling)
+    "zero3-full-ckpt-1gpu": (1, FULL + ["train.deepspeed=zero3", "train.gradient_checkpointing=true"]),
+    "fsdp2-full-ckpt-1gpu": (1, FULL + ["train.fsdp=full_shard", "train.gradient_checkpointing=true"]),
+    "fsdp2-full-ckpt": (2, FULL + ["train.fsdp=full_shard", "train.gradient_checkpointing=true"]),
+    "fsdp2-full-ckpt-4gpu": (4, FULL + ["train.fsdp=full_shard", "train.gradient_checkpointing=true"]),
     # Held out from the planner's fit of compiled layers and Liger (docs/memory_planner.md).
     "lora-1gpu-compile-layers-ckpt25": (
         1,
