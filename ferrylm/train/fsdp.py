@@ -3,6 +3,26 @@ shards only accelerators' processes, and torch's full state dict there leaves th
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from ..errors import FerryError
+
+
+class OtherWorld(FerryError, RuntimeError):
+    """An FSDP2 checkpoint resumed on another number of processes than wrote it."""
+
+
+def check_world(checkpoint: Path) -> None:
+    """FSDP2's sharded checkpoints resume on the number of processes that wrote them (one RNG state file each)."""
+    wrote = len(list(checkpoint.glob("rng_state_*.pth"))) or 1
+    now = int(os.environ.get("WORLD_SIZE", "1"))
+    if wrote != now:
+        raise OtherWorld(
+            f"train.fsdp: {checkpoint} was written by {wrote} process(es), this run has {now}: resume with "
+            f"`ferrylm launch --nproc {wrote}`, or set train.resume=false to start again"
+        )
+
 
 class ShardedOnCpu:
     """A Trainer mixin: the FSDP2 plugin applied on CPU processes too, so gloo runs the sharding a GPU run does."""

@@ -35,7 +35,7 @@ from .checkpoints import (
     saved_world_size,
     writing,
 )
-from .fsdp import whole
+from .fsdp import check_world, whole
 from .launch import prepare_distributed_env
 from .observe import NonFiniteLoss, gradient_guard, guarded_trainer_class, selective_checkpointing
 
@@ -260,6 +260,8 @@ def setup_run_dir(run: _Run) -> None:
         _truncate_history(run.history, int(run.resume.name.split("-")[1]))
     if run.resume is not None and run.t.deepspeed:
         run.saved_world = saved_world_size(run.resume)
+    if run.resume is not None and run.t.fsdp:
+        check_world(run.resume)
     if run.reshard:
         log.info(
             "checkpoint written by %d processes, resuming on %s", run.saved_world, os.environ.get("WORLD_SIZE", "1")

@@ -96,3 +96,21 @@ def test_a_full_fine_tune_under_fsdp2_trains_the_zero3_numbers_and_exports(
 
 
 FULL = ("train.fsdp=shard_grad_op", "train.offload_params=true")
+
+
+def test_an_fsdp2_checkpoint_resumed_on_another_world_size_is_one_line(tmp_path, monkeypatch):
+    from ferrylm.train.fsdp import OtherWorld, check_world
+
+    ckpt = tmp_path / "checkpoint-4"
+    ckpt.mkdir()
+    for rank in (0, 1):
+        (ckpt / f"rng_state_{rank}.pth").write_bytes(b"")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    check_world(ckpt)
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    with pytest.raises(OtherWorld) as e:
+        check_world(ckpt)
+    assert str(e.value) == (
+        f"train.fsdp: {ckpt} was written by 2 process(es), this run has 1: resume with `ferrylm launch --nproc 2`, "
+        "or set train.resume=false to start again"
+    )
