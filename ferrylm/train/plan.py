@@ -113,6 +113,7 @@ class Setup:
     compile: Literal["none", "layers", "model"] = "none"
     liger: bool = False
     base_precision: Literal["model", "fp8"] = "model"
+    drift_penalty: bool = False  # train.drift_penalty: the base's logits and the KL's fp32 tensors beside the loss's
 
 
 @dataclass
@@ -232,6 +233,10 @@ def estimate(s: Setup) -> Plan:
 
     acts = activations(s, tokens)
     logits = tokens * s.shape.vocab * (2 + 4 + 4)  # bf16 logits, fp32 copy, fp32 log-softmax
+    if (
+        s.drift_penalty
+    ):  # kept for the KL's backward: the fine-tune's fp32 log-softmax, the base's probabilities, their gap
+        logits += tokens * s.shape.vocab * 12
     if s.liger:
         logits = tokens * s.shape.hidden * 4.0  # fused linear cross-entropy: the hidden state's gradient
     total = weights + optim + max(acts + logits, grads) + s.reserve_gib * GiB
@@ -313,6 +318,7 @@ def setup_from_config(cfg, shape: ModelShape | None = None) -> Setup:
         compile=t.compile,
         liger=t.liger,
         base_precision=t.base_precision,
+        drift_penalty=bool(t.drift_penalty),
     )
 
 
