@@ -232,13 +232,7 @@ def estimate(s: Setup) -> Plan:
         weights = 2 * s.shape.layer_params() * 2.0
 
     acts = activations(s, tokens)
-    logits = tokens * s.shape.vocab * (2 + 4 + 4)  # bf16 logits, fp32 copy, fp32 log-softmax
-    if (
-        s.drift_penalty
-    ):  # kept for the KL's backward: the fine-tune's fp32 log-softmax, the base's probabilities, their gap
-        logits += tokens * s.shape.vocab * 12
-    if s.liger:
-        logits = tokens * s.shape.hidden * 4.0  # fused linear cross-entropy: the hidden state's gradient
+    logits = _logits(s, tokens)
     total = weights + optim + max(acts + logits, grads) + s.reserve_gib * GiB
     plan = Plan(
         weights / GiB,
@@ -290,6 +284,16 @@ def smallest_fix(s: Setup) -> str:
         if estimate(alt).fits:
             return label
     return "none of the single changes tried is enough; combine them or add GPUs"
+
+
+def _logits(s: Setup, tokens: int) -> float:
+    """Bytes of the loss over the vocabulary, and of the drift penalty's KL beside it."""
+    if s.liger:
+        return tokens * s.shape.hidden * 4.0  # fused linear cross-entropy: the hidden state's gradient
+    per_entry = 2 + 4 + 4  # bf16 logits, fp32 copy, fp32 log-softmax
+    if s.drift_penalty:
+        per_entry += 12  # the KL's backward keeps the fine-tune's log-softmax, the base's probabilities, their gap
+    return tokens * s.shape.vocab * per_entry
 
 
 def setup_from_config(cfg, shape: ModelShape | None = None) -> Setup:
