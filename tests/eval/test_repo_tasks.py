@@ -144,7 +144,7 @@ def test_found_tasks_are_kept_and_found_again_when_anything_they_depend_on_chang
     repo = _python_repo(tmp_path / "r")
     calls = []
 
-    def fake_find(repo, language, asked, workers):
+    def fake_find(repo, language, asked, workers, shared=None):
         calls.append(asked["only"])
         out = tasks_mod.RepoTasks(repo.name, language, asked["command"], dropped=Counter({"its tests flake": 1}))
         if asked["limit"] == 1:
@@ -1066,7 +1066,8 @@ def _eval_options(exec_workers: int, repo_task_limit: int):
 
 
 def test_several_repositories_are_proved_at_once_sharing_the_sandbox_slots(monkeypatch):
-    """eval.exec_workers=8: two repositories at once, four slots each; the tracks keep the repositories' order."""
+    """eval.exec_workers=8: two repositories at once, each allowed all eight slots of one shared set (a large
+    suite left last gets them all); the tracks keep the repositories' order."""
     import threading
     import time
 
@@ -1076,11 +1077,11 @@ def test_several_repositories_are_proved_at_once_sharing_the_sandbox_slots(monke
     running, most, seen = [0], [0], []
     lock = threading.Lock()
 
-    def find(root, workers, **_):
+    def find(root, workers, shared, **_):
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
-            seen.append(workers)
+            seen.append((workers, shared))
         time.sleep(0.3)
         with lock:
             running[0] -= 1
@@ -1091,7 +1092,8 @@ def test_several_repositories_are_proved_at_once_sharing_the_sandbox_slots(monke
     e = _eval_options(exec_workers=8, repo_task_limit=10)
     repos = [{"name": n, "root": f"/r/{n}", "split": "eval"} for n in ("a", "b", "c")]
     (t,) = track.tracks(e, repos)
-    assert most[0] == 2 and seen == [4, 4, 4]
+    assert most[0] == 2 and [w for w, _ in seen] == [8, 8, 8]
+    assert len({id(s) for _, s in seen}) == 1 and isinstance(seen[0][1], threading.BoundedSemaphore)
     assert [p["repo_name"] for p in t.problems] == ["a", "b", "c"]
 
 

@@ -227,12 +227,17 @@ def _prelude_in_goroot(package: str) -> str:
     )
 
 
-def sandbox(repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False, deps: str | None = None) -> Sandbox:
+def sandbox(
+    repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False, deps: str | None = None, shared=None
+) -> Sandbox:
     """A sandbox that sees `repo` (read-only), this interpreter's packages and the repository's test
-    requirements (`deps`, test_deps()); files up to 256 MB."""
+    requirements (`deps`, test_deps()); files up to 256 MB. `shared`: a semaphore whose slots it takes turns
+    at with other repositories' sandboxes."""
     binds = [f"{repo.resolve()}={REPO_IN_SANDBOX}", *site_binds()]
     binds += binds_for([str(repo)]) + ([deps] if deps else [])
-    box = Sandbox(slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else ())
+    box = Sandbox(
+        slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else (), shared=shared
+    )
     box.deps = deps
     return box
 

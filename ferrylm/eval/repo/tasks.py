@@ -122,11 +122,13 @@ def find_tasks(
     suite_timeout_s: float = SUITE_TIMEOUT_S,
     test_requires: list[str] | None = None,
     cache: bool = False,
+    shared=None,
 ) -> RepoTasks:
     """The tasks of one repository (see the module's docstring). `only`: function ids (file::name) to
     consider; `limit`: stop after this many tasks; `suite_timeout_s`: the whole suite's time limit;
     `test_requires`: what its tests need installed (pip requirements); `cache`: an answer found before to
-    the same question on the same files is read back, a new one kept (task_cache.py)."""
+    the same question on the same files is read back, a new one kept (task_cache.py); `shared`: a semaphore of slots
+    the repositories proved at once take turns at (`workers` is then this repository's most at once)."""
     repo = Path(repo).resolve()
     if not repo.is_dir():
         raise RepoTaskError(f"{repo}: not a directory")
@@ -145,10 +147,10 @@ def find_tasks(
         "functions": "with and without a doc comment",  # what was considered (an answer kept before: documented only)
     }
     if not cache:
-        return _find(repo, language, asked, workers)
+        return _find(repo, language, asked, workers, shared)
 
     def answer() -> dict:
-        found = _find(repo, language, asked, workers)
+        found = _find(repo, language, asked, workers, shared)
         if found.skipped:
             raise task_cache.NotKept(found.as_json())
         return found.as_json()
@@ -160,7 +162,7 @@ def find_tasks(
     return out
 
 
-def _find(repo: Path, language: str, asked: dict, workers: int) -> RepoTasks:
+def _find(repo: Path, language: str, asked: dict, workers: int, shared=None) -> RepoTasks:
     """find_tasks' work, for the question `asked` (the cache's key)."""
     command, runs, limit = asked["command"], asked["runs"], asked["limit"]
     only = None if asked["only"] is None else set(asked["only"])
@@ -182,7 +184,7 @@ def _find(repo: Path, language: str, asked: dict, workers: int) -> RepoTasks:
         out.skipped = f"its test requirements ({' '.join(test_requires or [])}) could not be installed: {e}"
         return out
     log.info("repo tasks: %s: %d functions; its suite first (%s, %d runs)", repo.name, len(candidates), command, runs)
-    with runner.sandbox(repo, suite_timeout_s, workers, unconfined, deps) as box:
+    with runner.sandbox(repo, suite_timeout_s, workers, unconfined, deps, shared) as box:
         suite = _suite_runs(box, repo, runs, out)
         if suite is None:
             return out

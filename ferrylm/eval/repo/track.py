@@ -9,6 +9,7 @@ model's body into the task's file and runs the task's tests (runner.py).
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
@@ -76,15 +77,15 @@ def tracks(a: Asking, repositories: list[dict]) -> list[Track]:
         only = None if split == "repositories" else set(repo.get("held_out_functions") or ())
         if only is None or only:
             asked.append((repo, split, only))
-    # several repositories proved at once where the sandbox has slots for it (a repository's proofs wait on
-    # its own tests; one at a time left most of a 16-core machine idle), the slots shared among them
+    # several repositories proved at once (a repository's proofs wait on its own tests; one at a time left most
+    # of a 16-core machine idle), taking turns at one set of slots: a large suite left last gets them all
     at_once = max(1, min(len(asked), a.workers // 4))
-    workers = max(1, a.workers // at_once)
+    workers, shared = a.workers, threading.BoundedSemaphore(a.workers)
     # the longest first, so the last to finish is not a large suite begun late: a held-out repository's
     # functions all, then training repositories by how many functions they hold out
     first = sorted(range(len(asked)), key=lambda i: -(1e9 if asked[i][2] is None else len(asked[i][2])))
     with ThreadPoolExecutor(at_once) as pool:
-        done = dict(zip(first, pool.map(lambda i: _find(*asked[i], a, workers), first)))
+        done = dict(zip(first, pool.map(lambda i: _find(*asked[i], a, workers, shared), first)))
     results = [done[i] for i in range(len(asked))]
     for (repo, split, _), (found, why) in zip(asked, results):
         if not found or not found.tasks:
@@ -102,7 +103,7 @@ def tracks(a: Asking, repositories: list[dict]) -> list[Track]:
     return out
 
 
-def _find(repo: dict, split: str, only: set | None, a: Asking, workers: int):
+def _find(repo: dict, split: str, only: set | None, a: Asking, workers: int, shared):
     """(its tasks as find_tasks found them, or None, and why it gave none where it gave none)."""
     try:
         found = find_tasks(
@@ -114,6 +115,7 @@ def _find(repo: dict, split: str, only: set | None, a: Asking, workers: int):
             workers=workers,
             unconfined=a.unconfined,
             cache=a.cache,
+            shared=shared,
         )
     except Exception as err:  # noqa: BLE001 — one repository that cannot be read is reported, not fatal
         why = str(err).splitlines()[0] if str(err) else type(err).__name__

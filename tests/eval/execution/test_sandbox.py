@@ -293,3 +293,29 @@ def test_a_directory_under_tmp_is_seen_in_the_sandbox():
         with Sandbox(1, binds=(d,)) as box:
             code = f"import sys\nsys.path.insert(0, {d!r})\nimport mod\nassert mod.VALUE == 42\n"
             assert box.run(code).status == "passed"
+
+
+def test_sandboxes_sharing_slots_take_turns():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    class Counted(threading.BoundedSemaphore):
+        def __init__(self, n):
+            super().__init__(n)
+            self.inside = self.most = self.taken = 0
+
+        def __enter__(self):
+            super().__enter__()
+            self.inside, self.taken = self.inside + 1, self.taken + 1
+            self.most = max(self.most, self.inside)
+
+        def __exit__(self, *exc):
+            self.inside -= 1
+            return super().__exit__(*exc)
+
+    shared = Counted(1)  # one machine slot for two sandboxes of two slots each
+    with Sandbox(2, shared=shared) as a, Sandbox(2, shared=shared) as b:
+        with ThreadPoolExecutor(4) as pool:
+            runs = list(pool.map(lambda box: box.run("import time\ntime.sleep(0.2)\n"), [a, b, a, b]))
+    assert [r.status for r in runs] == ["passed"] * 4
+    assert shared.taken == 4 and shared.most == 1
