@@ -15,6 +15,8 @@
 #                                             # the run's own tasks once `train` has found them, or DIRs' tasks
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh prefind JSON      # the own-code tasks found from a split made here (a data
 #                                             # run's repositories.json, the same ARGS) while the GGUF is carried
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh cache TGZ          # tasks a run found before (`wait` brings them back as
+#                                             # $TAG.repo_tasks.tgz), read back where the finder's code and the projects match
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh hx data|jdk.pNN|install  # HumanEval-X's data and Debian's JDK (.tc/)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
 #                                             # samples to $OUT/$TAG.tgz
@@ -44,6 +46,7 @@ GO_SHA=545123039b6c79e75cf2d86528781a825424cf33ce9d3f4513d772d7144cd531  # golan
 GO_SRC_SHA=2dfa82fe4f08f4e0193c532e561af4c91871f5235608f04f2bb8d57bb288df5a  # golang-1.19-src 1.19.8-2
 # background steps run from a copy made at `setup`: every later call re-copies the working tree under them
 # (a finding that read ferrylm/ during the carry calls once met its files missing)
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}  # the task cache's root (eval/repo/task_cache.py)
 BG=/tmp/tree/studies/real_coder_forgetting/$(basename "$0")
 case "${1:-}" in train | all | eval | probe | prefind) [ "$PWD" = /tmp/tree ] || exec bash "$BG" "$@" ;; esac
 
@@ -87,6 +90,7 @@ case "${1:-}" in
     model=$(dirname "$(ls /tmp/cache/*/config.json | head -n 1)")
     setsid nohup python3 studies/unseen_projects/repo_context_probe.py "${@:2}" --model "$model" --limit 40 \
       --out "/tmp/$TAG.probe.json" > "/tmp/$TAG.probe.log" 2>&1 < /dev/null & ;;
+  cache) mkdir -p "$CACHE" && tar xzf "$2" -C "$CACHE" && ls "$CACHE/ferrylm/repo-tasks" | wc -l ;;
   hx)  # HumanEval-X here: `hx data` (.tc/humaneval-x, .tc/jre.deb carried), `hx jdk.p00`, `hx jdk.p01` (the JDK's .deb in
         # pieces), `hx install`: Debian's JDK where javac is missing (as root; links made if its scripts could not)
     mkdir -p /tmp/hx
@@ -154,6 +158,7 @@ PY
     tail -n 25 "$R.$2.log"; cat "$R.$first.done" 2>/dev/null || echo "still running"
     mkdir -p "$OUT"
     (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/data/repositories.json "$TAG"/eval/report.json \
-      "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true ;;
-  *) echo "usage: $0 setup | part NN | prefind JSON | train | eval | all | probe [DIR...] | hx data|jdk.pNN|install | wait train|eval" >&2; exit 2 ;;
+      "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true
+    [ ! -d "$CACHE/ferrylm/repo-tasks" ] || tar czf "$OUT/$TAG.repo_tasks.tgz" -C "$CACHE" ferrylm/repo-tasks ;;
+  *) echo "usage: $0 setup | part NN | cache TGZ | prefind JSON | train | eval | all | probe [DIR...] | hx data|jdk.pNN|install | wait train|eval" >&2; exit 2 ;;
 esac
