@@ -77,8 +77,8 @@ class DataConfig(_Section):
     """format=sft: the tasks each function with a doc comment teaches, and the share of functions that give an
     example of each (seeded per function): "generate" doc comment + signature → body, "explain" the code →
     the doc comment's summary (code understanding, CodeXGLUE's code-to-text), "file" the generate task asked as
-    the eval asks a team's own functions: the function's file shown with its body cut out (held-out functions'
-    bodies cut too), the body the answer; training functions only. A list names tasks at share 1."""
+    the eval asks a team's own functions: the function's file shown with its body cut out (held-out functions
+    taken out), the body the answer; training functions only. A list names tasks at share 1."""
     file_context_tokens: int = Field(768, ge=64)
     """format=sft, task "file": how much of the file the question shows (3 characters a token); keep it at the
     eval's eval.repo_context_tokens, so training asks as the eval does."""

@@ -16,22 +16,32 @@ CHARS_PER_TOKEN = 3  # a budget in tokens, kept in characters (measured: Go 2.9,
 
 
 def with_hole(text: str, fn: Function, cut: list[Function] = ()) -> tuple[str, str, str]:
-    """(before, marker line, after) of `text` around `fn`'s body; the bodies of `cut` (other functions of the
-    file, never shown: held-out ones) replaced by `...` (`// …` in a brace language)."""
+    """(before, marker line, after) of `text` around `fn`'s body; `cut` (other functions of the file, never
+    shown: held-out ones) taken out (cut_out)."""
     raw, fn = cut_out(text.encode(), [f for f in cut if f.id != fn.id], fn)
     return hole_around(raw, fn.start, fn.end, fn.language, fn.indent)
 
 
 def cut_out(raw: bytes, cut: list[Function], fn: Function | None = None) -> tuple[bytes, Function | None]:
-    """The file's bytes with the bodies of `cut` replaced by `...` (`// …` and the closing brace in a brace
-    language), and `fn` (a function of the file kept whole) with its span moved by what was cut above it."""
-    for other in sorted(cut, key=lambda f: -f.start):
-        python = other.language == "python"
-        elided = f"{body_indent(other)}{'...' if python else '// …'}\n" + ("" if python else closing(other.body))
-        raw = raw[: other.start] + elided.encode() + raw[other.end :]
-        if fn is not None and other.start < fn.start:
-            shift = len(elided.encode()) - (other.end - other.start)
-            fn = replace(fn, start=fn.start + shift, end=fn.end + shift)
+    """The file's bytes with the functions of `cut` taken out whole, doc comment and decorators too (a body
+    left as a stub taught a model that a placeholder is a body: it answered holes with their marker), and `fn`
+    (a function of the file kept) with its span moved by what was taken out above it. A function whose
+    beginning is unknown (head -1) keeps its signature, its body replaced by `...` (`// …` in a brace language)."""
+    outer: list[Function] = []
+    for f in sorted(cut, key=lambda f: f.start):  # a function inside one taken out goes with it
+        if not outer or f.start >= outer[-1].end:
+            outer.append(f)
+    for other in reversed(outer):
+        if other.head >= 0:
+            start, end, elided = other.head, other.end + raw[other.end : other.end + 1].count(b"\n"), b""
+        else:
+            python = other.language == "python"
+            stub = f"{body_indent(other)}{'...' if python else '// …'}\n" + ("" if python else closing(other.body))
+            start, end, elided = other.start, other.end, stub.encode()
+        raw = raw[:start] + elided + raw[end:]
+        if fn is not None and start < fn.start:
+            shift = len(elided) - (end - start)
+            fn = replace(fn, start=fn.start + shift, end=fn.end + shift, head=fn.head + shift if fn.head >= 0 else -1)
     return raw, fn
 
 

@@ -2,8 +2,8 @@
 so the rest of a repository (its helpers, types and conventions) reaches the model, not only its documented
 functions. Each file in the model's repository format (`<|repo_name|>` name, `<|file_sep|>` path, where the
 vocabulary has them; a comment line naming the path where not), in windows of about data.max_seq_len tokens,
-fill-in-the-middle at data.fim_rate in the model's own FIM tokens. Every held-out function's body, and every near
-copy of one, is cut out of its file first (data/file_context.cut_out); test files never give a row.
+fill-in-the-middle at data.fim_rate in the model's own FIM tokens. Every held-out function, and every near copy of
+one, is taken out of its file whole first, its doc comment too (data/file_context.cut_out); test files never give a row.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ def rows(docs, shown: FileShown, roots: dict, tokenizer, d, stats: dict) -> Iter
     vocab = tokenizer.get_vocab()
     names = next(((vocab[a], vocab[b]) for a, b in _REPO_TOKENS if a in vocab and b in vocab), None)
     encoder = Encoder(tokenizer, threads=1)
-    texts, keys, heads, cut_bodies = [], [], [], 0
+    texts, keys, heads, cut_functions = [], [], [], 0
     for doc in docs:
         cut = shown.cut(doc.ref)
-        cut_bodies += len(cut)
+        cut_functions += len(cut)
         text = cut_out(doc.text.encode(), cut)[0].decode(errors="replace")
         path = in_repo(doc.ref, roots)
         if names:
@@ -78,7 +78,7 @@ def rows(docs, shown: FileShown, roots: dict, tokenizer, d, stats: dict) -> Iter
         d.seed,
         heads,
     )
-    stats.update(repo_files=len(docs), repo_file_windows=len(texts), repo_file_bodies_cut=cut_bodies)
+    stats.update(repo_files=len(docs), repo_file_windows=len(texts), repo_file_functions_cut=cut_functions)
     for ids, labels in examples:  # a window longer in tokens than estimated: cut, each piece's first token no target
         for at in range(0, len(ids), d.max_seq_len):
             piece = labels[at : at + d.max_seq_len].copy()

@@ -29,6 +29,7 @@ class Function:
     end: int
     indent: str  # Python: the def line's indentation, which a model's (dedented) body gets back
     kind: str  # Python: "value", "procedure" or "generator"; Go: the result types, "" for none
+    head: int = -1  # byte offset where the whole function begins (decorators, a doc comment above it); -1: unknown
 
     @property
     def id(self) -> str:
@@ -83,6 +84,7 @@ def _python_functions(text: str, file: str, min_lines: int, max_lines: int, docu
         start_b, end_b = line_starts[doc_end], line_starts[end]
         body = text.encode()[start_b:end_b].decode()
         def_line = text.splitlines()[node.lineno - 1]
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
         out.append(
             Function(
                 file,
@@ -94,6 +96,7 @@ def _python_functions(text: str, file: str, min_lines: int, max_lines: int, docu
                 end_b,
                 def_line[: len(def_line) - len(def_line.lstrip())],
                 _python_kind(node),
+                line_starts[first - 1],
             )
         )
     return out
@@ -175,9 +178,22 @@ def _brace_functions(
                 node.end_byte,
                 "",
                 kind,
+                _comments_above(src, node.start_byte),
             )
         )
     return sorted(out, key=lambda f: f.start)
+
+
+def _comments_above(src: bytes, at: int) -> int:
+    """Where the comment and attribute lines directly above the line at byte `at` begin (a brace function's doc
+    comment, its annotations), else that line's start."""
+    line = src.rfind(b"\n", 0, at) + 1
+    while line > 0:
+        above = src.rfind(b"\n", 0, line - 1) + 1
+        if not src[above:line].strip().startswith((b"//", b"/*", b"*", b"#[", b"@")):
+            break
+        line = above
+    return line
 
 
 def closing(body: str) -> str:

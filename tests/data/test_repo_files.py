@@ -54,3 +54,55 @@ def test_windows_keep_whole_lines():
     pieces = repo_files.windows(text, 60)
     assert "".join(pieces) == text and all(p.endswith("\n") for p in pieces)
     assert all(len(p) <= 60 for p in pieces[:-1]) and len(pieces[-1]) == 301  # a longer line alone
+
+
+PY = '''import functools
+
+
+class Cache:
+    @functools.cache
+    def held(self, key):
+        """Held out."""
+        value = self.data[key]
+        return value * 2
+
+    def kept(self, key):
+        """Trained."""
+        value = self.data.get(key)
+        return value
+'''
+
+GO = """package lru
+
+// Held is held out.
+// It has two lines of doc.
+func Held(a, b int) int {
+\tc := a + b
+\treturn c * 2
+}
+
+// Kept is trained.
+func Kept(a int) int {
+\tb := a + 1
+\treturn b
+}
+"""
+
+
+@pytest.mark.parametrize("language, text", [("python", PY), ("go", GO)])
+def test_a_held_out_function_is_taken_out_whole_and_the_rest_keeps_its_place(language, text):
+    """No stub is left where a held-out function was (a placeholder body taught the model to answer a hole with
+    its marker): its decorators, doc comment, signature and body go; the kept function's hole still lands on
+    its own body."""
+    from ferrylm.data.file_context import cut_out, with_hole
+    from ferrylm.data.spans import functions
+
+    fns = {f.name.rsplit(".", 1)[-1].lower(): f for f in functions(text, "f", language, documented=True)}
+    held, kept = fns["held"], fns["kept"]
+    out = cut_out(text.encode(), [held])[0].decode()
+    assert "held" not in out.lower() and "* 2" not in out and "..." not in out and "…" not in out
+    assert kept.body in out and out.count("\n\n\n") <= 1
+    before, hole, after = with_hole(text, kept, [held])
+    assert "<the body to write>" in hole and "held" not in (before + after).lower()
+    assert before.rstrip().endswith(("def kept(self, key):", '"""Trained."""', "func Kept(a int) int {"))
+    assert "b := a + 1" not in before + after and "self.data.get" not in before + after

@@ -1048,14 +1048,16 @@ def test_no_held_out_body_reaches_a_training_row_with_the_file_shown(tmp_path, t
         file = fn.split("::")[0]
         (span,) = [f for f in functions((root / file).read_text(), file, LANGUAGES[Path(file).suffix], 1) if f.id == fn]
         assert not any("".join(span.body.split()) in r for r in bare), fn
-    # a training function's question shows its neighbours but cuts the held-out ones
-    assert any("..." in r or "// …" in r for r in shown)
+        # taken out whole: no stub stands where it was (a placeholder body teaches answering a hole with its marker)
+        (signature,) = [line for line in span.prompt.splitlines() if line.lstrip().startswith(("def ", "func "))]
+        assert not any("".join(signature.split()) in r for r in bare), fn
+    assert not any("// …" in r or "\n...\n" in "\n".join(line.strip() for line in r.splitlines()) for r in rows)
     # every training repository's source files (not its tests) as rows of their own, headed by their path
     trained = {r["name"] for r in repos if r["split"] == "train"}
     files = [r.removeprefix("<repo_name>").split("<file_sep>", 1) for r in rows if r.startswith("<repo_name>")]
     assert {name.strip() for name, _ in files} == trained  # the tiny tokenizer's: the StarCoder family's tokens
     assert not any("_test.go" in r.splitlines()[0] or "tests/" in r.splitlines()[0] for _, r in files)
-    assert data.metrics["repo_files"] == len(trained) and data.metrics["repo_file_bodies_cut"] >= len(held)
+    assert data.metrics["repo_files"] == len(trained) and data.metrics["repo_file_functions_cut"] >= len(held)
 
 
 def _eval_options(exec_workers: int, repo_task_limit: int):
