@@ -41,7 +41,7 @@ def test_bad_values_name_the_key_in_one_line(override, message):
 
 
 def test_combinations_that_cannot_run_are_refused():
-    for other in ("train.method=full", "train.method=qlora", "train.deepspeed=zero2"):
+    for other in ("train.method=full", "train.method=qlora", "train.deepspeed=zero2", "train.fsdp=full_shard"):
         with pytest.raises(ConfigError, match="train.base_precision: fp8 is for method=lora without DeepSpeed"):
             load_config("default", ["train.base_precision=fp8", other])
     with pytest.raises(ConfigError, match="train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3"):

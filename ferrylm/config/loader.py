@@ -155,7 +155,6 @@ def _check_fsdp(t: TrainConfig) -> None:
         "train.method": (t.method == "qlora", "qlora's 4-bit weights are not sharded by FSDP2 here; use lora"),
         "train.canary_tasks": (t.canary_tasks, "the canary generates in one process; not with train.fsdp"),
         "train.compile": (t.compile != "none", "not compiled under FSDP2 here; set train.compile=none"),
-        "train.base_precision": (t.base_precision == "fp8", "fp8 is for method=lora without sharding"),
         "train.checkpoint_fraction": (
             t.gradient_checkpointing and t.checkpoint_fraction < 1,
             "FSDP2 checkpoints every decoder layer or none; set 1 or train.gradient_checkpointing=false",
@@ -193,10 +192,10 @@ def _check_train(t: TrainConfig) -> None:
             "train.zero3_leaf_layers: with an adapter only when every layer is checkpointed "
             "(train.gradient_checkpointing=true, train.checkpoint_fraction=1)"
         )
-    if t.base_precision == "fp8" and (t.method != "lora" or t.deepspeed):
+    if t.base_precision == "fp8" and (t.method != "lora" or t.deepspeed or t.fsdp):
         raise ValueError(
-            "train.base_precision: fp8 is for method=lora without DeepSpeed (qlora's base is already "
-            "4-bit, a full fine-tune trains the base, DeepSpeed casts every floating-point tensor)"
+            "train.base_precision: fp8 is for method=lora without DeepSpeed or FSDP2 (qlora's base is already "
+            "4-bit, a full fine-tune trains the base, both sharders cast the weights they shard to their own precision)"
         )
     if t.method == "qlora" and t.deepspeed == "zero3":
         raise ValueError("train.deepspeed: 4-bit QLoRA weights cannot be sharded by ZeRO-3; use zero2 or none")
