@@ -8,6 +8,8 @@ prose. A correct reply that fails is a reader's or a splicer's defect.
     .venv/bin/python studies/unseen_projects/repo_tasks_originals.py DIR[:REQ,REQ...] [...] --out studies/unseen_projects/results/repo_tasks_originals.json
 
 REQ: what that repository's tests need installed (repo-tasks' --test-requires), e.g. humanize:freezegun.
+--found DIR: the tasks a run found before (a task cache's folders, e.g. a GPU run's repo_tasks_cache.tgz unpacked),
+read for each DIR instead of finding them again; --forms: the reply forms to score (all four unless named).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from ferrylm.eval.repo import runner
 from ferrylm.eval.repo.splice import score
-from ferrylm.eval.repo.tasks import find_tasks
+from ferrylm.eval.repo.tasks import RepoTasks, find_tasks
 
 
 def definition(task: dict) -> str:
@@ -37,15 +40,25 @@ def forms(task: dict) -> dict[str, str]:
     whole = definition(task)
     return {
         "body": task["body"],
-        "body fenced": f"```{fence}\n{task['body']}```",
+        "body fenced": f"```{fence}\n{task['body'].rstrip()}\n```",  # a brace body ends at its brace: a line of its own
         "definition": whole,
-        "definition fenced": f"Here is the function:\n```{fence}\n{whole}```\nIt does what the docstring says.",
+        "definition fenced": f"Here is the function:\n```{fence}\n{whole.rstrip()}\n```\nIt does what the docstring says.",
     }
 
 
-def one(repo: Path, requires: list[str] | None, runs: int) -> dict:
+def kept(repo: Path, requires: list[str] | None, folder: Path) -> RepoTasks:
+    """The tasks a run found for `repo` (the newest of the task cache's folders named after it), its test
+    requirements installed here."""
+    (newest,) = sorted(folder.glob(f"{repo.name}-*/tasks.json"), key=lambda p: p.stat().st_mtime)[-1:]
+    found = RepoTasks.from_json(json.loads(newest.read_text()))
+    deps = runner.test_deps(requires) if requires else None
+    found.tasks = [t | {"test_deps": deps} for t in found.tasks]
+    return found
+
+
+def one(repo: Path, requires: list[str] | None, runs: int, folder: Path | None = None, only=None) -> dict:
     t0 = time.perf_counter()
-    found = find_tasks(repo, runs=runs, test_requires=requires)
+    found = kept(repo, requires, folder) if folder else find_tasks(repo, runs=runs, test_requires=requires)
     row = found.summary() | {"find_s": round(time.perf_counter() - t0, 1)}
     row["considered"] = len(found.tasks) + sum(found.dropped.values())
     if not found.tasks:
@@ -53,13 +66,14 @@ def one(repo: Path, requires: list[str] | None, runs: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tasks, samples = Path(tmp) / "tasks.jsonl", Path(tmp) / "samples.jsonl"
         tasks.write_text("".join(json.dumps(t) + "\n" for t in found.tasks))
-        rows = [(t["task_id"], name, reply) for t in found.tasks for name, reply in forms(t).items()]
+        rows = [(t["task_id"], n, r) for t in found.tasks for n, r in forms(t).items() if not only or n in only]
         samples.write_text("".join(json.dumps({"task_id": i, "completion": r}) + "\n" for i, _, r in rows))
         out = score(tasks, samples)
         results = [json.loads(line) for line in Path(out["results"]).read_text().splitlines()]
     row["originals_passed"] = {
         name: f"{sum(r['passed'] for (_, n, _), r in zip(rows, results) if n == name)}/{len(found.tasks)}"
         for name in forms(found.tasks[0])
+        if not only or name in only
     }
     row["failed"] = [
         {"task": i, "form": n, "result": r["result"][:300]} for (i, n, _), r in zip(rows, results) if not r["passed"]
@@ -72,11 +86,15 @@ def main(argv=None) -> int:
     ap.add_argument("repos", nargs="+", help="DIR, or DIR:REQ,REQ for the pip requirements its tests need")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--found", type=Path, help="a task cache's folder: the tasks found before, not found again")
+    ap.add_argument("--forms", help="comma-separated: body, body fenced, definition, definition fenced")
     args = ap.parse_args(argv)
+    only = set(args.forms.split(",")) if args.forms else None
     report = []
     for arg in args.repos:
         repo, _, reqs = arg.partition(":")
-        report.append(one(Path(repo).resolve(), [r for r in reqs.split(",") if r] or None, args.runs))
+        requires = [r for r in reqs.split(",") if r] or None
+        report.append(one(Path(repo).resolve(), requires, args.runs, args.found, only))
         print(json.dumps({k: v for k, v in report[-1].items() if k != "failed"}), flush=True)
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
