@@ -107,10 +107,11 @@ case "${1:-}" in
     esac
     for t in g++ javac java go rustc cargo; do echo "$t: $(command -v $t || echo missing)"; done ;;
   go)  # Go for the Go projects' tests: `go p00`, `go p01` (Debian's golang-1.19-go in pieces, its -src beside the
-        # last: carry.sh go), `go install` (unpacked into /, as root, where go is missing)
+        # last or alone: `go src`; carry.sh go), `go install` (unpacked into /, as root, where go is missing)
     mkdir -p /tmp/go
     case "$2" in
       p*) cp .tc/go.$2 /tmp/go/ && { [ ! -f .tc/go-src.deb ] || cp .tc/go-src.deb /tmp/go/; } ;;
+      src) cp .tc/go-src.deb /tmp/go/ ;;  # carried alone where a piece and it together pass the carry's limit
       install)
         if ! command -v go > /dev/null; then
           cat /tmp/go/go.p?? > /tmp/go/go.deb
