@@ -23,8 +23,8 @@ def with_hole(text: str, fn: Function, cut: list[Function] = ()) -> tuple[str, s
 
 
 def cut_out(raw: bytes, cut: list[Function], fn: Function | None = None) -> tuple[bytes, Function | None]:
-    """The file's bytes with the functions of `cut` taken out whole, doc comment and decorators too (a body
-    left as a stub taught a model that a placeholder is a body: it answered holes with their marker), and `fn`
+    """The file's bytes with the functions of `cut` taken out whole, doc comment and decorators too (a stub left
+    in their place would teach that a placeholder is a body, the very reply a hole must not get), and `fn`
     (a function of the file kept) with its span moved by what was taken out above it. A function whose
     beginning is unknown (head -1) keeps its signature, its body replaced by `...` (`// …` in a brace language)."""
     outer: list[Function] = []
