@@ -916,6 +916,9 @@ def test_the_eval_stage_scores_held_out_repositories_on_their_own_tests(
         )
         rows = [json.loads(line) for line in open(run / "eval" / f"own_repos_python_{label}.jsonl")]
         assert len(rows) == 2 * len(held) and all(r["result"] for r in rows)
+        # the replies as generated, kept before they run (a run stopped in execution is scored elsewhere)
+        replies = [json.loads(line) for line in open(run / "eval" / f"own_repos_python_{label}.replies.jsonl")]
+        assert replies == [{"task_id": r["task_id"], "completion": r["completion"]} for r in rows]
     assert "own-repos/python" in report["paired"]
     assert "pass_at_1_own_repos_python" in {r["criterion"] for r in report["criteria"]}
     assert "Held-out repositories (python, the file shown) Pass@1" in {

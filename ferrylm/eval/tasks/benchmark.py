@@ -235,6 +235,11 @@ def results_file(benchmark: str, language: str, label: str) -> str:
     return f"{benchmark.replace('-', '_')}_{language}_{file_label(label)}.jsonl"
 
 
+def replies_file(benchmark: str, language: str, label: str) -> str:
+    """Where one model's replies to one track are kept as generated, before execution."""
+    return results_file(benchmark, language, label).removesuffix(".jsonl") + ".replies.jsonl"
+
+
 def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None, later=None):
     """Every track through `generator` (shown `shots` first, when given): one summary per track, named
     by its benchmark, language, title and criterion key; per-sample results in
@@ -258,6 +263,9 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None
         else []
     )
     done = {id(t): s for t, s in zip(live, samples)}
+    for t in live:  # the replies before they run: a run stopped in execution is scored anywhere (`ferrylm eval score`)
+        with open(out / replies_file(t.benchmark, t.language, label), "w") as fh:
+            fh.writelines(json.dumps({"task_id": i, "completion": c}) + "\n" for i, c in done[id(t)])
     scored = partial(_scored, tracks, done, e, out, label)
     return later(scored) if later else scored(None)
 
