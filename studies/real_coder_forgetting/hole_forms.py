@@ -33,7 +33,9 @@ def gone_question(task: dict, budget_tokens: int) -> str:
     """The file without the task's function (doc comment and signature too), then the function asked."""
     raw = task_file(task)
     text = raw.decode()
-    (fn,) = [f for f in functions(text, task["file"], task["language"], 1, 10_000, documented=False) if f.id == task["id"]]
+    (fn,) = [
+        f for f in functions(text, task["file"], task["language"], 1, 10_000, documented=False) if f.id == task["id"]
+    ]
     end = fn.end + raw[fn.end : fn.end + 1].count(b"\n")
     before, after = raw[: fn.head].decode(), raw[end:].decode()
     shown = trimmed(before, "", after, budget_tokens * CHARS_PER_TOKEN, task["language"])
@@ -64,10 +66,15 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(a.model)
     model = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.float32).eval()
     out = {"model": a.model, "samples": a.samples, "echoed_there": echoed, "passed_there": passed, "forms": {}}
-    for form, ask in (("hole", lambda t: context.question(t, a.tokens)), ("gone", lambda t: gone_question(t, a.tokens))):
+    for form, ask in (
+        ("hole", lambda t: context.question(t, a.tokens)),
+        ("gone", lambda t: gone_question(t, a.tokens)),
+    ):
         replies, t0 = [], time.time()
         for t in chosen:
-            prompt = tok.apply_chat_template([{"role": "user", "content": ask(t)}], tokenize=False, add_generation_prompt=True)
+            prompt = tok.apply_chat_template(
+                [{"role": "user", "content": ask(t)}], tokenize=False, add_generation_prompt=True
+            )
             ids = tok(prompt, return_tensors="pt")
             with torch.no_grad():
                 gen = model.generate(**ids, max_new_tokens=a.max_new, do_sample=False)
@@ -79,7 +86,9 @@ def main() -> None:
             "bodies": {t["task_id"]: body_from_reply(t, r) for t, r in zip(chosen, replies)},
             "seconds": round(time.time() - t0),
         }
-        print(form, len(out["forms"][form]["passed"]), "passed,", len(out["forms"][form]["echoed"]), "echoed", flush=True)
+        print(
+            form, len(out["forms"][form]["passed"]), "passed,", len(out["forms"][form]["echoed"]), "echoed", flush=True
+        )
     h, g = (set(out["forms"][f]["passed"]) for f in ("hole", "gone"))
     out["gone_vs_hole"] = {"won": len(g - h), "lost": len(h - g), "p": mcnemar_exact(len(g - h), len(h - g))}
     Path(a.out).write_text(json.dumps(out, indent=1))
