@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ferrylm.data.file_context import CHARS_PER_TOKEN, trimmed
+from ferrylm.data.file_context import CHARS_PER_TOKEN, cut_out, trimmed
 from ferrylm.data.spans import functions
 from ferrylm.eval.repo import context
 from ferrylm.eval.repo.splice import body_from_reply, execute, task_file
@@ -36,8 +36,8 @@ def gone_question(task: dict, budget_tokens: int) -> str:
     (fn,) = [
         f for f in functions(text, task["file"], task["language"], 1, 10_000, documented=False) if f.id == task["id"]
     ]
-    end = fn.end + raw[fn.end : fn.end + 1].count(b"\n")
-    before, after = raw[: fn.head].decode(), raw[end:].decode()
+    rest = cut_out(raw, [fn])[0]  # the function taken out as the training rows take held-out ones out
+    before, after = rest[: fn.head].decode(), rest[fn.head :].decode()
     shown = trimmed(before, "", after, budget_tokens * CHARS_PER_TOKEN, task["language"])
     lang = task["language"]
     return (
