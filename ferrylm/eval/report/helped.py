@@ -83,6 +83,7 @@ def _benchmark_lines(language_rows: list[dict]) -> list[dict]:
             **_line(f"{r['title']} Pass@1", r["language"], c, True, "tasks", against),
             "general": not r["benchmark"].startswith("own-"),
             "benchmark": r["benchmark"],
+            "pooled": bool(r.get("pooled")),  # its languages' lines again as one: said by team(), not counted twice
         }
         for r in language_rows
         for against, c in (r.get("paired_vs") or {}).items()
@@ -146,10 +147,12 @@ TEAM = "own-functions"  # the benchmark of held-out functions of training reposi
 def team(found: list[dict]) -> str:
     """'On your own code (…): python: fine-tuned 31.0 % vs base 22.0 % — better (McNemar p = …, 120 tasks, the
     smallest difference they can show 9.2 points); against base + retrieval 25.0 % — …; fine-tuned + retrieval
-    33.0 %. ' — one part a language; '' where the run has no such track."""
+    33.0 %. ' — one part a language, led by all languages together where there are several; '' where the run
+    has no such track."""
     own = [ln for ln in found if ln.get("benchmark") == TEAM]
     parts = []
-    for language in dict.fromkeys(ln["scope"] for ln in own):
+    # the languages together first (the team's answer), then each language
+    for language in sorted(dict.fromkeys(ln["scope"] for ln in own), key=lambda s: not _pooled(own, s)):
         vs = {compared(ln): ln for ln in own if ln["scope"] == language}
         base, rival, further = vs.get("base"), vs.get(BASE_RETRIEVAL), vs.get(TUNED_RETRIEVAL)
         if base is None:
@@ -163,6 +166,10 @@ def team(found: list[dict]) -> str:
     if not parts:
         return ""
     return "On your own code (held-out functions of the repositories it trained on): " + "; ".join(parts) + ". "
+
+
+def _pooled(own: list[dict], scope: str) -> bool:
+    return any(ln.get("pooled") for ln in own if ln["scope"] == scope)
 
 
 def _pct(v) -> str:
@@ -210,7 +217,7 @@ def not_rival(against: str) -> bool:
 
 
 def _answer(found: list[dict]) -> str:
-    everything = [ln for ln in found if ln["scope"] == "all" or "Pass@1" in ln["metric"]]
+    everything = [ln for ln in found if (ln["scope"] == "all" or "Pass@1" in ln["metric"]) and not ln.get("pooled")]
     overall = [ln for ln in everything if not not_rival(compared(ln))]
     if not overall:
         return "Not answered: the fine-tuned and the base model were not both measured on the same examples."

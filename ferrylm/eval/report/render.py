@@ -183,7 +183,50 @@ def language_rows(details: dict) -> list[dict]:
             if m != "fine-tuned" and ft is not None and "per_task" in c
         }
         row["paired"] = row["paired_vs"].get("base")
-    return list(rows.values())
+    return _with_pooled(list(rows.values()))
+
+
+POOLED = "all languages"
+
+
+def _with_pooled(rows: list[dict]) -> list[dict]:
+    """After each own-code benchmark asked in two languages or more, one row over all of its tasks: the team
+    asks whether fine-tuning helped its code, and one language's tasks may be too few to tell."""
+    out: list[dict] = []
+    for bench in dict.fromkeys(r["benchmark"] for r in rows):
+        group = [r for r in rows if r["benchmark"] == bench]
+        out += group
+        if bench.startswith("own-") and len(group) > 1:
+            out.append(_pooled(group))
+    return out
+
+
+def _pooled(group: list[dict]) -> dict:
+    """The group's tasks as one (task ids kept apart by their language); a model not measured in every
+    language is left out of it."""
+    models = [m for m in group[0]["summaries"] if all("per_task" in r["summaries"].get(m, {}) for r in group)]
+    per_task = {
+        m: {f"{r['language']}:{t}": v for r in group for t, v in r["summaries"][m]["per_task"].items()} for m in models
+    }
+    cells = {
+        m: f"{_fmt(sum(v.values()) / len(v))} ({sum(r['summaries'][m]['passed_samples'] for r in group)}/"
+        f"{sum(r['summaries'][m]['samples'] for r in group)})"
+        for m, v in per_task.items()
+    }
+    ft = per_task.get("fine-tuned")
+    paired_vs = {m: compare(ft, v) for m, v in per_task.items() if m != "fine-tuned" and ft is not None}
+    first = group[0]
+    return {
+        "benchmark": first["benchmark"],
+        "language": POOLED,
+        "title": first["title"].replace(f"({first['language']}", f"({POOLED}", 1),
+        "pairs": sum(r["pairs"] for r in group),
+        "summaries": {m: {"pass@1": sum(v.values()) / len(v), "per_task": v} for m, v in per_task.items()},
+        "cells": cells,
+        "paired_vs": paired_vs,
+        "paired": paired_vs.get("base"),
+        "pooled": True,
+    }
 
 
 def _paired_text(row: dict, sep: str) -> str:

@@ -314,3 +314,40 @@ def test_a_quantized_artifact_is_the_model_as_shipped_not_a_rival():
     assert answer.endswith(
         "The exported w4a16 artifact against the fine-tuned model: worse on HumanEval Pass@1 [python]."
     )
+
+
+def test_the_teams_languages_are_also_answered_together():
+    """Two languages, each too few to tell, are one answer together: the pooled row pairs every task (ids kept
+    apart by language), leads the first line, and is not counted again among the measures."""
+    from ferrylm.eval.report.render import language_rows
+    from ferrylm.eval.tasks.benchmark import summarise
+
+    def track(language, passed):
+        title = f"Held-out functions of training repositories ({language}, the file shown)"
+        results = [{"task_id": f"t{i}", "passed": p} for i, p in enumerate(passed)]  # the same ids in both
+        return {"benchmark": "own-functions", "language": language, "title": title, **summarise(results, [1])}
+
+    go_base, go_ft = [1] * 5 + [0] * 35, [1] * 5 + [1] * 6 + [0] * 29  # 40 tasks: 6 gained, p = 0.031
+    py_base, py_ft = [1] * 3 + [0] * 37, [1] * 3 + [1] * 5 + [0] * 32  # 5 gained, p = 0.0625
+    details = {
+        "base": {"benchmarks": [track("go", go_base), track("python", py_base)]},
+        "fine-tuned": {"benchmarks": [track("go", go_ft), track("python", py_ft)]},
+        "base + retrieval": {"benchmarks": [track("go", go_base)]},  # not asked in python: not pooled
+    }
+    rows = language_rows(details)
+    pooled = rows[-1]
+    assert [r["language"] for r in rows] == ["go", "python", "all languages"]
+    assert pooled["title"] == "Held-out functions of training repositories (all languages, the file shown)"
+    assert pooled["cells"] == {"base": "0.1 (8/80)", "fine-tuned": "0.2375 (19/80)"}
+    assert pooled["paired"]["tasks"] == 80 and (pooled["paired"]["only_a"], pooled["paired"]["only_b"]) == (11, 0)
+    assert set(pooled["paired_vs"]) == {"base"}
+    found = helped.lines(None, rows)
+    first = helped.headline(found)
+    assert first.startswith(
+        "On your own code (held-out functions of the repositories it trained on): all languages: fine-tuned 23.8 % "
+        "vs base 10.0 % — better (McNemar p = 0.00098, 80 tasks"
+    )
+    assert "; go: fine-tuned 27.5 % vs base 12.5 % — better" in first
+    assert "; python: fine-tuned 20.0 % vs base 7.5 % — no significant change" in first
+    # the answer after it counts each language once: go better, python no change, no third measure
+    assert "on the other 1." in first and "other 2" not in first
