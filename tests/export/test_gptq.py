@@ -80,3 +80,48 @@ def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smo
     print({m: (p.token_agreement, p.forced_agreement, p.mean_kl) for m, p in got.items()})
     assert got["gptq"].mean_kl < 0.25 * got["rtn"].mean_kl
     assert got["gptq"].forced_agreement >= max(ExportConfig().quantized_min_agreement, got["rtn"].forced_agreement)
+
+
+@pytest.mark.parametrize("group", [32, 64, 128])
+def test_the_packed_w4a16_reads_back_equal_at_each_group_size(tmp_path, group):
+    """What the artifact holds is what was chosen: rounding's integers and scales exactly, and GPTQ's
+    (calibrated on random rows) on the 4-bit grid and equal to the weights its loader decompresses."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from ferrylm.engine.kernels.int4 import read_w4a16
+    from ferrylm.export.vllm_quant import compress_and_save
+
+    def model():
+        torch.manual_seed(0)
+        cfg = Qwen2Config(
+            vocab_size=256,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            tie_word_embeddings=False,
+        )
+        return Qwen2ForCausalLM(cfg).to(torch.bfloat16)
+
+    want = {n: m.weight.detach().clone() for n, m in model().named_modules() if n.endswith("proj")}
+    compress_and_save(model(), tmp_path / "rtn", "w4a16", group)
+    stored = read_w4a16(tmp_path / "rtn")
+    assert set(stored) == set(want)
+    for name, w in want.items():
+        q, scale = round_to_nearest_int4(w, group)
+        assert torch.equal(stored[name][0], q) and torch.equal(stored[name][1], scale) and stored[name][2] == group
+
+    rows = [random.Random(i).choices(range(256), k=64) for i in range(8)]
+    compress_and_save(model(), tmp_path / "gptq", "w4a16", group, calibration=rows)
+    stored = read_w4a16(tmp_path / "gptq")
+    held = model()  # the same model with the stored integers times their scales as its weights
+    for name, (q, scale, g) in stored.items():
+        out_f, in_f = q.shape
+        assert g == group and scale.shape == (out_f, in_f // group) and q.min() >= -8 and q.max() <= 7
+        deq = (q.float().reshape(out_f, -1, group) * scale.float()[..., None]).reshape(out_f, in_f)
+        held.get_submodule(name).weight.data = deq.to(torch.bfloat16)
+    ids = torch.tensor([rows[0][:16]])
+    with torch.no_grad():  # the loader decompresses the packed file in the model's forward
+        got, want_logits = load_compressed(tmp_path / "gptq")(ids).logits.float(), held(ids).logits.float()
+    assert (got - want_logits).abs().max() <= 0.01 * want_logits.abs().max()
