@@ -37,8 +37,13 @@ class ExportConfig(_Section):
     w4a16_method: Literal["gptq", "rtn"] = "gptq"
     """How W4A16 rounds: "gptq" calibrates each layer on rows of the run's training data (act-order, static
     groups, clipping chosen per group), "rtn" rounds each weight to nearest (no data; measured worse)."""
+    w4a16_clipping: Literal["search", "full"] = "search"
+    """W4A16 with gptq: each group's scale from the clipping ratio (1.0 down to 0.75 of its largest weight) whose
+    input-weighted error is least ("search"), or from its largest weight ("full", as rounding does)."""
     calibration_rows: int = Field(128, gt=0)
     """W4A16 with gptq: training rows (a seeded draw, each cut to 512 tokens) the layers are calibrated on."""
+    calibration_seed: int = 0
+    """W4A16 with gptq: the seed of that draw (two seeds show how many tasks the calibration alone flips)."""
     triton_dir: str = "triton_models"
     """Where Triton model repositories are written (relative paths from the working directory)."""
     triton_name: str = Field("ferrylm", pattern=r"^[A-Za-z0-9_\-]+$")

@@ -24,13 +24,13 @@ CLIP_RATIOS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75)
 QMIN, QMAX = -8, 7
 
 
-def _scales(w: torch.Tensor, hdiag: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def _scales(w: torch.Tensor, hdiag: torch.Tensor, dtype: torch.dtype, ratios=CLIP_RATIOS) -> torch.Tensor:
     """Per-row scale for one group of columns `w` [rows, group]: the clipping ratio whose rounding error,
     weighted by the inputs' energy per column (diag H), is least. Scales are rounded to the artifact's
     dtype first, so q·scale is what the file will hold."""
     absmax = w.abs().amax(1).clamp(min=1e-8)
     best, best_err = None, None
-    for ratio in CLIP_RATIOS:
+    for ratio in ratios:
         scale = (absmax * ratio / ((QMAX - QMIN) / 2)).to(dtype).float().clamp(min=1e-10)
         q = torch.clamp(torch.round(w / scale[:, None]), QMIN, QMAX) * scale[:, None]
         err = ((q - w) ** 2 * hdiag).sum(1)
@@ -50,6 +50,7 @@ def gptq_weight(
     dtype: torch.dtype,
     damp: float = 0.01,
     block: int = 128,
+    ratios: tuple[float, ...] = CLIP_RATIOS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(dequantized weight q·scale [rows, cols] in fp32, scales [rows, cols // group_size]).
 
@@ -65,7 +66,11 @@ def gptq_weight(
     W[:, dead] = 0
     hdiag = torch.diag(H).clone()
     scales = torch.stack(
-        [_scales(W[:, g : g + group_size], hdiag[g : g + group_size], dtype) for g in range(0, cols, group_size)], 1
+        [
+            _scales(W[:, g : g + group_size], hdiag[g : g + group_size], dtype, ratios)
+            for g in range(0, cols, group_size)
+        ],
+        1,
     )
     col_scale = scales.repeat_interleave(group_size, 1)
     perm = torch.argsort(hdiag, descending=True)
@@ -161,11 +166,13 @@ def _computing(layer, dtype: torch.dtype | None):
 
 
 @torch.no_grad()
-def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> dict:
+def quantize_model(model, rows: list[list[int]], group_size: int, log=None, clipping: str = "search") -> dict:
     """GPTQ every linear of every decoder layer of `model` in place (weights become q·scale, each
     module's `weight_scale` is set); the output layer is left alone. Returns what the manifest says.
     On a CPU the calibration passes run in fp32: most CPUs have no bf16 arithmetic and emulate it many
-    times slower (the weights, scales and artifact are the same dtypes either way)."""
+    times slower (the weights, scales and artifact are the same dtypes either way). `clipping`: "search"
+    chooses each group's scale among CLIP_RATIOS, "full" takes its largest weight."""
+    ratios = CLIP_RATIOS if clipping == "search" else (1.0,)
     layers = model.model.layers
     device = next(model.parameters()).device
     dtype = torch.float32 if device.type == "cpu" else None
@@ -185,7 +192,8 @@ def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> d
             if name in hessians and getattr(m, "quantization_scheme", None) is not None
         }
         for names in _sharing_inputs(hessians, modules):
-            worst = max(worst, _quantize_together([modules[n] for n in names], hessians[names[0]], group_size))
+            together = [modules[n] for n in names]
+            worst = max(worst, _quantize_together(together, hessians[names[0]], group_size, ratios))
             quantized_layers += len(names)
         inputs = _outputs(_computing(layer, dtype), inputs)
         if log:
@@ -193,7 +201,10 @@ def quantize_model(model, rows: list[list[int]], group_size: int, log=None) -> d
     for m in quantized:
         m.quantization_enabled = True
     return {
-        "method": "GPTQ (calibrated; per-group clipping chosen by input-weighted error)",
+        "method": "GPTQ (calibrated; "
+        + (
+            "per-group clipping chosen by input-weighted error)" if clipping == "search" else "each group's full range)"
+        ),
         "calibration_rows": len(rows),
         "calibration_tokens": sum(map(len, rows)),
         "worst_layer_output_error": worst,
@@ -213,11 +224,12 @@ def _sharing_inputs(hessians: dict[str, torch.Tensor], names) -> list[list[str]]
     return groups
 
 
-def _quantize_together(modules: list, hessian: torch.Tensor, group_size: int) -> float:
+def _quantize_together(modules: list, hessian: torch.Tensor, group_size: int, ratios=CLIP_RATIOS) -> float:
     """GPTQ on the rows of several linears stacked: GPTQ treats rows independently under one Hessian,
     so this is each one quantized alone, in one pass over the columns. Returns the worst output error."""
     sizes = [m.weight.shape[0] for m in modules]
-    q, scales = gptq_weight(torch.cat([m.weight for m in modules]), hessian, group_size, modules[0].weight_scale.dtype)
+    dtype = modules[0].weight_scale.dtype
+    q, scales = gptq_weight(torch.cat([m.weight for m in modules]), hessian, group_size, dtype, ratios=ratios)
     worst = 0.0
     for module, mq, ms in zip(modules, q.split(sizes), scales.split(sizes)):
         worst = max(worst, _relative_error(module.weight.float(), mq, hessian))

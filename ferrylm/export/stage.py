@@ -256,10 +256,12 @@ def _export_vllm_artifact(cfg: Config, kind: str, merged_dir: Path, out: Path, r
     shutil.rmtree(tmp, ignore_errors=True)
     calibration = _calibration_rows(cfg) if kind == "w4a16" and e.w4a16_method == "gptq" else None
     try:
-        info = write_compressed(merged_dir, tmp, kind, e.w4a16_group_size, calibration)
+        info = write_compressed(merged_dir, tmp, kind, e.w4a16_group_size, calibration, e.w4a16_clipping)
     except QuantizeError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ExportError(str(err)) from err
+    if calibration:
+        info["calibration_seed"] = e.calibration_seed
     ref.tokenizer.save_pretrained(tmp)
     _set_generation_eos(tmp, ref.tokenizer)
     parity = ref.check_model(f"vllm {kind}", load_compressed(tmp))
@@ -302,13 +304,16 @@ def _below_agreement(what: str, reference: str, parity, threshold: float, hint: 
 
 def _calibration_rows(cfg: Config, max_tokens: int = 512) -> list[list[int]]:
     """A seeded draw of the data stage's training rows (token ids, cut to `max_tokens`): text of the kind
-    the model was trained on, none of it from the held-out repositories the parity prompts come from."""
+    the model was trained on, none of it from the held-out repositories the parity prompts come from
+    (export.calibration_seed draws them)."""
     import random
 
     from ..data.encode import load_rows
 
     rows = load_rows(read_record(cfg.stage_dir("data"))["outputs"]["train"])
-    picked = random.Random(0).sample(range(len(rows)), min(cfg.export.calibration_rows, len(rows)))
+    picked = random.Random(cfg.export.calibration_seed).sample(
+        range(len(rows)), min(cfg.export.calibration_rows, len(rows))
+    )
     return [list(rows[i]["input_ids"])[:max_tokens] for i in sorted(picked)]
 
 

@@ -87,22 +87,16 @@ def set_round_to_nearest_scales(model: torch.nn.Module) -> int:
     return layers
 
 
-def write_compressed(
-    merged_dir: str | Path,
-    out_dir: str | Path,
-    kind: str,
-    group_size: int = 128,
-    calibration: list[list[int]] | None = None,
-) -> dict:
+def write_compressed(merged_dir: str | Path, out_dir: str | Path, kind: str, *how, **how_kw) -> dict:
     """Quantize the merged model in `merged_dir` to `kind` and save it (weights, config) in `out_dir`;
-    W4A16 with GPTQ on the `calibration` rows (token ids) when given."""
+    `how` as compress_and_save takes it (group size, GPTQ's calibration rows, clipping)."""
     from transformers import AutoModelForCausalLM
 
     if kind not in SCHEMES:
         raise QuantizeError(f"export.vllm_quantize: unknown scheme {kind!r} (one of {', '.join(SCHEMES)})")
     t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.bfloat16)
-    info = compress_and_save(model, out_dir, kind, group_size, calibration)
+    info = compress_and_save(model, out_dir, kind, *how, **how_kw)
     return {**info, "quantize_s": time.perf_counter() - t0}
 
 
@@ -112,8 +106,11 @@ def compress_and_save(
     kind: str,
     group_size: int = 128,
     calibration: list[list[int]] | None = None,
+    clipping: str = "search",
 ) -> dict:
-    """`write_compressed` of a model already loaded, wherever it lives (GPTQ moves it to the GPU if there is one)."""
+    """`write_compressed` of a model already loaded, wherever it lives (GPTQ moves it to the GPU if there is one):
+    W4A16 with GPTQ on the `calibration` rows (token ids) when given, each group's scale by `clipping`
+    (export.w4a16_clipping), else rounded to nearest."""
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
 
@@ -126,7 +123,7 @@ def compress_and_save(
         from .gptq import quantize_model
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        method = quantize_model(model.to(device), calibration, group_size)
+        method = quantize_model(model.to(device), calibration, group_size, clipping=clipping)
         layers = method.pop("layers_quantized")
         model.to("cpu")
     else:

@@ -36,6 +36,28 @@ def test_gptq_stays_on_the_grid_and_moves_a_layers_outputs_less_than_rounding():
     pinned("rtn and gptq output errors", "quant-error", [rtn_err, gptq_err], [0.1046, 0.0091])
 
 
+def test_full_range_clipping_takes_each_groups_largest_weight_and_the_search_never_does_worse():
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(16, 128, generator=g) * 0.05
+    x = torch.randn(512, 128, generator=g)
+    hessian = 2 * x.T @ x / len(x)
+    _, full = gptq_weight(w, hessian, 32, torch.bfloat16, ratios=(1.0,))
+    want = (w.reshape(16, 4, 32).abs().amax(-1) / 7.5).to(torch.bfloat16).float()
+    assert torch.equal(full, want)
+    _, searched = gptq_weight(w, hessian, 32, torch.bfloat16)
+    assert (searched <= full).all() and (searched < full).any()  # a ratio under 1.0 won somewhere
+
+
+def test_the_calibration_seed_draws_other_rows(tiny_data_run, tiny_qwen2_dir, tiny_corpus):
+    from ferrylm.export.stage import _calibration_rows
+    from tests.conftest import tiny_config
+
+    cfg = tiny_config(tiny_data_run, tiny_qwen2_dir, tiny_corpus, "export.calibration_rows=8")
+    first, again = _calibration_rows(cfg), _calibration_rows(cfg)
+    other = _calibration_rows(cfg.model_copy(update={"export": cfg.export.model_copy(update={"calibration_seed": 1})}))
+    assert first == again and len(first) == len(other) == 8 and first != other
+
+
 @pytest.mark.slow
 def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smollm2_dir, tiny_data_run, tmp_path):
     """Real SmolLM2-135M weights, group 64, the export's parity on 4 held-out prompts x 16 tokens. GPTQ,
