@@ -10,6 +10,8 @@
 #                                             # the repository tasks found beside training and kept for the eval)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh eval             # export (merged) and eval (in the background)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh all              # train's steps and eval's in one background chain
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh w4a16 V...       # data, train, export, then each W4A16 variant V
+#                                             # (studies/w4a16_choice/w4a16_variants.py) against the merged model
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh probe [DIR[:REQ]...]  # the base asked with the signature alone and
 #                                             # with the file (studies/unseen_projects/repo_context_probe.py, background):
 #                                             # the run's own tasks once `train` has found them, or DIRs' tasks
@@ -48,7 +50,7 @@ GO_SRC_SHA=2dfa82fe4f08f4e0193c532e561af4c91871f5235608f04f2bb8d57bb288df5a  # g
 # (a finding that read ferrylm/ during the carry calls once met its files missing)
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}  # the task cache's root (eval/repo/task_cache.py)
 BG=/tmp/tree/studies/real_coder_forgetting/$(basename "$0")
-case "${1:-}" in train | all | eval | probe | prefind) [ "$PWD" = /tmp/tree ] || exec bash "$BG" "$@" ;; esac
+case "${1:-}" in train | all | eval | probe | prefind | w4a16) [ "$PWD" = /tmp/tree ] || exec bash "$BG" "$@" ;; esac
 
 stage() {
   local t0=$SECONDS
@@ -81,6 +83,11 @@ case "${1:-}" in
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
     setsid nohup bash -c "$0 _run data tasks train export tasks_done eval" > "$R.train.log" 2>&1 < /dev/null & ;;
   eval) setsid nohup bash -c "$0 _run export tasks_done eval" > "$R.eval.log" 2>&1 < /dev/null & ;;
+  w4a16)  # `wait train` waits for it; the variants' table comes back as $TAG.variants.json
+    [ -f /tmp/q/model.gguf ] || { cat /tmp/q/p?? > /tmp/q/model.gguf && rm /tmp/q/p??; }
+    echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
+    echo "${@:2}" > "$R.variants.txt"
+    setsid nohup bash -c "$0 _run data train export variants" > "$R.train.log" 2>&1 < /dev/null & ;;
   probe)  # the run's own tasks once found beside training (no DIR), or DIRs'
     if [ $# -eq 1 ]; then
       setsid nohup bash -c "while [ ! -f $R.tasks.done ]; do sleep 5; done; python3 studies/unseen_projects/repo_context_probe.py \
@@ -122,6 +129,12 @@ case "${1:-}" in
     esac ;;
   _run)
     for s in "${@:2}"; do
+      if [ "$s" = variants ]; then
+        read -r -a V < "$R.variants.txt"
+        python3 studies/w4a16_choice/w4a16_variants.py --run "$R" --preset demo-gpu --variants "${V[@]}" \
+          --out "/tmp/$TAG.variants.json" -- "${RUN[@]:2}" || { echo "failed: variants" > "$R.$2.done"; exit 1; }
+        continue
+      fi
       if [ "$s" = tasks ]; then  # the repository tasks found beside training, kept for the eval (eval.repo_task_cache)
         setsid nohup bash -c "$0 _tasks" > "$R.tasks.log" 2>&1 < /dev/null &
         continue
@@ -161,5 +174,5 @@ PY
     (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/data/repositories.json "$TAG"/eval/report.json \
       "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true
     [ ! -d "$CACHE/ferrylm/repo-tasks" ] || tar czf "$OUT/$TAG.repo_tasks.tgz" -C "$CACHE" ferrylm/repo-tasks ;;
-  *) echo "usage: $0 setup | part NN | cache TGZ | prefind JSON | train | eval | all | probe [DIR...] | hx data|jdk.pNN|install | wait train|eval" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | part NN | cache TGZ | prefind JSON | train | eval | all | w4a16 V... | probe [DIR...] | hx data|jdk.pNN|install | wait train|eval" >&2; exit 2 ;;
 esac

@@ -1,0 +1,143 @@
+"""Which W4A16 keeps the fine-tuned model's Pass@1? Every variant of one merged model, against it, in one process.
+
+    python studies/w4a16_choice/w4a16_variants.py --run RUN --out variants.json \
+        --variants gptq:32:search:0 gptq:32:search:1 gptq:32:full:0 gptq:128:search:0 rtn:32 [-- DOTTED=OVERRIDES ...]
+
+RUN is a finished run (data, train, export with its merged model). Each variant is quantized from the merged
+model by the export's own writer (`export.vllm_quantize=[w4a16]` with `export.w4a16_group_size`,
+`export.w4a16_method`, `export.w4a16_clipping`, `export.calibration_seed`: METHOD:GROUP[:CLIPPING:SEED]),
+then asked the eval's benchmarks (eval.benchmarks, all their tasks: the canary's too, since the merged model
+and its artifacts share the checkpoint) through the eval's in-process generator, as `eval.artifacts` asks
+one. Against the merged model on the same tasks: Pass@1, tasks lost and won, McNemar's p; and the mean
+per-token KL(merged || artifact) on the run's held-out rows. Two seeds of one variant show the flips that
+calibration alone gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from ferrylm.config.loader import load_config
+from ferrylm.data.encode import load_rows
+from ferrylm.eval.execution.queue import ExecutionQueue
+from ferrylm.eval.generators import LocalGenerator
+from ferrylm.eval.report.paired import compare
+from ferrylm.eval.tasks import benchmark
+from ferrylm.export.stage import _calibration_rows, _set_generation_eos
+from ferrylm.export.vllm_quant import load_compressed, write_compressed
+from ferrylm.manifest import read_record
+from ferrylm.models import load_tokenizer
+
+
+def parse(variant: str) -> dict:
+    method, group, *rest = variant.split(":")
+    clipping, seed = (rest + ["search", "0"])[:2] if rest else ("search", "0")
+    return {"name": variant, "method": method, "group": int(group), "clipping": clipping, "seed": int(seed)}
+
+
+def quantize(cfg, merged: Path, v: dict, out: Path) -> dict:
+    """The export's writer on the merged model, with the export stage's calibration rows (seeded draw)."""
+    e = cfg.export.model_copy(update={"calibration_seed": v["seed"]})
+    rows = _calibration_rows(cfg.model_copy(update={"export": e})) if v["method"] == "gptq" else None
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    info = write_compressed(merged, out, "w4a16", v["group"], rows, v["clipping"])
+    tokenizer = load_tokenizer(merged)  # as the export stage writes an artifact: tokenizer, end-of-turn stop
+    tokenizer.save_pretrained(out)
+    _set_generation_eos(out, tokenizer)
+    return {**info, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def asked(cfg, model_dir: Path, tracks, out: Path, label: str, queue) -> dict:
+    """{"benchmarks": the tracks' summaries}, standing as a future until the queue has executed the replies."""
+    gen = LocalGenerator(model_dir)
+    measured = {"benchmarks": benchmark.measure(gen, tracks, cfg.eval, out, label, None, queue.later)}
+    del gen
+    torch.cuda.empty_cache()
+    return measured
+
+
+def kl_on_rows(merged: Path, artifact: Path, rows: list[list[int]]) -> float:
+    """Mean per-token KL(merged || artifact) over the held-out rows, both read by transformers."""
+    from transformers import AutoModelForCausalLM
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    ref = AutoModelForCausalLM.from_pretrained(merged, dtype=torch.bfloat16).to(device).eval()
+    got = load_compressed(artifact).to(device).eval()
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for ids in rows:
+            x = torch.tensor([ids], device=device)
+            p = ref(x).logits[0].float().log_softmax(-1)
+            q = got(x).logits[0].float().log_softmax(-1)
+            total += (p.exp() * (p - q)).sum().item()
+            tokens += len(ids)
+    del ref, got
+    torch.cuda.empty_cache()
+    return total / max(tokens, 1)
+
+
+def against(merged: dict, variant: dict) -> dict:
+    """Per track: the variant's passes, lost and won against the merged model, McNemar's p."""
+    out = {}
+    for m, v in zip(merged["benchmarks"], variant["benchmarks"]):
+        c = compare(v["per_task"], m["per_task"])
+        out[m["key"]] = {
+            "tasks": c["tasks"],
+            "merged": round(c["b"] * c["tasks"]),
+            "artifact": round(c["a"] * c["tasks"]),
+            "won": c.get("only_a"),
+            "lost": c.get("only_b"),
+            "p": c.get("p"),
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--preset", default="demo-gpu")
+    ap.add_argument("--variants", nargs="+", required=True)
+    ap.add_argument("--kl-rows", type=int, default=32)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("overrides", nargs="*")
+    a = ap.parse_args()
+    cfg = load_config(a.preset, [f"run_dir={a.run}", *a.overrides])
+    data = read_record(cfg.stage_dir("data"))
+    merged = Path(read_record(cfg.stage_dir("export"))["outputs"]["merged"])
+    tracks, _ = benchmark.with_tasks(benchmark.tracks(cfg.eval, data["outputs"]))
+    tracks = benchmark.asked_for(
+        [t for t in tracks if not t.benchmark.startswith("own-")], data["metrics"].get("answer_form", "body")
+    )
+    rows = load_rows(data["outputs"]["eval"])
+    held = [list(rows[i]["input_ids"])[:512] for i in range(min(a.kl_rows, len(rows)))]
+    work = Path(a.run) / "w4a16_variants"
+    work.mkdir(parents=True, exist_ok=True)
+    result = {"run": a.run, "merged": str(merged), "tracks": {t.key: len(t.problems) for t in tracks}, "variants": {}}
+    with ExecutionQueue.for_this_machine(cfg.eval.exec_workers) as queue:
+        measured = {"merged": asked(cfg, merged, tracks, work, "merged", queue)}
+        made = {}
+        for spec in a.variants:
+            v = parse(spec)
+            art = work / spec.replace(":", "-")
+            made[spec] = {**v, "export": quantize(cfg, merged, v, art), "kl": kl_on_rows(merged, art, held)}
+            made[spec]["bytes"] = sum(f.stat().st_size for f in art.glob("*.safetensors"))
+            measured[spec] = asked(cfg, art, tracks, work, spec.replace(":", "-"), queue)
+            print(spec, made[spec]["export"].get("seconds"), "s, KL", round(made[spec]["kl"], 4), flush=True)
+        done = queue.results({k: (v, []) for k, v in measured.items()})
+    merged_m = done["merged"][0]
+    result["merged_pass"] = {t["key"]: t["passed_samples"] for t in merged_m["benchmarks"]}
+    for spec, info in made.items():
+        result["variants"][spec] = {**info, "against_merged": against(merged_m, done[spec][0])}
+    Path(a.out).write_text(json.dumps(result, indent=1, default=str))
+    print(json.dumps({k: v["against_merged"] for k, v in result["variants"].items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
