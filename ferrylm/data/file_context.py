@@ -85,10 +85,14 @@ def _joined(lines: list[str], at: list[int]) -> str:
     return "".join(out)
 
 
-def trimmed(before: str, hole: str, after: str, budget_chars: int, language: str = "python") -> str:
+def trimmed(
+    before: str, hole: str, after: str, budget_chars: int, language: str = "python", after_share: float = 0.0
+) -> str:
     """The hole with as much of the file around it as fits: the file's imports first (up to half the room:
     the names a body uses come from there), then the lines just before the hole (the signature and doc
-    comment first, then upward), then after it. Lines are kept whole; a cut is marked."""
+    comment first, then upward), then after it. `after_share` of the room the imports leave is kept for the
+    lines after the hole (a method's class goes on below it) where there are any. Lines are kept whole; a
+    cut is marked."""
     up, down = before.splitlines(keepends=True), after.splitlines(keepends=True)
     room = budget_chars - len(hole)
     head: set[int] = set()
@@ -100,10 +104,13 @@ def trimmed(before: str, hole: str, after: str, budget_chars: int, language: str
         head.update(group)
         used += size
     room -= used
+    kept = min(int(room * after_share), len(after))  # below the hole's share, where the file goes on
+    room -= kept
     start = len(up)  # the first line of the window around the hole
     while start > 0 and (start - 1 in head or len(up[start - 1]) <= room):
         start -= 1
         room -= 0 if start in head else len(up[start])
+    room += kept
     bottom: list[str] = []
     while down and len(down[0]) <= room:
         room -= len(down[0])

@@ -14,7 +14,8 @@
 #                                             # (studies/w4a16_choice/w4a16_variants.py) against the merged model
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh probe [DIR[:REQ]...]  # the base asked with the signature alone and
 #                                             # with the file (studies/unseen_projects/repo_context_probe.py, background):
-#                                             # the run's own tasks once `train` has found them, or DIRs' tasks
+#                                             # the run's own tasks once `train` has found them, or DIRs' tasks;
+#                                             # PROBE_SETTINGS="file file-below": the window with room below the hole
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh prefind JSON      # the own-code tasks found from a split made here (a data
 #                                             # run's repositories.json, the same ARGS) while the GGUF is carried
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh cache TGZ          # tasks a run found before (`wait` brings them back as
@@ -91,7 +92,8 @@ case "${1:-}" in
   probe)  # the run's own tasks once found beside training (no DIR), or DIRs'
     if [ $# -eq 1 ]; then
       setsid nohup bash -c "while [ ! -f $R.tasks.done ]; do sleep 5; done; python3 studies/unseen_projects/repo_context_probe.py \
-        --run $(printf '%q ' "${RUN[@]:2}") --out /tmp/$TAG.probe.json" > "/tmp/$TAG.probe.log" 2>&1 < /dev/null &
+        --run $(printf '%q ' "${RUN[@]:2}") --settings ${PROBE_SETTINGS:-none file} --out /tmp/$TAG.probe.json" \
+        > "/tmp/$TAG.probe.log" 2>&1 < /dev/null &
       exit 0
     fi
     model=$(dirname "$(ls /tmp/cache/*/config.json | head -n 1)")

@@ -1,6 +1,8 @@
 """Does showing the file help a model that can code? Own-code Pass@1 asked with the signature and doc
 comment alone (eval.repo_context=none) against the function's file with its body cut out (file), same
-tasks, same model, greedy; McNemar's test between the two.
+tasks, same model, greedy; McNemar's test between the two. `--settings file file-below`: the file as shipped
+against the same window with half its room kept for the file below the hole (a method's class goes on there;
+the shipped window shows a median 1 % of its characters below the hole).
 
     .venv/bin/python studies/unseen_projects/repo_context_probe.py DIR[:REQ,REQ...] [...] --model qwen2.5-coder-0.5b \\
         --limit 10 --out studies/unseen_projects/results/repo_context_probe_0.5b.json
@@ -37,6 +39,8 @@ WORKERS = 8  # tasks scored at once
 SETTINGS = {
     "none": lambda t, budget: user_message(t["prompt"], t["language"]),
     "file": lambda t, budget: context.question(t, budget),
+    # half the room the imports leave kept for the file below the hole (file_context.trimmed's after_share)
+    "file-below": lambda t, budget: context.question(t, budget, after_share=0.5),
 }
 
 
@@ -64,6 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=10, help="tasks per repository")
     ap.add_argument("--budget", type=int, default=768, help="eval.repo_context_tokens")
     ap.add_argument("--max-new-tokens", type=int, default=384)
+    ap.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=["none", "file"])
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     tasks: list[dict] = []
@@ -81,7 +86,8 @@ def main(argv=None) -> int:
     gen = LocalGenerator(model)
     report: dict = {"model": str(args.model), "tasks": len(tasks), "budget_tokens": args.budget, "settings": {}}
     outcome: dict[str, dict[str, bool]] = {}
-    for name, ask in SETTINGS.items():
+    asked = {name: SETTINGS[name] for name in dict.fromkeys(["file", *args.settings])}  # each against "file"
+    for name, ask in asked.items():
         t0, replies = time.perf_counter(), {}
         for t in tasks:
             question = [{"role": "user", "content": ask(t, args.budget)}]
@@ -93,14 +99,17 @@ def main(argv=None) -> int:
             "replies": replies,
         }
         print(f"{name}: {sum(outcome[name].values())}/{len(tasks)}", flush=True)
-    only_file = sum(outcome["file"][i] and not outcome["none"][i] for i in outcome["file"])
-    only_none = sum(outcome["none"][i] and not outcome["file"][i] for i in outcome["file"])
-    report |= {"only_file": only_file, "only_none": only_none, "mcnemar_p": mcnemar_exact(only_file, only_none)}
-    report["per_task"] = {i: {s: outcome[s][i] for s in SETTINGS} for i in outcome["file"]}
+    for other in (s for s in asked if s != "file"):  # "none": the keys the first runs wrote
+        only_file = sum(outcome["file"][i] and not outcome[other][i] for i in outcome["file"])
+        only_other = sum(outcome[other][i] and not outcome["file"][i] for i in outcome["file"])
+        p = mcnemar_exact(only_file, only_other)
+        report |= {"only_file": only_file, "only_none": only_other, "mcnemar_p": p} if other == "none" else {}
+        report.setdefault("against_file", {})[other] = {"won": only_other, "lost": only_file, "mcnemar_p": p}
+    report["per_task"] = {i: {s: outcome[s][i] for s in asked} for i in outcome["file"]}
     splits = {t["task_id"]: t.get("split", "repositories") for t in tasks}
     report["by_split"] = {
         split: {"tasks": sum(v == split for v in splits.values())}
-        | {s: sum(outcome[s][i] for i in outcome[s] if splits[i] == split) for s in SETTINGS}
+        | {s: sum(outcome[s][i] for i in outcome[s] if splits[i] == split) for s in asked}
         for split in sorted(set(splits.values()))
     }
     print(json.dumps({k: v for k, v in report.items() if k not in ("settings", "per_task")}))

@@ -102,3 +102,27 @@ def test_a_long_file_keeps_its_imports_above_the_window(tmp_path):
     assert "def f39(x):" in shown and "def f0(x):" not in shown and "return split(path)" not in shown
     before, hole, after = context.file_with_hole(task)
     assert "import" not in context.trimmed(before, hole, after, 40)  # half of what the hole leaves of 40: no import
+
+
+def test_a_share_of_the_room_goes_below_the_hole_where_the_file_goes_on(tmp_path):
+    """A method under a long class docstring: as shipped the window climbs the docstring and shows nothing of the
+    class below; with half the room kept below, the next method (what `self._cache` is) is shown, the hidden
+    body still nowhere, and the window's size the same."""
+    doc = "".join(f"    Line {i} of the class's long story.\n" for i in range(40))
+    text = (
+        f'class Peek:\n    """A peekable.\n\n{doc}    """\n\n    def __init__(self, it):\n'
+        '        """Wrap it."""\n        self._it = iter(it)\n        self._cache = []\n\n'
+        "    def peek(self):\n        if not self._cache:\n            self._cache.append(next(self._it))\n"
+        "        return self._cache[0]\n"
+    )
+    task = next(t for t in _tasks(tmp_path, "p.py", text, "python") if t["name"] == "Peek.__init__")
+    as_shipped, below = context.question(task, 200), context.question(task, 200, after_share=0.5)
+    assert "def peek(self):" not in as_shipped and "Line 39 of" in as_shipped
+    assert "def peek(self):" in below and "self._cache.append" in below and "Line 39 of" in below
+    assert "self._it = iter(it)" not in below and "self._cache = []" not in below
+    before, hole, after = context.file_with_hole(task)
+    for share in (0.0, 0.5, 0.9):
+        assert len(context.trimmed(before, hole, after, 600, "python", share)) <= 600 + 3 * len("…\n")
+    # nothing below the hole: the share goes back to the lines above it
+    last = next(t for t in _tasks(tmp_path, "q.py", PY, "python") if t["name"] == "words")
+    assert context.question(last, 60, after_share=0.5) == context.question(last, 60)
