@@ -18,6 +18,8 @@ def _pip(*args, timeout=900):
     return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout)
 
 
+# slow: pip resolves vLLM's whole CUDA set against the index (~50 s on 2 cores)
+@pytest.mark.slow
 @pytest.mark.integration
 def test_the_gpu_profile_resolves_with_the_pins_the_suite_runs_on(tmp_path):
     if _pip("index", "versions", "vllm", timeout=120).returncode != 0:

@@ -60,6 +60,8 @@ def _train(run: Path, model: Path, corpus: Path, *extra) -> subprocess.Completed
     )
 
 
+# slow: two training runs in subprocesses (~50 s on 2 cores)
+@pytest.mark.slow
 @pytest.mark.integration
 def test_a_disk_that_fills_at_the_second_checkpoint(copy_run, tiny_qwen2_dir, tiny_corpus, tmp_path):
     reference = copy_run()
