@@ -37,7 +37,7 @@ from ferrylm.models import load_tokenizer
 
 def parse(variant: str) -> dict:
     method, group, *rest = variant.split(":")
-    clipping, seed = (rest + ["search", "0"])[:2] if rest else ("search", "0")
+    clipping, seed = rest + ["search", "0"][len(rest) :]  # "gptq:32:full" takes seed 0
     return {"name": variant, "method": method, "group": int(group), "clipping": clipping, "seed": int(seed)}
 
 
