@@ -11,9 +11,11 @@
 #                                                 # manifest) and their tests' requirements as wheels (w/)
 #   studies/real_coder_forgetting/carry.sh tc     # .tc: HumanEval-X's data and Debian's JRE and JDK (pieces)
 #   studies/real_coder_forgetting/carry.sh go     # .tc/go.p00, go.p01, go-src.deb: Debian's Go 1.19 for the Go projects' tests
+#   studies/real_coder_forgetting/carry.sh adapter DIR...  # .adapter: the pieces `gpu_qwen_canary.sh keep` brought back
+#                                                 # (its $OUT folders), for `restore` on a later machine
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for d in .whl .gg .gg05 .proj .tc; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
+for d in .whl .gg .gg05 .proj .tc .adapter; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
 PLAT=(--python-version 3.12 --implementation cp --only-binary=:all: --platform manylinux_2_28_x86_64
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 # The image (docs: the device's package list) has torch, transformers 5.17, peft 0.21, accelerate, numpy,
@@ -50,5 +52,8 @@ print(embedded_gguf('$model', cache_root()))")
     (cd .tc && apt-get download -q golang-1.19-go golang-1.19-src 2>&1 | grep -v unsandboxed || true)
     (cd .tc && sha256sum golang-1.19-*.deb && split -b 48000000 -d -a 2 golang-1.19-go_*.deb go.p && mv golang-1.19-src_*.deb go-src.deb \
       && rm golang-1.19-go_*.deb && ls -la go.p?? go-src.deb) ;;
-  *) echo "usage: $0 whl | gg | proj | tc | go" >&2; exit 2 ;;
+  adapter)
+    rm -rf .adapter && mkdir .adapter && for d in "${@:2}"; do cp "$d"/*.adapter.* .adapter/; done
+    ls -la .adapter ;;
+  *) echo "usage: $0 whl | gg | proj | tc | go | adapter DIR..." >&2; exit 2 ;;
 esac

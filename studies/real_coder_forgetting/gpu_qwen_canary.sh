@@ -21,6 +21,10 @@
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh cache TGZ          # tasks a run found before (`wait` brings them back as
 #                                             # $TAG.repo_tasks.tgz), read back where the finder's code and the projects match
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh hx data|jdk.pNN|install  # HumanEval-X's data and Debian's JDK (.tc/)
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh keep 0|1        # the trained adapter and its train record to $OUT in 15 MB
+#                                             # pieces (0: the first four, 1: the rest; a call brings back 8 files, 64 MiB)
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh restore         # the kept pieces carried in .adapter/ (carry.sh adapter DIR...)
+#                                             # unpacked under /tmp/$TAG once all are there; `all` and `w4a16` then skip training
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
 #                                             # samples to $OUT/$TAG.tgz
 #
@@ -64,6 +68,9 @@ stage() {
   echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a "$R.times.txt"
 }
 
+# the training step, or none where `restore` unpacked a kept adapter (the data stage, deterministic, runs again)
+trained() { [ -f "$R.restored" ] && echo "" || echo train; }
+
 case "${1:-}" in
   setup)
     rm -rf /tmp/tree && mkdir -p /tmp/tree
@@ -82,13 +89,13 @@ case "${1:-}" in
   all)  # train's steps, then eval's, in one chain (`wait train` waits for all of it)
     [ -f /tmp/q/model.gguf ] || { cat /tmp/q/p?? > /tmp/q/model.gguf && rm /tmp/q/p??; }
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
-    setsid nohup bash -c "$0 _run data tasks train export tasks_done eval" > "$R.train.log" 2>&1 < /dev/null & ;;
+    setsid nohup bash -c "$0 _run data tasks $(trained) export tasks_done eval" > "$R.train.log" 2>&1 < /dev/null & ;;
   eval) setsid nohup bash -c "$0 _run export tasks_done eval" > "$R.eval.log" 2>&1 < /dev/null & ;;
   w4a16)  # `wait train` waits for it; the variants' table comes back as $TAG.variants.json
     [ -f /tmp/q/model.gguf ] || { cat /tmp/q/p?? > /tmp/q/model.gguf && rm /tmp/q/p??; }
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
     echo "${@:2}" > "$R.variants.txt"
-    setsid nohup bash -c "$0 _run data train export variants" > "$R.train.log" 2>&1 < /dev/null & ;;
+    setsid nohup bash -c "$0 _run data $(trained) export variants" > "$R.train.log" 2>&1 < /dev/null & ;;
   probe)  # the run's own tasks once found beside training (no DIR), or DIRs'
     if [ $# -eq 1 ]; then
       setsid nohup bash -c "while [ ! -f $R.tasks.done ]; do sleep 5; done; python3 studies/unseen_projects/repo_context_probe.py \
@@ -99,6 +106,22 @@ case "${1:-}" in
     model=$(dirname "$(ls /tmp/cache/*/config.json | head -n 1)")
     setsid nohup python3 studies/unseen_projects/repo_context_probe.py "${@:2}" --model "$model" --limit 40 \
       --out "/tmp/$TAG.probe.json" > "/tmp/$TAG.probe.log" 2>&1 < /dev/null & ;;
+  keep)  # after training: the adapter as the run wrote it (fp32), so a later machine exports and asks the same model
+    K=/tmp/$TAG.keep
+    [ -f "$R/train/record.json" ] || { echo "no trained adapter in $R/train yet" >&2; exit 1; }
+    if [ ! -f "$K/sha256" ]; then
+      mkdir -p "$K" && tar czf - -C /tmp "$TAG/train/record.json" "$TAG/train/adapter" | split -b 15000000 -d -a 2 - "$K/$TAG.adapter.tgz.p"
+      cat "$K"/*.p?? | sha256sum | cut -d' ' -f1 > "$K/sha256" && cp "$K/sha256" "$K/$TAG.adapter.sha256"
+    fi
+    mkdir -p "$OUT" && cp "$K/$TAG.adapter.sha256" "$OUT/"
+    find "$K" -name '*.p??' | sort | sed -n "$((4 * $2 + 1)),$((4 * $2 + 4))p" | xargs -r cp -t "$OUT"
+    ls "$OUT" ;;
+  restore)  # .adapter/ holds TAG.adapter.sha256 and pieces; carried over several calls, each ends with `restore`
+    mkdir -p /tmp/kept && cp .adapter/* /tmp/kept/
+    sum=$(cat /tmp/kept/"$TAG".adapter.sha256)
+    if [ "$(cat /tmp/kept/"$TAG".adapter.tgz.p?? | sha256sum | cut -d' ' -f1)" = "$sum" ]; then
+      cat /tmp/kept/"$TAG".adapter.tgz.p?? | tar xzf - -C /tmp && touch "$R.restored" && echo "restored: $(ls "$R/train")"
+    else echo "kept adapter: $(ls /tmp/kept | wc -l) files so far, not yet whole"; fi ;;
   cache) mkdir -p "$CACHE" && tar xzf "$2" -C "$CACHE" && ls "$CACHE/ferrylm/repo-tasks" | wc -l ;;
   hx)  # HumanEval-X here: `hx data` (.tc/humaneval-x, .tc/jre.deb carried), `hx jdk.p00`, `hx jdk.p01` (the JDK's .deb in
         # pieces), `hx install`: Debian's JDK where javac is missing (as root; links made if its scripts could not)
@@ -176,5 +199,5 @@ PY
     (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/data/repositories.json "$TAG"/eval/report.json \
       "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true
     [ ! -d "$CACHE/ferrylm/repo-tasks" ] || tar czf "$OUT/$TAG.repo_tasks.tgz" -C "$CACHE" ferrylm/repo-tasks ;;
-  *) echo "usage: $0 setup | part NN | cache TGZ | prefind JSON | train | eval | all | w4a16 V... | probe [DIR...] | hx data|jdk.pNN|install | wait train|eval" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | part NN | cache TGZ | prefind JSON | train | eval | all | w4a16 V... | probe [DIR...] | hx data|jdk.pNN|install | keep 0|1 | restore | wait train|eval" >&2; exit 2 ;;
 esac

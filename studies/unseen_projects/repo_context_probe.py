@@ -99,23 +99,28 @@ def main(argv=None) -> int:
             "replies": replies,
         }
         print(f"{name}: {sum(outcome[name].values())}/{len(tasks)}", flush=True)
-    for other in (s for s in asked if s != "file"):  # "none": the keys the first runs wrote
+        compared(report, outcome, tasks)
+        if args.out:  # as each setting ends: a machine taken back mid-run still leaves what it measured
+            args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in report.items() if k not in ("settings", "per_task")}))
+    return 0
+
+
+def compared(report: dict, outcome: dict[str, dict[str, bool]], tasks: list[dict]) -> None:
+    """Each setting asked so far against "file" (McNemar), per task and per split, into `report`."""
+    for other in (s for s in outcome if s != "file"):  # "none": the keys the first runs wrote
         only_file = sum(outcome["file"][i] and not outcome[other][i] for i in outcome["file"])
         only_other = sum(outcome[other][i] and not outcome["file"][i] for i in outcome["file"])
         p = mcnemar_exact(only_file, only_other)
         report |= {"only_file": only_file, "only_none": only_other, "mcnemar_p": p} if other == "none" else {}
         report.setdefault("against_file", {})[other] = {"won": only_other, "lost": only_file, "mcnemar_p": p}
-    report["per_task"] = {i: {s: outcome[s][i] for s in asked} for i in outcome["file"]}
+    report["per_task"] = {i: {s: outcome[s][i] for s in outcome} for i in outcome["file"]}
     splits = {t["task_id"]: t.get("split", "repositories") for t in tasks}
     report["by_split"] = {
         split: {"tasks": sum(v == split for v in splits.values())}
-        | {s: sum(outcome[s][i] for i in outcome[s] if splits[i] == split) for s in asked}
+        | {s: sum(outcome[s][i] for i in outcome[s] if splits[i] == split) for s in outcome}
         for split in sorted(set(splits.values()))
     }
-    print(json.dumps({k: v for k, v in report.items() if k not in ("settings", "per_task")}))
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import argparse
 import json
 import shutil
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import torch
@@ -83,10 +84,10 @@ def kl_on_rows(merged: Path, artifact: Path, rows: list[list[int]]) -> float:
     return total / max(tokens, 1)
 
 
-def against(merged: dict, variant: dict) -> dict:
-    """Per track: the variant's passes, lost and won against the merged model, McNemar's p."""
+def against(merged: list[dict], variant: list[dict]) -> dict:
+    """Per track (the benchmarks' summaries of each): the variant's passes, lost and won against the merged model, McNemar's p."""
     out = {}
-    for m, v in zip(merged["benchmarks"], variant["benchmarks"]):
+    for m, v in zip(merged, variant):
         c = compare(v["per_task"], m["per_task"])
         out[m["key"]] = {
             "tasks": c["tasks"],
@@ -130,13 +131,26 @@ def main() -> None:
             made[spec]["bytes"] = sum(f.stat().st_size for f in art.glob("*.safetensors"))
             measured[spec] = asked(cfg, art, tracks, work, spec.replace(":", "-"), queue)
             print(spec, made[spec]["export"].get("seconds"), "s, KL", round(made[spec]["kl"], 4), flush=True)
-        done = queue.results({k: (v, []) for k, v in measured.items()})
-    merged_m = done["merged"][0]
-    result["merged_pass"] = {t["key"]: t["passed_samples"] for t in merged_m["benchmarks"]}
+            written(a.out, result, made, measured)  # a machine taken back mid-run leaves what was measured
+        queue.settle()
+    written(a.out, result, made, measured)
+    print(json.dumps({k: v.get("against_merged") for k, v in result["variants"].items()}, indent=1))
+
+
+def written(out: str, result: dict, made: dict, measured: dict) -> None:
+    """`result` with every variant made so far, compared with the merged model where both have been executed
+    (a variant whose replies still run says "executing"), written to `out`."""
+    done = {k: v["benchmarks"] for k, v in measured.items() if not isinstance(v["benchmarks"], Future)}
+    done |= {k: v["benchmarks"].result() for k, v in measured.items() if k not in done and v["benchmarks"].done()}
+    if "merged" in done:
+        result["merged_pass"] = {t["key"]: t["passed_samples"] for t in done["merged"]}
     for spec, info in made.items():
-        result["variants"][spec] = {**info, "against_merged": against(merged_m, done[spec][0])}
-    Path(a.out).write_text(json.dumps(result, indent=1, default=str))
-    print(json.dumps({k: v["against_merged"] for k, v in result["variants"].items()}, indent=1))
+        both = "merged" in done and spec in done
+        result["variants"][spec] = {
+            **info,
+            "against_merged": against(done["merged"], done[spec]) if both else "executing",
+        }
+    Path(out).write_text(json.dumps(result, indent=1, default=str))
 
 
 if __name__ == "__main__":
