@@ -106,11 +106,11 @@ case "${1:-}" in
     model=$(dirname "$(ls /tmp/cache/*/config.json | head -n 1)")
     setsid nohup python3 studies/unseen_projects/repo_context_probe.py "${@:2}" --model "$model" --limit 40 \
       --out "/tmp/$TAG.probe.json" > "/tmp/$TAG.probe.log" 2>&1 < /dev/null & ;;
-  keep)  # after training: the adapter as the run wrote it (fp32), so a later machine exports and asks the same model
+  keep)  # after training: the adapter as the run wrote it, its record and loss history, so a later machine asks the same model
     K=/tmp/$TAG.keep
     [ -f "$R/train/record.json" ] || { echo "no trained adapter in $R/train yet" >&2; exit 1; }
     if [ ! -f "$K/sha256" ]; then
-      mkdir -p "$K" && tar czf - -C /tmp "$TAG/train/record.json" "$TAG/train/adapter" | split -b 15000000 -d -a 2 - "$K/$TAG.adapter.tgz.p"
+      mkdir -p "$K" && tar czf - -C /tmp "$TAG/train/record.json" "$TAG/train/log_history.jsonl" "$TAG/train/adapter" | split -b 15000000 -d -a 2 - "$K/$TAG.adapter.tgz.p"
       cat "$K"/*.p?? | sha256sum | cut -d' ' -f1 > "$K/sha256" && cp "$K/sha256" "$K/$TAG.adapter.sha256"
     fi
     mkdir -p "$OUT" && cp "$K/$TAG.adapter.sha256" "$OUT/"
