@@ -97,7 +97,15 @@ def against(merged: list[dict], variant: list[dict]) -> dict:
             "lost": c.get("only_b"),
             "p": c.get("p"),
         }
+        row = out[m["key"]]
+        row["keeps"] = keeps(row)
     return out
+
+
+def keeps(row: dict) -> bool:
+    """The issue's bar for shipping: within 2 points of the merged model and not significantly worse (p >= 0.05)."""
+    drop = 100 * (row["merged"] - row["artifact"]) / max(row["tasks"], 1)
+    return drop <= 2 and (row["p"] is None or row["p"] >= 0.05 or row["artifact"] >= row["merged"])
 
 
 def main() -> None:
