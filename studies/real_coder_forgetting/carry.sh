@@ -37,7 +37,9 @@ case "${1:-}" in
     gguf=$("$PY" -c "from ferrylm.gguf import embedded_gguf; from ferrylm.models import cache_root
 print(embedded_gguf('$model', cache_root()))")
     rm -rf $dir && mkdir $dir && split -b 48000000 -d -a 2 "$gguf" $dir/p && ls $dir | wc -l ;;
-  proj)
+  proj)  # without Go the Makefile leaves the Go projects out (a line, no error): the task cache would not match
+    command -v go > /dev/null || { echo "carry.sh proj: go is missing (make toolchains installs it)" >&2; exit 1; }
+    grep -q "name: gods" .cache/ferrylm/demo-repos-gpu/manifest.yaml 2> /dev/null || rm -f .cache/ferrylm/demo-repos-gpu/.ready
     make --no-print-directory "$PWD/.cache/ferrylm/demo-repos-gpu/.ready" DEMO_CONFIG=demo-gpu PY=python3
     rm -rf .proj && cp -r .cache/ferrylm/demo-repos-gpu .proj && rm -f .proj/.ready
     python3 -m pip download -q --no-deps --only-binary=:all: -d .proj/w text-unidecode freezegun python-dateutil six tzdata
