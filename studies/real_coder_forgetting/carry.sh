@@ -30,6 +30,7 @@ case "${1:-}" in
   whl)
     rm -rf .whl && mkdir .whl
     python3 -m pip download -q --no-deps "${PLAT[@]}" -d .whl "${WHEELS[@]}"
+    python3 -m pip wheel -q --no-deps -w .whl autoawq==0.2.9  # pure Python, an sdist only: the W4A16 study's awq variant
     (cd .whl && apt-get download -q bubblewrap)
     du -sh .whl ;;
   gg)  # MODEL=qwen2.5-coder-0.5b: the 0.5B's into .gg05 (11 pieces) instead

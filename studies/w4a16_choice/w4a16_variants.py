@@ -1,7 +1,7 @@
 """Which W4A16 keeps the fine-tuned model's Pass@1? Every variant of one merged model, against it, in one process.
 
     python studies/w4a16_choice/w4a16_variants.py --run RUN --out variants.json \
-        --variants gptq:32:search:0 gptq:32:search:1 gptq:32:full:0 gptq:128:search:0 rtn:32 [-- DOTTED=OVERRIDES ...]
+        --variants gptq:32:search:0 gptq:32:search:1 gptq:32:full:0 gptq:128:search:0 rtn:32 awq:32 [-- DOTTED=OVERRIDES ...]
 
 RUN is a finished run (data, train, export with its merged model). Each variant is quantized from the merged
 model by the export's own writer (`export.vllm_quantize=[w4a16]` with `export.w4a16_group_size`,
@@ -10,7 +10,8 @@ then asked the eval's benchmarks (eval.benchmarks, all their tasks: the canary's
 and its artifacts share the checkpoint) through the eval's in-process generator, as `eval.artifacts` asks
 one. Against the merged model on the same tasks: Pass@1, tasks lost and won, McNemar's p; and the mean
 per-token KL(merged || artifact) on the run's held-out rows. Two seeds of one variant show the flips that
-calibration alone gives.
+calibration alone gives. METHOD awq: AutoAWQ's activation-aware scales and clipping, then rounded by the export's
+writer (needs the autoawq package; the GPU script's wheels carry it).
 """
 
 from __future__ import annotations
@@ -43,16 +44,44 @@ def parse(variant: str) -> dict:
 
 
 def quantize(cfg, merged: Path, v: dict, out: Path) -> dict:
-    """The export's writer on the merged model, with the export stage's calibration rows (seeded draw)."""
+    """The export's writer on the merged model, with the export stage's calibration rows (seeded draw); "awq":
+    rounded to nearest after AutoAWQ's activation-aware scales and clipping (awq_scaled)."""
     e = cfg.export.model_copy(update={"calibration_seed": v["seed"]})
-    rows = _calibration_rows(cfg.model_copy(update={"export": e})) if v["method"] == "gptq" else None
+    rows = _calibration_rows(cfg.model_copy(update={"export": e})) if v["method"] != "rtn" else None
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
+    if v["method"] == "awq":
+        merged, rows = awq_scaled(merged, rows, v["group"], out.with_name(out.name + "-scaled")), None
     info = write_compressed(merged, out, "w4a16", v["group"], rows, v["clipping"])
     tokenizer = load_tokenizer(merged)  # as the export stage writes an artifact: tokenizer, end-of-turn stop
     tokenizer.save_pretrained(out)
     _set_generation_eos(out, tokenizer)
     return {**info, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def awq_scaled(merged: Path, rows: list[list[int]], group: int, out: Path) -> Path:
+    """The merged model with AutoAWQ's activation-aware scales folded in and its weights clipped, not rounded
+    (export_compatible), symmetric as our grid is: the export's writer rounds it to its own format, so the engine
+    serves it as it serves ours. AutoAWQ 0.2.9 resolves beside vLLM 0.32's pins (docs/notes/quantization.md)."""
+    from awq import AutoAWQForCausalLM
+
+    shutil.rmtree(out, ignore_errors=True)
+    model = AutoAWQForCausalLM.from_pretrained(str(merged))
+    how = {"zero_point": False, "q_group_size": group, "w_bit": 4, "version": "GEMM"}
+    longest = max(map(len, rows))  # rows longer than this are skipped by AutoAWQ
+    model.quantize(
+        load_tokenizer(merged),
+        quant_config=how,
+        calib_data=rows,
+        max_calib_samples=len(rows),
+        max_calib_seq_len=longest,
+        export_compatible=True,
+    )
+    model.model.save_pretrained(out)
+    load_tokenizer(merged).save_pretrained(out)
+    del model
+    torch.cuda.empty_cache()
+    return out
 
 
 def asked(cfg, model_dir: Path, tracks, out: Path, label: str, queue) -> dict:
