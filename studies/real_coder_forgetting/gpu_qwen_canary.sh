@@ -15,7 +15,8 @@
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh probe [DIR[:REQ]...]  # the base asked with the signature alone and
 #                                             # with the file (studies/unseen_projects/repo_context_probe.py, background):
 #                                             # the run's own tasks once `train` has found them, or DIRs' tasks;
-#                                             # PROBE_SETTINGS="file file-below": the window with room below the hole
+#                                             # PROBE_SETTINGS="file file-below": the window with room below the hole;
+#                                             # PROBE_FILE_PASSED=PASSED_JSON: an earlier run's base stands for "file"
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh prefind JSON      # the own-code tasks found from a split made here (a data
 #                                             # run's repositories.json, the same ARGS) while the GGUF is carried
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh cache TGZ          # tasks a run found before (`wait` brings them back as
@@ -99,7 +100,8 @@ case "${1:-}" in
   probe)  # the run's own tasks once found beside training (no DIR), or DIRs'
     if [ $# -eq 1 ]; then
       setsid nohup bash -c "while [ ! -f $R.tasks.done ]; do sleep 5; done; python3 studies/unseen_projects/repo_context_probe.py \
-        --run $(printf '%q ' "${RUN[@]:2}") --settings ${PROBE_SETTINGS:-none file} --out /tmp/$TAG.probe.json" \
+        --run $(printf '%q ' "${RUN[@]:2}") --settings ${PROBE_SETTINGS:-none file} --out /tmp/$TAG.probe.json \
+        ${PROBE_FILE_PASSED:+--file-passed $PROBE_FILE_PASSED}" \
         > "/tmp/$TAG.probe.log" 2>&1 < /dev/null &
       exit 0
     fi

@@ -6,7 +6,7 @@ the shipped window shows a median 1 % of its characters below the hole).
 
     .venv/bin/python studies/unseen_projects/repo_context_probe.py DIR[:REQ,REQ...] [...] --model qwen2.5-coder-0.5b \\
         --limit 10 --out studies/unseen_projects/results/repo_context_probe_0.5b.json
-    python3 studies/unseen_projects/repo_context_probe.py --run KEY=VALUE ... --out probe.json
+    python3 studies/unseen_projects/repo_context_probe.py --run KEY=VALUE ... --out probe.json [--file-passed PASSED_JSON]
 
 --run: instead of DIRs, the tasks of a run's own-code tracks (the demo-gpu preset with these overrides; the
 tasks its eval finds, read back from eval.repo_task_cache) and the run's base model.
@@ -70,6 +70,12 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=384)
     ap.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=["none", "file"])
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--file-passed",
+        type=Path,
+        help="an earlier run's passed.json (a results folder's) whose base columns stand for 'file', not asked again: "
+        "the same model, question and greedy decoding (across runs nearly, not exactly, the same replies)",
+    )
     args = ap.parse_args(argv)
     tasks: list[dict] = []
     if args.run:
@@ -87,7 +93,11 @@ def main(argv=None) -> int:
     report: dict = {"model": str(args.model), "tasks": len(tasks), "budget_tokens": args.budget, "settings": {}}
     outcome: dict[str, dict[str, bool]] = {}
     asked = {name: SETTINGS[name] for name in dict.fromkeys(["file", *args.settings])}  # each against "file"
-    for name, ask in asked.items():
+    if args.file_passed:
+        outcome["file"] = earlier_base(args.file_passed, tasks)
+        report["settings"]["file"] = {"passed": sum(outcome["file"].values()), "from": str(args.file_passed)}
+        print(f"file: {sum(outcome['file'].values())}/{len(tasks)} (from {args.file_passed})", flush=True)
+    for name, ask in ((n, a) for n, a in asked.items() if n not in outcome):
         t0, replies = time.perf_counter(), {}
         for t in tasks:
             question = [{"role": "user", "content": ask(t, args.budget)}]
@@ -104,6 +114,20 @@ def main(argv=None) -> int:
             args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k not in ("settings", "per_task")}))
     return 0
+
+
+def earlier_base(passed_json: Path, tasks: list[dict]) -> dict[str, bool]:
+    """Each task's outcome in an earlier run's base columns of its own-code tracks (the 'file' setting as the eval
+    asks it); refused unless those columns asked exactly as many tasks as this probe has."""
+    columns = {
+        k: v for k, v in json.loads(passed_json.read_text()).items() if k.startswith("own_") and k.endswith("_base")
+    }
+    passed = {i for v in columns.values() for i in v["passed"]}
+    if sum(v["tasks"] for v in columns.values()) != len(tasks) or not passed <= {t["task_id"] for t in tasks}:
+        raise SystemExit(
+            f"{passed_json}: its base columns ({', '.join(columns)}) did not ask this probe's {len(tasks)} tasks"
+        )
+    return {t["task_id"]: t["task_id"] in passed for t in tasks}
 
 
 def compared(report: dict, outcome: dict[str, dict[str, bool]], tasks: list[dict]) -> None:
