@@ -11,6 +11,8 @@
 #                                                 # manifest) and their tests' requirements as wheels (w/)
 #   studies/real_coder_forgetting/carry.sh tc     # .tc: HumanEval-X's data and Debian's JRE and JDK (pieces)
 #   studies/real_coder_forgetting/carry.sh go     # .tc/go.p00, go.p01, go-src.deb: Debian's Go 1.19 for the Go projects' tests
+#   studies/real_coder_forgetting/carry.sh all    # a new checkout's first step: the toolchains and the venv (make), then
+#                                                 # whl, proj, go and gg in turn
 #   studies/real_coder_forgetting/carry.sh adapter DIR...  # .adapter: the pieces `gpu_qwen_canary.sh keep` brought back
 #                                                 # (its $OUT folders), for `restore` on a later machine
 set -euo pipefail
@@ -55,8 +57,11 @@ print(embedded_gguf('$model', cache_root()))")
     (cd .tc && apt-get download -q golang-1.19-go golang-1.19-src 2>&1 | grep -v unsandboxed || true)
     (cd .tc && sha256sum golang-1.19-*.deb && split -b 48000000 -d -a 2 golang-1.19-go_*.deb go.p && mv golang-1.19-src_*.deb go-src.deb \
       && rm golang-1.19-go_*.deb && ls -la go.p?? go-src.deb) ;;
+  all)
+    make --no-print-directory toolchains install
+    for what in whl proj go gg; do bash "$0" "$what" || exit 1; done ;;
   adapter)
     rm -rf .adapter && mkdir .adapter && for d in "${@:2}"; do cp "$d"/*.adapter.* .adapter/; done
     ls -la .adapter ;;
-  *) echo "usage: $0 whl | gg | proj | tc | go | adapter DIR..." >&2; exit 2 ;;
+  *) echo "usage: $0 whl | gg | proj | tc | go | all | adapter DIR..." >&2; exit 2 ;;
 esac
