@@ -111,9 +111,9 @@ case "${1:-}" in
   keep)  # after training: the adapter as the run wrote it, its record and loss history, so a later machine asks the same model
     K=/tmp/$TAG.keep
     [ -f "$R/train/record.json" ] || { echo "no trained adapter in $R/train yet" >&2; exit 1; }
-    if [ ! -f "$K/sha256" ]; then
+    if [ ! -f "$K/$TAG.adapter.sha256" ]; then
       mkdir -p "$K" && tar czf - -C /tmp "$TAG/train/record.json" "$TAG/train/log_history.jsonl" "$TAG/train/adapter" | split -b 15000000 -d -a 2 - "$K/$TAG.adapter.tgz.p"
-      cat "$K"/*.p?? | sha256sum | cut -d' ' -f1 > "$K/sha256" && cp "$K/sha256" "$K/$TAG.adapter.sha256"
+      cat "$K"/*.p?? | sha256sum | cut -d' ' -f1 > "$K/$TAG.adapter.sha256"
     fi
     mkdir -p "$OUT" && cp "$K/$TAG.adapter.sha256" "$OUT/"
     find "$K" -name '*.p??' | sort | sed -n "$((4 * $2 + 1)),$((4 * $2 + 4))p" | xargs -r cp -t "$OUT"

@@ -66,11 +66,11 @@ def awq_scaled(merged: Path, rows: list[list[int]], group: int, out: Path) -> Pa
     from awq import AutoAWQForCausalLM
 
     shutil.rmtree(out, ignore_errors=True)
-    model = AutoAWQForCausalLM.from_pretrained(str(merged))
+    model, tokenizer = AutoAWQForCausalLM.from_pretrained(str(merged)), load_tokenizer(merged)
     how = {"zero_point": False, "q_group_size": group, "w_bit": 4, "version": "GEMM"}
     longest = max(map(len, rows))  # rows longer than this are skipped by AutoAWQ
     model.quantize(
-        load_tokenizer(merged),
+        tokenizer,
         quant_config=how,
         calib_data=rows,
         max_calib_samples=len(rows),
@@ -78,7 +78,7 @@ def awq_scaled(merged: Path, rows: list[list[int]], group: int, out: Path) -> Pa
         export_compatible=True,
     )
     model.model.save_pretrained(out)
-    load_tokenizer(merged).save_pretrained(out)
+    tokenizer.save_pretrained(out)
     del model
     torch.cuda.empty_cache()
     return out
@@ -118,7 +118,7 @@ def against(merged: list[dict], variant: list[dict]) -> dict:
     out = {}
     for m, v in zip(merged, variant):
         c = compare(v["per_task"], m["per_task"])
-        out[m["key"]] = {
+        row = {
             "tasks": c["tasks"],
             "merged": round(c["b"] * c["tasks"]),
             "artifact": round(c["a"] * c["tasks"]),
@@ -126,8 +126,7 @@ def against(merged: list[dict], variant: list[dict]) -> dict:
             "lost": c.get("only_b"),
             "p": c.get("p"),
         }
-        row = out[m["key"]]
-        row["keeps"] = keeps(row)
+        out[m["key"]] = row | {"keeps": keeps(row)}
     return out
 
 
