@@ -29,7 +29,8 @@
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
 #                                             # samples to $OUT/$TAG.tgz
 #
-# TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training).
+# TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training;
+# AFTER=TAG holds this run's training until that tag's has ended, its data stage running meanwhile).
 # Make the pieces here: carry.sh gg (its SHA-256: ferrylm/gguf.py)
 # ARGS: extra dotted overrides for every stage. The demo-gpu preset's recipe is the default; the earlier rows of
 # docs/performance.md ran before it took them: ARGS="data.answer=body train.drift_penalty=0" (+ the row's own keys).
@@ -64,6 +65,9 @@ stage() {
     while [ -f "$R.tasks.log" ] && [ ! -f "$R.tasks.done" ]; do sleep 5; done
     echo "tasks found beside training: $(cat "$R.tasks.done" 2>/dev/null)" | tee -a "$R.times.txt"
     return 0
+  fi
+  if [ "$1" = train ] && [ -n "${AFTER:-}" ]; then  # AFTER=TAG: train once that tag has (one training at a time on the GPU)
+    while ! grep -q "^ferrylm train:" "/tmp/$AFTER.times.txt" 2>/dev/null && [ ! -f "/tmp/$AFTER.data.done" ]; do sleep 5; done
   fi
   python3 -m ferrylm "$1" "${RUN[@]}" || return 1
   echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a "$R.times.txt"
