@@ -78,7 +78,8 @@ class DataConfig(_Section):
     example of each (seeded per function): "generate" doc comment + signature → body, "explain" the code →
     the doc comment's summary (code understanding, CodeXGLUE's code-to-text), "file" the generate task asked as
     the eval asks a team's own functions: the function's file shown with its body cut out (held-out functions
-    taken out), the body the answer; training functions only. A list names tasks at share 1."""
+    taken out), the body the answer; training functions only. A list names tasks at share 1. On a team's own
+    repositories [generate, explain, file] is the measured choice (docs/train.md, "On your own repositories")."""
     file_context_tokens: int = Field(768, ge=64)
     """format=sft, task "file": how much of the file the question shows (3 characters a token); keep it at the
     eval's eval.repo_context_tokens, so training asks as the eval does."""
@@ -86,7 +87,8 @@ class DataConfig(_Section):
     """format=sft: the share of the training repositories' source files (of repositories whose tests the eval
     runs: your own, not the stdlib / site-packages corpora) also trained whole as continued pre-training: the
     model's repository format, windows of max_seq_len tokens, fill-in-the-middle at fim_rate, every held-out
-    function's body cut out, test files never (data/repo_files.py). 0: off."""
+    function's body cut out, test files never (data/repo_files.py). 0: off; beside the file questions it did not
+    help at a fixed step budget (docs/train.md, "On your own repositories")."""
     answer: Literal["body", "function"] = "body"
     """format=sft: what a generate example answers with, "body" (the body alone) or "function" (the whole
     function, signature and doc comment first, as an instruct model answers unasked). The eval asks every
