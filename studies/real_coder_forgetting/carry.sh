@@ -49,8 +49,9 @@ print(embedded_gguf('$model', cache_root()))")
     du -sh .proj ;;
   tc)
     rm -rf .tc && mkdir .tc && cp -r ../shared/data/humaneval-x .tc/
+    # the JDK's checksum travels with it (Debian updates openjdk-17 within bookworm; apt checked the download)
     (cd .tc && apt-get download -q openjdk-17-jre-headless openjdk-17-jdk-headless && mv openjdk-17-jre-headless_*.deb jre.deb \
-      && split -b 56000000 -d -a 2 openjdk-17-jdk-headless_*.deb jdk.p && rm openjdk-17-jdk-headless_*.deb)
+      && sha256sum openjdk-17-jdk-headless_*.deb | cut -d' ' -f1 > jdk.sha256 && split -b 48000000 -d -a 2 openjdk-17-jdk-headless_*.deb jdk.p && rm openjdk-17-jdk-headless_*.deb)
     ls -la .tc ;;
   go)  # Debian's Go 1.19 (the projects' tests): the toolchain's .deb in two pieces, its standard library's sources whole
     mkdir -p .tc && rm -f .tc/go.p?? .tc/go-src.deb

@@ -50,7 +50,6 @@ RUN=(--config demo-gpu model.path=/tmp/q/model.gguf model.cache_dir=/tmp/cache r
 # MODEL=0.5b: Qwen2.5-Coder-0.5B-Instruct from .gg05's 11 pieces (carry.sh gg with MODEL=qwen2.5-coder-0.5b)
 SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046 GG=.gg
 [ "${MODEL:-1.5b}" = 1.5b ] || { SHA=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 GG=.gg05; }
-JDK_SHA=390eff9273f019e2839a0faaef7a7326d11c32c7db8320316dc6feac48ed2598  # openjdk-17-jdk-headless 17.0.19+10-1~deb12u2 (carry.sh tc)
 GO_SHA=545123039b6c79e75cf2d86528781a825424cf33ce9d3f4513d772d7144cd531  # golang-1.19-go 1.19.8-2 (carry.sh go)
 GO_SRC_SHA=2dfa82fe4f08f4e0193c532e561af4c91871f5235608f04f2bb8d57bb288df5a  # golang-1.19-src 1.19.8-2
 # background steps run from a copy made at `setup`: every later call re-copies the working tree under them
@@ -129,16 +128,17 @@ case "${1:-}" in
       cat /tmp/kept/"$TAG".adapter.tgz.p?? | tar xzf - -C /tmp && touch "$R.restored" && echo "restored: $(ls "$R/train")"
     else echo "kept adapter: $(ls /tmp/kept | wc -l) files so far, not yet whole"; fi ;;
   cache) mkdir -p "$CACHE" && tar xzf "$2" -C "$CACHE" && ls "$CACHE/ferrylm/repo-tasks" | wc -l ;;
-  hx)  # HumanEval-X here: `hx data` (.tc/humaneval-x, .tc/jre.deb carried), `hx jdk.p00`, `hx jdk.p01` (the JDK's .deb in
-        # pieces), `hx install`: Debian's JDK where javac is missing (as root; links made if its scripts could not)
+  hx)  # HumanEval-X here: `hx data` (.tc/humaneval-x, .tc/jre.deb, .tc/jdk.sha256 carried), `hx jdk.p00`, `hx jdk.p01`
+        # (the JDK's .deb in 48 MB pieces: a piece and the tree within one carry), `hx install`: Debian's JDK where
+        # javac is missing (as root; links made if its scripts could not), checked against the sum carry.sh tc wrote
     mkdir -p /tmp/hx
     case "$2" in
-      data) cp -r .tc/humaneval-x .tc/jre.deb /tmp/hx/ ;;
+      data) cp -r .tc/humaneval-x .tc/jre.deb .tc/jdk.sha256 /tmp/hx/ ;;
       jdk.p*) cp ".tc/$2" /tmp/hx/ ;;
       install)
         if [ ! -x /usr/bin/javac ]; then
           cat /tmp/hx/jdk.p?? > /tmp/hx/jdk.deb
-          echo "$JDK_SHA  /tmp/hx/jdk.deb" | sha256sum -c --quiet
+          echo "$(cat /tmp/hx/jdk.sha256)  /tmp/hx/jdk.deb" | sha256sum -c --quiet
           dpkg -i --force-depends /tmp/hx/jre.deb /tmp/hx/jdk.deb > /tmp/hx/dpkg.log 2>&1 || tail -n 5 /tmp/hx/dpkg.log
           for t in java javac; do [ -e /usr/bin/$t ] || ln -s /usr/lib/jvm/java-17-openjdk-amd64/bin/$t /usr/bin/$t; done
         fi ;;
