@@ -7,8 +7,8 @@ RUN is a finished run (data, train, export with its merged model). Each variant 
 model by the export's own writer (`export.vllm_quantize=[w4a16]` with `export.w4a16_group_size`,
 `export.w4a16_method`, `export.w4a16_clipping`, `export.calibration_seed`: METHOD:GROUP[:CLIPPING:SEED]),
 then asked the eval's benchmarks (eval.benchmarks, all their tasks: the canary's too, since the merged model
-and its artifacts share the checkpoint) through the eval's in-process generator, as `eval.artifacts` asks
-one. Against the merged model on the same tasks: Pass@1, tasks lost and won, McNemar's p; and the mean
+and its artifacts share the checkpoint; own-code's where it is named, as the eval stage finds them or reads them
+from the task cache) through the eval's in-process generator, as `eval.artifacts` asks one. Against the merged model on the same tasks: Pass@1, tasks lost and won, McNemar's p; and the mean
 per-token KL(merged || artifact) on the run's held-out rows. Two seeds of one variant show the flips that
 calibration alone gives. METHOD awq: AutoAWQ's activation-aware scales and clipping, then rounded by the export's
 writer (needs the autoawq package; the GPU script's wheels carry it).
@@ -149,9 +149,7 @@ def main() -> None:
     data = read_record(cfg.stage_dir("data"))
     merged = Path(read_record(cfg.stage_dir("export"))["outputs"]["merged"])
     tracks, _ = benchmark.with_tasks(benchmark.tracks(cfg.eval, data["outputs"]))
-    tracks = benchmark.asked_for(
-        [t for t in tracks if not t.benchmark.startswith("own-")], data["metrics"].get("answer_form", "body")
-    )
+    tracks = benchmark.asked_for(tracks, data["metrics"].get("answer_form", "body"))
     rows = load_rows(data["outputs"]["eval"])
     held = [list(rows[i]["input_ids"])[:512] for i in range(min(a.kl_rows, len(rows)))]
     work = Path(a.run) / "w4a16_variants"
