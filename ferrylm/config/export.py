@@ -32,8 +32,9 @@ class ExportConfig(_Section):
     """GPU-serving artifacts in the compressed-tensors format vLLM loads (<run>/export/vllm-<scheme>/): w4a16
     (4-bit weights, bf16 activations) and fp8 (e4m3 weights, per-token dynamic activations)."""
     w4a16_group_size: Literal[32, 64, 128] = 32
-    """Inputs per W4A16 scale; must divide every quantized layer's input width. 32 keeps HumanEval (the fine-tuned
-    Qwen2.5-Coder-1.5B 83 against its merged 84 of 124; 128 and 64 lost 7 and 10) at 11 % of the 7B's decode."""
+    """Inputs per W4A16 scale; must divide every quantized layer's input width. 32 lost least where measured (the
+    demo-gpu recipe's fine-tuned Qwen2.5-Coder-1.5B 83 against its merged 84 of 124; 128 and 64 lost 7 and 10) but
+    not on the team recipe's (79 against 88, p = 0.012): ask the artifact too (eval.artifacts). 11 % of the 7B's decode."""
     w4a16_method: Literal["gptq", "rtn"] = "gptq"
     """How W4A16 rounds: "gptq" calibrates each layer on rows of the run's training data (act-order, static
     groups, clipping chosen per group), "rtn" rounds each weight to nearest (no data; measured worse)."""

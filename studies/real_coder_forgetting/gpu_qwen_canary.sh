@@ -12,6 +12,7 @@
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh all              # train's steps and eval's in one background chain
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh w4a16 V...       # data, train, export, then each W4A16 variant V
 #                                             # (studies/w4a16_choice/w4a16_variants.py) against the merged model
+#                                             # (MERGED_PASSED=FILE: its column from an earlier sweep, not asked again)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh probe [DIR[:REQ]...]  # the base asked with the signature alone and
 #                                             # with the file (studies/unseen_projects/repo_context_probe.py, background):
 #                                             # the run's own tasks once `train` has found them, or DIRs' tasks;
@@ -163,7 +164,7 @@ case "${1:-}" in
       if [ "$s" = variants ]; then
         read -r -a V < "$R.variants.txt"
         python3 studies/w4a16_choice/w4a16_variants.py --run "$R" --preset demo-gpu --variants "${V[@]}" \
-          --out "/tmp/$TAG.variants.json" -- "${RUN[@]:2}" || { echo "failed: variants" > "$R.$2.done"; exit 1; }
+          --out "/tmp/$TAG.variants.json" ${MERGED_PASSED:+--merged-passed "$MERGED_PASSED"} -- "${RUN[@]:2}" || { echo "failed: variants" > "$R.$2.done"; exit 1; }
         continue
       fi
       if [ "$s" = tasks ]; then  # the repository tasks found beside training, kept for the eval (eval.repo_task_cache)

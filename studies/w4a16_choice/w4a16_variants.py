@@ -24,8 +24,8 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import torch
+from common import run_tracks  # this folder's: the run's tracks
 
-from ferrylm.config.loader import load_config
 from ferrylm.data.encode import load_rows
 from ferrylm.eval.execution.queue import ExecutionQueue
 from ferrylm.eval.generators import LocalGenerator
@@ -136,6 +136,26 @@ def keeps(row: dict) -> bool:
     return drop <= 2 and (row["p"] is None or row["p"] >= 0.05 or row["artifact"] >= row["merged"])
 
 
+def merged_from(tracks, path: str) -> list[dict]:
+    """The merged model's summaries from an earlier sweep of the same run (execute_replies.py --passed), so its
+    generation is skipped; the same tasks or a clear error. (The same merged model asked twice on one H200 differed
+    by one task a track, 2026-12-03: studies/w4a16_choice/README.md.)"""
+    kept, out = json.loads(Path(path).read_text()), []
+    for t in tracks:
+        head = {"benchmark": t.benchmark, "language": t.language, "title": t.title, "key": t.key}
+        ids = [p["task_id"] for p in t.problems]
+        if t.not_measured is not None or not ids:
+            out.append({**head, "not_measured": t.not_measured or "no tasks"})
+            continue
+        stem = benchmark.results_file(t.benchmark, t.language, "merged").removesuffix(".jsonl")
+        col = kept.get(stem)
+        if col is None or col["tasks"] != len(ids) or not set(col["passed"]) <= set(ids):
+            raise SystemExit(f"--merged-passed {path}: {stem} does not hold this run's {len(ids)} tasks")
+        passed = set(col["passed"])
+        out.append({**head, "passed_samples": len(passed), "per_task": {i: float(i in passed) for i in ids}})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", required=True)
@@ -143,20 +163,21 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", required=True)
     ap.add_argument("--kl-rows", type=int, default=32)
     ap.add_argument("--out", required=True)
+    ap.add_argument(
+        "--merged-passed", help="an earlier sweep's passed.json: the merged model's column, not asked again"
+    )
     ap.add_argument("overrides", nargs="*")
     a = ap.parse_args()
-    cfg = load_config(a.preset, [f"run_dir={a.run}", *a.overrides])
-    data = read_record(cfg.stage_dir("data"))
+    cfg, data, tracks = run_tracks(a.preset, a.run, a.overrides)
     merged = Path(read_record(cfg.stage_dir("export"))["outputs"]["merged"])
-    tracks, _ = benchmark.with_tasks(benchmark.tracks(cfg.eval, data["outputs"]))
-    tracks = benchmark.asked_for(tracks, data["metrics"].get("answer_form", "body"))
     rows = load_rows(data["outputs"]["eval"])
     held = [list(rows[i]["input_ids"])[:512] for i in range(min(a.kl_rows, len(rows)))]
     work = Path(a.run) / "w4a16_variants"
     work.mkdir(parents=True, exist_ok=True)
     result = {"run": a.run, "merged": str(merged), "tracks": {t.key: len(t.problems) for t in tracks}, "variants": {}}
     with ExecutionQueue.for_this_machine(cfg.eval.exec_workers) as queue:
-        measured = {"merged": asked(cfg, merged, tracks, work, "merged", queue)}
+        kept = a.merged_passed and {"benchmarks": merged_from(tracks, a.merged_passed)}
+        measured = {"merged": kept or asked(cfg, merged, tracks, work, "merged", queue)}
         made = {}
         for spec in a.variants:
             v = parse(spec)

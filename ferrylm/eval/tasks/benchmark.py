@@ -266,12 +266,13 @@ def measure(generator, tracks: list[Track], e, out: Path, label: str, shots=None
     for t in live:  # the replies before they run: a run stopped in execution is scored anywhere (`ferrylm eval score`)
         with open(out / replies_file(t.benchmark, t.language, label), "w") as fh:
             fh.writelines(json.dumps({"task_id": i, "completion": c}) + "\n" for i, c in done[id(t)])
-    scored = partial(_scored, tracks, done, e, out, label)
-    return later(scored) if later else scored(None)
+    run = partial(scored, tracks, done, e, out, label)
+    return later(run) if later else run(None)
 
 
-def _scored(tracks: list[Track], done: dict, e, out: Path, label: str, gate) -> list[dict]:
-    """measure()'s summaries: each track's replies (`done`, by the track's id) executed and written."""
+def scored(tracks: list[Track], done: dict, e, out: Path, label: str, gate) -> list[dict]:
+    """measure()'s summaries: each track's replies (`done`, by the track's id) executed and written (also replies
+    read back from their file, executed where a run stopped before they ran)."""
     summaries = []
     for t in tracks:
         head = {"benchmark": t.benchmark, "language": t.language, "title": t.title, "key": t.key}
