@@ -19,26 +19,18 @@ from pathlib import Path
 
 from common import run_tracks  # this folder's: the sweep's tracks
 
+from ferrylm.data import read_jsonl
 from ferrylm.eval.tasks import benchmark
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def execute_missing(cfg, tracks, work: Path, label: str) -> None:
     """Each track's replies of `label` whose results file is missing, executed and written."""
-    names = {id(t): (t.benchmark, t.language, label) for t in tracks}
-    live = [
-        t
-        for t in tracks
-        if (work / benchmark.replies_file(*names[id(t)])).exists()
-        and not (work / benchmark.results_file(*names[id(t)])).exists()
-    ]
-    done = {
-        id(t): [(r["task_id"], r["completion"]) for r in read_jsonl(work / benchmark.replies_file(*names[id(t)]))]
-        for t in live
-    }
+    live, done = [], {}
+    for t in tracks:
+        replies = work / benchmark.replies_file(t.benchmark, t.language, label)
+        if replies.exists() and not (work / benchmark.results_file(t.benchmark, t.language, label)).exists():
+            live.append(t)
+            done[id(t)] = [(r["task_id"], r["completion"]) for r in read_jsonl(replies)]
     for s in benchmark.scored(live, done, cfg.eval, work, label, None):
         print(label, s["key"], s.get("passed_samples"), "of", s.get("tasks"), flush=True)
 

@@ -138,8 +138,8 @@ def keeps(row: dict) -> bool:
 
 def merged_from(tracks, path: str) -> list[dict]:
     """The merged model's summaries from an earlier sweep of the same run (execute_replies.py --passed), so its
-    generation is skipped; the same tasks or a clear error. (The same merged model asked twice on one H200 differed
-    by one task a track, 2026-12-03: studies/w4a16_choice/README.md.)"""
+    generation is skipped; the same tasks or a clear error. (The sweep's merged model and issue 81's eval of it, two
+    runs on H200s, passed within one task of each other on every own-code track: docs/notes/quantization.md.)"""
     kept, out = json.loads(Path(path).read_text()), []
     for t in tracks:
         head = {"benchmark": t.benchmark, "language": t.language, "title": t.title, "key": t.key}
