@@ -166,7 +166,7 @@ def _computing(layer, dtype: torch.dtype | None):
 
 
 @torch.no_grad()
-def quantize_model(model, rows: list[list[int]], group_size: int, log=None, clipping: str = "search") -> dict:
+def quantize_model(model, rows: list[list[int]], group_size: int, log=None, clipping: str = "full") -> dict:
     """GPTQ every linear of every decoder layer of `model` in place (weights become q·scale, each
     module's `weight_scale` is set); the output layer is left alone. Returns what the manifest says.
     On a CPU the calibration passes run in fp32: most CPUs have no bf16 arithmetic and emulate it many

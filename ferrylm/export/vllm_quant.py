@@ -106,7 +106,7 @@ def compress_and_save(
     kind: str,
     group_size: int = 128,
     calibration: list[list[int]] | None = None,
-    clipping: str = "search",
+    clipping: str = "full",
 ) -> dict:
     """`write_compressed` of a model already loaded, wherever it lives (GPTQ moves it to the GPU if there is one):
     W4A16 with GPTQ on the `calibration` rows (token ids) when given, each group's scale by `clipping`

@@ -62,10 +62,11 @@ def test_the_calibration_seed_draws_other_rows(tiny_data_run, tiny_qwen2_dir, ti
 def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smollm2_dir, tiny_data_run, tmp_path):
     """Real SmolLM2-135M weights, group 64, the export's parity on 4 held-out prompts x 16 tokens. GPTQ,
     calibrated on 64 of the data stage's training rows (a standard-library slice in SmolLM2's chat
-    template; on a CPU in fp32): mean KL to the bf16 model 0.080 against round-to-nearest's 0.652 when
-    measured, forced agreement (the export's gate, 0.7) 0.938 against 0.891, free-running 0.875 against
-    0.703. On these prompts rounding clears the gate too: it is a floor on quality; the KL is what
-    separates the methods."""
+    template; on a CPU in fp32), with each group's full range (the default) and with the clipping search:
+    mean KL to the bf16 model 0.237 and 0.081 against round-to-nearest's 0.660 when measured, forced agreement
+    (the export's gate, 0.7) 0.938 and 0.922 against 0.891, free-running 0.844 and 0.672 against 0.703. On these prompts rounding clears the gate too: it is a
+    floor on quality; the KL is what separates the methods (here the search's too, where on the fine-tuned
+    Qwen2.5-Coder-1.5B it did not, and lost Pass@1: docs/notes/quantization.md)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ferrylm.data import read_jsonl
@@ -89,8 +90,8 @@ def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smo
         tok.eos_token_id,
     )
     got = {}
-    for method, calibration in (("rtn", None), ("gptq", rows)):
-        info = write_compressed(smollm2_dir, tmp_path / method, "w4a16", 64, calibration)
+    for method, calibration, clipping in (("rtn", None, "full"), ("full", rows, "full"), ("search", rows, "search")):
+        info = write_compressed(smollm2_dir, tmp_path / method, "w4a16", 64, calibration, clipping)
         assert info["method"].startswith("GPTQ" if calibration else "round-to-nearest")
         got[method] = compare(
             ref,
@@ -100,8 +101,9 @@ def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smo
             16,
         )
     print({m: (p.token_agreement, p.forced_agreement, p.mean_kl) for m, p in got.items()})
-    assert got["gptq"].mean_kl < 0.25 * got["rtn"].mean_kl
-    assert got["gptq"].forced_agreement >= max(ExportConfig().quantized_min_agreement, got["rtn"].forced_agreement)
+    assert got["search"].mean_kl < 0.25 * got["rtn"].mean_kl and got["full"].mean_kl < 0.5 * got["rtn"].mean_kl
+    for method in ("full", "search"):
+        assert got[method].forced_agreement >= max(ExportConfig().quantized_min_agreement, got["rtn"].forced_agreement)
 
 
 @pytest.mark.parametrize("group", [32, 64, 128])
