@@ -28,7 +28,7 @@
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh restore         # the kept pieces carried in .adapter/ (carry.sh adapter DIR...)
 #                                             # unpacked under /tmp/$TAG once all are there; `all` and `w4a16` then skip training
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
-#                                             # samples to $OUT/$TAG.tgz
+#                                             # samples to $OUT/$TAG.tgz (a W4A16 sweep's replies: $TAG.replies.tgz)
 #
 # TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training;
 # AFTER=TAG holds this run's training until that tag's has ended, its data stage running meanwhile).
@@ -205,6 +205,8 @@ PY
     mkdir -p "$OUT"
     (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/data/repositories.json "$TAG"/eval/report.json \
       "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true
-    [ ! -d "$CACHE/ferrylm/repo-tasks" ] || tar czf "$OUT/$TAG.repo_tasks.tgz" -C "$CACHE" ferrylm/repo-tasks ;;
+    [ ! -d "$CACHE/ferrylm/repo-tasks" ] || tar czf "$OUT/$TAG.repo_tasks.tgz" -C "$CACHE" ferrylm/repo-tasks
+    # a W4A16 sweep's replies and results, so those the machine leaves unexecuted run elsewhere (execute_replies.py)
+    [ ! -d "$R/w4a16_variants" ] || (cd /tmp && tar czf "$OUT/$TAG.replies.tgz" "$TAG"/w4a16_variants/*.jsonl) ;;
   *) echo "usage: $0 setup | part NN | cache TGZ | prefind JSON | train | eval | all | w4a16 V... | probe [DIR...] | hx data|jdk.pNN|install | keep 0|1 | restore | wait train|eval" >&2; exit 2 ;;
 esac
