@@ -4,7 +4,7 @@
         [--against LABEL]
 
 Prints a markdown table: each track's passes, won / lost against the merged model, McNemar's exact p and whether
-the variant keeps the track (within 2 points, p >= 0.05: the bar the shipped W4A16 must pass); `--canary` (the
+the variant keeps the track (common.keeps: within 2 points, not significantly worse; the bar the shipped W4A16 must pass); `--canary` (the
 training canary's HumanEval task ids) splits HumanEval into the tasks training watched and the rest. The last row
 pools every track's tasks (different tasks, so the pairs stay independent): one test over ~900 tasks, where a track
 of 89 cannot show less than a few points. `--against LABEL` holds the columns against another one instead (two
@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+
+from common import keeps  # this folder's: the shipping bar
 
 from ferrylm.eval.report.paired import mcnemar_exact
 
@@ -41,12 +43,21 @@ def columns(passed: dict, ref: str) -> tuple[list[str], list[str]]:
     return tracks, labels
 
 
-def cell(ref: set[str], other: set[str], tasks: int) -> tuple[str, int, int]:
-    """One track's comparison as text, and its won / lost counts."""
+def cell(ref: set[str], other: set[str], tasks: int) -> str:
+    """One track's comparison as text: passes, won / lost, McNemar's p, and whether it keeps the track."""
     won, lost = len(other - ref), len(ref - other)
     p = mcnemar_exact(won, lost)
-    keeps = (len(ref) - len(other)) * 100 / tasks <= 2 and p >= 0.05
-    return f"{len(other)} ({won} / {lost}, p = {p:.2g}{'' if keeps else ', **not kept**'})", won, lost
+    kept = keeps({"tasks": tasks, "merged": len(ref), "artifact": len(other), "p": p})
+    return f"{len(other)} ({won} / {lost}, p = {p:.2g}{'' if kept else ', **not kept**'})"
+
+
+def pooled(passed: dict, tracks: list[str], ref: str, label: str) -> str:
+    """`label` against `ref` over every track's tasks at once, or why not."""
+    if any(f"{t}_{label}" not in passed for t in tracks):
+        return "not asked on every track"
+    pairs = [(set(passed[f"{t}_{ref}"]["passed"]), set(passed[f"{t}_{label}"]["passed"])) for t in tracks]
+    won, lost = sum(len(o - r) for r, o in pairs), sum(len(r - o) for r, o in pairs)
+    return f"{sum(len(o) for _, o in pairs)} ({won} / {lost}, p = {mcnemar_exact(won, lost):.2g})"
 
 
 def split(passed: dict, canary: list[str]) -> dict:
@@ -75,28 +86,17 @@ def main() -> None:
         shown = ["humaneval_rest", "humaneval_canary", *tracks]
     print(f"| track | {a.against} | " + " | ".join(labels) + " |")
     print("|---" * (len(labels) + 2) + "|")
-    pooled = {label: [0, 0, 0] for label in labels}  # passes, won, lost over `tracks` (each task once)
     for t in shown:
         ref = passed[f"{t}_{a.against}"]
         row = [f"{t} ({ref['tasks']})", str(len(ref["passed"]))]
         for label in labels:
             col = passed.get(f"{t}_{label}")
-            if col is None:
-                row.append("not asked")
-                pooled[label] = None if t in tracks else pooled[label]
-                continue
-            text, won, lost = cell(set(ref["passed"]), set(col["passed"]), ref["tasks"])
-            row.append(text)
-            if t in tracks and pooled[label] is not None:
-                pooled[label] = [pooled[label][0] + len(col["passed"]), pooled[label][1] + won, pooled[label][2] + lost]
+            row.append(cell(set(ref["passed"]), set(col["passed"]), ref["tasks"]) if col else "not asked")
         print("| " + " | ".join(row) + " |")
     total = sum(passed[f"{t}_{a.against}"]["tasks"] for t in tracks)
     base = sum(len(passed[f"{t}_{a.against}"]["passed"]) for t in tracks)
-    pooled_cells = [
-        f"{v[0]} ({v[1]} / {v[2]}, p = {mcnemar_exact(v[1], v[2]):.2g})" if v else "not asked on every track"
-        for v in pooled.values()
-    ]
-    print(f"| all tracks pooled ({total}) | {base} | " + " | ".join(pooled_cells) + " |")
+    cells = [pooled(passed, tracks, a.against, label) for label in labels]
+    print(f"| all tracks pooled ({total}) | {base} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -13,3 +13,9 @@ def run_tracks(preset: str, run: str, overrides: list[str]):
     data = read_record(cfg.stage_dir("data"))
     tracks, _ = benchmark.with_tasks(benchmark.tracks(cfg.eval, data["outputs"]))
     return cfg, data, benchmark.asked_for(tracks, data["metrics"].get("answer_form", "body"))
+
+
+def keeps(row: dict) -> bool:
+    """The issue's bar for shipping: within 2 points of the merged model and not significantly worse (p >= 0.05)."""
+    drop = 100 * (row["merged"] - row["artifact"]) / max(row["tasks"], 1)
+    return drop <= 2 and (row["p"] is None or row["p"] >= 0.05 or row["artifact"] >= row["merged"])

@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import torch
-from common import run_tracks  # this folder's: the run's tracks
+from common import keeps, run_tracks  # this folder's: the run's tracks, the shipping bar
 
 from ferrylm.data.encode import load_rows
 from ferrylm.eval.execution.queue import ExecutionQueue
@@ -128,12 +128,6 @@ def against(merged: list[dict], variant: list[dict]) -> dict:
         }
         out[m["key"]] = row | {"keeps": keeps(row)}
     return out
-
-
-def keeps(row: dict) -> bool:
-    """The issue's bar for shipping: within 2 points of the merged model and not significantly worse (p >= 0.05)."""
-    drop = 100 * (row["merged"] - row["artifact"]) / max(row["tasks"], 1)
-    return drop <= 2 and (row["p"] is None or row["p"] >= 0.05 or row["artifact"] >= row["merged"])
 
 
 def merged_from(tracks, path: str) -> list[dict]:

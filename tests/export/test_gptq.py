@@ -64,9 +64,10 @@ def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smo
     calibrated on 64 of the data stage's training rows (a standard-library slice in SmolLM2's chat
     template; on a CPU in fp32), with each group's full range (the default) and with the clipping search:
     mean KL to the bf16 model 0.237 and 0.081 against round-to-nearest's 0.660 when measured, forced agreement
-    (the export's gate, 0.7) 0.938 and 0.922 against 0.891, free-running 0.844 and 0.672 against 0.703. On these prompts rounding clears the gate too: it is a
-    floor on quality; the KL is what separates the methods (here the search's too, where on the fine-tuned
-    Qwen2.5-Coder-1.5B it did not, and lost Pass@1: docs/notes/quantization.md)."""
+    (the export's gate, 0.7) 0.938 and 0.922 against 0.891, free-running 0.844 and 0.672 against 0.703. On
+    these prompts rounding clears the gate too: it is a floor on quality; the KL is what separates the methods
+    (here the search's too, where on the fine-tuned Qwen2.5-Coder-1.5B it did not, and lost Pass@1:
+    docs/notes/quantization.md)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ferrylm.data import read_jsonl
