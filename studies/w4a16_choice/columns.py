@@ -45,31 +45,35 @@ def columns(passed: dict, ref: str) -> tuple[list[str], list[str]]:
 
 
 def cell(ref: set[str], other: set[str], tasks: int, interval: bool = False) -> str:
-    """One track's comparison as text: passes, won / lost, McNemar's p, whether it keeps the track, and with
-    `interval` the difference in points with its 95 % interval."""
+    """One track's comparison as text (`compared`), with whether the variant keeps the track."""
     won, lost = len(other - ref), len(ref - other)
-    p = mcnemar_exact(won, lost)
-    kept = keeps({"tasks": tasks, "merged": len(ref), "artifact": len(other), "p": p})
-    text = f"{len(other)} ({won} / {lost}, p = {p:.2g}" + (difference(won, lost, tasks) if interval else "")
+    kept = keeps({"tasks": tasks, "merged": len(ref), "artifact": len(other), "p": mcnemar_exact(won, lost)})
+    return compared(len(other), won, lost, tasks, interval, kept)
+
+
+def compared(passes: int, won: int, lost: int, tasks: int, interval: bool, kept: bool = True) -> str:
+    """Passes (won / lost, McNemar's exact p[, the difference in points and its 95 % interval][, not kept])."""
+    text = f"{passes} ({won} / {lost}, p = {mcnemar_exact(won, lost):.2g}" + (
+        difference(won, lost, tasks) if interval else ""
+    )
     return text + ("" if kept else ", **not kept**") + ")"
 
 
 def difference(won: int, lost: int, tasks: int) -> str:
-    """ ", the difference in points, 95 % lo to hi": the paired bootstrap over the tasks (approximate where few
+    """The difference in points and its 95 % interval, by the paired bootstrap over the tasks (approximate where few
     tasks differ: 0 won / 4 lost of 89 gives an interval without 0 where McNemar's exact p is 0.12; the test is McNemar's)."""
     lo, hi = bootstrap_interval([1.0] * won + [-1.0] * lost + [0.0] * (tasks - won - lost))
     return f", {100 * (won - lost) / tasks:+.1f} points, 95 % {100 * lo:+.1f} to {100 * hi:+.1f}"
 
 
 def pooled(passed: dict, tracks: list[str], ref: str, label: str, interval: bool = False) -> str:
-    """`label` against `ref` over every track's tasks at once (with `interval`, the difference's), or why not."""
+    """`label` against `ref` over every track's tasks at once (`compared`), or why not."""
     if any(f"{t}_{label}" not in passed for t in tracks):
         return "not asked on every track"
     pairs = [(set(passed[f"{t}_{ref}"]["passed"]), set(passed[f"{t}_{label}"]["passed"])) for t in tracks]
     won, lost = sum(len(o - r) for r, o in pairs), sum(len(r - o) for r, o in pairs)
     tasks = sum(passed[f"{t}_{ref}"]["tasks"] for t in tracks)
-    text = f"{sum(len(o) for _, o in pairs)} ({won} / {lost}, p = {mcnemar_exact(won, lost):.2g}"
-    return text + (difference(won, lost, tasks) if interval else "") + ")"
+    return compared(sum(len(o) for _, o in pairs), won, lost, tasks, interval)
 
 
 def split(passed: dict, canary: list[str]) -> dict:
