@@ -44,6 +44,11 @@ class TrainConfig(_Section):
     """"auto": bf16 where the GPU supports it, else fp32. "fp16" uses dynamic loss scaling (GPUs only)."""
     attention: Literal["auto", "sdpa", "flash_attention_2", "eager"] = "auto"
     """"auto": FlashAttention-2 when flash-attn is installed and a GPU is present, else PyTorch SDPA."""
+    sdpa_cudnn: bool = False
+    """PyTorch SDPA's cuDNN kernels in training steps. Off: their backward (torch 2.11 and later, H100/H200) returns
+    NaN gradients for a padded batch whose width is 64 mod 128 when an attention row's log-sum-exp is below
+    -88.7, which Qwen2.5's massive-activation heads give (docs/train.md, "Non-finite steps"); the
+    memory-efficient kernel runs those batches instead. Held-out loss and generation are not affected."""
     liger: bool = False
     """Liger's Triton kernels (RMSNorm, SwiGLU, RoPE, fused linear + cross-entropy): faster and the logits are
     never materialised. GPUs only; the `liger` extra."""

@@ -44,7 +44,8 @@ def write_examples(d: DataConfig, tokenizer, docs, held: set, writers: dict, hel
             examples = pending.result()
             pending = ahead.submit(examples_of, chunks[k + 1]) if k + 1 < len(chunks) else None
             for doc, (ids, labels) in zip(chunks[k], examples):
-                writers["eval" if doc.ref.repo in held else "train"].add(ids, labels)
+                about = {"repository": doc.ref.repo, "file": doc.ref.rel, "task": "cpt"}
+                writers["eval" if doc.ref.repo in held else "train"].add(ids, labels, about)
     for doc in docs:
         if doc.ref.repo in held and len(held_out) < 256:
             lines = doc.text.splitlines(keepends=True)

@@ -184,7 +184,8 @@ class Packer:
         self._rows: list[list] = []  # [tokens so far, [(ids, labels) pieces]]
         self.examples = 0
 
-    def add(self, ids, labels) -> Iterator[dict]:
+    def add(self, ids, labels, about: dict | None = None) -> Iterator[dict]:
+        """`about`: what the example is (its repository, function, task), listed with each row it lands in."""
         ids, labels = np.asarray(ids, dtype=np.int32), np.asarray(labels, dtype=np.int32)
         for start in range(0, len(ids), self.max_len):
             piece, lab = ids[start : start + self.max_len], labels[start : start + self.max_len]
@@ -196,7 +197,7 @@ class Packer:
                 row = [0, []]
                 self._rows.append(row)
             row[0] += len(piece)
-            row[1].append((piece, lab))
+            row[1].append((piece, lab, about or {}))
             self.examples += 1
             if len(self._rows) > self.open_rows:
                 fullest = max(range(len(self._rows)), key=lambda i: self._rows[i][0])
@@ -207,11 +208,12 @@ class Packer:
         self._rows = []
 
 
-def _packed(pieces: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+def _packed(pieces: list[tuple[np.ndarray, np.ndarray, dict]]) -> dict:
     return {
-        "input_ids": np.concatenate([p for p, _ in pieces]),
-        "labels": np.concatenate([lab for _, lab in pieces]),
-        "position_ids": np.concatenate([np.arange(len(p), dtype=np.int32) for p, _ in pieces]),
+        "input_ids": np.concatenate([p for p, _, _ in pieces]),
+        "labels": np.concatenate([lab for _, lab, _ in pieces]),
+        "position_ids": np.concatenate([np.arange(len(p), dtype=np.int32) for p, _, _ in pieces]),
+        "about": [a for _, _, a in pieces],
     }
 
 

@@ -47,12 +47,14 @@ def windows(text: str, chars: int) -> list[str]:
     return out + ([piece] if piece.strip() else [])
 
 
-def rows(docs, shown: FileShown, roots: dict, tokenizer, d, stats: dict) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(input_ids, labels) rows of at most d.max_seq_len tokens, every token a target but each row's first."""
+def rows(
+    docs, shown: FileShown, roots: dict, tokenizer, d, stats: dict
+) -> Iterator[tuple[np.ndarray, np.ndarray, dict]]:
+    """(input_ids, labels, what the row is) rows of at most d.max_seq_len tokens, every token a target but each row's first."""
     vocab = tokenizer.get_vocab()
     names = next(((vocab[a], vocab[b]) for a, b in _REPO_TOKENS if a in vocab and b in vocab), None)
     encoder = Encoder(tokenizer, threads=1)
-    texts, keys, heads, cut_functions = [], [], [], 0
+    texts, keys, heads, abouts, cut_functions = [], [], [], [], 0
     for doc in docs:
         cut = shown.cut(doc.ref)
         cut_functions += len(cut)
@@ -67,6 +69,7 @@ def rows(docs, shown: FileShown, roots: dict, tokenizer, d, stats: dict) -> Iter
             texts.append(window)
             keys.append(f"{doc.ref.rel}:{n}")
             heads.append(head)
+            abouts.append({"repository": doc.ref.repo, "file": path, "window": n, "task": "repo-file"})
     examples = cpt_examples(
         texts,
         keys,
@@ -79,8 +82,10 @@ def rows(docs, shown: FileShown, roots: dict, tokenizer, d, stats: dict) -> Iter
         heads,
     )
     stats.update(repo_files=len(docs), repo_file_windows=len(texts), repo_file_functions_cut=cut_functions)
-    for ids, labels in examples:  # a window longer in tokens than estimated: cut, each piece's first token no target
+    for (ids, labels), about in zip(
+        examples, abouts
+    ):  # a window longer in tokens than estimated: cut, each piece's first token no target
         for at in range(0, len(ids), d.max_seq_len):
             piece = labels[at : at + d.max_seq_len].copy()
             piece[0] = IGNORE_INDEX
-            yield ids[at : at + d.max_seq_len], piece
+            yield ids[at : at + d.max_seq_len], piece, about

@@ -17,7 +17,7 @@ from ..config import Config
 from ..diskspace import out_of_space
 from ..errors import FerryError
 from ..log import get_logger
-from ..manifest import StageRecord, locked_stage, sha256_file, write_json_atomic, write_text_atomic
+from ..manifest import StageRecord, locked_stage, sha256_file, temporary_name, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
 from ..prompts import IGNORE_INDEX, render_messages, task_turns
 from . import cpt, draw, library, repo_files
@@ -63,35 +63,52 @@ def eval_units(units: list[str], fraction: float, seed: int) -> set[str]:
 
 
 class _Writer:
-    """One split's Arrow file (packed or not) and the lengths for the histogram."""
+    """One split's Arrow file (packed or not), the lengths for the histogram, and beside the file what each
+    row holds (`<split>_rows.jsonl`, a line a row: its tokens and its examples' repository, function and
+    task), so a training step the trainer cannot finish names its rows."""
 
     def __init__(self, path: Path, pack_len: int | None):
         cols = ["input_ids", "labels"] + (["position_ids"] if pack_len else [])
         self.rows = ArrowRows(path, cols)
+        self.about_path = path.with_name(f"{path.stem}_rows.jsonl")
+        self.about_tmp = temporary_name(self.about_path)
+        self._about = open(self.about_tmp, "w")
         self.packer = Packer(pack_len) if pack_len else None
         self.example_lengths: list[int] = []
         self.examples = 0
         self.targets = 0
+        self.without_targets = 0
 
-    def add(self, ids, labels) -> None:
+    def add(self, ids, labels, about: dict | None = None) -> None:
         ids, labels = np.asarray(ids, dtype=np.int32), np.asarray(labels, dtype=np.int32)
+        targets = int(np.count_nonzero(labels[1:] != IGNORE_INDEX))  # the first token is predicted by nothing
+        if targets == 0:  # nothing to learn; alone in a micro-batch its loss would be 0 / 0
+            self.without_targets += 1
+            return
         self.examples += 1
-        self.targets += int(np.count_nonzero(labels != IGNORE_INDEX))
+        self.targets += targets
         self.example_lengths.append(len(ids))
         if self.packer is None:
-            self.rows.write({"input_ids": ids, "labels": labels})
+            self._write({"input_ids": ids, "labels": labels, "about": [about or {}]})
         else:
-            for row in self.packer.add(ids, labels):
-                self.rows.write(row)
+            for row in self.packer.add(ids, labels, about or {}):
+                self._write(row)
+
+    def _write(self, row: dict) -> None:
+        self.rows.write(row)
+        self._about.write(json.dumps({"tokens": len(row["input_ids"]), "examples": row["about"]}) + "\n")
 
     def add_all(self, rows) -> None:
-        for ids, labels in rows:
-            self.add(ids, labels)
+        """Rows of (ids, labels) or (ids, labels, about)."""
+        for row in rows:
+            self.add(*row)
 
     def close(self) -> Path:
         if self.packer is not None:
             for row in self.packer.finish():
-                self.rows.write(row)
+                self._write(row)
+        self._about.close()
+        self.about_tmp.replace(self.about_path)
         return self.rows.close()
 
 
@@ -114,7 +131,7 @@ def run_data(cfg: Config) -> StageRecord:
     def partial() -> None:
         # by name, not through `writers`: an interrupt can land before the writers are all bound;
         # the stage lock makes every such file in `out` this run's own
-        for tmp in out.glob(".*.arrow.*.tmp"):
+        for tmp in [*out.glob(".*.arrow.*.tmp"), *out.glob(".*_rows.jsonl.*.tmp")]:
             tmp.unlink(missing_ok=True)
 
     try:
@@ -133,8 +150,7 @@ def run_data(cfg: Config) -> StageRecord:
     stats["elapsed_s"] = time.perf_counter() - t0
     stats["mb_per_s"] = stats.get("bytes_seen", 0) / 1e6 / stats["elapsed_s"]
     record.outputs = {
-        "train": str(paths["train"]),
-        "eval": str(paths["eval"]),
+        **{k: str(paths[k]) for k in ("train", "eval", "train_rows")},  # train_rows: what a failed step names
         "eval_prompts": str(out / "eval.jsonl"),
         **{key: str(out / name) for key, name in OPTIONAL.items() if (out / name).is_file()},
         **({"shots": str(shots.write(out / "shots.jsonl"))} if shots.rows else {}),
@@ -173,10 +189,12 @@ def _write_rows(
             f"eval={writers['eval'].examples} examples; add sources or change data.eval_fraction"
         )
     paths = {s: w.close() for s, w in writers.items()}
+    paths.update({f"{s}_rows": w.about_path for s, w in writers.items()})
     for s, w in writers.items():
         stats[f"{s}_examples"] = w.examples
         stats[f"{s}_tokens"] = w.rows.tokens
     stats["train_target_tokens"] = writers["train"].targets
+    stats["rows_without_targets"] = sum(w.without_targets for w in writers.values())
     if pack_len:
         w = writers["train"]
         stats.update(packed=True, packed_rows=w.rows.rows, pack_fill=w.rows.tokens / max(1, w.rows.rows * pack_len))
@@ -268,7 +286,7 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
                 continue
             reported = split == "eval" and p.source in kept.sources and p.source not in validation
             if not reported:  # a reported task's rows never choose the checkpoint
-                writers[split].add(ex["input_ids"], ex["labels"])
+                writers[split].add(ex["input_ids"], ex["labels"], _about(p, ref, task))
             examples[f"{split}/{task}/{lang}"] += 1
             if split == "eval" and p.source not in validation:
                 held_out.append(_held_out_row(p, lang, task, messages, d.answer, ref.repo in held))
@@ -285,6 +303,11 @@ def _sft(cfg, tokenizer, docs, held, writers, held_out, stats, roots, shots) -> 
     stats["examples_by_task"] = dict(sorted(examples.items()))
     stats["validation_functions"] = len(validation)
     return draw.held_out_names(pairs + undocumented, kept.sources - validation, roots)
+
+
+def _about(p, ref, task: str) -> dict:
+    """A training row's description (train_rows.jsonl): what a failed step names."""
+    return {"repository": ref.repo, "function": p.source, "task": task, "language": ref.language}
 
 
 def _held_out_row(p, language: str, task: str, messages: list, form: str, held_repo: bool) -> dict:
@@ -339,7 +362,7 @@ def _from_chat_files(cfg, tokenizer, writers, held_out, stats, shots) -> None:
             dropped["too_long"] += 1
             continue
         split = "eval" if key in held else "train"
-        writers[split].add(ex["input_ids"], ex["labels"])
+        writers[split].add(ex["input_ids"], ex["labels"], {"conversation": key})
         if split == "train" and [m["role"] for m in messages] == ["user", "assistant"]:
             shots.offer(None, None, messages, len(ex["input_ids"]), source=key)
         elif split == "eval":

@@ -16,11 +16,14 @@ from ..data.encode import load_rows
 from ..prompts import IGNORE_INDEX
 
 
-def examples(path: str | Path, limit: int | None = None):
+def examples(path: str | Path, limit: int | None = None, numbered: bool = False):
+    """The rows of a data split (the first `limit`); `numbered`: each with its index as `row`, which the
+    collator passes on so a step the trainer cannot finish names its rows."""
     rows = load_rows(path)
     if len(rows) == 0:
         raise ValueError(f"{path} holds no examples")
-    return rows.select(range(min(limit, len(rows)))) if limit else rows
+    rows = rows.select(range(min(limit, len(rows)))) if limit else rows
+    return rows.add_column("row", list(range(len(rows)))) if numbered else rows
 
 
 def flattened(batch: list[dict]) -> dict:
@@ -62,6 +65,8 @@ class PadCollator:
             out = {k: torch.tensor([row[k]], dtype=torch.long) for k in ("input_ids", "labels", "position_ids")}
         else:
             out = self.padded(batch)
+        if "row" in batch[0]:  # which rows: named if the step fails (the trainer takes it out of the inputs)
+            out["row"] = torch.tensor([b["row"] for b in batch], dtype=torch.long)
         return {**out, **scored_positions(out["labels"])} if self.only_scored and len(out["labels"]) == 1 else out
 
     def padded(self, batch: list[dict]) -> dict:

@@ -37,7 +37,7 @@ from .checkpoints import (
 )
 from .fsdp import check_world, whole
 from .launch import prepare_distributed_env
-from .observe import NonFiniteLoss, gradient_guard, guarded_trainer_class, selective_checkpointing
+from .observe import NonFiniteLoss, RowNames, gradient_guard, guarded_trainer_class, selective_checkpointing
 
 log = get_logger("train")
 
@@ -168,6 +168,7 @@ class _Run:
     attention: str
     resume: Path | None = None
     saved_world: int | None = None  # processes that wrote the resumed DeepSpeed checkpoint
+    train_rows: str | None = None  # the data's description of each training row (absent from older data runs)
 
     @property
     def t(self):
@@ -273,7 +274,11 @@ def setup_data(run: _Run, data_out: dict):
     from .dataset import examples
 
     t = run.t
-    return examples(data_out["train"]), examples(data_out["eval"], limit=t.eval_batches * t.per_device_batch_size)
+    run.train_rows = data_out.get("train_rows")
+    return (
+        examples(data_out["train"], numbered=True),
+        examples(data_out["eval"], limit=t.eval_batches * t.per_device_batch_size),
+    )
 
 
 def setup_model(run: _Run, model_dir, args, train_set):
@@ -314,7 +319,8 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
         callbacks=[MarkComplete(), _HistoryWriter(run.history), guard],
         drift_penalty=run.t.drift_penalty,
     )
-    trainer.gradient_guard = guard  # its skipped steps go into the record
+    trainer.gradient_guard, guard.trainer = guard, trainer  # its skipped steps go into the record, with their rows
+    trainer.sdpa_cudnn, trainer.row_names = run.t.sdpa_cudnn, RowNames(run.train_rows)
     if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))
     return trainer
@@ -343,13 +349,14 @@ def train(run: _Run, trainer, tokenizer):
     except NonFiniteLoss as e:
         # Raised before that step's optimizer update: the weights in hand are the last good ones.
         last_good = _save_trained(trainer, tokenizer, run.out, f"last-good-{run.kind}")
+        hint = e.advice or "check those rows"
         skipped = (
             f" (after skipping steps {', '.join(map(str, e.skipped))}: train.skip_nonfinite_steps)" if e.skipped else ""
         )
         raise TrainingDiverged(
             f"train: the {e.what} became {e.value} at step {e.step}{skipped}; stopped before that step's "
-            f"update. The last good weights (step {e.step - 1}) are in {last_good}; lower "
-            f"train.learning_rate or check the data"
+            f"update. The last good weights (step {e.step - 1}) are in {last_good}. Its {e.rows or 'rows: not known'}. "
+            f"{hint[0].upper()}{hint[1:]}"
         ) from None
 
 
@@ -369,6 +376,8 @@ def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: floa
         "steps": trainer.state.global_step,
         "resumed_from": str(run.resume) if run.resume else None,
         "skipped_steps": list(getattr(getattr(trainer, "gradient_guard", None), "skipped", [])),
+        "skipped_step_rows": {str(k): v for k, v in getattr(trainer.gradient_guard, "skipped_rows", {}).items()},
+        "sdpa_cudnn": t.sdpa_cudnn,
         "resumed_from_world_size": run.saved_world,
         "base_eval_loss": evals[0],
         "base_perplexity": math.exp(evals[0]),
