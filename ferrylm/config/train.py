@@ -113,6 +113,11 @@ class TrainConfig(_Section):
     answer tokens, added to the loss in training (never to the held-out loss). Holds the fine-tune near the
     base's own way of answering, which a general-coding canary sees it lose. Costs one more forward pass per
     micro-batch. 0 = off. The log's `kl_to_base` is the KL measured, per answer token."""
+    fused_head: bool = True
+    """LoRA and QLoRA (not under ZeRO-3, FSDP2, Liger or a whole compiled model): the training loss, and the drift
+    penalty, from the last hidden states through the frozen output layer 1,024 answer tokens at a time, each
+    chunk's logits recomputed in the backward: the same loss without the full-vocabulary logits of every
+    position (prompt and padding included) in memory. false: the model's own loss over all its logits."""
     skip_nonfinite_steps: int = Field(3, ge=0)
     """A step whose gradients are not finite behind a finite loss (one batch's NaN in the backward pass) is
     skipped: no update, the next batch follows, the step listed in the record (`skipped_steps`).

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from ..prompts import IGNORE_INDEX
 
 NOT_MODEL_INPUTS = ("labels", "shift_labels")  # the reference pass computes no loss of its own
+HEAD_CHUNK = 1024  # answer tokens whose full-vocabulary logits exist at once (fp32: 0.6 GB at Qwen's 152k words)
 
 
 def answer_logits(logits: torch.Tensor, inputs: dict) -> torch.Tensor:
@@ -36,17 +38,56 @@ def kl_from_base(peft_model, model, inputs: dict, logits: torch.Tensor) -> tuple
     return per_token.sum(), per_token.numel()
 
 
+def last_hidden(model, inputs: dict) -> torch.Tensor:
+    """The final (normed) hidden states of the model the trainer calls, through its own forward (so DDP and
+    the adapters see the call) with no logits computed."""
+    call = {k: v for k, v in inputs.items() if k not in (*NOT_MODEL_INPUTS, "logits_to_keep")}
+    none = torch.empty(0, dtype=torch.long, device=inputs["input_ids"].device)
+    return model(**call, logits_to_keep=none, output_hidden_states=True, use_cache=False).hidden_states[-1]
+
+
+def _chunk_sums(head, h, base_h, targets):
+    """One chunk of answer tokens: (Σ cross-entropy, Σ KL(base ‖ fine-tune)), its logits in fp32 as the loss's."""
+    logp = F.log_softmax(head(h.to(head.weight.dtype)).float(), dim=-1)
+    ce = -logp.gather(1, targets[:, None]).sum()
+    if base_h is None:
+        return ce, ce.new_zeros(())
+    with torch.no_grad():
+        base_logp = F.log_softmax(head(base_h.to(head.weight.dtype)).float(), dim=-1)
+    return ce, (base_logp.exp() * (base_logp - logp)).sum()
+
+
+def head_sums(head, hidden, base_hidden, labels) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(Σ cross-entropy, Σ KL from the base, answer tokens) over the positions that predict a target, through the
+    frozen output layer HEAD_CHUNK tokens at a time; each chunk's logits are recomputed in the backward rather
+    than kept, so no full-vocabulary tensor outlives its chunk. `base_hidden` None: no KL."""
+    scored = labels[:, 1:] != IGNORE_INDEX
+    h, targets = hidden[:, :-1][scored], labels[:, 1:][scored]
+    base = base_hidden[:, :-1][scored] if base_hidden is not None else None
+    ce = kl = h.sum().float() * 0  # in the graph even with no answer token (then the loss is 0 / 0, as the model's)
+    for a in range(0, len(targets), HEAD_CHUNK):
+        part = slice(a, a + HEAD_CHUNK)
+        c, k = checkpoint(
+            _chunk_sums, head, h[part], None if base is None else base[part], targets[part], use_reentrant=False
+        )
+        ce, kl = ce + c, kl + k
+    return ce, kl, len(targets)
+
+
 class DriftPenalty:
     """A Trainer mixin, built with its weight (`drift_penalty=`, train.drift_penalty): the training loss gains the
     penalty, scaled per answer token as the Trainer scales the loss; the held-out loss stays the plain loss."""
 
     _kl = _kl_n = 0.0  # Σ KL and answer tokens since the last log line
+    fused_head = False  # train.fused_head, where the run allows it (recipe.py)
 
     def __init__(self, *args, drift_penalty: float = 0.0, **kwargs):
         self.drift_penalty = drift_penalty
         super().__init__(*args, **kwargs)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.fused_head and model.training and not return_outputs:
+            return self._fused_loss(model, inputs, num_items_in_batch)
         if not (self.drift_penalty and model.training):
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         loss, outputs = super().compute_loss(model, inputs, True, num_items_in_batch)
@@ -54,6 +95,22 @@ class DriftPenalty:
         self._kl, self._kl_n = self._kl + float(total.detach()), self._kl_n + n
         loss = loss + self.drift_penalty * self._per_token(total, n, num_items_in_batch)
         return (loss, outputs) if return_outputs else loss
+
+    def _fused_loss(self, model, inputs, num_items_in_batch):
+        """The loss, and the penalty, from the last hidden states (head_sums): the model's own loss and
+        kl_from_base's sum without the logits of every position (train.fused_head)."""
+        peft_model = self.accelerator.unwrap_model(model)
+        hidden, base = last_hidden(model, inputs), None
+        if self.drift_penalty:
+            with torch.no_grad(), peft_model.disable_adapter():
+                base = last_hidden(model, inputs)
+        head = peft_model.get_base_model().get_output_embeddings()
+        ce, kl, n = head_sums(head, hidden, base, inputs["labels"])
+        loss = self._per_token(ce, n, num_items_in_batch)
+        if self.drift_penalty:
+            self._kl, self._kl_n = self._kl + float(kl.detach()), self._kl_n + n
+            loss = loss + self.drift_penalty * self._per_token(kl, n, num_items_in_batch)
+        return loss
 
     def _per_token(self, total, n: int, num_items_in_batch):
         """Over the accumulated batch's answer tokens (every process's) where the model divides its loss
