@@ -26,7 +26,7 @@ case "${1:-}" in
     setsid nohup bash /tmp/tree3/studies/team_recipe_speed/gpu_speed.sh _chain > $S/chain.log 2>&1 < /dev/null & ;;
   _chain)
     t0=$SECONDS; python3 -m ferrylm data "${RUN[@]}" run_dir=$S/data > $S/data.log 2>&1; echo "data: $((SECONDS - t0)) s" >> $S/times.txt
-    model=$(dirname "$(ls /tmp/cache/*/config.json | head -n 1)")
+    model=$(dirname "$(ls /tmp/cache/gguf/*/config.json | head -n 1)")
     t0=$SECONDS; python3 studies/team_recipe_speed/step_parts.py --run $S/data --model "$model" --out $S/parts.json \
       --variants padded:unfused padded:fused flat:unfused flat:fused > $S/parts.log 2>&1 || true
     echo "parts: $((SECONDS - t0)) s" >> $S/times.txt

@@ -38,15 +38,16 @@ def test_a_file_is_named_by_its_repository_and_path_then_filled_in_the_middle(qw
     assert stats["repo_files"] == 1 and stats["repo_file_windows"] >= 8 and len(rows) >= stats["repo_file_windows"]
     vocab = qwen_tokens.get_vocab()
     pre = fim_token_ids(qwen_tokens)[0]
-    heads = [ids for ids, _ in rows if ids[0] == vocab["<|repo_name|>"]]
+    heads = [ids for ids, _, _ in rows if ids[0] == vocab["<|repo_name|>"]]
+    assert {about["file"] for _, _, about in rows} == {"acme/pkg/core.py"}  # what a failed step would name
     assert len(heads) == stats["repo_file_windows"]  # each window carries the name and path
     assert qwen_tokens.decode(heads[0][:20]).startswith("<|repo_name|>acme\n<|file_sep|>acme/pkg/core.py\n")
     fim = [ids for ids in heads if pre in ids]
     assert fim and len(fim) < len(heads)  # about half filled in the middle, its tokens after the path
     assert all(list(ids).index(pre) > list(ids).index(vocab["<|file_sep|>"]) for ids in fim)
-    assert all(len(ids) <= 256 and labels[0] == IGNORE_INDEX for ids, labels in rows)
+    assert all(len(ids) <= 256 and labels[0] == IGNORE_INDEX for ids, labels, _ in rows)
     again = list(repo_files.rows([_doc("acme/pkg/core.py", text)], _NothingCut(), {}, qwen_tokens, d, {}))
-    assert [list(ids) for ids, _ in again] == [list(ids) for ids, _ in rows]  # seeded
+    assert [list(ids) for ids, _, _ in again] == [list(ids) for ids, _, _ in rows]  # seeded
 
 
 def test_windows_keep_whole_lines():
