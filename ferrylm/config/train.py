@@ -8,6 +8,10 @@ from pydantic import Field
 
 from .base import _Section
 
+HEAD_CHUNK = (
+    1024  # train.fused_head: answer tokens whose full-vocabulary logits exist at once (0.6 GB fp32 at 152k words)
+)
+
 
 class TrainConfig(_Section):
     method: Literal["lora", "qlora", "full"] = "lora"
@@ -136,3 +140,16 @@ class TrainConfig(_Section):
     """Resume from the newest complete checkpoint in <run>/train/checkpoints (false: start clean)."""
     seed: int = 0
     """Seeds weight init of the adapter, data order and dropout."""
+
+    @property
+    def head_fused(self) -> bool:
+        """train.fused_head where it applies: adapters over an output layer that is neither sharded (ZeRO-3,
+        FSDP2) nor Liger's, in a model that is not compiled whole."""
+        return (
+            self.fused_head
+            and self.method in ("lora", "qlora")
+            and self.deepspeed != "zero3"
+            and not self.fsdp
+            and not self.liger
+            and self.compile != "model"
+        )

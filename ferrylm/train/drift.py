@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from ..config.train import HEAD_CHUNK
 from ..prompts import IGNORE_INDEX
 
 NOT_MODEL_INPUTS = ("labels", "shift_labels")  # the reference pass computes no loss of its own
-HEAD_CHUNK = 1024  # answer tokens whose full-vocabulary logits exist at once (fp32: 0.6 GB at Qwen's 152k words)
 
 
 def answer_logits(logits: torch.Tensor, inputs: dict) -> torch.Tensor:
@@ -57,16 +57,17 @@ def _chunk_sums(head, h, base_h, targets):
     return ce, (base_logp.exp() * (base_logp - logp)).sum()
 
 
-def head_sums(head, hidden, base_hidden, labels) -> tuple[torch.Tensor, torch.Tensor, int]:
+def head_sums(head, hidden, base_hidden, labels, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(Σ cross-entropy, Σ KL from the base, answer tokens) over the positions that predict a target, through the
-    frozen output layer HEAD_CHUNK tokens at a time; each chunk's logits are recomputed in the backward rather
+    frozen output layer `chunk` tokens at a time (HEAD_CHUNK); each chunk's logits are recomputed in the backward rather
     than kept, so no full-vocabulary tensor outlives its chunk. `base_hidden` None: no KL."""
     scored = labels[:, 1:] != IGNORE_INDEX
     h, targets = hidden[:, :-1][scored], labels[:, 1:][scored]
     base = base_hidden[:, :-1][scored] if base_hidden is not None else None
     ce = kl = h.sum().float() * 0  # in the graph even with no answer token (then the loss is 0 / 0, as the model's)
-    for a in range(0, len(targets), HEAD_CHUNK):
-        part = slice(a, a + HEAD_CHUNK)
+    chunk = HEAD_CHUNK if chunk is None else chunk
+    for a in range(0, len(targets), chunk):
+        part = slice(a, a + chunk)
         c, k = checkpoint(
             _chunk_sums, head, h[part], None if base is None else base[part], targets[part], use_reentrant=False
         )

@@ -114,6 +114,9 @@ class Setup:
     liger: bool = False
     base_precision: Literal["model", "fp8"] = "model"
     drift_penalty: bool = False  # train.drift_penalty: the base's logits and the KL's fp32 tensors beside the loss's
+    fused_head: bool = (
+        False  # train.fused_head where it applies: the vocabulary's tensors one chunk of tokens at a time
+    )
 
 
 @dataclass
@@ -293,6 +296,10 @@ def _logits(s: Setup, tokens: int) -> float:
     per_entry = 2 + 4 + 4  # bf16 logits, fp32 copy, fp32 log-softmax
     if s.drift_penalty:
         per_entry += 12  # the KL's backward keeps the fine-tune's log-softmax, the base's probabilities, their gap
+    if s.fused_head:  # one chunk's tensors at a time (recomputed in the backward), the hidden states and their gradient
+        from ..config.train import HEAD_CHUNK
+
+        return min(tokens, HEAD_CHUNK) * s.shape.vocab * (per_entry + 4) + tokens * s.shape.hidden * 8.0
     return tokens * s.shape.vocab * per_entry
 
 
@@ -323,6 +330,7 @@ def setup_from_config(cfg, shape: ModelShape | None = None) -> Setup:
         liger=t.liger,
         base_precision=t.base_precision,
         drift_penalty=bool(t.drift_penalty),
+        fused_head=t.head_fused,
     )
 
 

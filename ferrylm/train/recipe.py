@@ -179,19 +179,6 @@ class _Run:
         return self.t.flatten_batches if self.t.flatten_batches is not None else not self.has_cuda
 
     @property
-    def fused_head(self) -> bool:
-        """train.fused_head where it applies: adapters on an output layer that is neither sharded nor Liger's."""
-        t = self.t
-        return (
-            t.fused_head
-            and t.method in ("lora", "qlora")
-            and t.deepspeed != "zero3"
-            and not t.fsdp
-            and not t.liger
-            and t.compile != "model"
-        )
-
-    @property
     def kind(self) -> str:
         return "model" if self.t.method == "full" else "adapter"
 
@@ -334,7 +321,7 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
     )
     trainer.gradient_guard, guard.trainer = guard, trainer  # its skipped steps go into the record, with their rows
     trainer.sdpa_cudnn, trainer.row_names = run.t.sdpa_cudnn, RowNames(run.train_rows)
-    trainer.fused_head = run.fused_head
+    trainer.fused_head = run.t.head_fused
     if run.t.gradient_checkpointing and run.t.checkpoint_fraction < 1:
         trainer.add_callback(selective_checkpointing(run.t.checkpoint_fraction))
     return trainer
@@ -392,7 +379,7 @@ def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: floa
         "skipped_steps": list(getattr(getattr(trainer, "gradient_guard", None), "skipped", [])),
         "skipped_step_rows": {str(k): v for k, v in getattr(trainer.gradient_guard, "skipped_rows", {}).items()},
         "sdpa_cudnn": t.sdpa_cudnn,
-        "fused_head": run.fused_head,
+        "fused_head": t.head_fused,
         "resumed_from_world_size": run.saved_world,
         "base_eval_loss": evals[0],
         "base_perplexity": math.exp(evals[0]),

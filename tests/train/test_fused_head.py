@@ -8,7 +8,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 
 from ferrylm.models import load_model
-from ferrylm.train import drift, run_train
+from ferrylm.train import run_train
 from ferrylm.train.dataset import PadCollator
 from ferrylm.train.drift import head_sums, kl_from_base, last_hidden
 from tests.conftest import tiny_config
@@ -31,8 +31,7 @@ def _grads(model):
 
 
 @pytest.mark.parametrize("form", ["padded", "flattened"])
-def test_the_fused_head_gives_the_models_loss_and_the_kl_with_the_same_gradients(tiny_qwen2_dir, monkeypatch, form):
-    monkeypatch.setattr(drift, "HEAD_CHUNK", 3)  # several chunks over the batch's 7 answer tokens
+def test_the_fused_head_gives_the_models_loss_and_the_kl_with_the_same_gradients(tiny_qwen2_dir, form):
     model = _lora(tiny_qwen2_dir)
     rows = [{"input_ids": i[: 6 - 2 * k], "labels": lab[: 6 - 2 * k]} for k, (i, lab) in enumerate(zip(IDS, LABELS))]
     inputs = PadCollator(0, flatten=form == "flattened", only_scored=False)(rows)

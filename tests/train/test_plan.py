@@ -115,9 +115,9 @@ def _planned_allocated(row: dict) -> float:
     spec = importlib.util.spec_from_file_location("train_zero", RESULTS.parent / "train_zero.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    setup = setup_from_config(
-        load_config("default", [*bench.COMMON, *row["overrides"], f"hardware.gpus={row['gpus']}"])
-    )
+    # measured before train.fused_head existed: the loss over every position's logits
+    overrides = [*bench.COMMON, *row["overrides"], f"hardware.gpus={row['gpus']}", "train.fused_head=false"]
+    setup = setup_from_config(load_config("default", overrides))
     return estimate(setup).total_gib - setup.reserve_gib
 
 
@@ -192,8 +192,11 @@ def test_the_drift_penalty_is_planned():
     from ferrylm.shapes import QWEN25_CODER_1_5B
     from ferrylm.train.plan import ModelShape, setup_from_config
 
-    s = setup_from_config(load_config("demo-gpu"), ModelShape.from_hf_config(QWEN25_CODER_1_5B))
-    assert s.drift_penalty and (s.micro_batch, s.seq_len) == (8, 1024)
+    fused = setup_from_config(load_config("demo-gpu"), ModelShape.from_hf_config(QWEN25_CODER_1_5B))
+    s = replace(fused, fused_head=False)  # as that run computed its loss
+    assert fused.fused_head and s.drift_penalty and (s.micro_batch, s.seq_len) == (8, 1024)
     planned = estimate(s).total_gib - s.reserve_gib
     assert planned == pytest.approx(58.80, rel=0.05)
     assert estimate(replace(s, drift_penalty=False)).total_gib - s.reserve_gib == pytest.approx(45.41, abs=0.01)
+    # the fused output layer holds one chunk's vocabulary tensors, not every position's: 20 GiB less planned
+    assert estimate(fused).logits_gib < estimate(s).logits_gib / 5
