@@ -556,9 +556,149 @@ def test_rust_tasks_and_scoring(tmp_path):
 def test_rust_stubs_panic_or_return_a_wrong_value_of_the_same_type():
     fns = {f.name: f for f in functions(RUST_LIB, "src/lib.rs", "rust")}
     assert sorted(fns) == ["bump_sum", "dashed", "noisy"] and fns["dashed"].kind == "String"
-    assert 'panic!("blanked by ferrylm");\n}' in stub(fns["bump_sum"], "raising", RUST_LIB)
+    # the panic first, the original after it (unreachable to the run, not to the compiler: its type stays)
+    assert 'if true { panic!("blanked by ferrylm"); }\n    let mut total' in stub(fns["bump_sum"], "raising", RUST_LIB)
     wrong = stub(fns["dashed"], "wrong", RUST_LIB)
     assert "let ferry_r: String = (|| -> String {\n    let parts" in wrong and 'ferry_r + "x"\n}' in wrong
+
+
+RUST_TYPES_LIB = """use std::fmt;
+
+/// Why two strings cannot be compared.
+#[derive(Debug, PartialEq)]
+pub enum StrSimError {
+    DifferentLengthArgs,
+}
+
+impl fmt::Display for StrSimError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "different lengths")
+    }
+}
+
+pub type HammingResult = Result<usize, StrSimError>;
+
+/// Counts the positions where two strings of one length differ.
+pub fn hamming(a: &str, b: &str) -> HammingResult {
+    let (mut ita, mut itb, mut count) = (a.chars(), b.chars(), 0);
+    loop {
+        match (ita.next(), itb.next()) {
+            (Some(x), Some(y)) => {
+                if x != y {
+                    count += 1
+                }
+            }
+            (None, None) => return Ok(count),
+            _ => return Err(StrSimError::DifferentLengthArgs),
+        }
+    }
+}
+
+/// The pairs of neighbouring characters of a string.
+pub fn bigrams(s: &str) -> impl Iterator<Item = (char, char)> + '_ {
+    s.chars().zip(s.chars().skip(1))
+}
+
+/// Sums the first 42 numbers, one line each: longer than a task may be.
+pub fn long_sum(xs: &[i64]) -> i64 {
+    let mut total = 0;
+    total += xs.get(0).copied().unwrap_or(0);
+    total += xs.get(1).copied().unwrap_or(0);
+    total += xs.get(2).copied().unwrap_or(0);
+    total += xs.get(3).copied().unwrap_or(0);
+    total += xs.get(4).copied().unwrap_or(0);
+    total += xs.get(5).copied().unwrap_or(0);
+    total += xs.get(6).copied().unwrap_or(0);
+    total += xs.get(7).copied().unwrap_or(0);
+    total += xs.get(8).copied().unwrap_or(0);
+    total += xs.get(9).copied().unwrap_or(0);
+    total += xs.get(10).copied().unwrap_or(0);
+    total += xs.get(11).copied().unwrap_or(0);
+    total += xs.get(12).copied().unwrap_or(0);
+    total += xs.get(13).copied().unwrap_or(0);
+    total += xs.get(14).copied().unwrap_or(0);
+    total += xs.get(15).copied().unwrap_or(0);
+    total += xs.get(16).copied().unwrap_or(0);
+    total += xs.get(17).copied().unwrap_or(0);
+    total += xs.get(18).copied().unwrap_or(0);
+    total += xs.get(19).copied().unwrap_or(0);
+    total += xs.get(20).copied().unwrap_or(0);
+    total += xs.get(21).copied().unwrap_or(0);
+    total += xs.get(22).copied().unwrap_or(0);
+    total += xs.get(23).copied().unwrap_or(0);
+    total += xs.get(24).copied().unwrap_or(0);
+    total += xs.get(25).copied().unwrap_or(0);
+    total += xs.get(26).copied().unwrap_or(0);
+    total += xs.get(27).copied().unwrap_or(0);
+    total += xs.get(28).copied().unwrap_or(0);
+    total += xs.get(29).copied().unwrap_or(0);
+    total += xs.get(30).copied().unwrap_or(0);
+    total += xs.get(31).copied().unwrap_or(0);
+    total += xs.get(32).copied().unwrap_or(0);
+    total += xs.get(33).copied().unwrap_or(0);
+    total += xs.get(34).copied().unwrap_or(0);
+    total += xs.get(35).copied().unwrap_or(0);
+    total += xs.get(36).copied().unwrap_or(0);
+    total += xs.get(37).copied().unwrap_or(0);
+    total += xs.get(38).copied().unwrap_or(0);
+    total += xs.get(39).copied().unwrap_or(0);
+    total += xs.get(40).copied().unwrap_or(0);
+    total += xs.get(41).copied().unwrap_or(0);
+    total
+}
+
+/// Shows a string's length.
+pub fn shown(s: &str) -> impl fmt::Display {
+    s.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hamming_counts() {
+        assert_eq!(hamming("karolin", "kathrin"), Ok(3));
+        assert_eq!(hamming("a", "ab"), Err(StrSimError::DifferentLengthArgs));
+    }
+
+    #[test]
+    fn bigrams_pairs() {
+        assert_eq!(bigrams("abc").collect::<Vec<_>>(), vec![('a', 'b'), ('b', 'c')]);
+    }
+
+    #[test]
+    fn shown_length() {
+        assert_eq!(shown("abc").to_string(), "3");
+    }
+}
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("cargo") is None or not Path("/usr/bin/cargo").exists(),
+    reason="Cargo is not installed (make toolchains installs Debian's as root)",
+)
+@pytest.mark.integration
+def test_rust_results_named_by_an_alias_or_an_impl_iterator_make_tasks(tmp_path):
+    # strsim's shapes: `hamming` returns an alias of a Result (its wrong stub did not compile: no Default), `bigrams`
+    # an `impl Iterator` (its raising stub did not compile: a bare panic has no iterator type)
+    repo = tmp_path / "strsim"
+    (repo / "src").mkdir(parents=True)
+    (repo / "Cargo.toml").write_text('[package]\nname = "strsim"\nversion = "0.1.0"\nedition = "2021"\n')
+    (repo / "src" / "lib.rs").write_text(RUST_TYPES_LIB)
+    found = find_tasks(repo)
+    assert sorted(t["name"] for t in found.tasks) == ["bigrams", "hamming"], found.summary()
+    assert found.dropped == {  # `shown`, StrSimError's `fmt`, which no test reaches, and `long_sum`
+        "its result (impl fmt::Display) has no wrong value ferrylm can write": 1,
+        "its tests pass with a raising body": 1,
+        "its body is longer than 40 lines": 1,
+    }, found.summary()
+    # every function of the file is in the verdict list, with its reason
+    assert {c["id"].split("::")[1] for c in found.considered} == {"hamming", "bigrams", "shown", "fmt", "long_sum"}
+    fns = {f.name: f for f in functions(RUST_TYPES_LIB, "src/lib.rs", "rust", min_lines=1)}
+    assert "ferry_r.map(|v| v.wrapping_add(1))" in stub(fns["hamming"], "wrong", RUST_TYPES_LIB)
+    assert "ferry_r.skip(1)" in stub(fns["bigrams"], "wrong", RUST_TYPES_LIB)
 
 
 JAVA_LIB = """package calc;
@@ -693,12 +833,12 @@ def test_java_and_cpp_tasks_through_a_given_test_command(tmp_path, language):
 def test_java_and_cpp_stubs_and_a_stub_that_does_not_compile_is_no_proof(tmp_path):
     fns = {f.name: f for f in functions(JAVA_LIB, "Calc.java", "java")}
     assert fns["bumpSum"].kind == "int" and "Supplier<Integer>" in stub(fns["bumpSum"], "wrong", JAVA_LIB)
-    assert 'throw new UnsupportedOperationException("blanked by ferrylm");\n    }' in stub(
+    assert 'if (true) throw new UnsupportedOperationException("blanked by ferrylm");\n        String out' in stub(
         fns["dashed"], "raising", JAVA_LIB
     )
     cpp = {f.name: f for f in functions(CPP_LIB, "calc.cpp", "cpp")}
     assert cpp["dashed"].kind == "std::string" and 'return ferry_r + "x";\n}' in stub(cpp["dashed"], "wrong", CPP_LIB)
-    assert "throw 0;\n}" in stub(cpp["noisy"], "raising", CPP_LIB)
+    assert "if (true) throw 0;\n    int y" in stub(cpp["noisy"], "raising", CPP_LIB)
     from ferrylm.eval.repo.proof import _compile_error_in
 
     assert _compile_error_in("failed: run step sh failed (exit code 1): calc.cpp:12:5: error: no match", "src/calc.cpp")

@@ -12,7 +12,9 @@ Blanking proves a task's tests exercise its function, two ways (each must fail a
   function without a result does nothing. Java: the original's result (primitives +1 or negated, a String
   longer, a List one item shorter), other references null. C++: the original's result (arithmetic types +1,
   bools negated, std::string longer, a vector one item shorter), other types value-initialised. Raising:
-  Java throws UnsupportedOperationException, C++ `throw 0`. (A stub that does not compile makes no task.)
+  Java throws UnsupportedOperationException, C++ `throw 0`, Rust panics, each before the original body (unreachable,
+  as Go's). A Rust alias's wrong value is its aliased type's; an `impl Iterator` result loses its first item; other
+  `impl Trait` results have no wrong value (no task, said so). (A stub that does not compile makes no task.)
 Then the constants a broken model writes first must fail too (constant_stubs: `return None`, `return False`, Go's
 zero values, Rust's `Default::default()`, …).
 """
@@ -20,6 +22,7 @@ zero values, Rust's `Default::default()`, …).
 from __future__ import annotations
 
 import ast
+import re
 
 from ...data.pairs import parse
 from ...data.spans import Function, body_indent, closing, python_nodes, splice
@@ -38,13 +41,15 @@ _WRONG_PY = (
 )
 
 
-def stub(fn: Function, how: str, text: str) -> str:
-    """The whole file with `fn` blanked: how = "raising" or "wrong" (see the module's docstring)."""
+def stub(fn: Function, how: str, text: str) -> str | None:
+    """The whole file with `fn` blanked: how = "raising" or "wrong" (see the module's docstring); None where the
+    language cannot say a wrong value of its result type."""
     ind = body_indent(fn)
     if fn.language == "go":
         return splice(text, fn, _go_stub(fn, how, ind))
     if fn.language in _PANIC:
-        return splice(text, fn, _brace_stub(fn, how, ind))
+        body = _brace_stub(fn, how, ind, text)
+        return None if body is None else splice(text, fn, body)
     if how == "raising":
         return splice(text, fn, f'{ind}raise NotImplementedError("blanked by ferrylm")\n')
     if fn.kind == "procedure":
@@ -80,19 +85,25 @@ def _go_stub(fn: Function, how: str, ind: str) -> str:
     )
 
 
-def _brace_stub(fn: Function, how: str, ind: str) -> str:
-    """Rust, Java and C++: a panic or throw; or the original run inside a closure and its result changed."""
+def _brace_stub(fn: Function, how: str, ind: str, text: str) -> str | None:
+    """Rust, Java and C++: a panic or throw before the original, which stays unreachable (as Go's: a result type
+    only the body spells out, `impl Trait` or `auto`, still has its type); or the original run inside a closure
+    and its result changed. None where no wrong value of the type can be written (an `impl Trait` but an iterator)."""
     close = closing(fn.body)
     if how == "raising":
-        return f"{ind}{_PANIC[fn.language]}\n{close}"
+        return f"{ind}{_PANIC[fn.language]}\n{fn.body}"
     typ = fn.kind.strip()
     if typ in ("", "()", "void"):
         return f"{ind}return;\n{close}"
     original = fn.body[: len(fn.body) - len(close)]
+    if fn.language == "rust" and typ.startswith("impl "):  # no type to name: the closure's is inferred
+        if not re.match(r"impl\s+(?:\w+::)*Iterator\b", typ):
+            return None
+        return f"{ind}let ferry_r = (|| {{\n{original}{ind}}})();\n{ind}ferry_r.skip(1)\n{close}"
     if fn.language == "rust":
         return (
             f"{ind}let ferry_r: {typ} = (|| -> {typ} {{\n{original}{ind}}})();\n"
-            f"{ind}{rust_wrong('ferry_r', typ)}\n{close}"
+            f"{ind}{rust_wrong('ferry_r', rust_alias(typ, text))}\n{close}"
         )
     if fn.language == "java":
         return (
@@ -193,8 +204,17 @@ def _go_zero(typ: str) -> str:
     return f"*new({typ})"
 
 
+# a raise the compiler does not count as the end of the body: the original after it is not "unreachable" to it
 _PANIC = {
-    "rust": 'panic!("blanked by ferrylm");',
-    "java": 'throw new UnsupportedOperationException("blanked by ferrylm");',
-    "cpp": "throw 0;",
+    "rust": 'if true { panic!("blanked by ferrylm"); }',
+    "java": 'if (true) throw new UnsupportedOperationException("blanked by ferrylm");',
+    "cpp": "if (true) throw 0;",
 }
+
+
+def rust_alias(typ: str, text: str) -> str:
+    """What a type alias of the file stands for (`type HammingResult = Result<usize, StrSimError>;`), else `typ`."""
+    if not re.fullmatch(r"\w+", typ):
+        return typ
+    found = re.search(rf"^\s*(?:pub(?:\([^)]*\))?\s+)?type\s+{typ}\s*=\s*([^;]+);", text, re.M)
+    return " ".join(found.group(1).split()) if found else typ

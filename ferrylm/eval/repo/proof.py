@@ -46,6 +46,8 @@ def prove(
     stubbed = suite.failing_fast(cmd, fn.language)  # a stub's run only asks whether every test passes
     for how in ("raising", "wrong"):
         blanked = stub(fn, how, text)
+        if blanked is None:
+            return None, Verdict(f"its result ({fn.kind.strip()}) has no wrong value ferrylm can write")
         if fn.language == "python" and not _parses(blanked):
             return None, Verdict(f"its {how} stub does not compile", "Python's parser refuses it")
         status = runner.run(box, repo, stubbed, {fn.file: blanked}, timeout).status

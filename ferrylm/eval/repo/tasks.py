@@ -90,7 +90,10 @@ def language_of(repo: Path) -> str:
     return counts.most_common(1)[0][0]
 
 
-def source_functions(repo: Path, language: str) -> list[Function]:
+MAX_TASK_LINES = 40  # a body longer than this is no task (the data stage's limit): listed with that reason
+
+
+def source_functions(repo: Path, language: str, max_lines: int = MAX_TASK_LINES) -> list[Function]:
     tests = set(suite.test_files(repo, language))
     found = []
     for path in sorted(p for suffix, lang in LANGUAGES.items() if lang == language for p in repo.rglob(f"*{suffix}")):
@@ -104,7 +107,7 @@ def source_functions(repo: Path, language: str) -> list[Function]:
             continue
         try:
             # a tested one-liner is a task too, and a function without a doc comment (asked with its file shown)
-            found += functions(path.read_text(), rel, language, min_lines=1, documented=False)
+            found += functions(path.read_text(), rel, language, min_lines=1, max_lines=max_lines, documented=False)
         except (UnicodeDecodeError, OSError):
             continue
     return found
@@ -175,8 +178,14 @@ def _find(repo: Path, language: str, asked: dict, workers: int, shared=None) -> 
     if out.skipped:
         return out
     candidates = [f for f in source_functions(repo, language) if only is None or f.id in only]
+    ids = {f.id for f in candidates}
+    for f in source_functions(repo, language, max_lines=10**6):  # every function is listed, the long ones too
+        if f.id not in ids and (only is None or f.id in only):
+            out.drop(f, Verdict(f"its body is longer than {MAX_TASK_LINES} lines"))
     if not candidates:
-        out.skipped = "no function with a body of 1-40 lines" + (" among those asked for" if only else "")
+        out.skipped = f"no function with a body of 1-{MAX_TASK_LINES} lines" + (
+            " among those asked for" if only else ""
+        )
         return out
     try:
         deps = runner.test_deps(test_requires)
