@@ -34,7 +34,7 @@ from ...errors import FerryError
 from ...log import get_logger
 from ...manifest import write_text_atomic
 from ..progress import Progress
-from . import runner, suite, task_cache, trace
+from . import runner, suite, task_cache, toolchain, trace
 from .proof import Verdict, prove
 
 log = get_logger("eval")
@@ -57,6 +57,7 @@ class RepoTasks:
     suite_s: float | None = None
     deselected: list[str] = field(default_factory=list)  # pytest tests (or files) that failed as checked out, left out
     considered: list[dict] = field(default_factory=list)  # each function looked at: id, verdict, reason, detail
+    toolchain: str | None = None  # what the sandbox ran the tests with (toolchain.py)
 
     def summary(self) -> dict:
         return {
@@ -69,6 +70,7 @@ class RepoTasks:
             "suite_s": self.suite_s,
             "deselected_tests": self.deselected,
             "considered": len(self.considered),
+            "toolchain": self.toolchain,
         }
 
     def as_json(self) -> dict:
@@ -148,6 +150,7 @@ def find_tasks(
         "suite_timeout_s": suite_timeout_s,
         "unconfined": unconfined,
         "functions": "with and without a doc comment",  # what was considered (an answer kept before: documented only)
+        "toolchain": toolchain.named(language).runs,  # another cargo or go: another answer
     }
     if not cache:
         return _find(repo, language, asked, workers, shared)
@@ -175,6 +178,9 @@ def _find(repo: Path, language: str, asked: dict, workers: int, shared=None) -> 
         asked["unconfined"],
     )
     out = RepoTasks(repo.name, language, command, skipped=_unrunnable(language, command))
+    out.toolchain = asked.get("toolchain")
+    if (other := toolchain.named(language).other) is not None:
+        log.warning("repo tasks: %s: %s", repo.name, other)
     if out.skipped:
         return out
     candidates = [f for f in source_functions(repo, language) if only is None or f.id in only]
@@ -192,7 +198,14 @@ def _find(repo: Path, language: str, asked: dict, workers: int, shared=None) -> 
     except runner.TestDepsError as e:
         out.skipped = f"its test requirements ({' '.join(test_requires or [])}) could not be installed: {e}"
         return out
-    log.info("repo tasks: %s: %d functions; its suite first (%s, %d runs)", repo.name, len(candidates), command, runs)
+    log.info(
+        "repo tasks: %s: %d functions; its suite first (%s, %d runs%s)",
+        repo.name,
+        len(candidates),
+        command,
+        runs,
+        f", with {out.toolchain}" if out.toolchain else "",
+    )
     with runner.sandbox(repo, suite_timeout_s, workers, unconfined, deps, shared) as box:
         suite = _suite_runs(box, repo, runs, out)
         if suite is None:
