@@ -8,9 +8,8 @@ from pydantic import Field
 
 from .base import _Section
 
-HEAD_CHUNK = (
-    1024  # train.fused_head: answer tokens whose full-vocabulary logits exist at once (0.6 GB fp32 at 152k words)
-)
+# train.fused_head: answer tokens whose full-vocabulary logits exist at once (0.6 GB fp32 at 152k words)
+HEAD_CHUNK = 1024
 
 
 class TrainConfig(_Section):

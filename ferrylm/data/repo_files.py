@@ -82,9 +82,8 @@ def rows(
         heads,
     )
     stats.update(repo_files=len(docs), repo_file_windows=len(texts), repo_file_functions_cut=cut_functions)
-    for (ids, labels), about in zip(
-        examples, abouts
-    ):  # a window longer in tokens than estimated: cut, each piece's first token no target
+    # a window longer in tokens than estimated: cut, each piece's first token no target
+    for (ids, labels), about in zip(examples, abouts):
         for at in range(0, len(ids), d.max_seq_len):
             piece = labels[at : at + d.max_seq_len].copy()
             piece[0] = IGNORE_INDEX

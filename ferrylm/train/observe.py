@@ -96,17 +96,17 @@ def advice(widths: list[int], history: list[dict], cudnn: bool, cuda: bool) -> s
     its width, the learning rate only where the logged gradient norm was already climbing, else the rows."""
     if cudnn and cuda and any(w % 128 == 64 for w in widths):
         return (
-            "a micro-batch was padded to 64 mod 128 tokens with SDPA's cuDNN kernels on, whose backward returns NaN "
+            "A micro-batch was padded to 64 mod 128 tokens with SDPA's cuDNN kernels on, whose backward returns NaN "
             "there (docs/train.md, Non-finite steps): set train.sdpa_cudnn=false"
         )
     norms = [h["grad_norm"] for h in history if isinstance(h.get("grad_norm"), (int, float)) and h["grad_norm"] < 1e30]
     if len(norms) >= 3 and max(norms[-2:]) > 5 * statistics.median(norms[:-2]):
         return (
-            f"the gradient norm was climbing before it (median {statistics.median(norms[:-2]):.3g}, "
+            f"The gradient norm was climbing before it (median {statistics.median(norms[:-2]):.3g}, "
             f"then {max(norms[-2:]):.3g}): lower train.learning_rate"
         )
     return (
-        "the gradient norm was steady before this step, so it is this step's rows, not the learning rate: "
+        "The gradient norm was steady before this step, so it is this step's rows, not the learning rate: "
         "train them alone with train.attention=eager to tell an attention kernel's fault from the data's "
         "(docs/train.md, Non-finite steps)"
     )

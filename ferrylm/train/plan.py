@@ -114,9 +114,8 @@ class Setup:
     liger: bool = False
     base_precision: Literal["model", "fp8"] = "model"
     drift_penalty: bool = False  # train.drift_penalty: the base's logits and the KL's fp32 tensors beside the loss's
-    fused_head: bool = (
-        False  # train.fused_head where it applies: the vocabulary's tensors one chunk of tokens at a time
-    )
+    # train.fused_head where it applies: the vocabulary's tensors one chunk of tokens at a time
+    fused_head: bool = False
 
 
 @dataclass

@@ -350,14 +350,13 @@ def train(run: _Run, trainer, tokenizer):
     except NonFiniteLoss as e:
         # Raised before that step's optimizer update: the weights in hand are the last good ones.
         last_good = _save_trained(trainer, tokenizer, run.out, f"last-good-{run.kind}")
-        hint = e.advice or "check those rows"
         skipped = (
             f" (after skipping steps {', '.join(map(str, e.skipped))}: train.skip_nonfinite_steps)" if e.skipped else ""
         )
         raise TrainingDiverged(
             f"train: the {e.what} became {e.value} at step {e.step}{skipped}; stopped before that step's "
             f"update. The last good weights (step {e.step - 1}) are in {last_good}. Its {e.rows or 'rows: not known'}. "
-            f"{hint[0].upper()}{hint[1:]}"
+            f"{e.advice or 'Check those rows'}"
         ) from None
 
 

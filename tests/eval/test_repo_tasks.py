@@ -484,6 +484,10 @@ def test_a_go_standard_library_package_runs_in_place_under_an_overlay(tmp_path):
     assert "replaced_0_ring.go:" in said and "r.size undefined" in said and "[build failed]" in said
 
 
+needs_cargo = pytest.mark.skipif(
+    shutil.which("cargo") is None or not Path("/usr/bin/cargo").exists(),
+    reason="Cargo is not installed (make toolchains installs Debian's as root)",
+)
 RUST_LIB = """
 /// Adds one to each number and sums them.
 pub fn bump_sum(xs: &[i64]) -> i64 {
@@ -528,10 +532,7 @@ mod tests {
 """
 
 
-@pytest.mark.skipif(
-    shutil.which("cargo") is None or not Path("/usr/bin/cargo").exists(),
-    reason="Cargo is not installed (make toolchains installs Debian's as root)",
-)
+@needs_cargo
 @pytest.mark.integration
 def test_rust_tasks_and_scoring(tmp_path):
     repo = tmp_path / "rsrepo"
@@ -675,10 +676,7 @@ mod tests {
 """
 
 
-@pytest.mark.skipif(
-    shutil.which("cargo") is None or not Path("/usr/bin/cargo").exists(),
-    reason="Cargo is not installed (make toolchains installs Debian's as root)",
-)
+@needs_cargo
 @pytest.mark.integration
 def test_rust_results_named_by_an_alias_or_an_impl_iterator_make_tasks(tmp_path):
     # strsim's shapes: `hamming` returns an alias of a Result (its wrong stub did not compile: no Default), `bigrams`

@@ -141,6 +141,9 @@ def find_tasks(
     if language not in LANGUAGES.values():
         raise RepoTaskError(f"{repo}: repository tasks read Python, Go, Rust, Java and C++, not {language!r}")
     command = command or suite.detect_command(repo, language)
+    tools = toolchain.named(language)
+    if tools.other is not None:
+        log.warning("repo tasks: %s: %s", repo.name, tools.other)
     asked = {
         "command": command,
         "test_requires": sorted(test_requires or []),
@@ -150,7 +153,7 @@ def find_tasks(
         "suite_timeout_s": suite_timeout_s,
         "unconfined": unconfined,
         "functions": "with and without a doc comment",  # what was considered (an answer kept before: documented only)
-        "toolchain": toolchain.named(language).runs,  # another cargo or go: another answer
+        "toolchain": tools.runs,  # another cargo or go: another answer
     }
     if not cache:
         return _find(repo, language, asked, workers, shared)
@@ -178,9 +181,7 @@ def _find(repo: Path, language: str, asked: dict, workers: int, shared=None) -> 
         asked["unconfined"],
     )
     out = RepoTasks(repo.name, language, command, skipped=_unrunnable(language, command))
-    out.toolchain = asked.get("toolchain")
-    if (other := toolchain.named(language).other) is not None:
-        log.warning("repo tasks: %s: %s", repo.name, other)
+    out.toolchain = asked["toolchain"]
     if out.skipped:
         return out
     candidates = [f for f in source_functions(repo, language) if only is None or f.id in only]
