@@ -39,7 +39,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/bw/usr/bin:$PATH PYTHONUNBUFFERED=1
 # test requirements from the carried wheels alone (no index there)
-export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/projs/w
+export PIP_NO_INDEX=1 PIP_FIND_LINKS=${PIP_FIND_LINKS:-/tmp/projs/w}
 read -r -a EXTRA <<< "${ARGS:-}"
 TAG=${TAG:-run}
 R=/tmp/$TAG

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Python's held-out functions on two corpora, Qwen2.5-Coder-1.5B: the team recipe (docs/train.md) trained on each,
+# the base and the fine-tuned model asked for the same held-out functions with the file shown, every reply kept so
+# the failures can be read (classify.py). Made here first: studies/real_coder_forgetting/carry.sh whl, gg and proj.
+#
+#   studies/python_own_code/gpu_python.sh corpus   # here: the second corpus into .st/corpus, pydash given a test command
+#   studies/python_own_code/gpu_python.sh setup    # carry .whl .proj .st: wheels, the team's projects, the second corpus
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN   # the GGUF's 24 pieces, one a call (carry .gg/pNN)
+#   studies/python_own_code/gpu_python.sh chain    # both corpora in the background: data and task finding at once,
+#                                                  # one training at a time (team, then second), export, eval
+#   studies/python_own_code/gpu_python.sh wait TAG # up to 9 minutes for run TAG (team, second); its replies to $OUT
+#
+# LEVER="dotted overrides" adds a lever to both runs (TAG_SUFFIX names them apart).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CANARY=studies/real_coder_forgetting/gpu_qwen_canary.sh
+# pydash's pytest configuration asks for coverage plugins its sdist does not ship: a team gives its entry the
+# command its tests run with (the manifest's `test:`)
+PYDASH_TEST="python -m pytest -q -p no:cacheprovider -o addopts= --ignore=tests/pytest_mypy_testing tests"
+# the recipe on both corpora; the eval asks the base and the fine-tuned model, own code alone, no retrieval
+T="data.sources=[] data.seed=13435 data.holdout_functions=0.6 data.tasks=[generate,explain,file] data.repo_files=0"
+T+=" data.max_chars=200000 data.max_file_bytes=400000 train.max_steps=110 train.canary_tasks=0 eval.benchmarks=[own-code]"
+T+=" eval.retrieval_k=0 eval.exec_workers=8 eval.repo_task_limit=40 eval.latency_runs=0 eval.bleu_limit=8 ${LEVER:-}"
+S=${TAG_SUFFIX:-}
+export PIP_FIND_LINKS="/tmp/projs/w /tmp/st/corpus/w"  # both corpora's test requirements, as wheels
+case "${1:-}" in
+  corpus)
+    [ -f .st/corpus/manifest.yaml ] || bash ../shared/corpora/second-team/fetch.sh .st/corpus
+    grep -qx "/.st/" .git/info/exclude || echo "/.st/" >> .git/info/exclude
+    sed -i "s|{path: pydash-8.1.0, name: pydash}|{path: pydash-8.1.0, name: pydash, test: \"$PYDASH_TEST\"}|" .st/corpus/manifest.yaml
+    grep pydash .st/corpus/manifest.yaml ;;
+  setup)
+    bash $CANARY setup
+    rm -rf /tmp/st && mkdir -p /tmp/st && cp -r .st/corpus /tmp/st/ && grep -c "test:" /tmp/st/corpus/manifest.yaml ;;
+  chain)
+    TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY all
+    AFTER=team$S TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY all
+    sleep 20 && tail -n 3 /tmp/team$S.train.log /tmp/second$S.train.log ;;
+  wait) TAG=$2 bash $CANARY wait train ;;
+  *) echo "usage: $0 corpus | setup | chain | wait TAG" >&2; exit 2 ;;
+esac
