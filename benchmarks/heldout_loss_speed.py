@@ -15,10 +15,9 @@ from pathlib import Path
 
 import torch
 
-from ferrylm.data import read_jsonl
 from ferrylm.eval.heldout import examples as heldout
 from ferrylm.eval.heldout.loss import answered, example_losses, padded
-from ferrylm.manifest import read_record
+from ferrylm.manifest import read_jsonl, read_record
 from ferrylm.models import load_model, load_tokenizer
 
 

@@ -43,8 +43,8 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> dict:
 def main() -> None:
     from transformers import AutoModelForCausalLM
 
-    from ferrylm.data import read_jsonl
     from ferrylm.export.vllm_quant import load_compressed, write_compressed
+    from ferrylm.manifest import read_jsonl
     from ferrylm.models import load_tokenizer
     from ferrylm.prompts import user_message
     from ferrylm.serve import VllmServer, free_port

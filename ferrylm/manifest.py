@@ -94,6 +94,18 @@ class StageRecord:
         return self
 
 
+def read_jsonl(path: str | Path, limit: int | None = None) -> list[dict]:
+    """The rows of a JSONL file a stage wrote, the first `limit` of them."""
+    rows = []
+    with open(path) as fh:
+        for line in fh:
+            if line.strip():
+                rows.append(json.loads(line))
+            if limit and len(rows) == limit:
+                break
+    return rows
+
+
 def read_record(stage_dir: str | Path) -> dict:
     """A finished stage's record; refuses outputs written after it (a re-run that was killed)."""
     path = Path(stage_dir) / "record.json"

@@ -43,7 +43,7 @@ def explain_message(code: str, language: str = "python") -> str:
 
 
 def file_question(path: str, name: str, language: str, shown: str, prompt_code: str) -> str:
-    """The generate question with the file shown (data/file_context.py cuts and trims it): the eval's own-code
+    """The generate question with the file shown (source/file_context.py cuts and trims it): the eval's own-code
     tasks are asked so, and data.tasks `file` trains it. The answer is the body alone."""
     return (
         f"Here is `{path}`, with the body of `{name}` cut out and marked `{hole_marker(language)}`:\n\n"

@@ -93,6 +93,85 @@ def test_no_import_goes_back_up_from_the_core_to_a_stage():
     assert not up, sorted(up)
 
 
+# What a stage may import of another: what that stage wrote (its rows, its examples file) or what it runs (the
+# endpoint, the Triton layout, the verdict lines, the canary's tasks). What two stages both know about source code
+# lives below them, in ferrylm/source/; the records' reader (read_jsonl) in the core.
+INTERFACES = {
+    "ferrylm.data.encode": "the tokenized rows (load_rows, ArrowRows) training, export's calibration and bench read",
+    "ferrylm.data.shots": "the few-shot examples file the data stage writes and the eval's few-shot base reads",
+    "ferrylm.serve": "the endpoint the eval starts and stops",
+    "ferrylm.serve.client": "the endpoint's client the eval asks through",
+    "ferrylm.serve.process": "the served process the review drives",
+    "ferrylm.serve.stage": "the endpoint bench's load test starts",
+    "ferrylm.export.triton": "the Triton repository's layout the eval serves",
+    "ferrylm.export.onnx": "the exported graph bench's decode benchmark runs",
+    "ferrylm.review": "the review the eval's report ends with",
+    "ferrylm.review.verdict": "the verdict lines the report leads with",
+    "ferrylm.eval.tasks.benchmark": "the canary's tasks, asked while training",
+    "ferrylm.eval.tasks.humaneval": "the canary's tasks, asked while training",
+}
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def _crossings(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Each import of one stage's module by another stage's, but the named interfaces."""
+    return {
+        (a, e)
+        for a, edges in graph.items()
+        for e in edges
+        if _stage(a) and _stage(e) and _stage(a) != _stage(e) and e not in INTERFACES
+    }
+
+
+def test_a_stage_imports_of_another_only_what_it_wrote_or_runs():
+    assert _crossings(_graph()) == set()
+    assert set(INTERFACES) <= set(_graph()), "an interface named that no longer exists: take it out"
+
+
+def test_a_crossing_is_found():
+    graph = {"ferrylm.eval.repo.tasks": {"ferrylm.data.spans", "ferrylm.source.spans", "ferrylm.data.shots"}}
+    assert _crossings(graph) == {("ferrylm.eval.repo.tasks", "ferrylm.data.spans")}
+
+
+def test_what_we_know_of_source_code_imports_no_stage():
+    up = {(a, e) for a, edges in _graph().items() if a.startswith("ferrylm.source") for e in edges if _stage(e)}
+    assert up == set()
+
+
+def _private_crossings() -> list[str]:
+    """A name with a leading underscore imported from another package (a subpackage counts as another)."""
+    modules = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    found = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rsplit(".", 1)[0]
+            target = f"{base}.{node.module}" if node.module else base
+            home = (
+                target
+                if target == package or (PACKAGE.parent / target.replace(".", "/")).is_dir()
+                else target.rsplit(".", 1)[0]
+            )
+            found += [
+                f"{name}: {a.name} of {target}"
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__") and home != package
+            ]
+    return found
+
+
+def test_no_private_name_crosses_a_package():
+    assert _private_crossings() == []
+
+
 def test_a_found_cycle_is_reported():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 

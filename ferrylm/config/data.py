@@ -22,7 +22,7 @@ class DataConfig(_Section):
     """Each source is a directory of repositories (every entry directly under it is one repository: the unit of
     the train/eval split), "stdlib" (this interpreter's standard library), "site-packages" (the packages
     installed for it) or "go-stdlib" (six small packages of Go's standard library with their tests, each a
-    repository: data/go_std.py; none where Go is not installed)."""
+    repository: source/go_std.py; none where Go is not installed)."""
     manifest: str | None = None
     """Optional YAML listing repositories with their priority and language (`ferrylm manifest ROOT` writes one
     from the seed's <priority>/<language>/<repo> layout); scanned after `sources`."""

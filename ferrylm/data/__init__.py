@@ -9,6 +9,6 @@ packed, position_ids), eval.jsonl (held-out prompts and references for parity an
 stats.md / lengths.png.
 """
 
-from .stage import EmptyCorpus, eval_units, read_jsonl, run_data
+from .stage import EmptyCorpus, eval_units, run_data
 
-__all__ = ["EmptyCorpus", "eval_units", "read_jsonl", "run_data"]
+__all__ = ["EmptyCorpus", "eval_units", "run_data"]

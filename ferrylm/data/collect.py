@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from ..config import DataConfig
+from ..source.pairs import Pair, extract_pairs
 from .clean import MinHasher, NearDuplicates, content_key, generated_or_minified, is_config_file, scrub_secrets
 from .corpus import FileRef, ScanStats, cpp_headers, read_checked, trees, walk
-from .pairs import Pair, extract_pairs
 
 
 @dataclass
@@ -83,7 +83,7 @@ def _process(ref: FileRef):
 def _pairs(text: str, ref: FileRef, cfg: DataConfig) -> tuple[list[Pair], str | None]:
     """The file's pairs, or none and the reason its parser failed: one file never stops the stage
     (a deeply nested expression makes `ast` raise RecursionError, a parser may run out of memory)."""
-    from .pairs_ts import extract_pairs_ts, supported
+    from ..source.pairs_ts import extract_pairs_ts, supported
 
     try:
         if ref.language == "python":

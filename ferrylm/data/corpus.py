@@ -25,7 +25,7 @@ import yaml
 from ..config import DataConfig
 from ..errors import FerryError
 from ..log import get_logger
-from . import go_std
+from ..source import go_std
 
 log = get_logger("data")
 LANGUAGES = {

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import random
 
+from ..source.pairs import Pair
+from ..source.test_files import is_test_file
 from .file_examples import SPAN_LANGUAGES, FileSpans, in_repo
-from .holdout import HeldOutFunctions, drawable, drawn, is_test_file
-from .pairs import Pair
+from .holdout import HeldOutFunctions, drawable, drawn
 
 
 def chosen_pairs(

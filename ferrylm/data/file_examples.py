@@ -8,9 +8,10 @@ import os
 from pathlib import Path
 
 from ..prompts import assistant_message, file_question
-from .file_context import CHARS_PER_TOKEN, trimmed, with_hole
-from .holdout import HeldOutFunctions, is_test_file, words_in
-from .spans import LANGUAGES, functions
+from ..source.file_context import CHARS_PER_TOKEN, trimmed, with_hole
+from ..source.spans import LANGUAGES, functions
+from ..source.test_files import is_test_file
+from .holdout import HeldOutFunctions, words_in
 
 SPAN_LANGUAGES = set(LANGUAGES.values())
 
@@ -44,7 +45,7 @@ class FileSpans:
 
 class FileShown:
     """data.tasks `file`: a training function's generate question asked with its file shown, as the eval asks
-    (data/file_context.py), the body of every held-out function in that file, and of every near copy of one (a
+    (source/file_context.py), the body of every held-out function in that file, and of every near copy of one (a
     twin in another repository), cut out too."""
 
     def __init__(self, spans: FileSpans, held_out: HeldOutFunctions, d, roots: dict):

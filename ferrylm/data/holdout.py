@@ -12,28 +12,16 @@ function is wasted on one no test can check.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 
+from ..source.pairs import called_name
 from .clean import MinHasher, NearDuplicates
-from .pairs import called_name
-
-# test directories; Python's test_*.py and *_test.py, Go's *_test.go, Java's *Test(s).java and Test*.java,
-# C++'s test_*.cc and *_test(s).cc (and .cpp, .cxx)
-TEST_FILE = re.compile(
-    r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.(?:py|cc|cpp|cxx)$|_test\.(?:py|go)$"
-    r"|_tests?\.(?:cc|cpp|cxx)$|Tests?\.java$|(?:^|/)Test[^/]*\.java$"
-)
 
 
 def drawn(seed: int, source: str, share: float) -> bool:
     """Whether the function `source` is among the held-out share (a seeded hash: stable across runs)."""
     digest = hashlib.sha256(f"{seed}:function:{source}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 < share
-
-
-def is_test_file(path_in_repo: str) -> bool:
-    return bool(TEST_FILE.search(path_in_repo.replace(os.sep, "/")))
 
 
 def words_in(text: str) -> set[str]:

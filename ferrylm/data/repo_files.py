@@ -13,10 +13,11 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..prompts import IGNORE_INDEX
+from ..source.file_context import CHARS_PER_TOKEN, cut_out
+from ..source.test_files import is_test_file
 from .encode import Encoder, cpt_examples, document_end_id, fim_token_ids
-from .file_context import CHARS_PER_TOKEN, cut_out
 from .file_examples import FileShown, in_repo
-from .holdout import drawn, is_test_file
+from .holdout import drawn
 
 # (repository name, file separator) tokens: Qwen2.5-Coder's, then the StarCoder family's (SmolLM2)
 _REPO_TOKENS = [("<|repo_name|>", "<|file_sep|>"), ("<repo_name>", "<file_sep>")]

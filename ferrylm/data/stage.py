@@ -20,7 +20,8 @@ from ..log import get_logger
 from ..manifest import StageRecord, locked_stage, sha256_file, temporary_name, write_json_atomic, write_text_atomic
 from ..models import load_tokenizer, resolve_model_path
 from ..prompts import IGNORE_INDEX, render_messages, task_turns
-from . import cpt, draw, library, repo_files
+from ..source import library
+from . import cpt, draw, repo_files
 from .collect import CleanStats, collect
 from .corpus import ScanStats, repository_roots
 from .encode import ArrowRows, Packer
@@ -38,18 +39,6 @@ log = get_logger("data")
 
 class EmptyCorpus(FerryError, ValueError):
     pass
-
-
-def read_jsonl(path: str | Path, limit: int | None = None) -> list[dict]:
-    """The rows of a JSONL file written by this stage, the first `limit` of them."""
-    rows = []
-    with open(path) as fh:
-        for line in fh:
-            if line.strip():
-                rows.append(json.loads(line))
-            if limit and len(rows) == limit:
-                break
-    return rows
 
 
 def eval_units(units: list[str], fraction: float, seed: int) -> set[str]:

@@ -10,10 +10,17 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config import Config
-from ..data import read_jsonl
 from ..errors import FerryError
 from ..log import get_logger
-from ..manifest import StageRecord, locked_stage, read_record, stage_lock, write_json_atomic, write_text_atomic
+from ..manifest import (
+    StageRecord,
+    locked_stage,
+    read_jsonl,
+    read_record,
+    stage_lock,
+    write_json_atomic,
+    write_text_atomic,
+)
 from ..models import resolve_model_path
 from ..serve.client import use_api_key
 from .execution.queue import ExecutionQueue

@@ -11,11 +11,10 @@ from pathlib import Path
 import torch
 
 from ..config import Config
-from ..data import read_jsonl
 from ..diskspace import out_of_space
 from ..errors import FerryError
 from ..log import get_logger
-from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha256_tree, write_json_atomic
+from ..manifest import StageRecord, locked_stage, read_jsonl, read_record, sha256_file, sha256_tree, write_json_atomic
 from ..models import load_model, load_tokenizer, resolve_model_path
 from .merge import MergeError, stream_merge
 from .parity import compare, parity_device, reference_outputs

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from ferrylm.eval.repo import runner
+from ferrylm.eval.repo.facts import facts_of
 
 
 def outside(repo: Path, pkg: str, rel: str, cache: Path) -> list[float]:
@@ -35,10 +36,10 @@ def outside(repo: Path, pkg: str, rel: str, cache: Path) -> list[float]:
 
 def sandboxed(repo: Path, pkg: str, rel: str) -> list[float]:
     src, times = (repo / rel).read_text(), []
-    with runner.sandbox(repo, 120, 1) as box:
+    with runner.sandbox(facts_of(repo, "go", "go test ./..."), 120, 1) as box:
         for i in range(4):
             t0 = time.perf_counter()
-            status = runner.run(box, repo, f"go test -count=1 ./{pkg}/", {rel: src + f"\n// {i}\n"}).status
+            status = runner.run(box, f"go test -count=1 ./{pkg}/", {rel: src + f"\n// {i}\n"}).status
             times.append(round(time.perf_counter() - t0, 2))
             assert status == "passed", status
     return times
@@ -55,7 +56,7 @@ def with_warm_cache(warm: Path, trimpath: bool):
         copy = f" && cp -r {warm} .gocache && chmod -R u+w .gocache && cp -r "
         return {**code, "steps": [[shell, opt, script.replace(" && cp -r ", copy, 1)]]}
 
-    runner.program, runner.binds_for = warmed, lambda roots: binds(roots) + [str(warm)]
+    runner.program, runner.binds_for = warmed, lambda packages: binds(packages) + [str(warm)]
     runner.GO_ENV = env.replace("GOFLAGS=-mod=mod", f"GOFLAGS={flag}")
     return lambda: (
         setattr(runner, "program", program),

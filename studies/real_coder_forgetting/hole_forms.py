@@ -21,12 +21,12 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ferrylm.data.file_context import CHARS_PER_TOKEN, cut_out, trimmed
-from ferrylm.data.spans import functions
 from ferrylm.eval.repo import context
 from ferrylm.eval.repo.splice import body_from_reply, execute, task_file
 from ferrylm.eval.report.paired import mcnemar_exact
 from ferrylm.prompts import LANGUAGE_NAMES, extract_code, hole_marker
+from ferrylm.source.file_context import CHARS_PER_TOKEN, cut_out, trimmed
+from ferrylm.source.spans import functions
 
 
 def gone_question(task: dict, budget_tokens: int) -> str:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from common import run_tracks  # this folder's: the sweep's tracks
 
-from ferrylm.data import read_jsonl
 from ferrylm.eval.tasks import benchmark
+from ferrylm.manifest import read_jsonl
 
 
 def execute_missing(cfg, tracks, work: Path, label: str) -> None:

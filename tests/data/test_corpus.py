@@ -3,7 +3,7 @@ import os
 import pytest
 
 from ferrylm.config import load_config
-from ferrylm.data import EmptyCorpus, go_std, run_data
+from ferrylm.data import EmptyCorpus, run_data
 from ferrylm.data.collect import CleanStats, collect
 from ferrylm.data.corpus import (
     ManifestError,
@@ -15,6 +15,7 @@ from ferrylm.data.corpus import (
     trees,
     walk,
 )
+from ferrylm.source import go_std
 
 GOOD = "def f(x):\n    return x\n" * 8  # 16 lines, 200 chars
 

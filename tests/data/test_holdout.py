@@ -3,8 +3,9 @@ near-duplicate check against their bodies, and which files count as tests."""
 
 from types import SimpleNamespace
 
-from ferrylm.data.holdout import HeldOutFunctions, drawable, drawn, is_test_file, words_in
-from ferrylm.data.pairs import Pair
+from ferrylm.data.holdout import HeldOutFunctions, drawable, drawn, words_in
+from ferrylm.source.pairs import Pair
+from ferrylm.source.test_files import is_test_file
 
 BODY = (
     "    total = 0\n    count = 0\n    for value in values:\n        if value is None:\n            continue\n"

@@ -95,8 +95,8 @@ def test_a_held_out_function_is_taken_out_whole_and_the_rest_keeps_its_place(lan
     """No stub is left where a held-out function was (a placeholder body taught the model to answer a hole with
     its marker): its decorators, doc comment, signature and body go; the kept function's hole still lands on
     its own body."""
-    from ferrylm.data.file_context import cut_out, with_hole
-    from ferrylm.data.spans import functions
+    from ferrylm.source.file_context import cut_out, with_hole
+    from ferrylm.source.spans import functions
 
     fns = {f.name.rsplit(".", 1)[-1].lower(): f for f in functions(text, "f", language, documented=True)}
     held, kept = fns["held"], fns["kept"]

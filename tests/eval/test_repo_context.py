@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ferrylm.data.spans import functions
 from ferrylm.eval.repo import context
 from ferrylm.prompts import hole_marker
+from ferrylm.source.spans import functions
 
 PY = '''"""A module."""
 import re

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ferrylm.data.spans import functions
 from ferrylm.eval.repo import find_tasks
 from ferrylm.eval.repo.functions import constant_stubs, stub
 from ferrylm.eval.repo.tasks import write_tasks
 from ferrylm.eval.repo.wrong_values import go_results
+from ferrylm.source.spans import functions
 
 PY_LIB = '''
 class Version:

@@ -4,10 +4,10 @@ duplicate of its hidden body, within its budget, asked above the same question, 
 import json
 import sqlite3
 
-from ferrylm.data import library
 from ferrylm.eval.repo.retrieval import holds_body, snippets, with_retrieval
 from ferrylm.eval.tasks import humaneval
 from ferrylm.eval.tasks.benchmark import Track
+from ferrylm.source import library
 
 BODY = "    total = 0\n    for item in items:\n        total += item.price * item.count\n    return total\n"
 TASK = {

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from ferrylm.data import go_std
 from ferrylm.data.corpus import ManifestError, load_manifest
-from ferrylm.data.spans import LANGUAGES, functions
 from ferrylm.eval.repo import find_tasks, score
 from ferrylm.eval.repo.functions import stub
 from ferrylm.eval.repo.tasks import source_functions
+from ferrylm.source import go_std
+from ferrylm.source.spans import LANGUAGES, functions
 
 LIB = '''
 def add(a, b):
@@ -144,9 +144,11 @@ def test_found_tasks_are_kept_and_found_again_when_anything_they_depend_on_chang
     repo = _python_repo(tmp_path / "r")
     calls = []
 
-    def fake_find(repo, language, asked, workers, shared=None):
+    def fake_find(facts, asked, workers, shared=None):
         calls.append(asked["only"])
-        out = tasks_mod.RepoTasks(repo.name, language, asked["command"], dropped=Counter({"its tests flake": 1}))
+        out = tasks_mod.RepoTasks(
+            facts.path.name, facts.language, asked["command"], dropped=Counter({"its tests flake": 1})
+        )
         if asked["limit"] == 1:
             out.skipped = "its tests did not finish"
             return out
@@ -868,7 +870,8 @@ def helper_{name}(x):
 
 
 def test_held_out_functions_of_training_repositories_stay_out_of_training(tmp_path, tiny_qwen2_dir, make_config):
-    from ferrylm.data import read_jsonl, run_data
+    from ferrylm.data import run_data
+    from ferrylm.manifest import read_jsonl
 
     corpus = _four_repositories(tmp_path / "repos")
     (tmp_path / "link").symlink_to(corpus)  # named through a link: the functions' paths are still the repositories'
@@ -969,7 +972,7 @@ def test_retrieval_searches_the_whole_training_repositories_not_the_draw(tmp_pat
     import sqlite3
 
     from ferrylm.data import run_data
-    from ferrylm.data.pairs import extract_pairs
+    from ferrylm.source.pairs import extract_pairs
 
     corpus = _four_repositories(tmp_path / "repos")
     cfg = make_config(

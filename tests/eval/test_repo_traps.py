@@ -314,6 +314,7 @@ def test_the_sandbox_runs_the_virtual_environment_s_python_without_the_base_inte
     import site
 
     from ferrylm.eval.repo import runner
+    from ferrylm.eval.repo.facts import facts_of
 
     base = site.getsitepackages([sys.base_prefix])
     repo = tmp_path / "r"
@@ -321,8 +322,8 @@ def test_the_sandbox_runs_the_virtual_environment_s_python_without_the_base_inte
     (repo / "check.py").write_text(
         f"import sys\nassert sys.prefix == {sys.prefix!r}, sys.prefix\nassert not set(sys.path) & set({base!r})\n"
     )
-    with runner.sandbox(repo, 60, 1) as box:
-        assert runner.run(box, repo, "python check.py").status == "passed"
+    with runner.sandbox(facts_of(repo, "python", "python check.py"), 60, 1) as box:
+        assert runner.run(box, "python check.py").status == "passed"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("anyio") is None, reason="anyio is not installed here")
@@ -330,12 +331,13 @@ def test_anyio_s_plugin_loads_where_the_repository_names_anyio_and_only_there(tm
     """anyio's pytest plugin costs each start of pytest half its time: the sandbox leaves it out unless the
     repository names anyio."""
     from ferrylm.eval.repo import runner
+    from ferrylm.eval.repo.facts import facts_of
 
     repo = tmp_path / "r"
     repo.mkdir()
     test = "def test_plugin(pytestconfig):\n    assert {}pytestconfig.pluginmanager.has_plugin({})\n"
     (repo / "test_plugin.py").write_text(test.format("not ", '"any" + "io"'))  # the name nowhere in the repository
-    with runner.sandbox(repo, 60, 1) as box:
-        assert runner.run(box, repo, "pytest -q").status == "passed"
+    with runner.sandbox(facts_of(repo, "python", "pytest -q"), 60, 1) as box:
+        assert runner.run(box, "pytest -q").status == "passed"
         (repo / "test_plugin.py").write_text(test.format("", '"anyio"'))
-        assert runner.run(box, repo, "pytest -q").status == "passed"
+        assert runner.run(box, "pytest -q").status == "passed"

@@ -70,8 +70,8 @@ def test_gptq_on_smollm2_keeps_next_token_distributions_closer_than_rounding(smo
     docs/notes/quantization.md)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ferrylm.data import read_jsonl
     from ferrylm.data.encode import load_rows
+    from ferrylm.manifest import read_jsonl
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     held_out = read_jsonl(tiny_data_run / "data" / "eval.jsonl", 4)

@@ -51,7 +51,7 @@ class Outcome:
 
 
 @lru_cache(maxsize=1)
-def _python() -> tuple[str, str]:
+def real_python() -> tuple[str, str]:
     """The real interpreter binary and its install prefix (a venv's python is a link to it)."""
     return os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix)
 
@@ -78,7 +78,7 @@ def _bind_args(binds: tuple[str, ...] = ()) -> list[str]:
     libraries, a virtual environment), each at its own path or, given as "SRC=PATH", at PATH. Mounted
     after the private /tmp, so a directory under /tmp is seen, not hidden by it."""
     args = []
-    for bind in ([] if _python()[1].startswith("/usr/") else [_python()[1]]) + list(binds):
+    for bind in ([] if real_python()[1].startswith("/usr/") else [real_python()[1]]) + list(binds):
         src, path = bind.split("=", 1) if "=" in bind else (bind, bind)  # "SRC=PATH": SRC seen at PATH
         # Programs run as another uid: the directories leading to the path (pyenv, a cache under
         # /root) are made open in the sandbox; their other contents are not there.
@@ -139,7 +139,7 @@ def _usable(cmd: tuple[str, ...]) -> bool:
     try:
         return (
             subprocess.run(
-                [*cmd, _python()[0], "-I", "-S", "-c", "pass"], capture_output=True, timeout=30, env={}
+                [*cmd, real_python()[0], "-I", "-S", "-c", "pass"], capture_output=True, timeout=30, env={}
             ).returncode
             == 0
         )
@@ -176,7 +176,7 @@ class _Worker:
         # -S: no site-packages (programs see the standard library only, and start-up is faster);
         # -c: the sandbox's own root does not hold this package, so its source travels as an argument.
         argv = [
-            _python()[0],
+            real_python()[0],
             "-I",
             "-S",
             "-B",

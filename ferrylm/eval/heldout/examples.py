@@ -16,8 +16,8 @@ import re
 
 import sacrebleu
 
-from ...data.pairs import called_name
 from ...prompts import code_block_closed, extract_code
+from ...source.pairs import called_name
 from ..progress import pool_map
 from ..replies.summary import summary_from_reply
 from . import smooth_bleu

@@ -7,8 +7,8 @@ import ast
 import re
 import textwrap
 
-from ...data.pairs import called_name, parse
 from ...prompts import extract_code
+from ...source.pairs import called_name, parse
 
 
 def completion_from_reply(problem: dict, reply: str) -> str:

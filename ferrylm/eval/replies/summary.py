@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from ...data.summary import comment_text, first_paragraph
+from ...source.summary import comment_text, first_paragraph
 
 _FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _TRIPLE = re.compile(r'[rRuUbB]?("""|\'\'\')(.*?)(?:\1|\Z)', re.S)

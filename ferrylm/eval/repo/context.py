@@ -6,8 +6,8 @@ the function to a token budget. `eval.repo_context=file` (the default) asks ever
 
 from __future__ import annotations
 
-from ...data.file_context import CHARS_PER_TOKEN, hole_around, trimmed
 from ...prompts import file_question
+from ...source.file_context import CHARS_PER_TOKEN, hole_around, trimmed
 from .splice import task_file
 
 

@@ -1,4 +1,4 @@
-"""A repository's functions (data/spans.py: found as spans of their files) blanked, to prove a task's tests.
+"""A repository's functions (source/spans.py: found as spans of their files) blanked, to prove a task's tests.
 
 Blanking proves a task's tests exercise its function, two ways (each must fail at least one test):
 - `raising`: the body raises (Python) or panics (Go);
@@ -24,8 +24,8 @@ from __future__ import annotations
 import ast
 import re
 
-from ...data.pairs import parse
-from ...data.spans import Function, body_indent, closing, python_nodes, splice
+from ...source.pairs import parse
+from ...source.spans import Function, body_indent, closing, python_nodes, splice
 from . import wrong_values
 from .wrong_values import JAVA_BOXED, cpp_wrong, go_results, go_wrong, java_wrong, rust_wrong
 

@@ -9,9 +9,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...data import go_std
-from ...data.pairs import parse
-from ...data.spans import Function
+from ...source.pairs import parse
+from ...source.spans import Function
 from . import runner, suite
 from .functions import constant_stubs, stub
 
@@ -26,17 +25,17 @@ class Verdict:
 
 
 def prove(
-    box, repo: Path, fn: Function, command: str, runs: int, tests: dict[str, str], left_out: set[str] = frozenset()
+    box, fn: Function, command: str, runs: int, tests: dict[str, str], left_out: set[str] = frozenset()
 ) -> tuple[dict | None, Verdict]:
     """(the task of `fn`, Verdict()) when its tests pass with its body and fail with both blanked bodies and
-    with every constant body; else (None, the verdict)."""
+    with every constant body; else (None, the verdict). `box`: the repository's sandbox (runner.sandbox)."""
     files = [m for m in suite.mentions(tests, fn) if m not in left_out]
     cmd = suite.narrowed(command, fn.language, files)
-    text = (repo / fn.file).read_text()
+    text = (box.facts.path / fn.file).read_text()
     times = []
     for i in range(runs):
         t0 = time.perf_counter()
-        status = runner.run(box, repo, cmd).status
+        status = runner.run(box, cmd).status
         times.append(time.perf_counter() - t0)
         if status != "passed":
             why = "its tests fail when run alone" if i == 0 else "its tests flake (pass, then fail)"
@@ -50,7 +49,7 @@ def prove(
             return None, Verdict(f"its result ({fn.kind.strip()}) has no wrong value ferrylm can write")
         if fn.language == "python" and not _parses(blanked):
             return None, Verdict(f"its {how} stub does not compile", "Python's parser refuses it")
-        status = runner.run(box, repo, stubbed, {fn.file: blanked}, timeout).status
+        status = runner.run(box, stubbed, {fn.file: blanked}, timeout).status
         if _not_compiled(status, fn.file):
             return None, Verdict(f"its {how} stub does not compile", status.removeprefix("failed: "))
         if status == "passed":
@@ -58,7 +57,7 @@ def prove(
                 "its tests pass with a raising body" if how == "raising" else "its tests pass with a wrong value"
             )
     # a constant that loops its tests (a `popitem` that removes nothing) is cut off at twice the tests' own time
-    if free := _constant_passing(box, repo, fn, stubbed, text, round(max(3.0, 2 * reference_s + 1), 1)):
+    if free := _constant_passing(box, fn, stubbed, text, round(max(3.0, 2 * reference_s + 1), 1)):
         return None, Verdict(f"its tests pass with `{free}`")
     return {
         **fn.as_dict(),
@@ -72,20 +71,20 @@ def prove(
     }, None
 
 
-def _constant_passing(box, repo: Path, fn: Function, cmd: str, text: str, timeout: float) -> str | None:
+def _constant_passing(box, fn: Function, cmd: str, text: str, timeout: float) -> str | None:
     """The first constant body (functions.constant_stubs) the function's tests pass with, or None. The constants
     are tried in one sandbox run that stops at the first passing one; only then is each tried alone to name it. A
     constant that does not compile (a type with no such default) is one no model's reply can be: skipped."""
     stubs = [
         (body, blanked) for body, blanked in constant_stubs(fn, text) if fn.language != "python" or _parses(blanked)
     ]
-    together = len(stubs) > 1 and not go_std.std_package(repo)
+    together = len(stubs) > 1 and not box.facts.in_place
     if together:
         alternatives = [{fn.file: blanked} for _, blanked in stubs]
-        if runner.run_alternatives(box, repo, cmd, alternatives, timeout).status != "passed":
+        if runner.run_alternatives(box, cmd, alternatives, timeout).status != "passed":
             return None
     for body, blanked in stubs:
-        if runner.run(box, repo, cmd, {fn.file: blanked}, timeout).status == "passed":
+        if runner.run(box, cmd, {fn.file: blanked}, timeout).status == "passed":
             return body
     return "a constant body (passed once of two tries)" if together else None
 

@@ -1,5 +1,5 @@
 """Retrieval, the rival a team would try before fine-tuning: each repository task's question with the k
-functions that best match its signature and doc comment shown above it (eval.retrieval_k, data/library.py's
+functions that best match its signature and doc comment shown above it (eval.retrieval_k, source/library.py's
 BM25 index of the training functions). A held-out function of a training repository is shown its own
 repository's training functions only (a team's tools search the repository they work in); a held-out
 repository, which has none there, the best of the training repositories'. Never the task's own function,
@@ -13,8 +13,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from ...data import library
-from ...data.file_context import CHARS_PER_TOKEN
+from ...source import library
+from ...source.file_context import CHARS_PER_TOKEN
 from ..tasks.benchmark import Track
 
 SHINGLE = 5  # tokens per shingle when comparing a retrieved function with the hidden body

@@ -26,10 +26,11 @@ import sysconfig
 from functools import cache
 from pathlib import Path
 
-from ...data import go_std
+from ...source import go_std
 from ..execution import hx_libs
-from ..execution.sandbox import Sandbox, _python, past_alternatives
+from ..execution.sandbox import Sandbox, past_alternatives, real_python
 from . import reason
+from .facts import RepoFacts
 
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
 GO_VARS = dict(kv.split("=", 1) for kv in GO_ENV.split())  # the same, for a process started here
@@ -108,7 +109,7 @@ def _interpreter() -> str:
     """What `python` and `pytest` run in the sandbox: a virtual environment's own python, whose pyvenv.cfg keeps
     the base interpreter's site-packages (and the pytest plugins installed there) out, as outside the sandbox;
     else the interpreter's real binary. (The call trace outside the sandbox runs sys.executable too.)"""
-    return sys.executable if _venv() else _python()[0]
+    return sys.executable if _venv() else real_python()[0]
 
 
 def _tools() -> dict[str, str]:
@@ -141,14 +142,16 @@ LIMITS = {"memory_mb": 4096, "file_mb": 256, "nproc": 256}
 REPO_IN_SANDBOX = "/ferrylm-repo"
 
 
-def run(box: Sandbox, repo: Path, command: str, replaced: dict[str, str] | None = None, timeout_s: float | None = None):
-    """The outcome of `command` on a copy of `repo` with `replaced` ({path in repo: text}) written over it."""
+def run(box: Sandbox, command: str, replaced: dict[str, str] | None = None, timeout_s: float | None = None):
+    """The outcome of `command` on a copy of the sandbox's repository with `replaced` ({path in repo: text})
+    written over it."""
+    facts = box.facts
     # a standard-library package is run where it is (GOROOT is in the sandbox's /usr)
-    seen_at = str(repo) if box.isolation == "unconfined" or go_std.std_package(repo) else REPO_IN_SANDBOX
-    return box.run(program(seen_at, command, replaced, getattr(box, "deps", None)), timeout_s)
+    seen_at = str(facts.path) if box.isolation == "unconfined" or facts.in_place else REPO_IN_SANDBOX
+    return box.run(program(seen_at, command, replaced, box.deps, facts.std_package), timeout_s)
 
 
-def run_alternatives(box: Sandbox, repo: Path, command: str, alternatives: list[dict[str, str]], each_s: float):
+def run_alternatives(box: Sandbox, command: str, alternatives: list[dict[str, str]], each_s: float):
     """The outcome of `command` tried on the copy with each of `alternatives` ({path in repo: text}) written
     over it in turn, in one sandbox run: passed as soon as one passes (a repository outside GOROOT). Each try
     has `each_s` seconds: one that hangs (a constant `popitem` in a loop that waits for it) fails alone
@@ -159,17 +162,20 @@ def run_alternatives(box: Sandbox, repo: Path, command: str, alternatives: list[
         "{ " + "".join(f"cp ../alt_{k}_{i} {shlex.quote(p)} && " for i, p in enumerate(alt)) + f"{limited} ; }}"
         for k, alt in enumerate(alternatives)
     )
-    seen_at = str(repo) if box.isolation == "unconfined" else REPO_IN_SANDBOX
-    code = program(seen_at, tries, None, getattr(box, "deps", None))
+    seen_at = str(box.facts.path) if box.isolation == "unconfined" else REPO_IN_SANDBOX
+    code = program(seen_at, tries, None, box.deps)
     code["files"] |= files
     return box.run(code, (each_s + 2) * len(alternatives) + 10)
 
 
-def program(repo: str, command: str, replaced: dict[str, str] | None = None, deps: str | None = None) -> dict:
+def program(
+    repo: str, command: str, replaced: dict[str, str] | None = None, deps: str | None = None, package: str | None = None
+) -> dict:
     """The sandbox program that copies the repository (seen at `repo`), writes `replaced` and runs `command`;
-    a package of Go's standard library is not copied: `replaced` is laid over it by `go test -overlay`."""
+    a package of Go's standard library (`package`, its import path) is not copied: `replaced` is laid over it
+    by `go test -overlay`."""
     files = {f"replaced_{i}": text for i, text in enumerate((replaced or {}).values())} | _tools()
-    if package := go_std.std_package(repo):
+    if package:
         # the compiler names a laid-over file by its replacement's path: keep the file's own name at its end
         over = {path: f"replaced_{i}_{Path(path).name}" for i, path in enumerate(replaced or {})}
         files |= {over[path]: files.pop(f"replaced_{i}") for i, path in enumerate(over)}
@@ -183,7 +189,7 @@ def program(repo: str, command: str, replaced: dict[str, str] | None = None, dep
     script = (
         f"{start} && {{ {command} ; }} > $HOME/test_output.txt 2>&1; code=$?; "
         'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
-        f"{_python()[0]} -I -S $HOME/ferrylm_reason.py $HOME/test_output.txt > $HOME/reason.txt; fi; exit $code"
+        f"{real_python()[0]} -I -S $HOME/ferrylm_reason.py $HOME/test_output.txt > $HOME/reason.txt; fi; exit $code"
     )
     return {"files": files, "steps": [["/bin/sh", "-c", script]]}
 
@@ -206,10 +212,9 @@ def go_std_cache(package: str) -> str:
     return os.path.join(hx_libs.prepared(f"{version}-{package.replace('/', '-')}", build, under="go-std"), "cache")
 
 
-def binds_for(roots: list[str]) -> list[str]:
-    """What the sandbox must see, beside the repositories, to run the tests of these roots: the warm caches
-    of Go's standard-library packages, and GOROOT where it lies outside /usr."""
-    packages = [p for r in roots if (p := go_std.std_package(r))]
+def binds_for(packages: list[str]) -> list[str]:
+    """What the sandbox must see, beside the repositories, to run the tests of Go's standard-library `packages`
+    (import paths; facts.py): their warm build caches, and GOROOT where it lies outside /usr."""
     root = go_std.goroot()
     return [go_std_cache(p) for p in packages] + ([root] if packages and not root.startswith("/usr/") else [])
 
@@ -228,17 +233,17 @@ def _prelude_in_goroot(package: str) -> str:
 
 
 def sandbox(
-    repo: Path, timeout_s: float, slots: int = 2, unconfined: bool = False, deps: str | None = None, shared=None
+    facts: RepoFacts, timeout_s: float, slots: int = 2, unconfined: bool = False, deps: str | None = None, shared=None
 ) -> Sandbox:
-    """A sandbox that sees `repo` (read-only), this interpreter's packages and the repository's test
-    requirements (`deps`, test_deps()); files up to 256 MB. `shared`: a semaphore whose slots it takes turns
-    at with other repositories' sandboxes."""
-    binds = [f"{repo.resolve()}={REPO_IN_SANDBOX}", *site_binds()]
-    binds += binds_for([str(repo)]) + ([deps] if deps else [])
+    """A sandbox that sees the repository of `facts` (read-only), this interpreter's packages and the repository's
+    test requirements (`deps`, test_deps()); files up to 256 MB. `shared`: a semaphore whose slots it takes turns
+    at with other repositories' sandboxes. run() asks it for the repository's facts."""
+    binds = [f"{facts.path.resolve()}={REPO_IN_SANDBOX}", *site_binds()]
+    binds += binds_for([facts.std_package] if facts.std_package else []) + ([deps] if deps else [])
     box = Sandbox(
         slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else (), shared=shared
     )
-    box.deps = deps
+    box.facts, box.deps = facts, deps
     return box
 
 

@@ -19,6 +19,7 @@ from ..replies.python import python_body
 from ..tasks.benchmark import summarise
 from ..tasks.humaneval import SamplesError
 from . import runner
+from .facts import facts_of
 
 
 def read_tasks(path: str | Path) -> list[dict]:
@@ -79,11 +80,13 @@ def execute(
         mine = [i for i, (t, _) in enumerate(samples) if by_id[t]["repo"] == repo]
         longest = max(by_id[samples[i][0]]["timeout_s"] for i in mine)
         deps = next((by_id[samples[i][0]].get("test_deps") for i in mine), None)
-        with runner.sandbox(Path(repo), longest, workers, unconfined, deps) as box:
+        first = by_id[samples[mine[0]][0]]
+        facts = facts_of(Path(repo), first["language"], first["command"])
+        with runner.sandbox(facts, longest, workers, unconfined, deps) as box:
 
             def one(i: int) -> dict:
                 task = by_id[samples[i][0]]
-                out = runner.run(box, Path(repo), task["command"], {task["file"]: texts[i]}, task["timeout_s"])
+                out = runner.run(box, task["command"], {task["file"]: texts[i]}, task["timeout_s"])
                 return {
                     "task_id": task["task_id"],
                     "passed": out.status == "passed",

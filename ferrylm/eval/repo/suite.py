@@ -10,9 +10,8 @@ import re
 import shlex
 from pathlib import Path
 
-from ...data import go_std
-from ...data.holdout import is_test_file
-from ...data.pairs import called_name, parse
+from ...source.pairs import called_name, parse
+from ...source.test_files import is_test_file
 
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".tox", ".pytest_cache"}
 
@@ -52,9 +51,10 @@ def _rust_unit_tests(repo: Path) -> bool:
     )
 
 
-def detect_command(repo: Path, language: str) -> str | None:
+def detect_command(repo: Path, language: str, std_package: str | None = None) -> str | None:
     """The test command a repository of this language most likely runs, or None without tests (Java and
-    C++: always None, their builds vary too much; the manifest's `test:` names it)."""
+    C++: always None, their builds vary too much; the manifest's `test:` names it). `std_package`: the Go
+    standard-library package `repo` is (facts.py)."""
     if language in ("java", "cpp"):
         return None
     if language == "rust":
@@ -63,7 +63,7 @@ def detect_command(repo: Path, language: str) -> str | None:
     if not test_files(repo, language):
         return None
     if language == "go":  # a standard-library package: its own tests alone, never a cached result
-        return "go test -count=1 ." if go_std.std_package(repo) else "go test ./..."
+        return "go test -count=1 ." if std_package else "go test ./..."
     try:
         import pytest  # noqa: F401 — pytest runs unittest suites too
 

@@ -18,7 +18,17 @@ from ..execution import hx_libs
 from . import suite
 
 # the modules whose code decides which functions are tasks
-FINDER = ("tasks.py", "proof.py", "functions.py", "suite.py", "runner.py", "trace.py", "reason.py", "wrong_values.py")
+FINDER = (
+    "tasks.py",
+    "facts.py",
+    "proof.py",
+    "functions.py",
+    "suite.py",
+    "runner.py",
+    "trace.py",
+    "reason.py",
+    "wrong_values.py",
+)
 
 
 class NotKept(Exception):

@@ -27,14 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ...data.holdout import is_test_file
-from ...data.pairs import without_accessor
-from ...data.spans import LANGUAGES, Function, functions
 from ...errors import FerryError
 from ...log import get_logger
 from ...manifest import write_text_atomic
+from ...source.pairs import without_accessor
+from ...source.spans import LANGUAGES, Function, functions
+from ...source.test_files import is_test_file
 from ..progress import Progress
-from . import runner, suite, task_cache, toolchain, trace
+from . import runner, suite, task_cache, trace
+from .facts import RepoFacts, facts_of
 from .proof import Verdict, prove
 
 log = get_logger("eval")
@@ -140,12 +141,11 @@ def find_tasks(
     language = language or language_of(repo)
     if language not in LANGUAGES.values():
         raise RepoTaskError(f"{repo}: repository tasks read Python, Go, Rust, Java and C++, not {language!r}")
-    command = command or suite.detect_command(repo, language)
-    tools = toolchain.named(language)
-    if tools.other is not None:
-        log.warning("repo tasks: %s: %s", repo.name, tools.other)
+    facts = facts_of(repo, language, command)  # decided here once, carried through the finding
+    if facts.toolchain.other is not None:
+        log.warning("repo tasks: %s: %s", repo.name, facts.toolchain.other)
     asked = {
-        "command": command,
+        "command": facts.command,
         "test_requires": sorted(test_requires or []),
         "only": sorted(only) if only is not None else None,
         "limit": limit,
@@ -153,13 +153,13 @@ def find_tasks(
         "suite_timeout_s": suite_timeout_s,
         "unconfined": unconfined,
         "functions": "with and without a doc comment",  # what was considered (an answer kept before: documented only)
-        "toolchain": tools.runs,  # another cargo or go: another answer
+        "toolchain": facts.toolchain.runs,  # another cargo or go: another answer
     }
     if not cache:
-        return _find(repo, language, asked, workers, shared)
+        return _find(facts, asked, workers, shared)
 
     def answer() -> dict:
-        found = _find(repo, language, asked, workers, shared)
+        found = _find(facts, asked, workers, shared)
         if found.skipped:
             raise task_cache.NotKept(found.as_json())
         return found.as_json()
@@ -171,8 +171,9 @@ def find_tasks(
     return out
 
 
-def _find(repo: Path, language: str, asked: dict, workers: int, shared=None) -> RepoTasks:
-    """find_tasks' work, for the question `asked` (the cache's key)."""
+def _find(facts: RepoFacts, asked: dict, workers: int, shared=None) -> RepoTasks:
+    """find_tasks' work on the repository of `facts`, for the question `asked` (the cache's key)."""
+    repo, language = facts.path, facts.language
     command, runs, limit = asked["command"], asked["runs"], asked["limit"]
     only = None if asked["only"] is None else set(asked["only"])
     test_requires, suite_timeout_s, unconfined = (
@@ -207,22 +208,23 @@ def _find(repo: Path, language: str, asked: dict, workers: int, shared=None) -> 
         runs,
         f", with {out.toolchain}" if out.toolchain else "",
     )
-    with runner.sandbox(repo, suite_timeout_s, workers, unconfined, deps, shared) as box:
-        suite = _suite_runs(box, repo, runs, out)
+    with runner.sandbox(facts, suite_timeout_s, workers, unconfined, deps, shared) as box:
+        suite = _suite_runs(box, runs, out)
         if suite is None:
             return out
         # without the tests left out
-        called = trace.called(repo, language, out.command, out.repo, suite_timeout_s, deps)
+        called = trace.called(facts, out.command, out.repo, suite_timeout_s, deps)
         for f in candidates if called is not None else []:
             if not _in(f, called):
                 out.drop(f, Verdict("no test calls it"))
         candidates = [f for f in candidates if called is None or _in(f, called)]
-        _prove_all(box, repo, candidates, 1 if suite == runs else runs, workers, limit, out)
+        _prove_all(box, candidates, 1 if suite == runs else runs, workers, limit, out)
     return out
 
 
-def _prove_all(box, repo: Path, candidates: list[Function], each: int, workers: int, limit, out: RepoTasks) -> None:
+def _prove_all(box, candidates: list[Function], each: int, workers: int, limit, out: RepoTasks) -> None:
     """Each candidate proved (or dropped with its reason) into `out`, until `limit` tasks."""
+    repo = box.facts.path
     left_out = set(out.deselected)  # the suite's failing tests and files: never what a task runs
     tests = {
         f: (repo / f).read_text(errors="replace") for f in suite.test_files(repo, out.language) if f not in left_out
@@ -232,7 +234,7 @@ def _prove_all(box, repo: Path, candidates: list[Function], each: int, workers: 
         for at in range(0, len(candidates), 2 * workers):
             batch = candidates[at : at + 2 * workers]
             for fn, (task, verdict) in zip(
-                batch, pool.map(lambda f: prove(box, repo, f, out.command, each, tests, left_out), batch)
+                batch, pool.map(lambda f: prove(box, f, out.command, each, tests, left_out), batch)
             ):
                 if task:
                     out.tasks.append({"task_id": f"{repo.name}/{fn.id}", "repo": str(repo), **task})
@@ -272,18 +274,18 @@ def _unrunnable(language: str, command: str | None) -> str | None:
     return None
 
 
-def _suite_runs(box, repo: Path, runs: int, out: RepoTasks) -> int | None:
+def _suite_runs(box, runs: int, out: RepoTasks) -> int | None:
     """How many of `runs` runs of the whole suite passed; None (and the reason) when none did. A pytest
     test that fails in a run is deselected on its own (at most MAX_DESELECTED, each counted) and the runs
     start again without it, so one flaky or broken test does not cost the repository or its file. A pytest
     suite that never passes and names no failing test is tried once more without the plugins installed beside
     pytest: one the project never asked for (pytest-benchmark against its own `benchmark` fixture) must not
     cost it its tasks."""
-    asked = out.command
-    passed, first_failure = _runs(box, repo, runs, out)
+    asked, repo = out.command, box.facts.path
+    passed, first_failure = _runs(box, runs, out)
     if passed == 0 and not out.deselected and suite.pytest_command(asked) and suite.AUTOLOAD_OFF not in asked:
         out.command = suite.AUTOLOAD_OFF + asked
-        passed, _ = _runs(box, repo, runs, out)
+        passed, _ = _runs(box, runs, out)
         if passed:
             log.info("repo tasks: %s: its tests pass only without the pytest plugins installed here: run so", repo.name)
         else:  # as the first runs left it: nothing deselected, the command as asked
@@ -323,13 +325,13 @@ def _not_passing(repo: Path, language: str, asked: str, failure: str, deselected
     return f"its tests do not pass as checked out ({asked}): {failure} (to see it: {see}){left}{hint}"
 
 
-def _runs(box, repo: Path, runs: int, out: RepoTasks) -> tuple[int | None, str | None]:
+def _runs(box, runs: int, out: RepoTasks) -> tuple[int | None, str | None]:
     """(passed runs of `runs`, the first failure) of out.command, deselecting failing pytest tests as they
     show; None passed (and out.skipped) when the first run timed out."""
     passed, tries, first_failure, asked = 0, 0, None, out.command
     while tries < runs:
         t0 = time.perf_counter()
-        status = runner.run(box, repo, out.command).status
+        status = runner.run(box, out.command).status
         out.suite_s = max(out.suite_s or 0, round(time.perf_counter() - t0, 2))
         tries += 1
         if status == "timed out" and not passed:

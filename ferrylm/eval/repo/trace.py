@@ -13,9 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ...data import go_std
 from ...log import get_logger
 from . import runner
+from .facts import RepoFacts
 from .reason import first_error
 
 log = get_logger("eval")
@@ -49,17 +49,16 @@ atexit.register(lambda: json.dump(sorted(_seen), open(os.environ["FERRYLM_TRACE_
 """
 
 
-def called(
-    repo: Path, language: str, command: str, name: str, timeout_s: float, deps: str | None = None
-) -> set[str] | None:
-    """The ids (file::name) of the functions the suite calls, or None when that could not be seen
+def called(facts: RepoFacts, command: str, name: str, timeout_s: float, deps: str | None = None) -> set[str] | None:
+    """The ids (file::name) of the functions the suite (`command`) calls, or None when that could not be seen
     (then every function goes on to the blanking, which decides alone)."""
+    repo, language = facts.path, facts.language
     if language not in ("python", "go"):
         return None  # no cheap coverage for Rust, Java or C++ here
     with tempfile.TemporaryDirectory(prefix="ferrylm-trace-") as tmp:
         try:
-            if language == "go" and (package := go_std.std_package(repo)):  # run in place: GOROOT is not written
-                return _go_called(repo, Path(tmp), timeout_s, package)
+            if facts.std_package:  # run in place: GOROOT is not written
+                return _go_called(repo, Path(tmp), timeout_s, facts.std_package)
             copy = Path(tmp) / "r"
             shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
             if language == "python":

@@ -12,14 +12,15 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
-from ...data import go_std
 from ...log import get_logger
 from ..replies.braces import go_body
 from ..replies.python import python_body
 from ..tasks.benchmark import Track
 from . import context, runner
+from .facts import facts_of
 from .splice import body_from_reply, spliced_text
 from .tasks import find_tasks
 
@@ -135,12 +136,19 @@ def _find(repo: dict, split: str, only: set | None, a: Asking, workers: int, sha
 def _track(split: str, language: str, tasks: list[dict], a: Asking) -> Track:
     unconfined = a.unconfined
     roots = sorted({t["repo"] for t in tasks})
-    in_place = {root for root in roots if unconfined or go_std.std_package(root)}
+    facts = {
+        root: facts_of(Path(root), language, next(t["command"] for t in tasks if t["repo"] == root)) for root in roots
+    }
+    in_place = {root for root in roots if unconfined or facts[root].in_place}
     seen_at = {root: root if root in in_place else f"{runner.REPO_IN_SANDBOX}/{i}" for i, root in enumerate(roots)}
 
     def program(task: dict, body: str) -> dict:
         return runner.program(
-            seen_at[task["repo"]], task["command"], {task["file"]: spliced_text(task, body)}, task.get("test_deps")
+            seen_at[task["repo"]],
+            task["command"],
+            {task["file"]: spliced_text(task, body)},
+            task.get("test_deps"),
+            facts[task["repo"]].std_package,
         )
 
     def from_base(task: dict, text: str) -> str:
@@ -164,7 +172,7 @@ def _track(split: str, language: str, tasks: list[dict], a: Asking) -> Track:
         binds=()
         if unconfined
         else tuple(f"{root}={seen_at[root]}" for root in roots if root not in in_place)
-        + tuple(runner.binds_for(roots))
+        + tuple(runner.binds_for([f.std_package for f in facts.values() if f.std_package]))
         + tuple(runner.site_binds())
         + tuple(sorted({t["test_deps"] for t in tasks if t.get("test_deps")})),
         timeout_s=max(t["timeout_s"] for t in tasks),

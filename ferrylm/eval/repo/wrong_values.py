@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ...data.pairs_ts import _parser
+from ...source.pairs_ts import parser
 
 GO_NUMBER = re.compile(r"^(?:u?int(?:8|16|32|64)?|uintptr|float(?:32|64)|complex(?:64|128)|byte|rune)$")
 
@@ -18,7 +18,7 @@ def go_results(result: str) -> list[str]:
     if not result.startswith("("):
         return [result]
     src = f"package p\nfunc f() {result} {{}}\n".encode()
-    fn = _parser("go").parse(src).root_node.named_children[-1]
+    fn = parser("go").parse(src).root_node.named_children[-1]
     types = []
     for p in fn.child_by_field_name("result").named_children:
         if p.type not in ("parameter_declaration", "variadic_parameter_declaration"):

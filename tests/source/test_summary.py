@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ferrylm.data.pairs_ts import extract_pairs_ts
-from ferrylm.data.summary import comment_text, summary
+from ferrylm.source.pairs_ts import extract_pairs_ts
+from ferrylm.source.summary import comment_text, summary
 
 
 def test_python_docstring_stops_at_the_first_blank_line_and_markup():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ferrylm.data.pairs_ts import extract_pairs_ts
+from ferrylm.source.pairs_ts import extract_pairs_ts
 
 JAVA = """package x;
 

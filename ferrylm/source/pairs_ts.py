@@ -32,7 +32,7 @@ _ATTRIBUTES = {"attribute_item", "marker_annotation", "annotation"}  # may sit b
 
 
 @cache
-def _parser(language: str):
+def parser(language: str):
     from tree_sitter import Language, Parser
 
     module = importlib.import_module(_SPECS[language][0])
@@ -44,7 +44,7 @@ def supported(language: str) -> bool:
     if language not in _SPECS:
         return False
     try:
-        _parser(language)
+        parser(language)
     except ImportError:
         return False
     return True
@@ -57,7 +57,7 @@ def extract_pairs_ts(
     signature alone, no summary)."""
     functions, comments, prefixes = _SPECS[language][1:]
     src = text.encode()
-    tree = _parser(language).parse(src)
+    tree = parser(language).parse(src)
     pairs = []
     stack = [tree.root_node]
     while stack:

@@ -1,4 +1,4 @@
-from ferrylm.data.pairs import extract_pairs
+from ferrylm.source.pairs import extract_pairs
 
 SRC = '''import os
 
@@ -107,7 +107,7 @@ def test_python_is_parsed_one_thread_at_a_time(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
-    from ferrylm.data import pairs
+    from ferrylm.source import pairs
 
     inside, most, real = [0], [0], ast.parse
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from .pairs import extract_pairs, header_end, parse
 from .pairs import functions_of as python_defs
-from .pairs_ts import _parser, extract_pairs_ts, function_name
+from .pairs_ts import extract_pairs_ts, function_name, parser
 
 LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust", ".java": "java", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp"}
 
@@ -151,7 +151,7 @@ def _brace_functions(
     kinds, result_field = _BRACE[language]
     src = text.encode()
     out = []
-    stack = [_parser(language).parse(src).root_node]
+    stack = [parser(language).parse(src).root_node]
     while stack:
         node = stack.pop()
         if node.type not in kinds:
