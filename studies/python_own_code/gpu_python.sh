@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Python's held-out functions on two corpora, Qwen2.5-Coder-1.5B: the team recipe (docs/train.md) trained on each,
 # the base and the fine-tuned model asked for the same held-out functions with the file shown, every reply kept so
-# the failures can be read (classify.py). Made here first: studies/real_coder_forgetting/carry.sh whl, gg and proj.
+# the failures can be read (failed_tasks.py). Made here first: studies/real_coder_forgetting/carry.sh whl, gg and proj.
 #
 #   studies/python_own_code/gpu_python.sh corpus   # here: the second corpus into .st/corpus, pydash given a test command
-#   studies/python_own_code/gpu_python.sh setup    # carry .whl .proj .st: wheels, the team's projects, the second corpus
+#   studies/python_own_code/gpu_python.sh split    # here: each corpus's split by the data stage with the same keys
+#                                                  # (.proj/split_team.json, .st/corpus/split_second.json)
+#   studies/python_own_code/gpu_python.sh setup    # carry .whl .proj .st: wheels, the team's projects, the second corpus;
+#                                                  # both corpora's tasks found from the splits while the GGUF is carried
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN   # the GGUF's 24 pieces, one a call (carry .gg/pNN)
 #   studies/python_own_code/gpu_python.sh chain    # both corpora in the background: data and task finding at once,
 #                                                  # one training at a time (team, then second), export, eval
@@ -20,7 +23,7 @@ PYDASH_TEST="python -m pytest -q -p no:cacheprovider -o addopts= --ignore=tests/
 # the recipe on both corpora; the eval asks the base and the fine-tuned model, own code alone, no retrieval
 T="data.sources=[] data.seed=13435 data.holdout_functions=0.6 data.tasks=[generate,explain,file] data.repo_files=0"
 T+=" data.max_chars=200000 data.max_file_bytes=400000 train.max_steps=110 train.canary_tasks=0 eval.benchmarks=[own-code]"
-T+=" eval.retrieval_k=0 eval.exec_workers=8 eval.repo_task_limit=40 eval.latency_runs=0 eval.bleu_limit=8 ${LEVER:-}"
+T+=" eval.retrieval_k=0 eval.exec_workers=8 eval.repo_task_limit=8 eval.latency_runs=0 eval.bleu_limit=8 ${LEVER:-}"
 S=${TAG_SUFFIX:-}
 export PIP_FIND_LINKS="/tmp/projs/w /tmp/st/corpus/w"  # both corpora's test requirements, as wheels
 case "${1:-}" in
@@ -29,13 +32,27 @@ case "${1:-}" in
     grep -qx "/.st/" .git/info/exclude || echo "/.st/" >> .git/info/exclude
     sed -i "s|{path: pydash-8.1.0, name: pydash}|{path: pydash-8.1.0, name: pydash, test: \"$PYDASH_TEST\"}|" .st/corpus/manifest.yaml
     grep pydash .st/corpus/manifest.yaml ;;
+  split)  # the data stage on this machine, the corpora seen where the GPU machine sees them (/tmp/projs, /tmp/st)
+    GGUF=$(.venv/bin/python -c "from ferrylm.gguf import embedded_gguf; from ferrylm.models import cache_root
+print(embedded_gguf('qwen2.5-coder-1.5b', cache_root()))")
+    ln -sfn "$PWD/.proj" /tmp/projs && mkdir -p /tmp/st && ln -sfn "$PWD/.st/corpus" /tmp/st/corpus
+    for run in "team /tmp/projs .proj" "second /tmp/st/corpus .st/corpus"; do
+      read -r tag at here <<< "$run"
+      .venv/bin/python -m ferrylm data --config demo-gpu model.path="$GGUF" run_dir=/tmp/split_$tag "data.sources=[stdlib]" \
+        data.max_pairs=2000 $T data.manifest=$at/manifest.yaml > /tmp/split_$tag.log 2>&1
+      sed "s|$(realpath $here)|$at|g" /tmp/split_$tag/data/repositories.json > $here/split_$tag.json
+    done ;;
   setup)
     bash $CANARY setup
-    rm -rf /tmp/st && mkdir -p /tmp/st && cp -r .st/corpus /tmp/st/ && grep -c "test:" /tmp/st/corpus/manifest.yaml ;;
+    rm -rf /tmp/st && mkdir -p /tmp/st && cp -r .st/corpus /tmp/st/ && grep -c "test:" /tmp/st/corpus/manifest.yaml
+    TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY prefind /tmp/projs/split_team.json
+    TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY prefind /tmp/st/corpus/split_second.json ;;
+  found)  # how far the finding from the splits has come
+    tail -n 2 /tmp/team$S.prefind.log /tmp/second$S.prefind.log; cat /tmp/*.prefind.done 2> /dev/null || true ;;
   chain)
     TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY all
     AFTER=team$S TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY all
     sleep 20 && tail -n 3 /tmp/team$S.train.log /tmp/second$S.train.log ;;
   wait) TAG=$2 bash $CANARY wait train ;;
-  *) echo "usage: $0 corpus | setup | chain | wait TAG" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus | split | setup | found | chain | wait TAG" >&2; exit 2 ;;
 esac
