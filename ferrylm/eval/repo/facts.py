@@ -29,4 +29,4 @@ def facts_of(repo: Path, language: str, command: str | None = None) -> RepoFacts
     """The facts of `repo` (a directory) read as `language`, `command` detected where none is named."""
     std = go_std.std_package(repo) if language == "go" else None
     command = command or suite.detect_command(repo, language, std)
-    return RepoFacts(Path(repo), language, command, std, toolchain.named(language))
+    return RepoFacts(Path(repo), language, command, std, toolchain.named(language, Path(repo)))

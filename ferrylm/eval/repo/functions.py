@@ -13,8 +13,8 @@ Blanking proves a task's tests exercise its function, two ways (each must fail a
   longer, a List one item shorter), other references null. C++: the original's result (arithmetic types +1,
   bools negated, std::string longer, a vector one item shorter), other types value-initialised. Raising:
   Java throws UnsupportedOperationException, C++ `throw 0`, Rust panics, each before the original body (unreachable,
-  as Go's). A Rust alias's wrong value is its aliased type's; an `impl Iterator` result loses its first item; other
-  `impl Trait` results have no wrong value (no task, said so). (A stub that does not compile makes no task.)
+  as Go's). A Rust alias's wrong value is its aliased type's; an `impl Iterator` or `Self::IntoIter` result loses
+  its first item; other `impl Trait` results have no wrong value (no task, said so). (A stub that does not compile makes no task.)
 Then the constants a broken model writes first must fail too (constant_stubs: `return None`, `return False`, Go's
 zero values, Rust's `Default::default()`, …).
 """

@@ -122,14 +122,19 @@ def _tools() -> dict[str, str]:
     }
 
 
-def _prelude(repo_in_sandbox: str, deps: str | None = None) -> str:
+def _prelude(repo_in_sandbox: str, deps: str | None = None, tools: str | None = None) -> str:
     """Shell lines that put `python`, `python3` and `pytest` (this interpreter, pytest with the token
-    hook) and the compilers Debian links through /etc/alternatives first on PATH, set up Go's, Cargo's and
-    the JVM's settings, then copy the repository and enter it. `deps`: the repository's test requirements."""
+    hook), the repository's toolchain (`tools`, its bin directory) and the compilers Debian links through
+    /etc/alternatives first on PATH, set up Go's, Cargo's and the JVM's settings, then copy the repository and
+    enter it. `deps`: the repository's test requirements."""
     site = os.pathsep.join([*([deps] if deps else []), *site_dirs()])
+    path, own = "$PWD/bin:$PATH", ""
+    if tools:  # its compilers before Debian's alternatives
+        path = f"$PWD/bin:{shlex.quote(tools)}:$PATH"
+        own = f" && for t in {' '.join(ALTERNATIVES)}; do [ ! -e {shlex.quote(tools)}/$t ] || rm -f bin/$t; done"
     return (
-        f"mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/*{_resolved_tools()} && "
-        f'export PATH="$PWD/bin:$PATH" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
+        f"mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/*{_resolved_tools()}{own} && "
+        f'export PATH="{path}" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
         f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} CARGO_HOME="$PWD/.cargo" {CARGO_ENV} {JAVA_ENV} && '
         f"cp -r {shlex.quote(repo_in_sandbox)} r && chmod -R u+w r && cd r && "
         '{ [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"'
@@ -148,7 +153,7 @@ def run(box: Sandbox, command: str, replaced: dict[str, str] | None = None, time
     facts = box.facts
     # a standard-library package is run where it is (GOROOT is in the sandbox's /usr)
     seen_at = str(facts.path) if box.isolation == "unconfined" or facts.in_place else REPO_IN_SANDBOX
-    return box.run(program(seen_at, command, replaced, box.deps, facts.std_package), timeout_s)
+    return box.run(program(seen_at, command, replaced, box.deps, facts), timeout_s)
 
 
 def run_alternatives(box: Sandbox, command: str, alternatives: list[dict[str, str]], each_s: float):
@@ -163,18 +168,19 @@ def run_alternatives(box: Sandbox, command: str, alternatives: list[dict[str, st
         for k, alt in enumerate(alternatives)
     )
     seen_at = str(box.facts.path) if box.isolation == "unconfined" else REPO_IN_SANDBOX
-    code = program(seen_at, tries, None, box.deps)
+    code = program(seen_at, tries, None, box.deps, box.facts)
     code["files"] |= files
     return box.run(code, (each_s + 2) * len(alternatives) + 10)
 
 
 def program(
-    repo: str, command: str, replaced: dict[str, str] | None = None, deps: str | None = None, package: str | None = None
+    repo: str, command: str, replaced: dict[str, str] | None = None, deps: str | None = None, facts=None
 ) -> dict:
-    """The sandbox program that copies the repository (seen at `repo`), writes `replaced` and runs `command`;
-    a package of Go's standard library (`package`, its import path) is not copied: `replaced` is laid over it
-    by `go test -overlay`."""
+    """The sandbox program that copies the repository (seen at `repo`), writes `replaced` and runs `command` with
+    the repository's toolchain (`facts`, a RepoFacts); a package of Go's standard library is not copied:
+    `replaced` is laid over it by `go test -overlay`."""
     files = {f"replaced_{i}": text for i, text in enumerate((replaced or {}).values())} | _tools()
+    package = facts.std_package if facts else None
     if package:
         # the compiler names a laid-over file by its replacement's path: keep the file's own name at its end
         over = {path: f"replaced_{i}_{Path(path).name}" for i, path in enumerate(replaced or {})}
@@ -182,10 +188,10 @@ def program(
         files["overlay.in"] = json.dumps(
             {"Replace": {os.path.join(go_std.package_dir(package), p): f"@HERE@/{n}" for p, n in over.items()}}
         )
-        start = _prelude_in_goroot(package)
+        start = _prelude_in_goroot(package, facts.toolchain.bin)
     else:
         place = "".join(f" && cp ../replaced_{i} {shlex.quote(path)}" for i, path in enumerate(replaced or {}))
-        start = _prelude(repo, deps) + place
+        start = _prelude(repo, deps, facts.toolchain.bin if facts else None) + place
     script = (
         f"{start} && {{ {command} ; }} > $HOME/test_output.txt 2>&1; code=$?; "
         'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
@@ -212,6 +218,13 @@ def go_std_cache(package: str) -> str:
     return os.path.join(hx_libs.prepared(f"{version}-{package.replace('/', '-')}", build, under="go-std"), "cache")
 
 
+def toolchain_binds(facts: list[RepoFacts]) -> list[str]:
+    """What the sandbox must see, beside the repositories, to run their tests: each toolchain's directory outside
+    /usr, and what Go's standard-library packages among them need."""
+    roots = sorted({f.toolchain.root for f in facts if f.toolchain.root})
+    return roots + binds_for([f.std_package for f in facts if f.std_package])
+
+
 def binds_for(packages: list[str]) -> list[str]:
     """What the sandbox must see, beside the repositories, to run the tests of Go's standard-library `packages`
     (import paths; facts.py): their warm build caches, and GOROOT where it lies outside /usr."""
@@ -219,12 +232,13 @@ def binds_for(packages: list[str]) -> list[str]:
     return [go_std_cache(p) for p in packages] + ([root] if packages and not root.startswith("/usr/") else [])
 
 
-def _prelude_in_goroot(package: str) -> str:
-    """The prelude's tools, a copy of the package's warm build cache and the overlay file, then into the
-    package's directory in GOROOT (read-only in the sandbox)."""
+def _prelude_in_goroot(package: str, tools: str | None = None) -> str:
+    """The prelude's tools (`tools`: the toolchain's bin directory), a copy of the package's warm build cache and
+    the overlay file, then into the package's directory in GOROOT (read-only in the sandbox)."""
     warm = go_std_cache(package)
+    path = f"$PWD/bin:{shlex.quote(tools)}:$PATH" if tools else "$PWD/bin:$PATH"
     return (
-        f'mkdir bin && mv pytest python bin/ && chmod +x bin/* && export PATH="$PWD/bin:$PATH" '
+        f'mkdir bin && mv pytest python bin/ && chmod +x bin/* && export PATH="{path}" '
         f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} && '
         f"cp -r {shlex.quote(warm)} .gocache && chmod -R u+w .gocache && "
         'sed "s|@HERE@|$PWD|g" overlay.in > overlay.json && export GOFLAGS="$GOFLAGS -overlay=$PWD/overlay.json" && '
@@ -239,7 +253,7 @@ def sandbox(
     test requirements (`deps`, test_deps()); files up to 256 MB. `shared`: a semaphore whose slots it takes turns
     at with other repositories' sandboxes. run() asks it for the repository's facts."""
     binds = [f"{facts.path.resolve()}={REPO_IN_SANDBOX}", *site_binds()]
-    binds += binds_for([facts.std_package] if facts.std_package else []) + ([deps] if deps else [])
+    binds += toolchain_binds([facts]) + ([deps] if deps else [])
     box = Sandbox(
         slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else (), shared=shared
     )

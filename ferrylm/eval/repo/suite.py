@@ -17,8 +17,9 @@ SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "d
 
 
 def skip_dirs(language: str) -> set[str]:
-    """Directories that hold no source of the repository's own (Cargo builds into target/)."""
-    return SKIP_DIRS | {"target"} if language == "rust" else SKIP_DIRS
+    """Directories that hold no source of the repository's own to ask for (Cargo builds into target/; a crate's
+    benches/ and examples/ are programs beside it, not its library)."""
+    return SKIP_DIRS | {"target", "benches", "examples"} if language == "rust" else SKIP_DIRS
 
 
 def test_files(repo: Path, language: str) -> list[str]:

@@ -1,6 +1,7 @@
-"""Which build tool a repository's tests run with in the sandbox, named with its version, and a line where the
-user's shell would run another (rustup's cargo before Debian's: a Cargo.lock of version 4 that the sandbox's older
-cargo refuses is then explained, not a mystery)."""
+"""The build tool a repository's tests run with: the one the user's shell would run (PATH's cargo, go, javac, g++;
+rustup's proxy resolved to the toolchain it picks for the repository), shown to the sandbox read-only where it lies
+outside /usr and put first on the sandbox's PATH, named with its version in the task log. A toolchain the sandbox
+cannot be shown gives one line saying which and how to point at another."""
 
 from __future__ import annotations
 
@@ -9,16 +10,26 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 TOOLS = {"rust": "cargo", "go": "go", "java": "javac", "cpp": "g++"}
 JAIL_PATH = "/usr/bin:/bin"  # what the sandbox's PATH holds besides ferrylm's own shims (sandbox.bwrap_command)
+SEEN = ("/usr/", "/bin/", "/lib/", "/opt/")  # the system the sandbox sees whole, read-only
 _VERSION_ARGS = {"go": ["version"], "javac": ["-version"]}  # the rest answer --version
+_POINT = {  # how a user points ferrylm at another toolchain
+    "cargo": "put its cargo first on PATH, or pin it in the repository's rust-toolchain.toml (rustup)",
+    "go": "put its go first on PATH",
+    "javac": "put its JDK's bin first on PATH",
+    "g++": "put its g++ first on PATH",
+}
 
 
 @dataclass(frozen=True)
 class Toolchain:
-    runs: str | None  # "cargo 1.65.0 (/usr/bin/cargo)", or None for Python (the interpreter is ferrylm's own)
-    other: str | None = None  # the user's PATH runs another: which, and what to do
+    runs: str | None  # "cargo 1.95.0 (… /bin/cargo)", or None for Python (the interpreter is ferrylm's own)
+    other: str | None = None  # a line: the sandbox cannot run the user's toolchain, which, and what to do
+    bin: str | None = None  # its programs' directory, first on the sandbox's PATH (None: /usr/bin's)
+    root: str | None = None  # the directory the sandbox is shown read-only for it (None: under /usr already)
 
 
 @cache
@@ -35,18 +46,42 @@ def version(path: str) -> str:
     return lines[0] if lines else "version unknown"
 
 
-def named(language: str) -> Toolchain:
-    """What the sandbox runs for `language`'s tests, and a line where the user's PATH finds another program."""
+def _resolved(tool: str, found: str, repo: Path | None) -> str:
+    """The program behind PATH's `found`: rustup's proxy asks rustup which toolchain it runs in `repo`."""
+    real = os.path.realpath(found)
+    if os.path.basename(real) != "rustup":
+        return real
+    try:
+        out = subprocess.run([real, "which", tool], capture_output=True, text=True, timeout=60, cwd=repo)
+    except (OSError, subprocess.SubprocessError):
+        return real
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else os.path.realpath(found)
+
+
+def named(language: str, repo: Path | None = None) -> Toolchain:
+    """The toolchain the user's shell runs for `language`'s tests (in `repo`, where rustup pins one), as the
+    sandbox will run it."""
     tool = TOOLS.get(language)
     if tool is None:
         return Toolchain(None)
-    jail, user = shutil.which(tool, path=JAIL_PATH), shutil.which(tool)
-    runs = f"{version(jail)} ({jail})" if jail else f"no {tool} in {JAIL_PATH}"
-    if user is None or (jail and os.path.realpath(user) == os.path.realpath(jail)):
-        return Toolchain(runs)
-    return Toolchain(
-        runs,
-        f"your PATH's {tool} is {user} ({version(user)}), but the sandbox runs "
-        f"{jail or 'none'} ({version(jail) if jail else f'no {tool} in {JAIL_PATH}'}): the tests run with the "
-        f"sandbox's; a repository that needs yours (a Cargo.lock of version 4, a newer go.mod) gives no task",
-    )
+    found = shutil.which(tool)
+    if found is None:
+        jail = shutil.which(tool, path=JAIL_PATH)
+        runs = f"{version(jail)} ({jail})" if jail else f"no {tool} on PATH"
+        return Toolchain(runs, None if jail else f"no {tool} on PATH: install one, or {_POINT[tool]}")
+    program = _resolved(tool, found, repo)
+    runs = f"{version(program)} ({program})"
+    bin_dir = os.path.dirname(program)
+    if os.path.realpath(shutil.which(tool, path=JAIL_PATH) or "") == program:
+        return Toolchain(runs)  # the sandbox's own PATH runs it already
+    root = os.path.dirname(bin_dir) if os.path.basename(bin_dir) == "bin" else bin_dir
+    if root.startswith(SEEN):
+        return Toolchain(runs, bin=bin_dir)
+    if root in ("/", os.path.expanduser("~")) or not os.access(program, os.X_OK):
+        jail = shutil.which(tool, path=JAIL_PATH)
+        return Toolchain(
+            f"{version(jail)} ({jail})" if jail else f"no {tool} in {JAIL_PATH}",
+            f"your {tool} ({runs}) cannot be shown to the sandbox on its own, so the tests run with "
+            f"{jail or 'none'}: {_POINT[tool]}",
+        )
+    return Toolchain(runs, bin=bin_dir, root=root)

@@ -148,7 +148,7 @@ def _track(split: str, language: str, tasks: list[dict], a: Asking) -> Track:
             task["command"],
             {task["file"]: spliced_text(task, body)},
             task.get("test_deps"),
-            facts[task["repo"]].std_package,
+            facts[task["repo"]],
         )
 
     def from_base(task: dict, text: str) -> str:
@@ -172,7 +172,7 @@ def _track(split: str, language: str, tasks: list[dict], a: Asking) -> Track:
         binds=()
         if unconfined
         else tuple(f"{root}={seen_at[root]}" for root in roots if root not in in_place)
-        + tuple(runner.binds_for([f.std_package for f in facts.values() if f.std_package]))
+        + tuple(runner.toolchain_binds(list(facts.values())))
         + tuple(runner.site_binds())
         + tuple(sorted({t["test_deps"] for t in tasks if t.get("test_deps")})),
         timeout_s=max(t["timeout_s"] for t in tasks),

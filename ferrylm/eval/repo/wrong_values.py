@@ -73,6 +73,8 @@ def rust_wrong(name: str, typ: str) -> str:
         return f"{name}.and(None)"
     if (inner := _rust_generic(typ, "Result")) is not None:
         return f"{name}.map(|v| {rust_wrong('v', _first_argument(inner))})"
+    if typ.replace(" ", "") == "Self::IntoIter":  # IntoIterator's own iterator: the same one, its first item gone
+        return f"{{ let mut it = {name}; it.next(); it }}"
     return "Default::default()"
 
 
