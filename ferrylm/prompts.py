@@ -80,7 +80,8 @@ def code_block_closed(text: str) -> bool:
     change what extract_code returns, so a generator may stop there."""
     text = text.replace("\r\n", "\n")
     m = _CODE_BLOCK.search(text)
-    return bool(m) and text.endswith("```", 0, m.end())
+    # closed by its fence, not merely ending in one (a docstring's own indented fence is code)
+    return bool(m) and m.end() > m.end(1)
 
 
 def chat_prompt(tokenizer, prompt_code: str, language: str = "python", form: str = "body") -> str:

@@ -82,3 +82,6 @@ def test_a_reply_can_stop_at_its_first_closed_code_block_without_changing_the_co
             assert extract_code(reply[:stop]) == extract_code(reply)  # what the eval reads is unchanged
             assert reply[:stop].endswith("```")
     assert not code_block_closed("```python\n    return 1\n``")
+    # a docstring's example fence, indented as code, is no closing fence however the text ends
+    assert not code_block_closed('```python\n    """Examples:\n        ```')
+    assert code_block_closed('```python\n    """Examples:\n        ```pycon\n        ```\n    """\n```')

@@ -72,8 +72,9 @@ class EvalConfig(_Section):
     HumanEval-X; not the held-out examples or own code): a column each, "fine-tuned (w4a16)", with McNemar's
     test against the fine-tuned model, served as that one is (in-process on a GPU: the engine on the artifact's
     own 4-bit integers, as its backend serves it; on a CPU: its weights dequantized)."""
-    max_new_tokens: int = Field(384, gt=0)
-    """Tokens generated per benchmark task or held-out example."""
+    max_new_tokens: int = Field(768, gt=0)
+    """Tokens generated per benchmark task or held-out example: room for a 40-line body after a reply that repeats
+    the function's signature and doc comment, as a 1.5B often does (a reply stops at its closed code block)."""
     latency_new_tokens: int = Field(512, gt=0)
     """Tokens generated in each latency run (the seed's 512-token criterion)."""
     concurrency: int = Field(8, gt=0)

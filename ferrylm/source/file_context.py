@@ -63,16 +63,29 @@ _IMPORT = {
 }
 
 
+# imports a Python file makes for its annotations alone: the names they bind are the body's too
+_TYPE_CHECKING = re.compile(r"if (?:typing\.)?TYPE_CHECKING\s*:")
+
+
 def _imports(lines: list[str], language: str) -> list[list[int]]:
-    """The file's import lines, each a group of line numbers (a parenthesised group's lines with its first)."""
-    pattern, groups, inside = _IMPORT.get(language), [], False
+    """The file's import lines, each a group of line numbers (a parenthesised group's lines with its first, an
+    `if TYPE_CHECKING:` block's with its `if`)."""
+    pattern, groups, inside, guarded = _IMPORT.get(language), [], False, False
     for i, line in enumerate(lines):
+        if guarded and (not line.strip() or line[:1] in " \t"):  # `if TYPE_CHECKING:`'s block: its imports
+            if line.strip():
+                groups[-1].append(i)
+            continue
+        guarded = False
         if inside:
             groups[-1].append(i)
             inside = not line.rstrip().endswith(")")
         elif pattern is not None and pattern.match(line):
             groups.append([i])
             inside = line.rstrip().endswith("(")
+        elif language == "python" and _TYPE_CHECKING.match(line):
+            groups.append([i])
+            guarded = True
     return groups
 
 

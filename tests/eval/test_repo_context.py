@@ -104,6 +104,19 @@ def test_a_long_file_keeps_its_imports_above_the_window(tmp_path):
     assert "import" not in context.trimmed(before, hole, after, 40)  # half of what the hole leaves of 40: no import
 
 
+def test_imports_made_for_annotations_alone_are_shown_with_the_others(tmp_path):
+    """humanize's time.py binds `dt` under `if TYPE_CHECKING:`; a body that reads `dt.date` needs it shown."""
+    siblings = "".join(f'\n\ndef f{i}(x):\n    """Sibling {i}."""\n    return x + {i}\n' for i in range(40))
+    head = "import math\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import datetime as dt\n\nX = 1\n"
+    text = head + siblings + '\n\ndef day(d):\n    """Whether `d` is a date."""\n    return isinstance(d, dt.date)\n'
+    task = next(t for t in _tasks(tmp_path, "m.py", text, "python") if t["name"] == "day")
+    shown = context.question(task, 100).split("```python\n")[1]
+    assert shown.startswith(
+        "import math\nfrom typing import TYPE_CHECKING\n…\nif TYPE_CHECKING:\n    import datetime as dt\n…"
+    )
+    assert "X = 1" not in shown
+
+
 def test_a_share_of_the_room_goes_below_the_hole_where_the_file_goes_on(tmp_path):
     """A method under a long class docstring: as shipped the window climbs the docstring and shows nothing of the
     class below; with half the room kept below, the next method (what `self._cache` is) is shown, the hidden

@@ -44,9 +44,23 @@ def python_body(task: dict, reply: str) -> str:
             )
         except (SyntaxError, StopIteration):
             pass  # scored as written: the tests will say
+    else:
+        code = _before_a_sibling(code)
     lines = textwrap.dedent(code).strip("\n").splitlines()
     prefix = task["indent"] + _relative_indent(task)
     return "".join((prefix + ln if ln.strip() else "") + "\n" for ln in lines) or f"{prefix}pass\n"
+
+
+def _before_a_sibling(code: str) -> str:
+    """A body-only reply up to where it goes on into a sibling: a definition (`def`, `class`, a decorator) less
+    indented than the body's first line. Left whole, dedenting it would push the body one level too deep."""
+    lines = code.split("\n")
+    first = next((ln for ln in lines if ln.strip()), "")
+    depth = len(first) - len(first.lstrip())
+    for i, ln in enumerate(lines):
+        if ln.strip() and len(ln) - len(ln.lstrip()) < depth and re.match(r"\s*(?:async\s+def|def|class|@)\b", ln):
+            return "\n".join(lines[:i])
+    return code
 
 
 def _imports(text: str) -> list[str]:
