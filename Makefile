@@ -204,9 +204,11 @@ bubblewrap:
 # is reported as not measured. Boost (for 2 of the 164 C++ tasks) is not installed.
 HX_PACKAGES := g++:g++ javac:openjdk-17-jdk-headless go:golang-go rustc:rustc cargo:cargo
 HX_CRATES := librust-rand-dev librust-regex-dev librust-md5-dev
+# a real crate with its own offline tests: the slow tier's Rust project for own-code tasks
+OWN_CODE_CRATES := librust-strsim-dev
 toolchains:
 	@missing="$(foreach p,$(HX_PACKAGES),$(if $(wildcard /usr/bin/$(word 1,$(subst :, ,$(p)))),,$(word 2,$(subst :, ,$(p)))))"; \
-	for c in $(HX_CRATES); do dpkg -s $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	for c in $(HX_CRATES) $(OWN_CODE_CRATES); do dpkg -s $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	[ -z "$$(echo $$missing)" ] || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } || \
 	  echo "ferrylm: not installed (not root):$$missing; HumanEval-X will not measure the languages they serve"

@@ -1290,3 +1290,15 @@ def test_the_largest_repositories_are_proved_first_and_only_held_out_ones_are_li
     assert calls == [("/r/held", 2, None), ("/r/big", None, 3), ("/r/small", None, 1)]
     functions = next(t for t in found if t.title.startswith("Held-out functions"))
     assert [p["repo_name"] for p in functions.problems] == ["small", "big", "big", "big"]  # the repositories' order
+
+
+def test_a_rust_result_with_no_wrong_value_but_a_default_is_known_as_such():
+    from ferrylm.eval.repo.functions import wrong_by_default
+
+    text = (
+        "pub fn inner<T>(g: Guard<T>) -> T {\n    g.value\n}\n\n"
+        "pub fn count(xs: &[u8]) -> usize {\n    xs.len()\n}\n\n"
+        "pub fn name(s: &str) -> String {\n    s.to_string()\n}\n"
+    )
+    fns = {f.name: f for f in functions(text, "src/lib.rs", "rust", min_lines=1, documented=False)}
+    assert [n for n in ("inner", "count", "name") if wrong_by_default(fns[n], text)] == ["inner"]

@@ -212,6 +212,15 @@ _PANIC = {
 }
 
 
+def wrong_by_default(fn: Function, text: str) -> bool:
+    """Whether `fn`'s wrong stub can only return `Default::default()` (Rust: a generic `T`, a reference, a type
+    ferrylm has no wrong value for), which compiles only where the type has a default."""
+    typ = fn.kind.strip()
+    if fn.language != "rust" or typ in ("", "()") or typ.startswith("impl "):
+        return False
+    return rust_wrong("ferry_r", rust_alias(typ, text)) == "Default::default()"
+
+
 def rust_alias(typ: str, text: str) -> str:
     """What a type alias of the file stands for (`type HammingResult = Result<usize, StrSimError>;`), else `typ`."""
     if not re.fullmatch(r"\w+", typ):

@@ -12,7 +12,7 @@ from pathlib import Path
 from ...source.pairs import parse
 from ...source.spans import Function
 from . import runner, suite
-from .functions import constant_stubs, stub
+from .functions import constant_stubs, stub, wrong_by_default
 
 
 @dataclass
@@ -51,6 +51,9 @@ def prove(
             return None, Verdict(f"its {how} stub does not compile", "Python's parser refuses it")
         status = runner.run(box, stubbed, {fn.file: blanked}, timeout).status
         if _not_compiled(status, fn.file):
+            if how == "wrong" and wrong_by_default(fn, text):  # a generic T, a reference: none can be written
+                why = f"its result ({fn.kind.strip()}) has no wrong value ferrylm can write"
+                return None, Verdict(why, status.removeprefix("failed: "))
             return None, Verdict(f"its {how} stub does not compile", status.removeprefix("failed: "))
         if status == "passed":
             return None, Verdict(

@@ -19,6 +19,9 @@ _ERRORS = (
     re.compile(r"^[\w./-]+(?: [\w./-]+)*: error: "),  # a tool's usage error: `python -m pytest: error: …`
     re.compile(r"^ERROR:|Missing required plugins"),
     re.compile(r":\d+(?::\d+)?: (?:fatal )?error|\.go:\d+:\d+: "),
+    re.compile(
+        r"^error(?:\[E\d+\])?: "
+    ),  # Cargo's and rustc's: `error: no matching package named …`, `error[E0308]: …`
     re.compile(r"^panic: |^thread '.*' panicked"),
 )
 # the first test that failed: pytest's summary line, Go's, Cargo's, Maven's
