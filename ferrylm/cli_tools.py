@@ -74,7 +74,7 @@ def humaneval_args(p) -> None:
 
 
 def repo_tasks_args(p) -> None:
-    p.add_argument("repos", nargs="+", help="repository directories (Python, Go or Rust)")
+    p.add_argument("repos", nargs="+", help="repository directories (Python, Go, Rust, Java or C++)")
     p.add_argument("--output", "-o", required=True, help="JSONL file of the tasks found")
     p.add_argument("--test", default=None, help="the test command, run from each repository's root (default: detected)")
     p.add_argument("--runs", type=int, default=3, help="times the original must pass its tests (>= 1)")

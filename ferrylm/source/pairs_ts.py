@@ -157,6 +157,7 @@ def function_name(node) -> str:
     receiver's type, `SliceIndex.Key`, so two types' methods of one name are two functions."""
     named = node.child_by_field_name("name") or node.child_by_field_name("declarator")
     name = named.text.decode(errors="replace").split("(")[0] if named is not None else "?"
+    name = name.lstrip("*& \t") if node.type == "function_definition" else name  # C++: `char* S::f` is S::f
     receiver = node.child_by_field_name("receiver") if node.type == "method_declaration" else None
     typ = next((c.child_by_field_name("type") for c in (receiver.named_children if receiver else [])), None)
     if typ is None:

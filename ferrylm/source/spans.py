@@ -166,7 +166,8 @@ def _brace_functions(
         kind = result.text.decode() if result is not None else ""
         declarator = node.child_by_field_name("declarator")
         if language == "cpp" and declarator is not None and declarator.type != "function_declarator":
-            kind += " " + declarator.text.decode().split(name.rsplit("::", 1)[-1])[0].strip()  # T* or T&
+            # T* or T& (the declarator's marks before the name; an out-of-class name's `S::` is not the type's)
+            kind += " " + "".join(c for c in declarator.text.decode().split(name)[0] if c in "*&")
         out.append(
             Function(
                 file,
@@ -181,7 +182,8 @@ def _brace_functions(
                 _comments_above(src, node.start_byte),
             )
         )
-    return sorted(out, key=lambda f: f.start)
+    twice = {n for n, k in Counter(f.name for f in out).items() if k > 1}  # overloads: one id, so neither
+    return sorted((f for f in out if f.name not in twice), key=lambda f: f.start)
 
 
 def _comments_above(src: bytes, at: int) -> int:

@@ -854,7 +854,7 @@ def test_java_and_cpp_tasks_through_a_given_test_command(tmp_path, language):
 
 def test_java_and_cpp_stubs_and_a_stub_that_does_not_compile_is_no_proof(tmp_path):
     fns = {f.name: f for f in functions(JAVA_LIB, "Calc.java", "java")}
-    assert fns["bumpSum"].kind == "int" and "Supplier<Integer>" in stub(fns["bumpSum"], "wrong", JAVA_LIB)
+    assert fns["bumpSum"].kind == "int" and "Callable<Integer>" in stub(fns["bumpSum"], "wrong", JAVA_LIB)
     assert 'if (true) throw new UnsupportedOperationException("blanked by ferrylm");\n        String out' in stub(
         fns["dashed"], "raising", JAVA_LIB
     )
@@ -1302,3 +1302,88 @@ def test_a_rust_result_with_no_wrong_value_but_a_default_is_known_as_such():
     )
     fns = {f.name: f for f in functions(text, "src/lib.rs", "rust", min_lines=1, documented=False)}
     assert [n for n in ("inner", "count", "name") if wrong_by_default(fns[n], text)] == ["inner"]
+
+
+JAVA_CTOR = """package p;
+
+public class Err extends Exception {
+    private final String opt;
+
+    /** An error naming its option. */
+    public Err(String msg, String opt) {
+        super(msg +
+              opt);
+        this.opt = opt;
+    }
+
+    /** Parses one way. */
+    public int parse(String s) {
+        return s.length();
+    }
+
+    /** Parses another. */
+    public int parse(String s, int base) {
+        return Integer.parseInt(s, base);
+    }
+}
+"""
+
+
+def test_a_java_constructor_keeps_its_super_call_first_and_overloads_are_no_tasks():
+    fns = {f.name: f for f in functions(JAVA_CTOR, "p/Err.java", "java", min_lines=1, documented=False)}
+    assert sorted(fns) == ["Err"]  # parse is two methods of one id: neither is a task
+    for how in ("raising", "wrong"):
+        body = stub(fns["Err"], how, JAVA_CTOR).split("public Err(String msg, String opt) {\n")[1]
+        assert body.startswith("        super(msg +\n              opt);\n        "), body
+
+
+JAVA_THROWS = """package p;
+
+public class E {
+    private final int position;
+
+    /** An error at a position. */
+    public E(int position) {
+        super();
+        this.position = position;
+    }
+
+    /** The class named. */
+    public static Class<?> named(String name) throws ClassNotFoundException {
+        return Class.forName(name);
+    }
+
+    /** Twice, or throws. */
+    public <T extends Number> long twice(T x) throws java.io.IOException {
+        if (x == null) throw new java.io.IOException("none");
+        return 2 * x.longValue();
+    }
+}
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("javac") is None, reason="javac is not installed (make toolchains installs it)")
+def test_java_stubs_compile_past_checked_exceptions_and_generics(tmp_path):
+    fns = {f.name: f for f in functions(JAVA_THROWS, "p/E.java", "java", min_lines=1, documented=False)}
+    compiled = {}
+    for name, how in [("named", "raising"), ("named", "wrong"), ("twice", "wrong"), ("E", "raising"), ("E", "wrong")]:
+        (tmp_path / "p").mkdir(exist_ok=True)
+        (tmp_path / "p" / "E.java").write_text(stub(fns[name], how, JAVA_THROWS))
+        done = subprocess.run(["javac", "-nowarn", "-d", str(tmp_path / "o"), str(tmp_path / "p" / "E.java")])
+        compiled[name, how] = done.returncode == 0
+    # a constructor that sets a final field has no body that does nothing: its verdict says so (proof.py)
+    assert compiled == {
+        ("named", "raising"): True,
+        ("named", "wrong"): True,
+        ("twice", "wrong"): True,
+        ("E", "raising"): True,
+        ("E", "wrong"): False,
+    }
+
+
+def test_a_cpp_pointer_result_defined_outside_its_class_is_named_and_typed_apart():
+    text = "struct S { char* parse(char* p); };\n\nchar* S::parse(char* p) {\n    return p + 1;\n}\n"
+    (fn,) = functions(text, "s.cc", "cpp", min_lines=1, documented=False)
+    assert (fn.name, fn.kind) == ("S::parse", "char *")
+    assert "auto ferry_r = [&]() -> char * {" in stub(fn, "wrong", text)

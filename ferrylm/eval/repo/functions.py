@@ -90,11 +90,12 @@ def _brace_stub(fn: Function, how: str, ind: str, text: str) -> str | None:
     only the body spells out, `impl Trait` or `auto`, still has its type); or the original run inside a closure
     and its result changed. None where no wrong value of the type can be written (an `impl Trait` but an iterator)."""
     close = closing(fn.body)
+    head = _constructor_call(fn)  # Java: a constructor's super(…) or this(…) stays first, as javac requires
     if how == "raising":
-        return f"{ind}{_PANIC[fn.language]}\n{fn.body}"
+        return f"{head}{ind}{_PANIC[fn.language]}\n{fn.body[len(head) :]}"
     typ = fn.kind.strip()
     if typ in ("", "()", "void"):
-        return f"{ind}return;\n{close}"
+        return f"{head}{ind}return;\n{close}"
     original = fn.body[: len(fn.body) - len(close)]
     if fn.language == "rust" and typ.startswith("impl "):  # no type to name: the closure's is inferred
         if not re.match(r"impl\s+(?:\w+::)*Iterator\b", typ):
@@ -105,15 +106,38 @@ def _brace_stub(fn: Function, how: str, ind: str, text: str) -> str | None:
             f"{ind}let ferry_r: {typ} = (|| -> {typ} {{\n{original}{ind}}})();\n"
             f"{ind}{rust_wrong('ferry_r', rust_alias(typ, text))}\n{close}"
         )
-    if fn.language == "java":
+    if fn.language == "java":  # a Callable lets the body's checked exceptions out, rethrown as they are
         return (
-            f"{ind}{typ} ferryR = ((java.util.function.Supplier<{JAVA_BOXED.get(typ, typ)}>) () -> {{\n"
-            f"{original}{ind}}}).get();\n{ind}return {java_wrong('ferryR', typ)};\n{close}"
+            f"{head}{ind}{typ} ferryR;\n{ind}try {{\n"
+            f"{ind}ferryR = ((java.util.concurrent.Callable<{JAVA_BOXED.get(typ, typ)}>) () -> {{\n"
+            f"{original[len(head) :]}{ind}}}).call();\n{ind}}} catch (Exception ferryE) {{\n{ind}{_JAVA_RETHROW}\n{ind}}}\n"
+            f"{ind}return {java_wrong('ferryR', typ)};\n{close}"
         )
     return (
         f"{ind}auto ferry_r = [&]() -> {typ} {{\n{original}{ind}}}();\n"
         f"{ind}return {cpp_wrong('ferry_r', typ)};\n{close}"
     )
+
+
+# rethrows a checked exception unchanged where the method declares it (a local class: a body may declare one)
+_JAVA_RETHROW = (
+    'class FerryThrow { @SuppressWarnings("unchecked") <E extends Throwable> RuntimeException of(Throwable e) '
+    "throws E { throw (E) e; } } throw new FerryThrow().<RuntimeException>of(ferryE);"
+)
+
+
+def _constructor_call(fn: Function) -> str:
+    """A Java body's leading `super(…);` or `this(…);` statement with its line's end, else ""."""
+    m = re.match(r"\s*(?:super|this)\s*\(", fn.body) if fn.language == "java" else None
+    if m is None:
+        return ""
+    depth = 0
+    for i in range(m.end() - 1, len(fn.body)):
+        depth += {"(": 1, ")": -1}.get(fn.body[i], 0)
+        if depth == 0 and fn.body[i] == ";":
+            end = fn.body.find("\n", i)
+            return fn.body[: len(fn.body) if end < 0 else end + 1]
+    return ""
 
 
 # The constant bodies a broken model writes first: a task's tests must fail each (tasks.py). -----------------

@@ -54,6 +54,14 @@ def prove(
             if how == "wrong" and wrong_by_default(fn, text):  # a generic T, a reference: none can be written
                 why = f"its result ({fn.kind.strip()}) has no wrong value ferrylm can write"
                 return None, Verdict(why, status.removeprefix("failed: "))
+            if (
+                how == "wrong"
+                and fn.language == "java"
+                and not fn.kind.strip()
+                and "not have been initialized" in status
+            ):
+                why = "a constructor that sets a final field has no body that does nothing"
+                return None, Verdict(why, status.removeprefix("failed: "))
             return None, Verdict(f"its {how} stub does not compile", status.removeprefix("failed: "))
         if status == "passed":
             return None, Verdict(
