@@ -1358,6 +1358,10 @@ public class E {
         if (x == null) throw new java.io.IOException("none");
         return 2 * x.longValue();
     }
+
+    static abstract class Oops extends Exception {
+        Oops(String msg) { super(msg); }
+    }
 }
 """
 
@@ -1367,7 +1371,8 @@ public class E {
 def test_java_stubs_compile_past_checked_exceptions_and_generics(tmp_path):
     fns = {f.name: f for f in functions(JAVA_THROWS, "p/E.java", "java", min_lines=1, documented=False)}
     compiled = {}
-    for name, how in [("named", "raising"), ("named", "wrong"), ("twice", "wrong"), ("E", "raising"), ("E", "wrong")]:
+    asked = [("named", "raising"), ("named", "wrong"), ("twice", "wrong"), ("E", "raising"), ("E", "wrong")]
+    for name, how in asked + [("Oops", "raising"), ("Oops", "wrong")]:
         (tmp_path / "p").mkdir(exist_ok=True)
         (tmp_path / "p" / "E.java").write_text(stub(fns[name], how, JAVA_THROWS))
         done = subprocess.run(["javac", "-nowarn", "-d", str(tmp_path / "o"), str(tmp_path / "p" / "E.java")])
@@ -1379,6 +1384,8 @@ def test_java_stubs_compile_past_checked_exceptions_and_generics(tmp_path):
         ("twice", "wrong"): True,
         ("E", "raising"): True,
         ("E", "wrong"): False,
+        ("Oops", "raising"): True,  # a one-line constructor: split after its super(msg);
+        ("Oops", "wrong"): True,
     }
 
 

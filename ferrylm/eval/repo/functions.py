@@ -90,9 +90,9 @@ def _brace_stub(fn: Function, how: str, ind: str, text: str) -> str | None:
     only the body spells out, `impl Trait` or `auto`, still has its type); or the original run inside a closure
     and its result changed. None where no wrong value of the type can be written (an `impl Trait` but an iterator)."""
     close = closing(fn.body)
-    head = _constructor_call(fn)  # Java: a constructor's super(…) or this(…) stays first, as javac requires
+    head, rest = _constructor_call(fn)  # Java: a constructor's super(…) or this(…) stays first, as javac requires
     if how == "raising":
-        return f"{head}{ind}{_PANIC[fn.language]}\n{fn.body[len(head) :]}"
+        return f"{head}{ind}{_PANIC[fn.language]}\n{rest}"
     typ = fn.kind.strip()
     if typ in ("", "()", "void"):
         return f"{head}{ind}return;\n{close}"
@@ -110,7 +110,7 @@ def _brace_stub(fn: Function, how: str, ind: str, text: str) -> str | None:
         return (
             f"{head}{ind}{typ} ferryR;\n{ind}try {{\n"
             f"{ind}ferryR = ((java.util.concurrent.Callable<{JAVA_BOXED.get(typ, typ)}>) () -> {{\n"
-            f"{original[len(head) :]}{ind}}}).call();\n{ind}}} catch (Exception ferryE) {{\n{ind}{_JAVA_RETHROW}\n{ind}}}\n"
+            f"{original}{ind}}}).call();\n{ind}}} catch (Exception ferryE) {{\n{ind}{_JAVA_RETHROW}\n{ind}}}\n"
             f"{ind}return {java_wrong('ferryR', typ)};\n{close}"
         )
     return (
@@ -126,18 +126,17 @@ _JAVA_RETHROW = (
 )
 
 
-def _constructor_call(fn: Function) -> str:
-    """A Java body's leading `super(…);` or `this(…);` statement with its line's end, else ""."""
+def _constructor_call(fn: Function) -> tuple[str, str]:
+    """(a Java body's leading `super(…);` or `this(…);` statement ending its line, the rest of the body), else
+    ("", the body); a one-line constructor's `{ super(msg); }` is split after the statement."""
     m = re.match(r"\s*(?:super|this)\s*\(", fn.body) if fn.language == "java" else None
-    if m is None:
-        return ""
     depth = 0
-    for i in range(m.end() - 1, len(fn.body)):
+    for i in range(m.end() - 1 if m else len(fn.body), len(fn.body)):
         depth += {"(": 1, ")": -1}.get(fn.body[i], 0)
         if depth == 0 and fn.body[i] == ";":
-            end = fn.body.find("\n", i)
-            return fn.body[: len(fn.body) if end < 0 else end + 1]
-    return ""
+            rest = fn.body[i + 1 :]
+            return fn.body[: i + 1] + "\n", rest[1:] if rest.startswith("\n") else rest
+    return "", fn.body
 
 
 # The constant bodies a broken model writes first: a task's tests must fail each (tasks.py). -----------------
