@@ -15,7 +15,14 @@ from .pairs import extract_pairs, header_end, parse
 from .pairs import functions_of as python_defs
 from .pairs_ts import extract_pairs_ts, function_name, parser
 
-LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust", ".java": "java", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp"}
+# the files repository tasks read (C++'s headers by their C++ names: a header-only library's functions live there)
+LANGUAGES = {
+    ".py": "python",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    **dict.fromkeys((".cpp", ".cc", ".cxx", ".hpp", ".hh", ".hxx"), "cpp"),
+}
 
 
 @dataclass(frozen=True)

@@ -1394,3 +1394,10 @@ def test_a_cpp_pointer_result_defined_outside_its_class_is_named_and_typed_apart
     (fn,) = functions(text, "s.cc", "cpp", min_lines=1, documented=False)
     assert (fn.name, fn.kind) == ("S::parse", "char *")
     assert "auto ferry_r = [&]() -> char * {" in stub(fn, "wrong", text)
+
+
+def test_a_header_only_cpp_library_s_functions_are_read(tmp_path):
+    from ferrylm.eval.repo.tasks import source_functions
+
+    (tmp_path / "lib.hpp").write_text("#pragma once\n\ninline int twice(int x) {\n    return 2 * x;\n}\n")
+    assert [f.name for f in source_functions(tmp_path, "cpp")] == ["twice"]

@@ -34,9 +34,9 @@ def test_files(repo: Path, language: str) -> list[str]:
             elif language == "rust":
                 is_test = n.endswith(".rs") and "tests" in rel.parts[:-1]
             elif language in ("java", "cpp"):
-                is_test = n.endswith((".java",) if language == "java" else (".cc", ".cpp", ".cxx")) and is_test_file(
-                    str(rel)
-                )
+                is_test = n.endswith(
+                    (".java",) if language == "java" else (".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx")
+                ) and is_test_file(str(rel))
             else:
                 is_test = n.endswith("_test.go")
             if is_test:
