@@ -172,9 +172,14 @@ def _brace_functions(
         result = node.child_by_field_name(result_field)
         kind = result.text.decode() if result is not None else ""
         declarator = node.child_by_field_name("declarator")
-        if language == "cpp" and declarator is not None and declarator.type != "function_declarator":
-            # T* or T& (the declarator's marks before the name; an out-of-class name's `S::` is not the type's)
-            kind += " " + "".join(c for c in declarator.text.decode().split(name)[0] if c in "*&")
+        if language == "cpp" and declarator is not None:
+            # the type as written before the declarator (`const char`), less what is no part of a type (`static`)
+            words = [
+                w for w in src[node.start_byte : declarator.start_byte].decode().split() if w not in _CPP_SPECIFIERS
+            ]
+            kind = " ".join(words) or kind
+            if declarator.type != "function_declarator":  # T* or T&: the marks before the name (not `S::`)
+                kind += " " + "".join(c for c in declarator.text.decode().split(name)[0] if c in "*&")
         out.append(
             Function(
                 file,
@@ -191,6 +196,9 @@ def _brace_functions(
         )
     twice = {n for n, k in Counter(f.name for f in out).items() if k > 1}  # overloads: one id, so neither
     return sorted((f for f in out if f.name not in twice), key=lambda f: f.start)
+
+
+_CPP_SPECIFIERS = {"static", "inline", "virtual", "explicit", "constexpr", "extern", "friend"}
 
 
 def _comments_above(src: bytes, at: int) -> int:

@@ -27,7 +27,7 @@ import re
 from ...source.pairs import parse
 from ...source.spans import Function, body_indent, closing, python_nodes, splice
 from . import wrong_values
-from .wrong_values import JAVA_BOXED, cpp_wrong, go_results, go_wrong, java_wrong, rust_wrong
+from .wrong_values import JAVA_BOXED, cpp_wrong, cpp_zero, go_results, go_wrong, java_wrong, rust_wrong
 
 # The wrong-value stub's change of a result, as one expression (it runs inside the repository's
 # process, which has no ferrylm to import).
@@ -190,7 +190,7 @@ def constant_stubs(fn: Function, text: str) -> list[tuple[str, str]]:
     body = {
         "rust": "Default::default()",
         "java": f"return {_JAVA_ZERO.get(typ, 'null')};",
-        "cpp": f"return {typ}{{}};",
+        "cpp": f"return {cpp_zero(typ)};",
     }[fn.language]
     if body in (f"return {java_wrong('ferryR', typ)};", f"return {cpp_wrong('ferry_r', typ)};"):
         return []  # the wrong stub returns this already

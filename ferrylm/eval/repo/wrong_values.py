@@ -128,4 +128,9 @@ def cpp_wrong(name: str, typ: str) -> str:
         return f'{name} + "x"'
     if bare.startswith(("std::vector<", "vector<")):
         return f"[&] {{ auto v = {name}; if (!v.empty()) v.erase(v.begin()); return v; }}()"
-    return f"{typ}{{}}"
+    return cpp_zero(typ)
+
+
+def cpp_zero(typ: str) -> str:
+    """A C++ type's value-initialised value, as an expression (`char *{}` is none: a pointer's is nullptr)."""
+    return "nullptr" if typ.rstrip().endswith("*") else f"{typ}{{}}"
