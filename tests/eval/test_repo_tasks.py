@@ -1393,7 +1393,12 @@ def test_a_cpp_pointer_result_defined_outside_its_class_is_named_and_typed_apart
     text = "struct S { char* parse(char* p); };\n\nchar* S::parse(char* p) {\n    return p + 1;\n}\n"
     (fn,) = functions(text, "s.cc", "cpp", min_lines=1, documented=False)
     assert (fn.name, fn.kind) == ("S::parse", "char *")
-    assert "auto ferry_r = [&]() -> char * {" in stub(fn, "wrong", text)
+    assert "auto ferry_r = [&]() -> char * {" in stub(fn, "wrong", text) and "return nullptr;" in stub(
+        fn, "wrong", text
+    )
+    text = 'struct S { const char* name() const; };\n\nstatic const char* S::name() const {\n    return "s";\n}\n'
+    (fn,) = functions(text, "s.cc", "cpp", min_lines=1, documented=False)
+    assert fn.kind == "const char *"  # the qualifier kept, the storage class not
 
 
 def test_a_header_only_cpp_library_s_functions_are_read(tmp_path):
