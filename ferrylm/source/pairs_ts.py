@@ -152,14 +152,37 @@ def _pair(node, src: bytes, source: str, docs: tuple, min_lines: int, max_lines:
     return Pair(f"{source}::{name}", src[line_start:split].decode(errors="replace"), answer + "\n", doc, code)
 
 
+# Java's and C++'s classes: a method is named with the classes around it (`Outer.Inner.get`, `S::get`), so two
+# classes' methods of one name in a file are two functions
+_CLASSES = {
+    "class_declaration": ".",
+    "interface_declaration": ".",
+    "enum_declaration": ".",
+    "record_declaration": ".",
+    "class_specifier": "::",
+    "struct_specifier": "::",
+}
+
+
+def _enclosing(node) -> str:
+    """The names of the classes around a Java or C++ method, each followed by its separator ("" for none)."""
+    out, at = "", node.parent
+    while at is not None:
+        if at.type in _CLASSES and (named := at.child_by_field_name("name")) is not None:
+            out = named.text.decode(errors="replace") + _CLASSES[at.type] + out
+        at = at.parent
+    return out
+
+
 def function_name(node) -> str:
     """A function's name in its file (C++: its declarator up to the parameters); a Go method's with its
-    receiver's type, `SliceIndex.Key`, so two types' methods of one name are two functions."""
+    receiver's type, `SliceIndex.Key`, a Java or C++ method's with its classes, `Calc.sum`, `S::get`, so two
+    types' methods of one name are two functions."""
     named = node.child_by_field_name("name") or node.child_by_field_name("declarator")
     name = named.text.decode(errors="replace").split("(")[0] if named is not None else "?"
     name = name.lstrip("*& \t") if node.type == "function_definition" else name  # C++: `char* S::f` is S::f
     receiver = node.child_by_field_name("receiver") if node.type == "method_declaration" else None
     typ = next((c.child_by_field_name("type") for c in (receiver.named_children if receiver else [])), None)
     if typ is None:
-        return name
+        return _enclosing(node) + name
     return typ.text.decode(errors="replace").lstrip("*").split("[")[0].strip() + "." + name

@@ -198,6 +198,22 @@ def _brace_functions(
     return sorted((f for f in out if f.name not in twice), key=lambda f: f.start)
 
 
+def same_named(text: str, language: str) -> list[str]:
+    """The names two or more functions of one file share in a brace language (overloads; methods of two types in
+    Rust): functions() gives none of them, since no id tells them apart."""
+    if language not in _BRACE:
+        return []
+    kinds, names = _BRACE[language][0], Counter()
+    stack = [parser(language).parse(text.encode()).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type not in kinds:
+            stack.extend(node.children)
+        elif node.child_by_field_name("body") is not None:
+            names[_name(node)] += 1
+    return sorted(n for n, k in names.items() if k > 1)
+
+
 _CPP_SPECIFIERS = {"static", "inline", "virtual", "explicit", "constexpr", "extern", "friend"}
 
 

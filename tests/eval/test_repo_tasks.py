@@ -17,7 +17,7 @@ from ferrylm.eval.repo import find_tasks, score
 from ferrylm.eval.repo.functions import stub
 from ferrylm.eval.repo.tasks import source_functions
 from ferrylm.source import go_std
-from ferrylm.source.spans import LANGUAGES, functions
+from ferrylm.source.spans import LANGUAGES, functions, same_named
 
 LIB = '''
 def add(a, b):
@@ -844,16 +844,16 @@ def test_java_and_cpp_tasks_through_a_given_test_command(tmp_path, language):
     command, file = (_java_repo if language == "java" else _cpp_repo)(repo)
     assert "name it (`--test` for ferrylm eval repo-tasks, `test:` in a data manifest)" in find_tasks(repo).skipped
     found = find_tasks(repo, command=command)
-    names = {"java": ["bumpSum", "dashed"], "cpp": ["bump_sum", "dashed"]}[language]
+    names = {"java": ["Calc.bumpSum", "Calc.dashed"], "cpp": ["bump_sum", "dashed"]}[language]  # Java's with its class
     assert found.language == language and sorted(t["name"] for t in found.tasks) == names, found.summary()
     assert found.dropped == {"its tests pass with a wrong value": 1}  # noisy's test checks nothing
     rows = [(f"{repo.name}/{file}::{names[0]}", reply) for reply in REPLIES[language][:2]]
-    rows.append((f"{repo.name}/{file}::dashed", REPLIES[language][2]))
+    rows.append((f"{repo.name}/{file}::{names[1]}", REPLIES[language][2]))
     assert _passed(repo, found, tmp_path, rows) == [True, False, True]
 
 
 def test_java_and_cpp_stubs_and_a_stub_that_does_not_compile_is_no_proof(tmp_path):
-    fns = {f.name: f for f in functions(JAVA_LIB, "Calc.java", "java")}
+    fns = {f.name.split(".")[-1]: f for f in functions(JAVA_LIB, "Calc.java", "java")}
     assert fns["bumpSum"].kind == "int" and "Callable<Integer>" in stub(fns["bumpSum"], "wrong", JAVA_LIB)
     assert 'if (true) throw new UnsupportedOperationException("blanked by ferrylm");\n        String out' in stub(
         fns["dashed"], "raising", JAVA_LIB
@@ -1330,8 +1330,9 @@ public class Err extends Exception {
 
 
 def test_a_java_constructor_keeps_its_super_call_first_and_overloads_are_no_tasks():
-    fns = {f.name: f for f in functions(JAVA_CTOR, "p/Err.java", "java", min_lines=1, documented=False)}
+    fns = {f.name.split(".")[-1]: f for f in functions(JAVA_CTOR, "p/Err.java", "java", min_lines=1, documented=False)}
     assert sorted(fns) == ["Err"]  # parse is two methods of one id: neither is a task
+    assert same_named(JAVA_CTOR, "java") == ["Err.parse"]  # listed with its reason by the finder
     for how in ("raising", "wrong"):
         body = stub(fns["Err"], how, JAVA_CTOR).split("public Err(String msg, String opt) {\n")[1]
         assert body.startswith("        super(msg +\n              opt);\n        "), body
@@ -1369,7 +1370,7 @@ public class E {
 @pytest.mark.integration
 @pytest.mark.skipif(shutil.which("javac") is None, reason="javac is not installed (make toolchains installs it)")
 def test_java_stubs_compile_past_checked_exceptions_and_generics(tmp_path):
-    fns = {f.name: f for f in functions(JAVA_THROWS, "p/E.java", "java", min_lines=1, documented=False)}
+    fns = {f.name.split(".")[-1]: f for f in functions(JAVA_THROWS, "p/E.java", "java", min_lines=1, documented=False)}
     compiled = {}
     asked = [("named", "raising"), ("named", "wrong"), ("twice", "wrong"), ("E", "raising"), ("E", "wrong")]
     for name, how in asked + [("Oops", "raising"), ("Oops", "wrong")]:

@@ -63,7 +63,7 @@ T clamp(T v, T lo, T hi) {
 
 EXPECTED = {
     "java": (
-        "f::max",
+        "f::MathUtil.max",  # a method named with its class
         "    /**\n     * Returns the larger of two ints.\n     */\n    @Override\n    public static int max(int a, int b) {\n",
         "        if (a > b) {\n            return a;\n        }\n        return b;\n    }\n",
     ),

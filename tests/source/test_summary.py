@@ -47,7 +47,7 @@ REAL = [
     ("/usr/lib/go-1.19/src/strings/builder.go", "go", 8, "Builder.Reset", "Reset resets the Builder to be empty."),
     ("/usr/share/cargo/registry/md5-0.7.0/src/lib.rs", "rust", 4, "compute", "Finalize and return the digest."),
     # operator< among them: two lines, its closing brace on the last (`…__y.end()); }`)
-    ("/usr/include/c++/12/bits/stl_vector.h", "cpp", 4, "insert", "Inserts a range into the %vector."),
+    ("/usr/include/c++/12/bits/stl_vector.h", "cpp", 4, "vector::insert", "Inserts a range into the %vector."),
 ]
 
 
@@ -93,7 +93,7 @@ public class Counter {
 def test_java_methods_and_constructors_in_a_class():
     pairs = extract_pairs_ts(JAVA, "Counter.java", "java", 2, 30)
     assert [(p.source, p.summary) for p in pairs] == [
-        ("Counter.java::add", "Adds k to the count and returns the new value."),
-        ("Counter.java::Counter", "Resets the count to zero."),
+        ("Counter.java::Counter.add", "Adds k to the count and returns the new value."),
+        ("Counter.java::Counter.Counter", "Resets the count to zero."),
     ]
     assert pairs[0].code == "@Deprecated\npublic int add(int k) {\n    n += k;\n    return n;\n}\n"

@@ -31,7 +31,7 @@ from ...errors import FerryError
 from ...log import get_logger
 from ...manifest import write_text_atomic
 from ...source.pairs import without_accessor
-from ...source.spans import LANGUAGES, Function, functions
+from ...source.spans import LANGUAGES, Function, functions, same_named
 from ...source.test_files import is_test_file
 from ..progress import Progress
 from . import runner, suite, task_cache, trace
@@ -94,14 +94,16 @@ def language_of(repo: Path) -> str:
 
 
 MAX_TASK_LINES = 40  # a body longer than this is no task (the data stage's limit): listed with that reason
+SAME_NAME = "two or more functions of its name in its file (overloads): no id tells them apart"
 
 
-def source_functions(repo: Path, language: str, max_lines: int = MAX_TASK_LINES) -> list[Function]:
+def _source_files(repo: Path, language: str) -> list[tuple[str, str]]:
+    """(path in the repository, text) of each source file whose functions may be tasks: test code (test files,
+    helpers under tests/ or testing/) never is."""
     tests = set(suite.test_files(repo, language))
     found = []
     for path in sorted(p for suffix, lang in LANGUAGES.items() if lang == language for p in repo.rglob(f"*{suffix}")):
         rel = str(path.relative_to(repo))
-        # test code (test files, and helpers under tests/ or testing/) is never a task
         if (
             rel in tests
             or is_test_file(rel)
@@ -109,11 +111,24 @@ def source_functions(repo: Path, language: str, max_lines: int = MAX_TASK_LINES)
         ):
             continue
         try:
-            # a tested one-liner is a task too, and a function without a doc comment (asked with its file shown)
-            found += functions(path.read_text(), rel, language, min_lines=1, max_lines=max_lines, documented=False)
+            found.append((rel, path.read_text()))
         except (UnicodeDecodeError, OSError):
             continue
     return found
+
+
+def source_functions(repo: Path, language: str, max_lines: int = MAX_TASK_LINES) -> list[Function]:
+    # a tested one-liner is a task too, and a function without a doc comment (asked with its file shown)
+    return [
+        f
+        for rel, text in _source_files(repo, language)
+        for f in functions(text, rel, language, min_lines=1, max_lines=max_lines, documented=False)
+    ]
+
+
+def same_named_ids(repo: Path, language: str) -> list[str]:
+    """The ids (file::name) two or more functions of one file share: overloads, no task (listed with the reason)."""
+    return [f"{rel}::{name}" for rel, text in _source_files(repo, language) for name in same_named(text, language)]
 
 
 def find_tasks(
@@ -190,6 +205,10 @@ def _find(facts: RepoFacts, asked: dict, workers: int, shared=None) -> RepoTasks
     for f in source_functions(repo, language, max_lines=10**6):  # every function is listed, the long ones too
         if f.id not in ids and (only is None or f.id in only):
             out.drop(f, Verdict(f"its body is longer than {MAX_TASK_LINES} lines"))
+    for fid in same_named_ids(repo, language):
+        if only is None or fid in only:
+            out.dropped[SAME_NAME] += 1
+            out.considered.append({"id": fid, "verdict": "dropped", "reason": SAME_NAME, "detail": None})
     if not candidates:
         out.skipped = f"no function with a body of 1-{MAX_TASK_LINES} lines" + (
             " among those asked for" if only else ""
