@@ -9,7 +9,9 @@ prose. A correct reply that fails is a reader's or a splicer's defect.
 
 REQ: what that repository's tests need installed (repo-tasks' --test-requires), e.g. humanize:freezegun.
 --found DIR: the tasks a run found before (a task cache's folders, e.g. a GPU run's repo_tasks_cache.tgz unpacked),
-read for each DIR instead of finding them again; --forms: the reply forms to score (all four unless named).
+read for each DIR instead of finding them again; --tasks FILE: the tasks `ferrylm eval repo-tasks -o FILE` wrote (its
+summary from FILE.log.jsonl), for a repository whose test command was named there; --forms: the reply forms to score
+(all four unless named).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from ferrylm.eval.repo import runner
@@ -56,9 +59,23 @@ def kept(repo: Path, requires: list[str] | None, folder: Path) -> RepoTasks:
     return found
 
 
-def one(repo: Path, requires: list[str] | None, runs: int, folder: Path | None = None, only=None) -> dict:
+def written(repo: Path, tasks: Path) -> RepoTasks:
+    """The tasks repo-tasks wrote for `repo` into `tasks`, with the summary it logged beside them."""
+    (row,) = [r for r in map(json.loads, Path(f"{tasks}.log.jsonl").open()) if r["repo"] == repo.name]
+    found = RepoTasks(
+        repo.name, row["language"], row["command"], skipped=row["skipped"], dropped=Counter(row["dropped"])
+    )
+    found.tasks = [t for t in map(json.loads, tasks.open()) if t["repo"] == str(repo)]
+    found.suite_s, found.toolchain = row.get("suite_s"), row.get("toolchain")
+    return found
+
+
+def one(repo: Path, requires: list[str] | None, runs: int, folder: Path | None = None, only=None, tasks=None) -> dict:
     t0 = time.perf_counter()
-    found = kept(repo, requires, folder) if folder else find_tasks(repo, runs=runs, test_requires=requires)
+    if tasks:
+        found = written(repo, tasks)
+    else:
+        found = kept(repo, requires, folder) if folder else find_tasks(repo, runs=runs, test_requires=requires)
     row = found.summary() | {"find_s": round(time.perf_counter() - t0, 1)}
     row["considered"] = len(found.tasks) + sum(found.dropped.values())
     if not found.tasks:
@@ -87,6 +104,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--found", type=Path, help="a task cache's folder: the tasks found before, not found again")
+    ap.add_argument("--tasks", type=Path, help="the tasks a repo-tasks run wrote (-o FILE), not found again")
     ap.add_argument("--forms", help="comma-separated: body, body fenced, definition, definition fenced")
     args = ap.parse_args(argv)
     only = set(args.forms.split(",")) if args.forms else None
@@ -94,7 +112,7 @@ def main(argv=None) -> int:
     for arg in args.repos:
         repo, _, reqs = arg.partition(":")
         requires = [r for r in reqs.split(",") if r] or None
-        report.append(one(Path(repo).resolve(), requires, args.runs, args.found, only))
+        report.append(one(Path(repo).resolve(), requires, args.runs, args.found, only, args.tasks))
         print(json.dumps({k: v for k, v in report[-1].items() if k != "failed"}), flush=True)
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
