@@ -1407,3 +1407,15 @@ def test_a_header_only_cpp_library_s_functions_are_read(tmp_path):
 
     (tmp_path / "lib.hpp").write_text("#pragma once\n\ninline int twice(int x) {\n    return 2 * x;\n}\n")
     assert [f.name for f in source_functions(tmp_path, "cpp")] == ["twice"]
+
+
+@pytest.mark.integration
+def test_a_repository_written_with_crlf_line_ends_is_found_and_scored(tmp_path):
+    """A file's offsets and hash are of its bytes as written: CRLF files score too (tinyxml2 is one)."""
+    repo = _python_repo(tmp_path / "crlf")
+    lib = repo / "pkg" / "__init__.py"
+    lib.write_bytes(lib.read_bytes().replace(b"\n", b"\r\n"))
+    found = find_tasks(repo, only={"pkg/__init__.py::add"})
+    assert [t["name"] for t in found.tasks] == ["add"], found.summary()
+    rows = [("crlf/pkg/__init__.py::add", "    return a + b\n"), ("crlf/pkg/__init__.py::add", "    return a - b\n")]
+    assert _passed(repo, found, tmp_path, rows) == [True, False]

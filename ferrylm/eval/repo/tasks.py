@@ -111,7 +111,7 @@ def _source_files(repo: Path, language: str) -> list[tuple[str, str]]:
         ):
             continue
         try:
-            found.append((rel, path.read_text()))
+            found.append((rel, path.read_bytes().decode()))  # line ends as written: a task's offsets count bytes
         except (UnicodeDecodeError, OSError):
             continue
     return found
