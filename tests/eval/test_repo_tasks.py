@@ -1419,3 +1419,11 @@ def test_a_repository_written_with_crlf_line_ends_is_found_and_scored(tmp_path):
     assert [t["name"] for t in found.tasks] == ["add"], found.summary()
     rows = [("crlf/pkg/__init__.py::add", "    return a + b\n"), ("crlf/pkg/__init__.py::add", "    return a - b\n")]
     assert _passed(repo, found, tmp_path, rows) == [True, False]
+
+
+def test_a_cpp_reply_that_repeats_an_out_of_class_definition_gives_its_body():
+    from ferrylm.eval.repo.splice import body_from_reply
+
+    task = {"language": "cpp", "prompt": "bool S::on(const char* s, int* v) {"}
+    reply = "```cpp\nbool S::on(const char* s, int* v) {\n    *v = 1;\t// set %d\n    return s != nullptr;\n}\n```"
+    assert body_from_reply(task, reply) == "\n    *v = 1;\t// set %d\n    return s != nullptr;\n}\n"
