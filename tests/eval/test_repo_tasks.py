@@ -1427,3 +1427,7 @@ def test_a_cpp_reply_that_repeats_an_out_of_class_definition_gives_its_body():
     task = {"language": "cpp", "prompt": "bool S::on(const char* s, int* v) {"}
     reply = "```cpp\nbool S::on(const char* s, int* v) {\n    *v = 1;\t// set %d\n    return s != nullptr;\n}\n```"
     assert body_from_reply(task, reply) == "\n    *v = 1;\t// set %d\n    return s != nullptr;\n}\n"
+    # a call of its own name on a member inside the body is no repeated signature (tinyxml2's Accept)
+    task = {"language": "cpp", "prompt": "bool D::Accept(V* v) const\n{"}
+    body = "\n    for (N* n = first; n; n = n->next) {\n        if (!n->Accept(v)) {\n            break;\n        }\n    }\n    return true;\n}\n"
+    assert body_from_reply(task, body) == body

@@ -46,6 +46,8 @@ def declares(code: str, m: re.Match) -> bool:
     """Whether a `name(` stands where a definition names its function: after `fn` / `func` / a
     receiver / a return type, not after `if` or an operator (`if is_palindrome(s) {` is a call)."""
     before = code[code.rfind("\n", 0, m.start()) + 1 : m.start()].rstrip()
+    if before.endswith("->"):  # a member's call, `if (!node->f(v)) {`
+        return False
     if re.search(r"\w::~?$", before):  # C++'s out-of-class definition, `bool S::f(`: the qualifier declares it
         return True
     word = re.search(r"(\w+)$", before)
