@@ -3,7 +3,7 @@
 fine-tune asks the same question. Kept under $XDG_CACHE_HOME/ferrylm/repo-tasks (hx_libs.prepared: written
 whole, then renamed), keyed by everything the answer depends on: the repository's files, how it was asked
 (language, test command and requirements, the functions asked for, the limit, the runs), the Python that
-runs the tests and the finder's own code, so a change to any of them finds again.
+runs the tests and the finder's own code and the source-code readers it uses (ferrylm/source/), so a change to any of them finds again.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from ..execution import hx_libs
 from . import suite
 
-# the modules whose code decides which functions are tasks
+# the modules whose code decides which functions are tasks, and what we know of source code they read it with
 FINDER = (
     "tasks.py",
     "facts.py",
@@ -29,6 +29,7 @@ FINDER = (
     "reason.py",
     "wrong_values.py",
 )
+SOURCE = ("spans.py", "pairs.py", "pairs_ts.py", "test_files.py", "go_std.py")
 
 
 class NotKept(Exception):
@@ -38,8 +39,8 @@ class NotKept(Exception):
 def key(repo: Path, language: str, asked: dict) -> str:
     h = hashlib.sha256(json.dumps([str(repo), language, asked, sys.version], sort_keys=True, default=str).encode())
     here = Path(__file__).parent
-    for name in FINDER:
-        h.update((here / name).read_bytes())
+    for path in [*(here / n for n in FINDER), *(here.parents[1] / "source" / n for n in SOURCE)]:
+        h.update(path.read_bytes())
     skip = suite.skip_dirs(language)
     for p in sorted(repo.rglob("*")):
         rel = p.relative_to(repo)
