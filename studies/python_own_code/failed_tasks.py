@@ -19,6 +19,7 @@ from ferrylm.source.spans import functions
 
 TRACKS = ("own_functions_python", "own_repos_python")
 BUILTINS = set(dir(builtins))
+BASE = {True: "passed", False: "failed", None: "not asked"}
 
 
 def original(projects: Path, task_id: str):
@@ -44,7 +45,8 @@ def lay_out(results: Path, projects: Path, out: Path, label: str) -> int:
         mine = results / f"{track}_{label}.jsonl"
         if not mine.is_file():
             continue
-        base = {r["task_id"]: r["passed"] for r in map(json.loads, (results / f"{track}_base.jsonl").open())}
+        theirs = results / f"{track}_base.jsonl"  # a run stopped mid-eval may lack the base's results of a track
+        base = {r["task_id"]: r["passed"] for r in map(json.loads, theirs.open())} if theirs.is_file() else {}
         for r in map(json.loads, mine.open()):
             if r["passed"]:
                 continue
@@ -59,7 +61,7 @@ def lay_out(results: Path, projects: Path, out: Path, label: str) -> int:
             rows.append(row)
             page = out / (re.sub(r"[^\w.-]+", "_", r["task_id"]) + ".md")
             page.write_text(
-                f"# {r['task_id']} ({track}; the base {'passed' if row['base_passed'] else 'failed'})\n\n"
+                f"# {r['task_id']} ({track}; the base {BASE[row['base_passed']]})\n\n"
                 f"## The question\n\n{r['prompt']}\n\n## The reply\n\n```python\n{r['completion']}\n```\n\n"
                 f"## The original body\n\n```python\n{fn.body}\n```\n\n## The run\n\n{r['result']}\n\n"
                 f"Names the original calls or reads on self that the question never shows: {row['unseen_names']}\n"
