@@ -24,7 +24,7 @@ endif
 comma := ,
 DEMO_BENCHMARKS := $(if $(FERRYLM_HUMANEVAL_X),eval.benchmarks=[humaneval$(comma)humaneval-x$(comma)own-code])
 
-.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains doctor demo demo-repos review report bench lint test test-fast test-slow test-all data train export serve eval run clean
+.PHONY: install install-cpu install-gpu install-system install-extras chromium bubblewrap toolchains real-projects doctor demo demo-repos review report bench lint test test-fast test-slow test-all data train export serve eval run clean
 
 install: $(STAMP)
 
@@ -204,14 +204,42 @@ bubblewrap:
 # is reported as not measured. Boost (for 2 of the 164 C++ tasks) is not installed.
 HX_PACKAGES := g++:g++ javac:openjdk-17-jdk-headless go:golang-go rustc:rustc cargo:cargo
 HX_CRATES := librust-rand-dev librust-regex-dev librust-md5-dev
-# a real crate with its own offline tests: the slow tier's Rust project for own-code tasks
-OWN_CODE_CRATES := librust-strsim-dev
+# a real crate with its own offline tests (the slow tier's Rust project for own-code tasks) and JUnit 4 (its Java one's runner)
+OWN_CODE_PACKAGES := librust-strsim-dev junit4
 toolchains:
 	@missing="$(foreach p,$(HX_PACKAGES),$(if $(wildcard /usr/bin/$(word 1,$(subst :, ,$(p)))),,$(word 2,$(subst :, ,$(p)))))"; \
-	for c in $(HX_CRATES) $(OWN_CODE_CRATES); do dpkg -s $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	for c in $(HX_CRATES) $(OWN_CODE_PACKAGES); do dpkg -s $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	[ -z "$$(echo $$missing)" ] || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } || \
 	  echo "ferrylm: not installed (not root):$$missing; HumanEval-X will not measure the languages they serve"
+
+# The slow tier's Java and C++ projects for own-code tasks, with their own tests: the upstream tarballs of Debian's
+# source packages (jargs: JUnit 3 tests; tinyxml2: CRLF files and its xmltest), fetched through an apt state of their
+# own (a deb-src line for this release in a temporary folder: the machine's apt sources stay as they are), each pinned
+# by SHA-256. Where they cannot be fetched they are left out, said once; their tests skip.
+REAL_PROJECTS := jargs=1.0.0-5:jargs_1.0.0.orig.tar.gz:ef2dff0f91b6d97edf5106a8d7ee227e66325b0ceb2e603404f66548d6054c95 \
+  tinyxml2=9.0.0+dfsg-3.1:tinyxml2_9.0.0+dfsg.orig.tar.xz:96510f47a5db537f70dff3e83dd71fd2180cbba4aa76c589a549467e7f34bc9b
+REAL_PROJECTS_DIR := .cache/ferrylm/real-projects
+define REAL_PROJECTS_FETCH
+set -e
+command -v apt-get >/dev/null && [ -f /etc/os-release ] || { echo "ferrylm: no apt-get: the slow tier's Java and C++ projects left out"; exit 0; }
+. /etc/os-release
+apt=$$(mktemp -d) && trap 'rm -rf "$$apt"' EXIT
+mkdir -p "$$apt/lists/partial" "$$apt/cache/archives/partial" "$$apt/get"
+echo "deb-src http://deb.debian.org/debian $$VERSION_CODENAME main" > "$$apt/src.list"
+o="-o APT::Sandbox::User=root -o Dir::Etc::SourceList=$$apt/src.list -o Dir::Etc::SourceParts=/nonexistent -o Dir::State::Lists=$$apt/lists -o Dir::Cache=$$apt/cache"
+apt-get $$o update -qq || { echo "ferrylm: Debian's source index unreachable: the slow tier's Java and C++ projects left out"; exit 0; }
+cd "$$apt/get"
+# the upstream tarball is all that is unpacked: a Debian part the mirror lacks (jargs') is no loss
+for p in $$REAL_PROJECTS; do apt-get $$o source -qq --download-only "$${p%%:*}" > /dev/null 2>&1 || true; done
+for p in $$REAL_PROJECTS; do f=$${p#*:}; echo "$${f#*:}  $${f%%:*}"; done | sha256sum -c --quiet || \
+  { echo "ferrylm: the slow tier's Java and C++ projects not as pinned: left out"; exit 0; }
+for p in $$REAL_PROJECTS; do f=$${p#*:}; tar xf "$${f%%:*}" --no-same-owner -C "$$OLDPWD"; done
+touch "$$OLDPWD/.fetched"
+endef
+export REAL_PROJECTS_FETCH REAL_PROJECTS
+real-projects:
+	@[ -f $(REAL_PROJECTS_DIR)/.fetched ] || { mkdir -p $(REAL_PROJECTS_DIR) && cd $(REAL_PROJECTS_DIR) && bash -c "$$REAL_PROJECTS_FETCH"; }
 
 # The HTML report's render test and the review page's browser test drive headless Chromium, the
 # latter through chromium-driver (Debian's packages; need root to install).
@@ -231,10 +259,10 @@ $(QWEN_TEST): | $(STAMP)
 test: $(STAMP) chromium bubblewrap toolchains
 	$(PY) -m pytest -q -ra --durations=15 -m "not slow" $(ARGS)
 
-test-slow: $(STAMP) chromium bubblewrap toolchains $(QWEN_TEST)
+test-slow: $(STAMP) chromium bubblewrap toolchains real-projects $(QWEN_TEST)
 	$(PY) -m pytest -q -ra --durations=15 -m slow $(ARGS)
 
-test-all: $(STAMP) chromium bubblewrap toolchains $(QWEN_TEST)
+test-all: $(STAMP) chromium bubblewrap toolchains real-projects $(QWEN_TEST)
 	$(PY) -m pytest -q -ra --durations=15 $(ARGS)
 
 lint: $(STAMP)
