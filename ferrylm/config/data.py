@@ -83,6 +83,9 @@ class DataConfig(_Section):
     file_context_tokens: int = Field(768, ge=64)
     """format=sft, task "file": how much of the file the question shows (3 characters a token); keep it at the
     eval's eval.repo_context_tokens, so training asks as the eval does."""
+    file_context_outline: float = Field(0.0, ge=0, le=0.5)
+    """format=sft, task "file": the share of the question's window that outlines the lines it leaves out (as
+    eval.repo_context_outline; keep the two equal). 0: off."""
     repo_files: float = Field(0.0, ge=0, le=1)
     """format=sft: the share of the training repositories' source files (of repositories whose tests the eval
     runs: your own, not the stdlib / site-packages corpora) also trained whole as continued pre-training: the

@@ -63,7 +63,8 @@ class FileShown:
             self.missing += 1
             return None
         before, hole, after = with_hole(self.text[id(ref)], fn, self.cut(ref))
-        view = trimmed(before, hole, after, self.d.file_context_tokens * CHARS_PER_TOKEN, ref.language)
+        budget = self.d.file_context_tokens * CHARS_PER_TOKEN
+        view = trimmed(before, hole, after, budget, ref.language, outline_share=self.d.file_context_outline)
         path = in_repo(ref, self.roots)
         return file_question(path, fn.name, ref.language, view, fn.prompt), assistant_message(pair.body, ref.language)
 

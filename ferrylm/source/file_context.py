@@ -98,14 +98,49 @@ def _joined(lines: list[str], at: list[int]) -> str:
     return "".join(out)
 
 
+# the lines that outline a Python file the window leaves out: what it defines and what its instances hold
+_OUTLINE = {
+    "python": re.compile(r"\s*(async\s+def\s|def\s|class\s|self\.\w+\s*(:[^=]+)?=(?!=))|[A-Za-z_]\w*\s*(:[^=]+)?=(?!=)")
+}
+
+
+# outlined first: the classes and what their instances hold (the names a method's body most often needs)
+_STATE = re.compile(r"\s*(class\s|def __init__\(|self\.\w+\s*(:[^=]+)?=(?!=))")
+
+
+def _outline(up: list[str], down: list[str], start: int, language: str, room: int) -> tuple[set[int], set[int]]:
+    """The outline lines (above the window: indices of `up` before `start`; below it: of `down`) that fit
+    `room`: classes and instance state first, then the other definitions; nearest the hole first in each."""
+    pattern = _OUTLINE.get(language)
+    if pattern is None:
+        return set(), set()
+    near = [(_STATE.match(up[i]) is None, start - i, 0, i) for i in range(start) if pattern.match(up[i])]
+    near += [(_STATE.match(down[j]) is None, j + 1, 1, j) for j in range(len(down)) if pattern.match(down[j])]
+    taken: tuple[set[int], set[int]] = (set(), set())
+    for _, _, side, i in sorted(near):
+        line = (up, down)[side][i]
+        if len(line) <= room:
+            taken[side].add(i)
+            room -= len(line)
+    return taken
+
+
 def trimmed(
-    before: str, hole: str, after: str, budget_chars: int, language: str = "python", after_share: float = 0.0
+    before: str,
+    hole: str,
+    after: str,
+    budget_chars: int,
+    language: str = "python",
+    after_share: float = 0.0,
+    outline_share: float = 0.0,
 ) -> str:
     """The hole with as much of the file around it as fits: the file's imports first (up to half the room:
     the names a body uses come from there), then the lines just before the hole (the signature and doc
     comment first, then upward), then after it. `after_share` of the room the imports leave is kept for the
-    lines after the hole (a method's class goes on below it) where there are any. Lines are kept whole; a
-    cut is marked."""
+    lines after the hole (a method's class goes on below it) where there are any; `outline_share` of it for
+    an outline of the lines the window leaves out (Python: def and class lines, `self.x =` and module-level
+    assignments; classes and instance state first, then nearest the hole), so a body can name what its file defines far from it. Lines are
+    kept whole; a cut is marked."""
     up, down = before.splitlines(keepends=True), after.splitlines(keepends=True)
     room = budget_chars - len(hole)
     head: set[int] = set()
@@ -117,16 +152,19 @@ def trimmed(
         head.update(group)
         used += size
     room -= used
+    outline = int(room * outline_share) if language in _OUTLINE else 0
     kept = min(int(room * after_share), len(after))  # below the hole's share, where the file goes on
-    room -= kept
+    room -= kept + outline
     start = len(up)  # the first line of the window around the hole
     while start > 0 and (start - 1 in head or len(up[start - 1]) <= room):
         start -= 1
         room -= 0 if start in head else len(up[start])
     room += kept
-    bottom: list[str] = []
-    while down and len(down[0]) <= room:
-        room -= len(down[0])
-        bottom.append(down.pop(0))
-    shown = sorted(i for i in head if i < start) + list(range(start, len(up)))
-    return _joined(up, shown) + hole + "".join(bottom) + ("…\n" if down else "")
+    shown_below = 0
+    while shown_below < len(down) and len(down[shown_below]) <= room:
+        room -= len(down[shown_below])
+        shown_below += 1
+    above, below = _outline(up, down[shown_below:], start, language, room + outline) if outline else (set(), set())
+    shown = sorted((head | above) - set(range(start, len(up)))) + list(range(start, len(up)))
+    rest = down[shown_below:]
+    return _joined(up, shown) + hole + "".join(down[:shown_below]) + (_joined(rest, sorted(below)) if rest else "")

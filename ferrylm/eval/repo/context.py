@@ -17,11 +17,13 @@ def file_with_hole(task: dict) -> tuple[str, str, str]:
     return hole_around(raw, task["start"], task["end"], task["language"], task.get("indent", ""))
 
 
-def question(task: dict, budget_tokens: int, after_share: float = 0.0) -> str:
+def question(task: dict, budget_tokens: int, after_share: float = 0.0, outline_share: float = 0.0) -> str:
     """The chat question: the file with the hole, then what to write and in which form (the body only,
-    as training asked); `after_share`: the room kept for the file below the hole (file_context.trimmed)."""
+    as training asked); `after_share`: the room kept for the file below the hole, `outline_share` for an
+    outline of the lines the window leaves out (file_context.trimmed)."""
     before, hole, after = file_with_hole(task)
-    shown = trimmed(before, hole, after, budget_tokens * CHARS_PER_TOKEN, task["language"], after_share)
+    budget = budget_tokens * CHARS_PER_TOKEN
+    shown = trimmed(before, hole, after, budget, task["language"], after_share, outline_share)
     return file_question(task["file"], task["name"], task["language"], shown, task["prompt"])
 
 

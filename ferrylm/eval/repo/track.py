@@ -45,6 +45,7 @@ class Asking:
     cache: bool  # eval.repo_task_cache: keep the tasks found, keyed by everything they depend on
     context: Literal["file", "none"]  # eval.repo_context: the file shown around the function, or not
     context_tokens: int  # eval.repo_context_tokens: the file trimmed to about this many tokens
+    outline: float  # eval.repo_context_outline: the window's share for an outline of the rest of the file
 
     @classmethod
     def of(cls, e) -> Asking:
@@ -55,6 +56,7 @@ class Asking:
             e.repo_task_cache,
             e.repo_context,
             e.repo_context_tokens,
+            e.repo_context_outline,
         )
 
 
@@ -164,7 +166,9 @@ def _track(split: str, language: str, tasks: list[dict], a: Asking) -> Track:
         len(tasks),
         # the file around the function (eval.repo_context=file), or its signature and doc comment alone
         prompt=(lambda t: context.base_prompt(t, a.context_tokens)) if a.context == "file" else (lambda t: t["prompt"]),
-        question=(lambda t: context.question(t, a.context_tokens)) if a.context == "file" else None,
+        question=(lambda t: context.question(t, a.context_tokens, outline_share=a.outline))
+        if a.context == "file"
+        else None,
         from_reply=body_from_reply,
         base_stops=_BASE_STOPS[language],
         from_base=from_base,
