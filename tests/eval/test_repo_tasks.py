@@ -1407,6 +1407,10 @@ def test_a_header_only_cpp_library_s_functions_are_read(tmp_path):
 
     (tmp_path / "lib.hpp").write_text("#pragma once\n\ninline int twice(int x) {\n    return 2 * x;\n}\n")
     assert [f.name for f in source_functions(tmp_path, "cpp")] == ["twice"]
+    # .h says neither C nor C++: a C++ repository's are C++ (picojson.h), another language's are not read
+    (tmp_path / "json.h").write_text("#pragma once\n\ninline bool is_open(char c) {\n    return c == '{';\n}\n")
+    assert sorted(f.name for f in source_functions(tmp_path, "cpp")) == ["is_open", "twice"]
+    assert source_functions(tmp_path, "go") == []
 
 
 @pytest.mark.integration

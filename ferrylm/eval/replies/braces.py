@@ -91,11 +91,26 @@ def completion_from_reply(problem: dict, reply: str, opened: int = 1) -> str:
             code = _past_prompt_body(problem, code[start:])
             break
     depth = 0
-    for i, ch in enumerate(code):
+    for i, ch in enumerate(blank_literals(code)):
         depth += (ch == "{") - (ch == "}")
         if depth == -opened:
             return code[: i + 1] + "\n" + (_without_main(code[i + 1 :]) if opened == 1 else "")
     return code.rstrip() + "\n" + "}\n" * (opened + depth)
+
+
+# what holds braces that are not the code's own: comments, strings (Java's text blocks, Rust's raw strings, Go's
+# backquoted ones) and character literals ('{', '\n'; a Rust lifetime `'a` is none)
+_LITERAL = re.compile(
+    r"//[^\n]*|/\*.*?(?:\*/|\Z)|(?<!\w)r(#*)\".*?\"\1|\"\"\".*?(?:\"\"\"|\Z)|\"(?:\\.|[^\"\\\n])*\"?"
+    r"|'(?:\\.[^'\n]{0,9}|[^'\\\n])'|`[^`]*`?",
+    re.S,
+)
+
+
+def blank_literals(code: str) -> str:
+    """`code` with every comment, string and character literal blanked (same length, newlines kept): the braces
+    left are the code's own (picojson's `in.expect('}')`, Rust's `format!("{}", x)`)."""
+    return _LITERAL.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), code)
 
 
 def _past_prompt_body(problem: dict, code: str) -> str:

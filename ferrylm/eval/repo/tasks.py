@@ -97,12 +97,19 @@ MAX_TASK_LINES = 40  # a body longer than this is no task (the data stage's limi
 SAME_NAME = "two or more functions of its name in its file (overloads): no id tells them apart"
 
 
+def suffixes(language: str) -> list[str]:
+    """The file names a language's functions are read from. `.h` alone says neither C nor C++: in a C++ repository
+    it is C++ (a header-only library's functions live there: picojson.h, tinyxml2.h)."""
+    own = [suffix for suffix, lang in LANGUAGES.items() if lang == language]
+    return [*own, ".h"] if language == "cpp" else own
+
+
 def _source_files(repo: Path, language: str) -> list[tuple[str, str]]:
     """(path in the repository, text) of each source file whose functions may be tasks: test code (test files,
     helpers under tests/ or testing/) never is."""
     tests = set(suite.test_files(repo, language))
     found = []
-    for path in sorted(p for suffix, lang in LANGUAGES.items() if lang == language for p in repo.rglob(f"*{suffix}")):
+    for path in sorted(p for suffix in suffixes(language) for p in repo.rglob(f"*{suffix}")):
         rel = str(path.relative_to(repo))
         if (
             rel in tests
