@@ -45,7 +45,7 @@ class Asking:
     cache: bool  # eval.repo_task_cache: keep the tasks found, keyed by everything they depend on
     context: Literal["file", "none"]  # eval.repo_context: the file shown around the function, or not
     context_tokens: int  # eval.repo_context_tokens: the file trimmed to about this many tokens
-    outline: float  # eval.repo_context_outline: the window's share for an outline of the rest of the file
+    outline: float = 0.0  # eval.repo_context_outline: the window's share for an outline of the rest of the file
 
     @classmethod
     def of(cls, e) -> Asking:
