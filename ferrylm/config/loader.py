@@ -178,8 +178,11 @@ def _check_train(t: TrainConfig) -> None:
         _check_fsdp(t)
     if t.drift_penalty and t.method == "full":
         raise ValueError("train.drift_penalty: the base is the model with its adapters off; needs method lora or qlora")
-    if t.drift_penalty and t.liger:
-        raise ValueError("train.drift_penalty: needs the logits, which train.liger never materialises")
+    if t.drift_penalty and t.liger and t.compile == "layers":
+        raise ValueError(
+            "train.liger: with the drift penalty Liger keeps to the decoder's layers, which train.compile=layers "
+            "compiles already; set one of them"
+        )
     if t.canary_tasks and not t.keep_best:
         raise ValueError("train.canary_tasks: the canary chooses the checkpoint kept; set train.keep_best=true")
     if t.canary_tasks and t.deepspeed:

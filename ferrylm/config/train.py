@@ -54,7 +54,8 @@ class TrainConfig(_Section):
     memory-efficient kernel runs those batches instead. Held-out loss and generation are not affected."""
     liger: bool = False
     """Liger's Triton kernels (RMSNorm, SwiGLU, RoPE, fused linear + cross-entropy): faster and the logits are
-    never materialised. GPUs only; the `liger` extra."""
+    never materialised. With train.drift_penalty only RMSNorm, SwiGLU and RoPE (the penalty needs both models'
+    logits, which Liger's fused loss never gives; train.fused_head makes them a chunk at a time). GPUs only; the `liger` extra."""
     compile: Literal["none", "layers", "model"] = "none"
     """torch.compile: "layers" compiles each decoder layer in place (regional compilation: one layer's graph,
     reused 28 times), "model" the whole model (the Trainer's torch_compile). Fuses the element-wise work
@@ -143,12 +144,12 @@ class TrainConfig(_Section):
     @property
     def head_fused(self) -> bool:
         """train.fused_head where it applies: adapters over an output layer that is neither sharded (ZeRO-3,
-        FSDP2) nor Liger's, in a model that is not compiled whole."""
+        FSDP2) nor Liger's (Liger leaves it to us under the drift penalty), in a model that is not compiled whole."""
         return (
             self.fused_head
             and self.method in ("lora", "qlora")
             and self.deepspeed != "zero3"
             and not self.fsdp
-            and not self.liger
+            and not (self.liger and not self.drift_penalty)
             and self.compile != "model"
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from .build import LIGER_LOSS_ONLY
+from .build import liger_config
 from .zero import deepspeed_config
 
 
@@ -65,8 +65,7 @@ def training_arguments(run):
         gradient_checkpointing=t.gradient_checkpointing and not t.fsdp,
         gradient_checkpointing_kwargs={"use_reentrant": False},
         use_liger_kernel=t.liger,
-        # Compiled layers do the fusing; Liger then only replaces the output layer + loss.
-        liger_kernel_config=LIGER_LOSS_ONLY if t.liger and t.compile == "layers" else None,
+        liger_kernel_config=liger_config(t),
         torch_compile=t.compile == "model",
         logging_steps=t.logging_steps,
         save_strategy="steps" if t.save_steps else "no",

@@ -29,6 +29,23 @@ LIGER_LOSS_ONLY = {
     "cross_entropy": False,
     "fused_linear_cross_entropy": True,
 }
+# the drift penalty reads the logits (or, fused, the hidden states): Liger keeps to the decoder's layers
+LIGER_LAYERS_ONLY = {
+    "rope": True,
+    "swiglu": True,
+    "rms_norm": True,
+    "cross_entropy": False,
+    "fused_linear_cross_entropy": False,
+}
+
+
+def liger_config(t: TrainConfig) -> dict | None:
+    """Which of Liger's kernels train.liger applies; None: all of them (the Trainer's default)."""
+    if not t.liger:
+        return None
+    if t.drift_penalty:
+        return LIGER_LAYERS_ONLY
+    return LIGER_LOSS_ONLY if t.compile == "layers" else None
 
 
 def choose_precision(requested: str, has_cuda: bool) -> str:

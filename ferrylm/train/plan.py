@@ -33,7 +33,8 @@ Fused kernels keep less, and the adapters' input copies go with the eager elemen
 - train.liger (eager): 22h + 6I. Liger's RMSNorm keeps input and output (2 × 4h), SDPA 8h,
   o_proj 2h, its SwiGLU gate, up and the down input (6I): 18h + 6I; the other 4h is measured, not
   attributed. Its fused linear cross-entropy never materialises the logits (what stays is the fp32
-  gradient of the last hidden state, 4h per token).
+  gradient of the last hidden state, 4h per token); with the drift penalty Liger keeps to the layers and
+  the output layer is counted as without it.
 These are fitted to H100 runs of `ferrylm train` (docs/memory_planner.md) and checked on held-out ones.
 """
 
@@ -290,7 +291,7 @@ def smallest_fix(s: Setup) -> str:
 
 def _logits(s: Setup, tokens: int) -> float:
     """Bytes of the loss over the vocabulary, and of the drift penalty's KL beside it."""
-    if s.liger:
+    if s.liger and not s.drift_penalty:
         return tokens * s.shape.hidden * 4.0  # fused linear cross-entropy: the hidden state's gradient
     per_entry = 2 + 4 + 4  # bf16 logits, fp32 copy, fp32 log-softmax
     if s.drift_penalty:

@@ -463,6 +463,35 @@ def test_go_tasks_and_scoring(tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed (make toolchains installs it as root)")
+def test_the_report_names_the_toolchain_each_repository_ran_with(tmp_path):
+    """A compiled language's verdict depends on its compiler: each track carries the toolchain its repositories'
+    tests ran with (the finder's, with its version) and the report names it; Python's run in our interpreter."""
+    from ferrylm.config.loader import load_config
+    from ferrylm.eval.repo.track import Asking, tracks
+    from ferrylm.eval.report.render import subset_note
+
+    repo = tmp_path / "gorepo"
+    (repo / "strs").mkdir(parents=True)
+    (repo / "go.mod").write_text("module example.com/gorepo\n\ngo 1.19\n")
+    (repo / "strs" / "strs.go").write_text(GO_LIB)
+    (repo / "strs" / "strs_test.go").write_text(GO_TESTS)
+    py = _python_repo(tmp_path / "pyrepo")
+    e = load_config(overrides=["eval.repo_task_cache=false"]).eval
+    repos = [
+        {"name": "gorepo", "root": str(repo), "split": "eval"},
+        {"name": "pyrepo", "root": str(py), "split": "eval"},
+    ]
+    found = {t.language: t for t in tracks(Asking.of(e), repos)}
+    assert found["python"].ran_with == {}
+    tool = found["go"].ran_with["gorepo"]
+    assert tool.startswith("go version go1.") and tool.endswith("/go)"), tool
+    summaries = [{"title": t.title, "ran_with": t.ran_with} for t in found.values()]
+    note = subset_note({"base": {"benchmarks": summaries}, "tuned": {"benchmarks": summaries}})
+    assert note == f"Own code's tests ran with {tool} for gorepo."
+
+
+@pytest.mark.integration
 @pytest.mark.skipif(
     "container/ring" not in dict(go_std.package_dirs()), reason="Go's standard library with its tests is not installed"
 )

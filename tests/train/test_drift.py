@@ -12,6 +12,7 @@ from ferrylm.config import load_config
 from ferrylm.models import load_model
 from ferrylm.prompts import IGNORE_INDEX
 from ferrylm.train import run_train
+from ferrylm.train.build import LIGER_LAYERS_ONLY, liger_config
 from ferrylm.train.dataset import scored_positions
 from ferrylm.train.drift import kl_from_base
 from tests.conftest import tiny_config
@@ -50,11 +51,24 @@ def test_no_drift_until_the_adapters_change_and_both_batch_forms_agree(tiny_qwen
     assert a[1] == b[1] == 4 and torch.allclose(a[0], b[0], rtol=1e-4)
 
 
-def test_a_full_fine_tune_or_liger_is_refused_one_line():
+def test_a_full_fine_tune_is_refused_one_line():
     with pytest.raises(ValueError, match="train.drift_penalty.*lora"):
         load_config("default", ["train.drift_penalty=0.5", "train.method=full"])
-    with pytest.raises(ValueError, match="train.drift_penalty.*liger"):
-        load_config("default", ["train.drift_penalty=0.5", "train.liger=true"])
+    with pytest.raises(ValueError, match="^train.liger: with the drift penalty Liger keeps to the decoder's layers"):
+        load_config("default", ["train.drift_penalty=0.5", "train.liger=true", "train.compile=layers"])
+
+
+def test_liger_leaves_the_output_layer_to_the_drift_penalty():
+    """Liger's fused linear cross-entropy never gives the logits the penalty reads: under the penalty Liger
+    replaces the layers' RMSNorm, SwiGLU and RoPE, and the output layer stays ours (fused where asked)."""
+    drift = load_config("default", ["train.drift_penalty=0.5", "train.liger=true", "train.fused_head=true"]).train
+    assert liger_config(drift) == LIGER_LAYERS_ONLY and drift.head_fused
+    assert not any(LIGER_LAYERS_ONLY[k] for k in ("cross_entropy", "fused_linear_cross_entropy"))
+    plain = load_config("default", ["train.liger=true", "train.fused_head=true"]).train
+    assert liger_config(plain) is None and not plain.head_fused  # all of Liger's kernels, its own output layer
+    compiled = load_config("default", ["train.liger=true", "train.compile=layers"]).train
+    assert liger_config(compiled)["fused_linear_cross_entropy"] and not liger_config(compiled)["rms_norm"]
+    assert liger_config(load_config("default", []).train) is None
 
 
 def test_the_old_name_is_refused_with_its_new_one():

@@ -101,8 +101,10 @@ def tracks(a: Asking, repositories: list[dict]) -> list[Track]:
     ]
     if not out and none:  # no track to score: one without tasks carries the names to the report (benchmark.with_tasks)
         out = [Track("own-code", "any", "Own code", "pass_at_1_own", not_measured="no repository gave a task")]
+    ran_with = {r["name"]: f.toolchain for (r, _, _), (f, _) in zip(asked, results) if f and f.tasks and f.toolchain}
     for t in out:
         t.gave_none = dict(none)
+        t.ran_with = {r: ran_with[r] for r in sorted({p["repo_name"] for p in t.problems}) if r in ran_with}
     return out
 
 

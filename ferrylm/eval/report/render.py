@@ -135,7 +135,19 @@ def subset_note(details: dict) -> str:
         if off
         else ""
     )
-    return " ".join(x for x in (subsets, canary, gave_none, no_track, form, retrieval) if x)
+    return " ".join(x for x in (subsets, canary, gave_none, no_track, ran_with(details), form, retrieval) if x)
+
+
+def ran_with(details: dict) -> str:
+    """Which toolchain ran each repository's own tests (a compiled language's: Python's run in ferrylm's own
+    interpreter), so a verdict can be read against the compiler the team builds with."""
+    tools: dict[str, set[str]] = {}
+    for ss in _summaries(details).values():
+        for s in ss:
+            for repo, tool in s.get("ran_with", {}).items():
+                tools.setdefault(tool, set()).add(repo)
+    listed = "; ".join(f"{tool} for {', '.join(sorted(repos))}" for tool, repos in sorted(tools.items()))
+    return f"Own code's tests ran with {listed}." if listed else ""
 
 
 def _with_reasons(repos: dict[str, str]) -> str:

@@ -47,6 +47,7 @@ class Track:
     canary: list[str] = field(default_factory=list)  # tasks left out: the training's canary chose on them
     form: str = "body"  # without a question of its own: asked for the body or the whole function (asked_for)
     gave_none: dict[str, str] = field(default_factory=dict)  # own code: repositories that gave no task, and why
+    ran_with: dict[str, str] = field(default_factory=dict)  # own code: repository -> the toolchain its tests ran with
 
     def ask(self, p: dict) -> str:
         """The chat question for task `p`: the track's own, else the prompt in the fine-tune's instruction."""
@@ -307,5 +308,6 @@ def scored(tracks: list[Track], done: dict, e, out: Path, label: str, gate) -> l
             {**head, **summarise(results, e.pass_k, of=t.total)}
             | ({"canary_left_out": t.canary} if t.canary else {})
             | ({"gave_none": t.gave_none} if t.gave_none else {})
+            | ({"ran_with": t.ran_with} if t.ran_with else {})
         )
     return summaries
