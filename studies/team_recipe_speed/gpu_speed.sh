@@ -6,7 +6,8 @@
 #   studies/nonfinite_steps/gpu_nan_steps.sh setup             # carry .whl and .st
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN   # the GGUF's 24 pieces, one a call
 #   studies/team_recipe_speed/gpu_speed.sh chain [VARIANT...]  # data, the parts, then one run per VARIANT, each a
-#                                                              # list of overrides joined by commas (default below)
+#                                                              # list of overrides joined by commas (default below);
+#                                                              # PARTS=0: the runs alone
 #   studies/team_recipe_speed/gpu_speed.sh wait                # up to 9 minutes; results to $OUT
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,12 +23,13 @@ case "${1:-}" in
     [ -f /tmp/q/model.gguf ] || { cat /tmp/q/p?? > /tmp/q/model.gguf && rm /tmp/q/p??; }
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
     rm -rf /tmp/tree3 $S && mkdir -p /tmp/tree3 $S && tar --exclude=./.gg --exclude=./.whl --exclude=./.st -cf - . | tar -xf - -C /tmp/tree3
-    echo "${@:2}" > $S/variants.txt
+    echo "${@:2}" > $S/variants.txt && echo "${PARTS:-1}" > $S/parts.flag
     setsid nohup bash /tmp/tree3/studies/team_recipe_speed/gpu_speed.sh _chain > $S/chain.log 2>&1 < /dev/null & ;;
   _chain)
+    PARTS=$(cat $S/parts.flag)
     t0=$SECONDS; python3 -m ferrylm data "${RUN[@]}" run_dir=$S/data > $S/data.log 2>&1; echo "data: $((SECONDS - t0)) s" >> $S/times.txt
     model=$(dirname "$(ls /tmp/cache/gguf/*/config.json | head -n 1)")
-    t0=$SECONDS; python3 studies/team_recipe_speed/step_parts.py --run $S/data --model "$model" --out $S/parts.json \
+    t0=$SECONDS; [ "${PARTS:-1}" = 0 ] || python3 studies/team_recipe_speed/step_parts.py --run $S/data --model "$model" --out $S/parts.json \
       --variants padded:unfused padded:fused flat:unfused flat:fused > $S/parts.log 2>&1 || true
     echo "parts: $((SECONDS - t0)) s" >> $S/times.txt
     read -r -a V < $S/variants.txt
@@ -40,9 +42,9 @@ case "${1:-}" in
     echo done >> $S/times.txt ;;
   wait)
     for _ in $(seq "${WAIT_POLLS:-108}"); do grep -q '^done' $S/times.txt 2> /dev/null && break; sleep 5; done
-    cat $S/times.txt $S/parts.log 2> /dev/null | grep -v WARN | tail -n 20
+    cat $S/times.txt $S/parts.log 2> /dev/null | grep -v WARN | tail -n 20 || true  # no parts.log with PARTS=0
     grep -h "error\|skipped" $S/*.train.log | cut -c1-300 || true
-    mkdir -p "$OUT" && (cd $S && tar czf "$OUT/speed.tgz" --ignore-failed-read times.txt parts.json parts.log *.train.log \
-      */train/record.json */train/log_history.jsonl 2> /dev/null) || true ;;
+    mkdir -p "$OUT" && (cd $S && tar czf "$OUT/speed.tgz" $(ls -d times.txt parts.json parts.log *.train.log \
+      */train/record.json */train/log_history.jsonl 2> /dev/null)) || true ;;
   *) echo "usage: $0 chain [VARIANT...] | wait" >&2; exit 2 ;;
 esac
