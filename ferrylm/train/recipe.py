@@ -371,6 +371,7 @@ def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: floa
     history = _history(run)
     evals = [h["eval_loss"] for h in history if "eval_loss" in h]
     speeds = [h for h in history if "tokens_per_s" in h]
+    runtime = result.metrics.get("train_runtime")
     return {
         "method": t.method,
         "steps": trainer.state.global_step,
@@ -384,10 +385,12 @@ def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: floa
         "base_perplexity": math.exp(evals[0]),
         "eval_loss": evals[-1],
         "perplexity": math.exp(evals[-1]),
-        "train_runtime_s": result.metrics.get("train_runtime"),
+        "train_runtime_s": runtime,
         "tokens_seen": int(trainer.state.num_input_tokens_seen),
-        "tokens_per_s": speeds[-1]["tokens_per_s"] if speeds else None,
-        "mfu": speeds[-1].get("mfu") if speeds else None,
+        # the run's own (its evals and checkpoints included); the last log line's window beside it
+        "tokens_per_s": trainer.state.num_input_tokens_seen / runtime if runtime else None,
+        "tokens_per_s_last_window": speeds[-1]["tokens_per_s"] if speeds else None,
+        "mfu_last_window": speeds[-1].get("mfu") if speeds else None,
         "precision": run.precision,
         "attention": run.attention,
         "liger": t.liger,

@@ -21,6 +21,10 @@ def test_metrics_reach_tensorboard_and_history(copy_run, tiny_qwen2_dir, tiny_co
     history = [json.loads(line) for line in open(run / "train" / "log_history.jsonl")]
     train_lines = [h for h in history if "loss" in h and "eval_loss" not in h]
     assert len(train_lines) == 4 and all(h["tokens_per_s"] > 0 for h in train_lines[1:])
+    # the record's speed is the run's (its evals and checkpoints in it), not the last window's
+    m = rec.metrics
+    assert m["tokens_per_s"] == pytest.approx(m["tokens_seen"] / m["train_runtime_s"])
+    assert m["tokens_per_s_last_window"] == train_lines[-1]["tokens_per_s"]
     events = EventAccumulator(str(next((run / "train" / "tensorboard").rglob("events.out.tfevents.*")).parent))
     events.Reload()
     tb = {e.step: e.value for e in events.Scalars("train/loss")}
