@@ -82,8 +82,8 @@ class TrainConfig(_Section):
     save_final: bool = True
     """false: no adapter or model at the end either (measurement runs: `ferrylm bench`'s trials)."""
     eval_batches: int = Field(16, gt=0)
-    """Held-out batches in each evaluation of the loss: its first eval_batches × per_device_batch_size held-out rows,
-    so runs at another batch size read their loss over other rows."""
+    """Held-out batches in each evaluation of the loss: its first eval_batches × per_device_batch_size held-out rows
+    (runs at another batch size read other rows), the loss their mean per answer token."""
     deepspeed: Literal["zero2", "zero3"] | None = None
     """DeepSpeed ZeRO stage: zero2 shards optimizer states and gradients, zero3 also the parameters. Launch several processes with `ferrylm launch --nproc N`."""
     fsdp: Literal["full_shard", "shard_grad_op"] | None = None

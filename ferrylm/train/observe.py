@@ -228,8 +228,9 @@ def guarded_trainer_class():
 
     from .drift import DriftPenalty
     from .fsdp import ShardedOnCpu
+    from .heldout import TokenMeanEval
 
-    class GuardedTrainer(StepRows, DriftPenalty, ShardedOnCpu, Trainer):
+    class GuardedTrainer(StepRows, DriftPenalty, TokenMeanEval, ShardedOnCpu, Trainer):
         _last = None  # (time, tokens seen) at the previous log line
         _flops = None  # weight FLOPs per trained token
         _sq = _n = 0  # Σ length² and Σ length over examples since the last log line (attention FLOPs)

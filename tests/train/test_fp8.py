@@ -60,5 +60,5 @@ def test_lora_on_an_fp8_base_trains_as_on_the_full_precision_base(copy_run, tiny
     # within 0.005 (measured: at most 0.0025).
     want = {1: 10.7944, 2: 10.8051, 3: 10.7478, 4: 10.7690, 5: 10.7304, 6: 10.7474, 7: 10.7213, 8: 10.6618}
     pinned("fp8 curve", "fp8-curve", got, want)
-    pinned("fp8 eval loss", "train-loss", rec.metrics["eval_loss"], 10.7271)
+    pinned("fp8 eval loss", "train-loss", rec.metrics["eval_loss"], 10.7293)
     assert max(abs(got[k] - v) for k, v in LORA_CURVE.items()) < 0.005

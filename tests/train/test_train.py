@@ -37,7 +37,7 @@ def test_lora_training_lowers_loss_and_writes_adapter(copy_run, tiny_qwen2_dir, 
     # The recipe's numbers pinned (torchtune pins its recipes' losses): a silent change to the recipe,
     # the data or the seed fails here; the tolerance is the CPUs' measured spread (tests/pinning.py).
     pinned("lora curve", "train-loss", _history(run), LORA_CURVE)
-    pinned("lora eval losses", "train-loss", [m["base_eval_loss"], m["eval_loss"]], [10.7973, 10.7255])
+    pinned("lora eval losses", "train-loss", [m["base_eval_loss"], m["eval_loss"]], [10.7993, 10.7277])
 
 
 @pytest.mark.slow
