@@ -584,6 +584,33 @@ def test_rust_tasks_and_scoring(tmp_path):
     assert _passed(repo, found, tmp_path, rows) == [True, False, True]
 
 
+@needs_cargo
+@pytest.mark.integration
+def test_a_crate_s_runs_start_from_its_warm_build_and_rebuild_what_a_reply_changes(tmp_path, monkeypatch):
+    """Each sandboxed run copies the crate's warm target: Cargo finds the original fresh (nothing compiled), and a
+    replaced file is newer than every artifact, so a wrong body is compiled and fails (no stale test binary)."""
+    from ferrylm.eval.repo import runner
+    from ferrylm.eval.repo.facts import facts_of
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo = tmp_path / "rsrepo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "Cargo.toml").write_text('[package]\nname = "rsrepo"\nversion = "0.1.0"\nedition = "2021"\n')
+    (repo / "src" / "lib.rs").write_text(RUST_LIB)
+    facts = facts_of(repo, "rust")
+    assert (Path(runner.crate_warm(facts)) / "target" / "debug").is_dir()
+    nothing_compiled = "cargo test --offline --no-run -v > $HOME/log 2>&1 && ! grep -q Compiling $HOME/log"
+    wrong = {"src/lib.rs": RUST_LIB.replace("    total\n}", "    total + 1\n}", 1)}
+    with runner.sandbox(facts, 120) as box:
+        got = [runner.run(box, nothing_compiled).status, runner.run(box, "cargo test --offline -q", wrong).status]
+        box.warm = None  # cold, as before: the crate compiled in the run
+        cold = runner.run(box, nothing_compiled).status
+    assert got[0] == "passed" and got[1].startswith("failed") and "test failed" in got[1], got
+    assert cold.startswith("failed"), cold
+    (repo / "build.rs").write_text("fn main() {}\n")  # a build script would run outside the sandbox: not warmed
+    assert runner.crate_warm(facts_of(repo, "rust")) is None
+
+
 def test_rust_stubs_panic_or_return_a_wrong_value_of_the_same_type():
     fns = {f.name: f for f in functions(RUST_LIB, "src/lib.rs", "rust")}
     assert sorted(fns) == ["bump_sum", "dashed", "noisy"] and fns["dashed"].kind == "String"

@@ -11,7 +11,8 @@ test themselves).
 Test commands: given per repository (the data manifest's `test:`; Java and C++ only so), or detected —
 pytest (or unittest) for Python, `go test ./...` for Go, `cargo test --offline` for Rust. `python`, `python3` and
 `pytest` in a command are this interpreter, with its packages (pytest among them) visible; Go and
-Cargo run offline (GOPROXY=off, CARGO_NET_OFFLINE), their caches inside the program's directory.
+Cargo run offline (GOPROXY=off, CARGO_NET_OFFLINE), their caches inside the program's directory; a crate's
+runs start from its warm build (warm.py).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from ..execution import hx_libs
 from ..execution.sandbox import Sandbox, past_alternatives, real_python
 from . import reason
 from .facts import RepoFacts
+from .warm import CARGO_ENV, warm_target
+from .warm import copy_in as warm_copy_in
 
 GO_ENV = "GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod GOMAXPROCS=2"
 GO_VARS = dict(kv.split("=", 1) for kv in GO_ENV.split())  # the same, for a process started here
-CARGO_ENV = "CARGO_NET_OFFLINE=true CARGO_INCREMENTAL=0 CARGO_BUILD_JOBS=2 CARGO_TERM_COLOR=never MALLOC_ARENA_MAX=2"
 # The JVM (javac's too) reserves address space by the machine's memory, not the sandbox's limit: these keep it under.
 JAVA_ENV = (
     'JAVA_TOOL_OPTIONS="-Xmx512m -Xss4m -XX:ReservedCodeCacheSize=64m -XX:MaxMetaspaceSize=256m '
@@ -122,11 +124,11 @@ def _tools() -> dict[str, str]:
     }
 
 
-def _prelude(repo_in_sandbox: str, deps: str | None = None, tools: str | None = None) -> str:
+def _prelude(repo_in_sandbox: str, deps: str | None = None, tools: str | None = None, warm: str | None = None) -> str:
     """Shell lines that put `python`, `python3` and `pytest` (this interpreter, pytest with the token
     hook), the repository's toolchain (`tools`, its bin directory) and the compilers Debian links through
     /etc/alternatives first on PATH, set up Go's, Cargo's and the JVM's settings, then copy the repository and
-    enter it. `deps`: the repository's test requirements."""
+    enter it. `deps`: the repository's test requirements; `warm`: a crate's warm build (warm.py)."""
     site = os.pathsep.join([*([deps] if deps else []), *site_dirs()])
     path, own = "$PWD/bin:$PATH", ""
     if tools:  # its compilers before Debian's alternatives
@@ -136,8 +138,12 @@ def _prelude(repo_in_sandbox: str, deps: str | None = None, tools: str | None = 
         f"mkdir bin && mv pytest python bin/ && ln -s python bin/python3 && chmod +x bin/*{_resolved_tools()}{own} && "
         f'export PATH="{path}" PYTHONPATH="{site}:$PWD" PYTHONDONTWRITEBYTECODE=1 '
         f'GOCACHE="$PWD/.gocache" GOPATH="$PWD/.gopath" {GO_ENV} CARGO_HOME="$PWD/.cargo" {CARGO_ENV} {JAVA_ENV} && '
-        f"cp -r {shlex.quote(repo_in_sandbox)} r && chmod -R u+w r && cd r && "
-        '{ [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"'
+        + (
+            warm_copy_in(repo_in_sandbox, warm)
+            if warm
+            else f"cp -r {shlex.quote(repo_in_sandbox)} r && chmod -R u+w r && cd r"
+        )
+        + ' && { [ ! -d src ] || export PYTHONPATH="$PWD/src:$PYTHONPATH"; } && export PYTHONPATH="$PWD:$PYTHONPATH"'
     )
 
 
@@ -153,7 +159,7 @@ def run(box: Sandbox, command: str, replaced: dict[str, str] | None = None, time
     facts = box.facts
     # a standard-library package is run where it is (GOROOT is in the sandbox's /usr)
     seen_at = str(facts.path) if box.isolation == "unconfined" or facts.in_place else REPO_IN_SANDBOX
-    return box.run(program(seen_at, command, replaced, box.deps, facts), timeout_s)
+    return box.run(program(seen_at, command, replaced, box.deps, facts, box.warm), timeout_s)
 
 
 def run_alternatives(box: Sandbox, command: str, alternatives: list[dict[str, str]], each_s: float):
@@ -164,21 +170,26 @@ def run_alternatives(box: Sandbox, command: str, alternatives: list[dict[str, st
     files = {f"alt_{k}_{i}": text for k, alt in enumerate(alternatives) for i, text in enumerate(alt.values())}
     limited = f"timeout -k 1 {each_s:g} sh -c {shlex.quote(command)}"
     tries = " || ".join(
-        "{ " + "".join(f"cp ../alt_{k}_{i} {shlex.quote(p)} && " for i, p in enumerate(alt)) + f"{limited} ; }}"
+        "{ " + "".join(f'cp "$HOME/alt_{k}_{i}" {shlex.quote(p)} && ' for i, p in enumerate(alt)) + f"{limited} ; }}"
         for k, alt in enumerate(alternatives)
     )
     seen_at = str(box.facts.path) if box.isolation == "unconfined" else REPO_IN_SANDBOX
-    code = program(seen_at, tries, None, box.deps, box.facts)
+    code = program(seen_at, tries, None, box.deps, box.facts, box.warm)
     code["files"] |= files
     return box.run(code, (each_s + 2) * len(alternatives) + 10)
 
 
 def program(
-    repo: str, command: str, replaced: dict[str, str] | None = None, deps: str | None = None, facts=None
+    repo: str,
+    command: str,
+    replaced: dict[str, str] | None = None,
+    deps: str | None = None,
+    facts=None,
+    warm: str | None = None,
 ) -> dict:
     """The sandbox program that copies the repository (seen at `repo`), writes `replaced` and runs `command` with
-    the repository's toolchain (`facts`, a RepoFacts); a package of Go's standard library is not copied:
-    `replaced` is laid over it by `go test -overlay`."""
+    the repository's toolchain (`facts`, a RepoFacts) and a crate's warm build (`warm`: crate_warm); a package of
+    Go's standard library is not copied: `replaced` is laid over it by `go test -overlay`."""
     files = {f"replaced_{i}": text for i, text in enumerate((replaced or {}).values())} | _tools()
     package = facts.std_package if facts else None
     if package:
@@ -190,8 +201,8 @@ def program(
         )
         start = _prelude_in_goroot(package, facts.toolchain.bin)
     else:
-        place = "".join(f" && cp ../replaced_{i} {shlex.quote(path)}" for i, path in enumerate(replaced or {}))
-        start = _prelude(repo, deps, facts.toolchain.bin if facts else None) + place
+        place = "".join(f' && cp "$HOME/replaced_{i}" {shlex.quote(path)}' for i, path in enumerate(replaced or {}))
+        start = _prelude(repo, deps, facts.toolchain.bin if facts else None, warm) + place
     script = (
         f"{start} && {{ {command} ; }} > $HOME/test_output.txt 2>&1; code=$?; "
         'if [ $code -eq 0 ] && [ ! -e "$HOME/.pytest_used" ]; then printf %s "$FERRY_TOKEN" >&3; elif [ $code -ne 0 ]; then '
@@ -218,11 +229,17 @@ def go_std_cache(package: str) -> str:
     return os.path.join(hx_libs.prepared(f"{version}-{package.replace('/', '-')}", build, under="go-std"), "cache")
 
 
+def crate_warm(facts: RepoFacts) -> str | None:
+    """A Rust crate's warm build, for a sandboxed run to copy (warm.py); None for other languages or a cold crate."""
+    return warm_target(str(facts.path), facts.toolchain.bin) if facts.language == "rust" else None
+
+
 def toolchain_binds(facts: list[RepoFacts]) -> list[str]:
     """What the sandbox must see, beside the repositories, to run their tests: each toolchain's directory outside
-    /usr, and what Go's standard-library packages among them need."""
+    /usr, a crate's warm build, and what Go's standard-library packages among them need."""
     roots = sorted({f.toolchain.root for f in facts if f.toolchain.root})
-    return roots + binds_for([f.std_package for f in facts if f.std_package])
+    warm = sorted({w for f in facts if (w := crate_warm(f))})
+    return roots + warm + binds_for([f.std_package for f in facts if f.std_package])
 
 
 def binds_for(packages: list[str]) -> list[str]:
@@ -251,13 +268,12 @@ def sandbox(
 ) -> Sandbox:
     """A sandbox that sees the repository of `facts` (read-only), this interpreter's packages and the repository's
     test requirements (`deps`, test_deps()); files up to 256 MB. `shared`: a semaphore whose slots it takes turns
-    at with other repositories' sandboxes. run() asks it for the repository's facts."""
-    binds = [f"{facts.path.resolve()}={REPO_IN_SANDBOX}", *site_binds()]
-    binds += toolchain_binds([facts]) + ([deps] if deps else [])
-    box = Sandbox(
-        slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds) if not unconfined else (), shared=shared
-    )
+    at with other repositories' sandboxes. run() asks it for the repository's facts (and a crate's warm build)."""
+    binds = [] if unconfined else [f"{facts.path.resolve()}={REPO_IN_SANDBOX}", *site_binds()]
+    binds += [] if unconfined else toolchain_binds([facts]) + ([deps] if deps else [])
+    box = Sandbox(slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds), shared=shared)
     box.facts, box.deps = facts, deps
+    box.warm = None if unconfined else crate_warm(facts)  # unconfined runs share this machine's /tmp: no fixed path
     return box
 
 
