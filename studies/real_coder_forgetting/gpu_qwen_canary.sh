@@ -204,7 +204,7 @@ PY
     tail -n 25 "$R.$2.log"; cat "$R.$first.done" 2>/dev/null || echo "still running"
     mkdir -p "$OUT"
     (cd /tmp && tar czf "$OUT/$TAG.tgz" --ignore-failed-read "$TAG".*.txt "$TAG".*.log "$TAG".*.json "$TAG"/*/record.json "$TAG"/data/repositories.json "$TAG"/eval/report.json \
-      "$TAG"/eval/report.md "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true
+      "$TAG"/eval/report.md "$TAG"/eval/report.html "$TAG"/eval/*.jsonl "$TAG"/train/log_history.jsonl 2>/dev/null) || true
     [ ! -d "$CACHE/ferrylm/repo-tasks" ] || tar czf "$OUT/$TAG.repo_tasks.tgz" -C "$CACHE" ferrylm/repo-tasks
     # a W4A16 sweep's replies and results, so those the machine leaves unexecuted run elsewhere (execute_replies.py)
     [ ! -d "$R/w4a16_variants" ] || (cd /tmp && tar czf "$OUT/$TAG.replies.tgz" "$TAG"/w4a16_variants/*.jsonl) ;;
