@@ -13,7 +13,7 @@
 #                                                  # one training at a time (team, then second), export, eval
 #   studies/python_own_code/gpu_python.sh wait TAG # up to 9 minutes for run TAG (team, second); its replies to $OUT
 #
-# LEVER="dotted overrides" adds a lever to both runs (TAG_SUFFIX names them apart).
+# LEVER="dotted overrides" adds a lever to both runs (TAG_SUFFIX names them apart); TEAM_ONLY=1 chains the team's alone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CANARY=studies/real_coder_forgetting/gpu_qwen_canary.sh
@@ -51,7 +51,7 @@ print(embedded_gguf('qwen2.5-coder-1.5b', cache_root()))")
     tail -n 2 /tmp/team$S.prefind.log /tmp/second$S.prefind.log; cat /tmp/*.prefind.done 2> /dev/null || true ;;
   chain)
     TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY all
-    AFTER=team$S TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY all
+    [ -n "${TEAM_ONLY:-}" ] || AFTER=team$S TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY all
     sleep 20 && tail -n 3 /tmp/team$S.train.log /tmp/second$S.train.log ;;
   wait) TAG=$2 bash $CANARY wait train ;;
   *) echo "usage: $0 corpus | split | setup | found | chain | wait TAG" >&2; exit 2 ;;
