@@ -200,3 +200,15 @@ def test_the_drift_penalty_is_planned():
     assert estimate(replace(s, drift_penalty=False)).total_gib - s.reserve_gib == pytest.approx(45.41, abs=0.01)
     # the fused output layer holds one chunk's vocabulary tensors, not every position's: 20 GiB less planned
     assert estimate(fused).logits_gib < estimate(s).logits_gib / 5
+
+
+def test_the_7b_shape_under_a40x2_lora_with_the_drift_penalty_is_planned():
+    """The 7B shape (random weights) under a40x2-lora's train section with train.drift_penalty=1.0, 4,096 × 1, one
+    H100 (benchmarks/bench_7b.sh lora-bf16-ckpt): torch's allocated peak against the plan of the preset's two cards,
+    whose ZeRO-2 shards only the adapters' gradients and optimizer states (0.3 GiB whole)."""
+    row = json.loads((RESULTS / "ferrylm_bench_h100_7b_drift.json").read_text())["training"][0]
+    setup, _ = load_setup("a40x2-lora", ["train.drift_penalty=1.0"])
+    assert setup.drift_penalty and (setup.micro_batch, setup.seq_len, setup.lora_dropout) == (1, 4096, 0.05)
+    plan = estimate(setup)
+    assert plan.total_gib - setup.reserve_gib == pytest.approx(row["peak_allocated_gib"], rel=0.10)
+    assert plan.fits and row["peak_reserved_gib"] < setup.gpu_memory_gib  # 23.9 GiB reserved of an A40's 45
