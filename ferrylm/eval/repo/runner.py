@@ -229,9 +229,12 @@ def go_std_cache(package: str) -> str:
     return os.path.join(hx_libs.prepared(f"{version}-{package.replace('/', '-')}", build, under="go-std"), "cache")
 
 
-def crate_warm(facts: RepoFacts) -> str | None:
-    """A Rust crate's warm build, for a sandboxed run to copy (warm.py); None for other languages or a cold crate."""
-    return warm_target(str(facts.path), facts.toolchain.bin) if facts.language == "rust" else None
+def crate_warm(facts: RepoFacts, unconfined: bool = False) -> str | None:
+    """A Rust crate's warm build, for a sandboxed run to copy (warm.py); None for other languages, a cold crate or
+    an unconfined run (it shares this machine's /tmp: no fixed path)."""
+    if unconfined or facts.language != "rust":
+        return None
+    return warm_target(str(facts.path), facts.toolchain.bin)
 
 
 def toolchain_binds(facts: list[RepoFacts]) -> list[str]:
@@ -273,7 +276,7 @@ def sandbox(
     binds += [] if unconfined else toolchain_binds([facts]) + ([deps] if deps else [])
     box = Sandbox(slots, timeout_s, **LIMITS, unconfined=unconfined, binds=tuple(binds), shared=shared)
     box.facts, box.deps = facts, deps
-    box.warm = None if unconfined else crate_warm(facts)  # unconfined runs share this machine's /tmp: no fixed path
+    box.warm = crate_warm(facts, unconfined)
     return box
 
 

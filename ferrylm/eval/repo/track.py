@@ -153,7 +153,7 @@ def _track(split: str, language: str, tasks: list[dict], a: Asking) -> Track:
             {task["file"]: spliced_text(task, body)},
             task.get("test_deps"),
             facts[task["repo"]],
-            None if unconfined else runner.crate_warm(facts[task["repo"]]),
+            runner.crate_warm(facts[task["repo"]], unconfined),
         )
 
     def from_base(task: dict, text: str) -> str:
