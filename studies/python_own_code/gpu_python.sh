@@ -13,7 +13,8 @@
 #                                                  # one training at a time (team, then second), export, eval
 #   studies/python_own_code/gpu_python.sh wait TAG # up to 9 minutes for run TAG (team, second); its replies to $OUT
 #
-# LEVER="dotted overrides" adds a lever to both runs (TAG_SUFFIX names them apart); TEAM_ONLY=1 chains the team's alone.
+# LEVER="dotted overrides" adds a lever to both runs (TAG_SUFFIX names them apart); TEAM_ONLY=1 chains the team's alone;
+# AFTER=TAG holds the team run's training until run TAG's has ended (a second lever's chain behind the first's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CANARY=studies/real_coder_forgetting/gpu_qwen_canary.sh
