@@ -179,8 +179,10 @@ case "${1:-}" in
     setsid nohup bash -c "REPOS=$2 $0 _tasks; [ -f $R.prefind.done ] || echo failed > $R.prefind.done" \
       > "$R.prefind.log" 2>&1 < /dev/null & ;;
   _tasks)
-    if [ -z "${REPOS:-}" ]; then  # every finding from a split first (any tag's: found twice at once, a task costs twice)
-      for log in /tmp/*.prefind.log; do [ ! -f "$log" ] || while [ ! -f "${log%.log}.done" ]; do sleep 5; done; done
+    if [ -z "${REPOS:-}" ]; then  # this tag's finding from a split first; a tag with none waits for every tag's
+      # (another lever's run finds the same tasks: found twice at once, each costs twice)
+      logs=$(ls "$R.prefind.log" 2> /dev/null || ls /tmp/*.prefind.log 2> /dev/null || true)
+      for log in $logs; do while [ ! -f "${log%.log}.done" ]; do sleep 5; done; done
     fi
     done_file=$R.tasks.done; [ -z "${REPOS:-}" ] || done_file=$R.prefind.done
     python3 - "${RUN[@]:2}" <<'PY' && echo ok > "$done_file" || echo failed > "$done_file"
