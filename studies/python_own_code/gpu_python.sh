@@ -13,7 +13,7 @@
 #                                                  # one training at a time (team, then second), export, eval
 #   studies/python_own_code/gpu_python.sh wait TAG # up to 9 minutes for run TAG (team, second); its replies to $OUT
 #
-# LEVER="dotted overrides" adds a lever to both runs (TAG_SUFFIX names them apart); TEAM_ONLY=1 chains the team's alone;
+# LEVER="dotted overrides" adds a lever to both runs (TAG_SUFFIX names them apart); TEAM_ONLY=1: the team's alone (setup, chain);
 # AFTER=TAG holds the team run's training until run TAG's has ended (a second lever's chain behind the first's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -47,7 +47,7 @@ print(embedded_gguf('qwen2.5-coder-1.5b', cache_root()))")
     bash $CANARY setup
     rm -rf /tmp/st && mkdir -p /tmp/st && cp -r .st/corpus /tmp/st/ && grep -c "test:" /tmp/st/corpus/manifest.yaml
     TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY prefind /tmp/projs/split_team.json
-    TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY prefind /tmp/st/corpus/split_second.json ;;
+    [ -n "${TEAM_ONLY:-}" ] || TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY prefind /tmp/st/corpus/split_second.json ;;
   found)  # how far the finding from the splits has come
     tail -n 2 /tmp/team$S.prefind.log /tmp/second$S.prefind.log; cat /tmp/*.prefind.done 2> /dev/null || true ;;
   chain)
