@@ -8,6 +8,8 @@
 #                                                  # (.proj/split_team.json, .st/corpus/split_second.json)
 #   studies/python_own_code/gpu_python.sh setup    # carry .whl .proj .st: wheels, the team's projects, the second corpus;
 #                                                  # both corpora's tasks found from the splits while the GGUF is carried
+#                                                  # (the team corpus 882 s on 16 cores beside training; read back from a
+#                                                  # results/*/TAG.repo_tasks.tgz of a run with the same finder)
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh part NN   # the GGUF's 24 pieces, one a call (carry .gg/pNN)
 #   studies/python_own_code/gpu_python.sh chain    # both corpora in the background: data and task finding at once,
 #                                                  # one training at a time (team, then second), export, eval
@@ -45,6 +47,8 @@ print(embedded_gguf('qwen2.5-coder-1.5b', cache_root()))")
     done ;;
   setup)
     bash $CANARY setup
+    # tasks earlier runs found (results/*/*.repo_tasks.tgz): read back where the finder's code and the projects match
+    for t in studies/python_own_code/results/*/*.repo_tasks.tgz; do [ ! -f "$t" ] || bash $CANARY cache "$t"; done
     rm -rf /tmp/st && mkdir -p /tmp/st && cp -r .st/corpus /tmp/st/ && grep -c "test:" /tmp/st/corpus/manifest.yaml
     TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY prefind /tmp/projs/split_team.json
     [ -n "${TEAM_ONLY:-}" ] || TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY prefind /tmp/st/corpus/split_second.json ;;

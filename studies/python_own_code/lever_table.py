@@ -1,0 +1,89 @@
+"""A lever's runs against the team recipe's, task by task, over both corpora: the rows of the study's lever table.
+
+    python studies/python_own_code/lever_table.py RECIPE_DIR LEVER_DIR [--corpus team --corpus second] [--out JSON]
+
+Each folder holds `<corpus>_own_functions_python.jsonl` (a run's samples: task_id, and per model passed). Printed per
+corpus and pooled: the lever's base → fine-tuned (its own run's base column; the recipe run's where the lever's run
+did not ask the base), the recipe's, and the lever's fine-tuned model against the recipe's on the tasks both asked (a pair across runs carries the GPU's greedy noise, as
+studies/real_coder_forgetting/paired_columns.py says). Each difference with its paired 95 % interval and McNemar's p.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ferrylm.eval.report.paired import compare
+
+TRACK = "own_functions_python"
+
+
+def outcomes(folder: Path, corpus: str) -> dict[str, dict[str, float]]:
+    """model label → {corpus/task_id: 1.0 or 0.0} of one run's samples."""
+    rows = [json.loads(x) for x in (folder / f"{corpus}_{TRACK}.jsonl").read_text().splitlines() if x.strip()]
+    models = [k for k in rows[0] if k != "task_id"]
+    return {m: {f"{corpus}/{r['task_id']}": float(r[m]["passed"]) for r in rows} for m in models}
+
+
+def row(a: dict[str, float], b: dict[str, float]) -> dict:
+    """The paired comparison of a against b on their shared tasks, with counts a reader can check."""
+    c = compare(a, b)
+    shared = sorted(set(a) & set(b))
+    lo, hi = c["ci95"]
+    return {
+        "tasks": c["tasks"],
+        "b": int(sum(b[t] for t in shared)),
+        "a": int(sum(a[t] for t in shared)),
+        "points": round(100 * c["difference"], 1),
+        "ci95_points": [round(100 * lo, 1), round(100 * hi, 1)],
+        "won": c["only_a"],
+        "lost": c["only_b"],
+        "p": c["p"],
+    }
+
+
+def table(recipe: Path, lever: Path, corpora: list[str]) -> dict:
+    out, pooled = {}, {k: {} for k in ("lever", "recipe")}
+    for corpus in [*corpora, "pooled"] if len(corpora) > 1 else corpora:
+        if corpus == "pooled":
+            lv, rc = pooled["lever"], pooled["recipe"]
+        else:
+            lv, rc = outcomes(lever, corpus), outcomes(recipe, corpus)
+            for k, v in (("lever", lv), ("recipe", rc)):
+                for m, d in v.items():
+                    pooled[k].setdefault(m, {}).update(d)
+        rows = {
+            "recipe: fine-tuned against base": row(rc["fine-tuned"], rc["base"]),
+            "fine-tuned: lever against recipe": row(lv["fine-tuned"], rc["fine-tuned"]),
+        }
+        if "base" in lv:  # the lever's own base column, and how far it stands from the recipe run's
+            rows["lever: fine-tuned against base"] = row(lv["fine-tuned"], lv["base"])
+            rows["base: lever's run against recipe's"] = row(lv["base"], rc["base"])
+        else:  # a run that did not ask the base: the recipe run's stands for it (the same tasks and questions)
+            rows["lever: fine-tuned against recipe's base"] = row(lv["fine-tuned"], rc["base"])
+        out[corpus] = rows
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("recipe", type=Path)
+    ap.add_argument("lever", type=Path)
+    ap.add_argument("--corpus", action="append", help="default: team, second")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    result = table(args.recipe, args.lever, args.corpus or ["team", "second"])
+    for corpus, rows in result.items():
+        for name, r in rows.items():
+            lo, hi = r["ci95_points"]
+            print(
+                f"{corpus:7} {name:36} {r['b']:3} -> {r['a']:3} of {r['tasks']}: {r['points']:+.1f} points "
+                f"({lo:+.1f} to {hi:+.1f}), {r['won']} won, {r['lost']} lost, p = {r['p']:.2g}"
+            )
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
