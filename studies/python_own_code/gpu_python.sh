@@ -15,8 +15,9 @@
 #                                                  # one training at a time (team, then second), export, eval
 #   studies/python_own_code/gpu_python.sh wait TAG # up to 9 minutes for run TAG (team, second); its replies to $OUT
 #
-# LEVER="dotted overrides" adds a lever to both runs (TAG_SUFFIX names them apart); TEAM_ONLY=1: the team's alone (setup, chain);
-# AFTER=TAG holds the team run's training until run TAG's has ended (a second lever's chain behind the first's).
+# LEVER="dotted overrides" adds a lever to both runs (TAG_SUFFIX names them apart); TEAM_ONLY=1 or SECOND_ONLY=1: one
+# corpus alone (setup, chain); AFTER=TAG holds the chain's first training until run TAG's has ended (a second lever's
+# chain behind the first's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CANARY=studies/real_coder_forgetting/gpu_qwen_canary.sh
@@ -50,14 +51,15 @@ print(embedded_gguf('qwen2.5-coder-1.5b', cache_root()))")
     # tasks earlier runs found (results/*/*.repo_tasks.tgz): read back where the finder's code and the projects match
     for t in studies/python_own_code/results/*/*.repo_tasks.tgz; do [ ! -f "$t" ] || bash $CANARY cache "$t"; done
     rm -rf /tmp/st && mkdir -p /tmp/st && cp -r .st/corpus /tmp/st/ && grep -c "test:" /tmp/st/corpus/manifest.yaml
-    TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY prefind /tmp/projs/split_team.json
+    [ -n "${SECOND_ONLY:-}" ] || TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY prefind /tmp/projs/split_team.json
     [ -n "${TEAM_ONLY:-}" ] || TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY prefind /tmp/st/corpus/split_second.json ;;
   found)  # how far the finding from the splits has come
     tail -n 2 /tmp/team$S.prefind.log /tmp/second$S.prefind.log; cat /tmp/*.prefind.done 2> /dev/null || true ;;
   chain)
-    TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY all
-    [ -n "${TEAM_ONLY:-}" ] || AFTER=team$S TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY all
-    sleep 20 && tail -n 3 /tmp/team$S.train.log /tmp/second$S.train.log ;;
+    [ -n "${SECOND_ONLY:-}" ] || TAG=team$S ARGS="$T data.manifest=/tmp/projs/manifest.yaml" bash $CANARY all
+    [ -n "${SECOND_ONLY:-}" ] || export AFTER=team$S  # one training at a time: the second corpus's after the team's
+    [ -n "${TEAM_ONLY:-}" ] || TAG=second$S ARGS="$T data.manifest=/tmp/st/corpus/manifest.yaml" bash $CANARY all
+    sleep 20 && tail -n 3 /tmp/team$S.train.log /tmp/second$S.train.log 2> /dev/null || true ;;
   wait) TAG=$2 bash $CANARY wait train ;;
   *) echo "usage: $0 corpus | split | setup | found | chain | wait TAG" >&2; exit 2 ;;
 esac
