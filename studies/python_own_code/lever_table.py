@@ -4,8 +4,9 @@
 
 Each folder holds `<corpus>_own_functions_python.jsonl` (a run's samples: task_id, and per model passed). Printed per
 corpus and pooled: the lever's base → fine-tuned (its own run's base column; the recipe run's where the lever's run
-did not ask the base), the recipe's, and the lever's fine-tuned model against the recipe's on the tasks both asked (a pair across runs carries the GPU's greedy noise, as
-studies/real_coder_forgetting/paired_columns.py says). Each difference with its paired 95 % interval and McNemar's p.
+did not ask the base), the recipe's, and the lever's fine-tuned model against the recipe's on the tasks both asked
+(a pair across runs carries the GPU's greedy noise, as studies/real_coder_forgetting/paired_columns.py says). Each
+difference with its paired 95 % interval and McNemar's p.
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ def outcomes(folder: Path, corpus: str) -> dict[str, dict[str, float]]:
 def row(a: dict[str, float], b: dict[str, float]) -> dict:
     """The paired comparison of a against b on their shared tasks, with counts a reader can check."""
     c = compare(a, b)
-    shared = sorted(set(a) & set(b))
     lo, hi = c["ci95"]
     return {
         "tasks": c["tasks"],
-        "b": int(sum(b[t] for t in shared)),
-        "a": int(sum(a[t] for t in shared)),
+        "b": round(c["b"] * c["tasks"]),
+        "a": round(c["a"] * c["tasks"]),
         "points": round(100 * c["difference"], 1),
         "ci95_points": [round(100 * lo, 1), round(100 * hi, 1)],
         "won": c["only_a"],
@@ -43,27 +43,30 @@ def row(a: dict[str, float], b: dict[str, float]) -> dict:
     }
 
 
-def table(recipe: Path, lever: Path, corpora: list[str]) -> dict:
-    out, pooled = {}, {k: {} for k in ("lever", "recipe")}
-    for corpus in [*corpora, "pooled"] if len(corpora) > 1 else corpora:
-        if corpus == "pooled":
-            lv, rc = pooled["lever"], pooled["recipe"]
-        else:
-            lv, rc = outcomes(lever, corpus), outcomes(recipe, corpus)
-            for k, v in (("lever", lv), ("recipe", rc)):
-                for m, d in v.items():
-                    pooled[k].setdefault(m, {}).update(d)
-        rows = {
-            "recipe: fine-tuned against base": row(rc["fine-tuned"], rc["base"]),
-            "fine-tuned: lever against recipe": row(lv["fine-tuned"], rc["fine-tuned"]),
-        }
-        if "base" in lv:  # the lever's own base column, and how far it stands from the recipe run's
-            rows["lever: fine-tuned against base"] = row(lv["fine-tuned"], lv["base"])
-            rows["base: lever's run against recipe's"] = row(lv["base"], rc["base"])
-        else:  # a run that did not ask the base: the recipe run's stands for it (the same tasks and questions)
-            rows["lever: fine-tuned against recipe's base"] = row(lv["fine-tuned"], rc["base"])
-        out[corpus] = rows
+def rows(lv: dict[str, dict], rc: dict[str, dict]) -> dict[str, dict]:
+    """One corpus's (or the pooled) comparisons of a lever's run `lv` with the recipe's `rc`."""
+    out = {
+        "recipe: fine-tuned against base": row(rc["fine-tuned"], rc["base"]),
+        "fine-tuned: lever against recipe": row(lv["fine-tuned"], rc["fine-tuned"]),
+    }
+    if "base" in lv:  # the lever's own base column, and how far it stands from the recipe run's
+        out["lever: fine-tuned against base"] = row(lv["fine-tuned"], lv["base"])
+        out["base: lever's run against recipe's"] = row(lv["base"], rc["base"])
+    else:  # a run that did not ask the base: the recipe run's stands for it (the same tasks and questions)
+        out["lever: fine-tuned against recipe's base"] = row(lv["fine-tuned"], rc["base"])
     return out
+
+
+def pooled(runs: list[dict[str, dict]]) -> dict[str, dict]:
+    """The corpora's outcomes together, model by model (task ids carry their corpus)."""
+    return {m: {t: v for run in runs for t, v in run[m].items()} for m in runs[0]}
+
+
+def table(recipe: Path, lever: Path, corpora: list[str]) -> dict:
+    per = {c: (outcomes(lever, c), outcomes(recipe, c)) for c in corpora}
+    if len(corpora) > 1:
+        per["pooled"] = (pooled([lv for lv, _ in per.values()]), pooled([rc for _, rc in per.values()]))
+    return {corpus: rows(lv, rc) for corpus, (lv, rc) in per.items()}
 
 
 def main() -> None:
@@ -74,8 +77,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     result = table(args.recipe, args.lever, args.corpus or ["team", "second"])
-    for corpus, rows in result.items():
-        for name, r in rows.items():
+    for corpus, compared in result.items():
+        for name, r in compared.items():
             lo, hi = r["ci95_points"]
             print(
                 f"{corpus:7} {name:36} {r['b']:3} -> {r['a']:3} of {r['tasks']}: {r['points']:+.1f} points "
