@@ -1,12 +1,13 @@
 """A lever's runs against the team recipe's, task by task, over both corpora: the rows of the study's lever table.
 
-    python studies/python_own_code/lever_table.py RECIPE_DIR LEVER_DIR [--corpus team --corpus second] [--out JSON]
+    python studies/python_own_code/lever_table.py RECIPE_DIR LEVER_DIR... [--corpus team --corpus second] [--out JSON]
 
 Each folder holds `<corpus>_own_functions_python.jsonl` (a run's samples: task_id, and per model passed). Printed per
 corpus and pooled: the lever's base → fine-tuned (its own run's base column; the recipe run's where the lever's run
 did not ask the base), the recipe's, and the lever's fine-tuned model against the recipe's on the tasks both asked
 (a pair across runs carries the GPU's greedy noise, as studies/real_coder_forgetting/paired_columns.py says). Each
-difference with its paired 95 % interval and McNemar's p.
+difference with its paired 95 % interval and McNemar's p. A lever run on two machines names both folders: each
+corpus is read from the first that holds it.
 """
 
 from __future__ import annotations
@@ -58,12 +59,21 @@ def rows(lv: dict[str, dict], rc: dict[str, dict]) -> dict[str, dict]:
 
 
 def pooled(runs: list[dict[str, dict]]) -> dict[str, dict]:
-    """The corpora's outcomes together, model by model (task ids carry their corpus)."""
-    return {m: {t: v for run in runs for t, v in run[m].items()} for m in runs[0]}
+    """The corpora's outcomes together, model by model (task ids carry their corpus), for the models every run asked."""
+    models = [m for m in runs[0] if all(m in run for run in runs)]
+    return {m: {t: v for run in runs for t, v in run[m].items()} for m in models}
 
 
-def table(recipe: Path, lever: Path, corpora: list[str]) -> dict:
-    per = {c: (outcomes(lever, c), outcomes(recipe, c)) for c in corpora}
+def holding(folders: list[Path], corpus: str) -> Path:
+    """The first folder with the corpus's samples."""
+    found = [f for f in folders if (f / f"{corpus}_{TRACK}.jsonl").is_file()]
+    if not found:
+        raise SystemExit(f"no {corpus}_{TRACK}.jsonl in {', '.join(map(str, folders))}")
+    return found[0]
+
+
+def table(recipe: Path, levers: list[Path], corpora: list[str]) -> dict:
+    per = {c: (outcomes(holding(levers, c), c), outcomes(recipe, c)) for c in corpora}
     if len(corpora) > 1:
         per["pooled"] = (pooled([lv for lv, _ in per.values()]), pooled([rc for _, rc in per.values()]))
     return {corpus: rows(lv, rc) for corpus, (lv, rc) in per.items()}
@@ -72,7 +82,7 @@ def table(recipe: Path, lever: Path, corpora: list[str]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("recipe", type=Path)
-    ap.add_argument("lever", type=Path)
+    ap.add_argument("lever", type=Path, nargs="+")
     ap.add_argument("--corpus", action="append", help="default: team, second")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
