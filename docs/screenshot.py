@@ -1,9 +1,14 @@
 """Write the README's picture: the first screen of a real run's HTML report, in headless Chromium.
 
-    .venv/bin/python docs/screenshot.py runs/default      # after make demo; writes docs/report_first_screen.png
+    .venv/bin/python docs/screenshot.py RUN_DIR      # writes docs/report_first_screen.png from RUN_DIR/eval/report.html
+
+RUN_DIR: make demo's runs/default, or a GPU run's folder. The README's picture is the team corpus's
+fill-in-the-middle run, its report written again by `ferrylm report` (its report.json:
+studies/python_own_code/results/fim_h200/team_report.json).
 
 Chromium and its driver come from Debian's packages (`make chromium`, as root).
 """
+
 from __future__ import annotations
 
 import shutil

@@ -3,6 +3,8 @@ one sentence, each line with its interval, and a plot of the differences (markdo
 
 from __future__ import annotations
 
+import textwrap
+
 from .helped import compared, headline, not_rival, num, short, text
 from .paired import MIN_BOOTSTRAP
 
@@ -77,6 +79,74 @@ def plot(found: list[dict]) -> str | None:
     return png(fig)
 
 
+def _tracks(found: list[dict]) -> dict[str, dict]:
+    """Each pass/fail track (a benchmark in one language, or pooled): its tasks, each model's Pass@1, and the
+    line against the base (the difference the verdict reads)."""
+    tracks: dict[str, dict] = {}
+    for ln in found:
+        if "Pass@1" not in ln["metric"] or ln.get("unit") != "tasks":
+            continue
+        t = tracks.setdefault(short(ln).replace(" Pass@1", ""), {"n": ln["n"], "rates": {}, "base": None})
+        t["rates"].update({compared(ln): ln["other"], "fine-tuned": ln["fine-tuned"]})
+        if compared(ln) == "base":
+            t["base"] = ln
+    return tracks
+
+
+def pass_plot(found: list[dict]) -> str | None:
+    """Pass@1 per track, each model's with its 95 % Wilson interval over the track's tasks, and the fine-tuned
+    model's difference from the base with McNemar's p at the right: base64 PNG, or None without such a track."""
+    tracks = _tracks(found)
+    if not tracks:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ...figure import png
+    from ...review.verdict import wilson
+
+    models = list(dict.fromkeys(m for t in tracks.values() for m in t["rates"]))
+    colors = dict(zip(models, ["#8a8a8a", "#1f6fb4", "#d08a1e", "#7a3fa0", "#2a8a2a", "#c23b3b"]))
+    fig, ax = plt.subplots(figsize=(3.4, 0.9 + 0.62 * len(tracks)))
+    top = 0.0
+    for i, (name, t) in enumerate(reversed(tracks.items())):
+        for j, m in enumerate(models[::-1]):
+            if t["rates"].get(m) is None:
+                continue
+            rate, y = t["rates"][m], i + (j - (len(models) - 1) / 2) * 0.2
+            lo, hi = wilson(round(rate * t["n"]), t["n"])
+            top = max(top, hi)
+            ax.errorbar(
+                rate,
+                y,
+                xerr=[[rate - lo], [hi - rate]],
+                fmt="o",
+                color=colors[m],
+                capsize=3,
+                ms=5,
+                label=m if i == 0 else None,
+            )
+        b = t["base"]
+        if b is not None:  # the verdict's own numbers: points and McNemar's p, where it ran
+            p = f", p = {b['p']:.2g}" if b.get("p") is not None else ""
+            ax.annotate(
+                f"{100 * b['difference']:+.1f} pts{p}",
+                (1.01, i),
+                xycoords=("axes fraction", "data"),
+                va="center",
+                fontsize=8,
+            )
+    names = [textwrap.fill(f"{name} ({t['n']})", 30) for name, t in reversed(tracks.items())]
+    ax.set_yticks(range(len(tracks)), names, fontsize=8)
+    ax.set_xlim(0, min(1.0, top * 1.15 + 0.02)), ax.set_ylim(-0.6, len(tracks) - 0.4)
+    ax.set_xlabel("Pass@1, 95 % Wilson interval (tasks in brackets)"), ax.grid(alpha=0.3, axis="x")
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(models))
+    return png(fig)
+
+
 def to_html(found: list[dict]) -> str:
     import html
 
@@ -87,16 +157,20 @@ def to_html(found: list[dict]) -> str:
     fig = f'<figure><img alt="{TITLE}" src="data:image/png;base64,{img}"></figure>' if img else ""
     head, cells = table(found)
     grid = (
-        '<table class="helped">'
+        '<div><table class="helped">'
         + "<tr>"
         + "".join(f"<th>{html.escape(h)}</th>" for h in head)
         + "</tr>"
         + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
-        + "</table><p><small>▲ / ▼: significantly better / worse than the fine-tuned model.</small></p>"
+        + "</table><p><small>▲ / ▼: significantly better / worse than the fine-tuned model.</small></p></div>"
         if cells
         else ""
     )
+    passes = pass_plot(found)
+    # the answer first, then the measures beside each track's Pass@1 with its interval: one screen
+    side = f'<figure class="rates"><img alt="Pass@1 per track" src="data:image/png;base64,{passes}"></figure>'
     return (
-        f'<section id="helped"><h2>{TITLE}</h2>{grid}<p class="headline"><strong>{html.escape(headline(found))}'
-        f"</strong></p><p><small>{html.escape(_HOW)}</small></p><ul>{rows}</ul>{fig}</section>"
+        f'<section id="helped"><h2>{TITLE}</h2><p class="headline"><strong>{html.escape(headline(found))}'
+        f'</strong></p><div class="first">{grid}{side if passes else ""}</div>'
+        f"<p><small>{html.escape(_HOW)}</small></p><ul>{rows}</ul>{fig}</section>"
     )

@@ -351,3 +351,25 @@ def test_the_teams_languages_are_also_answered_together():
     assert "; python: fine-tuned 20.0 % vs base 7.5 % — no significant change" in first
     # the answer after it counts each language once: go better, python no change, no third measure
     assert "on the other 1." in first and "other 2" not in first
+
+
+def test_the_first_screen_plots_each_track_s_pass_at_1_with_its_interval():
+    import base64
+    import io
+
+    from PIL import Image
+
+    own = "Held-out functions of training repositories (python, the file shown) Pass@1"
+    tuned = {i: float(i % 2 == 0) for i in range(40)}  # 20 of 40
+    base = {i: float(i % 4 == 0) for i in range(40)}  # 10 of 40, every one of them also passed fine-tuned
+    lines = [helped._line(own, "python", compare(tuned, base), True, "tasks"), _line([1.0] * 30, [2.0] * 30)]
+    tracks = helped_view._tracks(lines)
+    assert list(tracks) == ["Held-out functions of training repositories [python]"]  # the BLEU line is no track
+    track = tracks["Held-out functions of training repositories [python]"]
+    assert (track["n"], track["rates"]) == (40, {"base": 0.25, "fine-tuned": 0.5})
+    assert track["base"]["p"] == pytest.approx(2 * 0.5**10)  # McNemar: 10 won, 0 lost
+    picture = Image.open(io.BytesIO(base64.b64decode(helped_view.pass_plot(lines))))
+    assert picture.width > 300 and picture.height > 100
+    assert helped_view.pass_plot(lines[1:]) is None
+    page = helped_view.to_html(lines)
+    assert page.index('class="headline"') < page.index('<table class="helped">') < page.index('alt="Pass@1 per track"')
