@@ -39,12 +39,9 @@ def table(found: list[dict]) -> tuple[list[str], list[list[str]]]:
 def markdown(found: list[dict]) -> list[str]:
     head, rows = table(found)
     grid = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)] + [f"| {' | '.join(r)} |" for r in rows]
-    out = [
-        f"## {TITLE}",
-        "",
-        *(grid + ["", "▲ / ▼: significantly better / worse than the fine-tuned model.", ""] if rows else []),
-    ]
-    out += [f"**{headline(found)}**", "", _HOW, ""]
+    out = [f"## {TITLE}", "", f"**{headline(found)}**", ""]  # the answer first, as on the page
+    out += grid + ["", "▲ / ▼: significantly better / worse than the fine-tuned model.", ""] if rows else []
+    out += [_HOW, ""]
     return out + [f"- {text(ln)}" for ln in found] + [""]
 
 
