@@ -107,7 +107,7 @@ def pass_plot(found: list[dict]) -> str | None:
     models = list(dict.fromkeys(m for t in tracks.values() for m in t["rates"]))
     colors = dict(zip(models, ["#8a8a8a", "#1f6fb4", "#d08a1e", "#7a3fa0", "#2a8a2a", "#c23b3b"]))
     fig, ax = plt.subplots(figsize=(3.4, 0.9 + 0.62 * len(tracks)))
-    top = 0.0
+    top, labelled = 0.0, set()
     for i, (name, t) in enumerate(reversed(tracks.items())):
         for j, m in enumerate(models[::-1]):
             if t["rates"].get(m) is None:
@@ -123,8 +123,9 @@ def pass_plot(found: list[dict]) -> str | None:
                 color=colors[m],
                 capsize=3,
                 ms=5,
-                label=m if i == 0 else None,
+                label=None if m in labelled else m,  # each model once in the legend
             )
+            labelled.add(m)
         b = t["base"]
         if b is not None:  # the verdict's own numbers: points and McNemar's p, where it ran
             p = f", p = {b['p']:.2g}" if b.get("p") is not None else ""
@@ -139,8 +140,15 @@ def pass_plot(found: list[dict]) -> str | None:
     ax.set_yticks(range(len(tracks)), names, fontsize=8)
     ax.set_xlim(0, min(1.0, top * 1.15 + 0.02)), ax.set_ylim(-0.6, len(tracks) - 0.4)
     ax.set_xlabel("Pass@1, 95 % Wilson interval (tasks in brackets)"), ax.grid(alpha=0.3, axis="x")
-    handles, labels = ax.get_legend_handles_labels()
-    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(models))
+    drawn = dict(zip(*reversed(ax.get_legend_handles_labels())))  # label → handle, shown in the tracks' order
+    ax.legend(
+        [drawn[m] for m in models if m in drawn],
+        [m for m in models if m in drawn],
+        fontsize=8,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        ncol=len(models),
+    )
     return png(fig)
 
 

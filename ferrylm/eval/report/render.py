@@ -336,7 +336,7 @@ def _html(
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:6px 10px;text-align:left}}
 .pass{{background:#d9f2d9}}.fail{{background:#f8d7d7}}.not-measured{{background:#eee}}
 figure{{display:inline-block;margin:1em}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap}}
-div.first{{display:flex;gap:1em;align-items:flex-start}}figure.rates{{margin:0;flex:1 1 0;min-width:0}}
+div.first{{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}}figure.rates{{margin:0;flex:1 1 420px;max-width:560px}}
 li.better{{color:#1d6b1d}}li.worse{{color:#a12828}}p.headline{{font-size:1.15em}}</style>
 </head><body><h1>ferrylm evaluation report</h1>{helped_view.to_html(details.get("helped") or [])}
 <h2>Success criteria</h2><p>Criteria: {html.escape(source)}. BLEU is code understanding: smoothed BLEU-4 of summaries (0–100) divided by 100.</p>
