@@ -372,5 +372,8 @@ def test_the_first_screen_plots_each_track_s_pass_at_1_with_its_interval():
     picture = Image.open(io.BytesIO(base64.b64decode(helped_view.pass_plot(lines))))
     assert picture.width > 300 and picture.height > 100
     assert helped_view.pass_plot(lines[1:]) is None
+    # 0 of 6 and 6 of 6: Wilson's upper end for 6 of 6 rounds to just below 1, and the plot still draws
+    nothing, everything = {i: 0.0 for i in range(6)}, {i: 1.0 for i in range(6)}
+    assert helped_view.pass_plot([helped._line(own, "go", compare(nothing, everything), True, "tasks")])
     page = helped_view.to_html(lines)
     assert page.index('class="headline"') < page.index('<table class="helped">') < page.index('alt="Pass@1 per track"')
