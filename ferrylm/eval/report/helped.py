@@ -338,5 +338,6 @@ def _against_prompting(overall: list[dict], others: list[str]) -> str:
 
 
 def short(line: dict) -> str:
-    name = line["metric"].split(" (")[0]
-    return name if line["scope"] == "all" else f"{name} [{line['scope']}]"
+    """The metric's name, with its scope where the name does not already say it ("HumanEval-X go", not "… go [go]")."""
+    name, scope = line["metric"].split(" (")[0], line["scope"]
+    return name if scope == "all" or scope in name.split() else f"{name} [{scope}]"

@@ -377,3 +377,10 @@ def test_the_first_screen_plots_each_track_s_pass_at_1_with_its_interval():
     assert helped_view.pass_plot([helped._line(own, "go", compare(nothing, everything), True, "tasks")])
     page = helped_view.to_html(lines)
     assert page.index('class="headline"') < page.index('<table class="helped">') < page.index('alt="Pass@1 per track"')
+
+
+def test_a_name_that_says_its_language_is_not_told_it_again():
+    go = {"metric": "HumanEval-X go Pass@1", "scope": "go"}
+    assert helped.short(go) == "HumanEval-X go Pass@1"
+    assert helped.short({"metric": "HumanEval (Python) Pass@1", "scope": "python"}) == "HumanEval [python]"
+    assert helped.short({"metric": "Held-out loss, explain task", "scope": "all"}) == "Held-out loss, explain task"
