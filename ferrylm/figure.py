@@ -6,6 +6,16 @@ import base64
 import io
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend: every report draws off-screen, with or without a display."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def png(fig) -> str:
     """The figure as base64 PNG for an inline <img>, then closed."""
     import matplotlib.pyplot as plt

@@ -53,12 +53,9 @@ def _memory(row: dict) -> float | None:
 
 
 def _plots(results: dict) -> dict[str, str]:
-    import matplotlib
+    from ..figure import png, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..figure import png
+    plt = pyplot()
 
     plots = {}
     done = [r for r in results["training"] if r.get("tokens_per_s") and _memory(r)]

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..figure import pyplot
 from ..manifest import write_json_atomic, write_text_atomic
 
 
 def length_histogram(lengths: list[int], path: Path, title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=110)
     ax.hist(lengths, bins=min(50, max(5, len(set(lengths)))), color="#4472c4")

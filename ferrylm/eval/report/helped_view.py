@@ -49,13 +49,9 @@ def plot(found: list[dict]) -> str | None:
     """Each difference with its interval, turned so that right is better: base64 PNG, or None."""
     if not found:
         return None
-    import matplotlib
+    from ...figure import png, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ...figure import png
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 0.8 + 0.32 * len(found)))
     for i, ln in enumerate(reversed(found)):
         sign = 1 if ln["higher_is_better"] else -1
@@ -96,13 +92,10 @@ def pass_plot(found: list[dict]) -> str | None:
     tracks = _tracks(found)
     if not tracks:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ...figure import png
+    from ...figure import png, pyplot
     from ...review.verdict import wilson
+
+    plt = pyplot()
 
     models = list(dict.fromkeys(m for t in tracks.values() for m in t["rates"]))
     colors = dict(zip(models, ["#8a8a8a", "#1f6fb4", "#d08a1e", "#7a3fa0", "#2a8a2a", "#c23b3b"]))

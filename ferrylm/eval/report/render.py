@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from ...figure import png
+from ...figure import png, pyplot
 from ...manifest import write_json_atomic
 from ...review import verdict
 from . import details as report_details
@@ -39,10 +39,7 @@ def failed_gates(table: list[dict], model: str) -> list[str]:
 
 def _plots(history: list[dict], details: dict, rows: list[dict]) -> dict[str, str]:
     """title → base64 PNG; only plots that have data."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     plots = {}
     train = [(h["step"], h["loss"]) for h in history if "loss" in h and "eval_loss" not in h]
