@@ -19,7 +19,8 @@ def wilson(c: int, n: int, z: float = 1.96) -> tuple[float, float]:
     p = c / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the interval holds p itself: at 0 of n or n of n its end is p exactly, not a float's hair past it
+    return (0.0 if c == 0 else max(0.0, centre - half)), (1.0 if c == n else min(1.0, centre + half))
 
 
 def cohen_kappa(a: list[str], b: list[str]) -> float | None:

@@ -32,6 +32,8 @@ def test_the_sample_is_seeded_stratified_blind_and_kept(review_run, tmp_path):
 def test_wilson_and_kappa_match_hand_computation():
     lo, hi = wilson(8, 10)
     assert (round(lo, 4), round(hi, 4)) == (0.4902, 0.9433)
+    # at 0 of n and n of n the interval ends at the rate itself (6 of 6 once rounded to 0.9999999999999999)
+    assert wilson(0, 6)[0] == 0.0 and wilson(6, 6)[1] == 1.0
     # po = 3/4; pe = 1/2 * 1/4 + 1/2 * 3/4 = 1/2; kappa = (0.75 - 0.5) / 0.5
     assert cohen_kappa(["c", "c", "i", "i"], ["c", "i", "i", "i"]) == pytest.approx(0.5)
     assert cohen_kappa(["c", "c"], ["c", "c"]) is None  # chance explains all

@@ -111,7 +111,7 @@ def pass_plot(found: list[dict]) -> str | None:
             ax.errorbar(
                 rate,
                 y,
-                xerr=[[max(0.0, rate - lo)], [max(0.0, hi - rate)]],  # Wilson's ends round past 0 of n or n of n
+                xerr=[[rate - lo], [hi - rate]],
                 fmt="o",
                 color=colors[m],
                 capsize=3,
