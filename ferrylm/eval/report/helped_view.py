@@ -79,8 +79,10 @@ def _tracks(found: list[dict]) -> dict[str, dict]:
     for ln in found:
         if "Pass@1" not in ln["metric"] or ln.get("unit") != "tasks":
             continue
-        t = tracks.setdefault(short(ln).replace(" Pass@1", ""), {"n": ln["n"], "rates": {}, "base": None})
+        t = tracks.setdefault(short(ln).replace(" Pass@1", ""), {"n": ln["n"], "rates": {}, "tasks": {}, "base": None})
         t["rates"].update({compared(ln): ln["other"], "fine-tuned": ln["fine-tuned"]})
+        # each model's rate and interval over its own line's tasks (a retrieval column may ask fewer)
+        t["tasks"].update({compared(ln): ln["n"], "fine-tuned": ln["n"]})
         if compared(ln) == "base":
             t["base"] = ln
     return tracks
@@ -106,7 +108,7 @@ def pass_plot(found: list[dict]) -> str | None:
             if t["rates"].get(m) is None:
                 continue
             rate, y = t["rates"][m], i + (j - (len(models) - 1) / 2) * 0.2
-            lo, hi = wilson(round(rate * t["n"]), t["n"])
+            lo, hi = wilson(round(rate * t["tasks"][m]), t["tasks"][m])
             top = max(top, hi)
             ax.errorbar(
                 rate,

@@ -368,6 +368,7 @@ def test_the_first_screen_plots_each_track_s_pass_at_1_with_its_interval():
     assert list(tracks) == ["Held-out functions of training repositories [python]"]  # the BLEU line is no track
     track = tracks["Held-out functions of training repositories [python]"]
     assert (track["n"], track["rates"]) == (40, {"base": 0.25, "fine-tuned": 0.5})
+    assert track["tasks"] == {"base": 40, "fine-tuned": 40}
     assert track["base"]["p"] == pytest.approx(2 * 0.5**10)  # McNemar: 10 won, 0 lost
     picture = Image.open(io.BytesIO(base64.b64decode(helped_view.pass_plot(lines))))
     assert picture.width > 300 and picture.height > 100
