@@ -168,9 +168,13 @@ def to_html(found: list[dict]) -> str:
     )
     passes = pass_plot(found)
     # the answer first, then the measures beside each track's Pass@1 with its interval: one screen
-    side = f'<figure class="rates"><img alt="Pass@1 per track" src="data:image/png;base64,{passes}"></figure>'
+    side = (
+        f'<figure class="rates"><img alt="Pass@1 per track" src="data:image/png;base64,{passes}"></figure>'
+        if passes
+        else ""
+    )
     return (
         f'<section id="helped"><h2>{TITLE}</h2><p class="headline"><strong>{html.escape(headline(found))}'
-        f'</strong></p><div class="first">{grid}{side if passes else ""}</div>'
+        f'</strong></p><div class="first">{grid}{side}</div>'
         f"<p><small>{html.escape(_HOW)}</small></p><ul>{rows}</ul>{fig}</section>"
     )
