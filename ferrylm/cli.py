@@ -151,9 +151,19 @@ def _stage(args) -> int:
         return 0
     module = __import__(f"ferrylm.{args.command}", fromlist=["_"])
     record = getattr(module, f"run_{args.command}")(cfg)
+    _leave_process_group()
     if os.environ.get("RANK", "0") == "0":  # under a launcher, one rank speaks
         print(json.dumps({"stage": record.stage, "outputs": record.outputs}, indent=2))
     return 0
+
+
+def _leave_process_group() -> None:
+    """A launched stage's process group ended while Python still runs: left to the interpreter's exit, gloo's
+    worker threads now and then abort the process ("terminate called without an active exception")."""
+    dist = sys.modules.get("torch.distributed")  # only a stage that trained has it; the others skip torch
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.barrier()  # no rank leaves while another still gathers or saves
+        dist.destroy_process_group()
 
 
 # command -> (its help, what adds its arguments, the function that runs it)

@@ -46,3 +46,16 @@ def test_ferrylm_run_chains_every_stage_through_its_records(tmp_path, tiny_qwen2
     assert report["models"]["fine-tuned"]["loss"] == train["metrics"]["eval_loss"]  # eval read train's
     assert [s["tasks"] for s in report["details"]["fine-tuned"]["benchmarks"]] == [2]
     assert evaluated["outputs"]["md"] == f"{run}/eval/report.md"
+
+
+def test_a_stage_leaves_its_process_group_before_python_exits(tmp_path):
+    """Left to the interpreter's exit, gloo's worker threads now and then abort a rank that had finished."""
+    import torch.distributed as dist
+
+    from ferrylm import cli
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    assert dist.is_initialized()
+    cli._leave_process_group()
+    assert not dist.is_initialized()
+    cli._leave_process_group()  # a stage that never joined one: nothing to leave
