@@ -1,19 +1,22 @@
 """A lever's runs against the team recipe's, task by task, over both corpora: the rows of the study's lever table.
 
-    python studies/python_own_code/lever_table.py RECIPE_DIR LEVER_DIR... [--corpus team --corpus second] [--out JSON]
+    python studies/python_own_code/lever_table.py RECIPE_DIR LEVER_DIR... [--corpus team --corpus second]
+        [--classes CLASSES_JSONL...] [--out JSON]
 
 Each folder holds `<corpus>_own_functions_python.jsonl` (a run's samples: task_id, and per model passed). Printed per
 corpus and pooled: the lever's base → fine-tuned (its own run's base column; the recipe run's where the lever's run
 did not ask the base), the recipe's, and the lever's fine-tuned model against the recipe's on the tasks both asked
 (a pair across runs carries the GPU's greedy noise, as studies/real_coder_forgetting/paired_columns.py says). Each
 difference with its paired 95 % interval and McNemar's p. A lever run on two machines names both folders: each
-corpus is read from the first that holds it.
+corpus is read from the first that holds it. `--classes`: the reader's classes of the recipe's failures
+(failed_tasks.py's files): how many of each class the lever's fine-tuned model passed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 from ferrylm.eval.report.paired import compare
@@ -79,20 +82,44 @@ def table(recipe: Path, levers: list[Path], corpora: list[str]) -> dict:
     return {corpus: rows(lv, rc) for corpus, (lv, rc) in per.items()}
 
 
+def by_class(recipe: Path, levers: list[Path], corpora: list[str], classes: list[Path]) -> dict:
+    """Per corpus, the recipe's failed tasks by their reader's class and how many of each the lever's model passed."""
+    read = [json.loads(x) for f in classes for x in f.read_text().splitlines() if x.strip()]
+    out = {}
+    for corpus in corpora:
+        lever = outcomes(holding(levers, corpus), corpus)["fine-tuned"]
+        failed = {t: v for t, v in outcomes(recipe, corpus)["fine-tuned"].items() if not v}
+        mine = [(r["class"], lever[t]) for r in read if (t := f"{corpus}/{r['task_id']}") in failed and t in lever]
+        out[corpus] = {
+            k: {"failed": n, "lever passed": int(sum(v for c, v in mine if c == k))}
+            for k, n in Counter(c for c, _ in mine).most_common()
+        }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("recipe", type=Path)
     ap.add_argument("lever", type=Path, nargs="+")
     ap.add_argument("--corpus", action="append", help="default: team, second")
+    ap.add_argument("--classes", type=Path, nargs="*", default=[])
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    result = table(args.recipe, args.lever, args.corpus or ["team", "second"])
+    corpora = args.corpus or ["team", "second"]
+    result = table(args.recipe, args.lever, corpora)
     for corpus, compared in result.items():
         for name, r in compared.items():
             lo, hi = r["ci95_points"]
             print(
                 f"{corpus:7} {name:36} {r['b']:3} -> {r['a']:3} of {r['tasks']}: {r['points']:+.1f} points "
                 f"({lo:+.1f} to {hi:+.1f}), {r['won']} won, {r['lost']} lost, p = {r['p']:.2g}"
+            )
+    if args.classes:
+        result["recipe's failures by class"] = by_class(args.recipe, args.lever, corpora, args.classes)
+        for corpus, counts in result["recipe's failures by class"].items():
+            print(
+                f"{corpus:7} the recipe's failures, by class: the lever passed "
+                + ", ".join(f"{v['lever passed']} of {v['failed']} {k}" for k, v in counts.items())
             )
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
