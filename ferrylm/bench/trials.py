@@ -111,6 +111,7 @@ def trial_config(cfg: Config, strategy: Strategy, trial_dir: Path) -> Config:
             f"run_dir={trial_dir}",
             *strategy.overrides(),
             f"train.max_steps={b.warmup_steps + b.steps}",
+            "train.epochs=null",  # a trial's steps are the bench's, whatever passes the run asks for
             "train.logging_steps=1",
             "train.save_steps=0",
             "train.eval_batches=1",

@@ -31,7 +31,10 @@ class TrainConfig(_Section):
     warmup_steps: int = Field(5, ge=0)
     """Optimizer steps of linear warm-up."""
     max_steps: int = Field(60, gt=0)
-    """Optimizer steps to train in all."""
+    """Optimizer steps to train in all (unless epochs is set)."""
+    epochs: float | None = Field(None, gt=0)
+    """Passes over the training rows, instead of max_steps: the run takes ceil(epochs × rows / global batch) steps,
+    so a corpus of another size sees its rows as often (the train record's `epochs` says how often a run did)."""
     per_device_batch_size: int = Field(4, gt=0)
     """Examples (or packed rows) per micro-batch per GPU."""
     flatten_batches: bool | None = None

@@ -4,6 +4,7 @@ the number of processes changed) or FSDP2's."""
 
 from __future__ import annotations
 
+import math
 import os
 
 from .build import liger_config
@@ -41,16 +42,24 @@ def _fsdp(run) -> dict:
     }
 
 
+def optimizer_steps(t, rows: int, world: int) -> int:
+    """train.max_steps, or with train.epochs the steps that pass over `rows` that many times on `world` processes."""
+    if t.epochs is None:
+        return t.max_steps
+    return max(1, math.ceil(t.epochs * rows / (t.per_device_batch_size * t.gradient_accumulation_steps * world)))
+
+
 def training_arguments(run):
     """Every Trainer setting in one place."""
     from transformers import TrainingArguments
 
     t, has_cuda = run.t, run.has_cuda
+    steps = optimizer_steps(t, run.rows, int(os.environ.get("WORLD_SIZE", "1")))
     # TensorBoard's callback takes its directory from the environment in transformers 5.
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(run.out / "tensorboard")
     return TrainingArguments(
         output_dir=str(run.checkpoints),
-        max_steps=t.max_steps,
+        max_steps=steps,
         per_device_train_batch_size=t.per_device_batch_size,
         per_device_eval_batch_size=t.per_device_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps,
@@ -75,7 +84,7 @@ def training_arguments(run):
         # ZeRO too, which refuses evaluate() before its engine exists. Nothing has been updated at
         # step 0 (LoRA starts as the identity), so that eval loss is the base model's.
         eval_strategy="steps",
-        eval_steps=t.save_steps if t.keep_best else t.max_steps,
+        eval_steps=t.save_steps if t.keep_best else steps,
         # with the canary: the held-out loss of checkpoints within the forgetting budget, and that one trained on
         metric_for_best_model=("guarded_loss" if t.canary_tasks else "eval_loss") if t.keep_best else None,
         greater_is_better=False if t.keep_best else None,

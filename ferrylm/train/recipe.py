@@ -169,6 +169,7 @@ class _Run:
     resume: Path | None = None
     saved_world: int | None = None  # processes that wrote the resumed DeepSpeed checkpoint
     train_rows: str | None = None  # the data's description of each training row (absent from older data runs)
+    rows: int = 0  # training examples: train.epochs counts passes over them
 
     @property
     def t(self):
@@ -275,10 +276,9 @@ def setup_data(run: _Run, data_out: dict):
 
     t = run.t
     run.train_rows = data_out.get("train_rows")
-    return (
-        examples(data_out["train"], numbered=True),
-        examples(data_out["eval"], limit=t.eval_batches * t.per_device_batch_size),
-    )
+    train_set = examples(data_out["train"], numbered=True)
+    run.rows = len(train_set)
+    return train_set, examples(data_out["eval"], limit=t.eval_batches * t.per_device_batch_size)
 
 
 def setup_model(run: _Run, model_dir, args, train_set):
@@ -375,6 +375,7 @@ def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: floa
     return {
         "method": t.method,
         "steps": trainer.state.global_step,
+        "epochs": round(trainer.state.epoch or 0.0, 3),  # passes over the training rows (train.epochs)
         "resumed_from": str(run.resume) if run.resume else None,
         "skipped_steps": list(getattr(getattr(trainer, "gradient_guard", None), "skipped", [])),
         "skipped_step_rows": {str(k): v for k, v in getattr(trainer.gradient_guard, "skipped_rows", {}).items()},

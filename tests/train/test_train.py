@@ -1,6 +1,7 @@
 """Real LoRA training of a tiny random Qwen2 through the HF Trainer: loss falls, resume is exact."""
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 from ferrylm.manifest import read_record
 from ferrylm.train import run_train
 from ferrylm.train.checkpoints import MARKER
+from ferrylm.train.dataset import examples
 from tests.pinning import pinned
 
 # The tiny recipe's training losses by step (make_config's defaults: 8 steps of LoRA on the fp32 base).
@@ -38,6 +40,17 @@ def test_lora_training_lowers_loss_and_writes_adapter(copy_run, tiny_qwen2_dir, 
     # the data or the seed fails here; the tolerance is the CPUs' measured spread (tests/pinning.py).
     pinned("lora curve", "train-loss", _history(run), LORA_CURVE)
     pinned("lora eval losses", "train-loss", [m["base_eval_loss"], m["eval_loss"]], [10.7993, 10.7277])
+
+
+def test_epochs_set_the_steps_by_the_rows_so_a_corpus_of_any_size_is_passed_over_as_often(
+    copy_run, tiny_qwen2_dir, tiny_corpus, make_config
+):
+    run = copy_run()
+    rows = len(examples(run / "data" / "train.arrow"))
+    cfg = make_config(run, tiny_qwen2_dir, tiny_corpus, "train.epochs=0.1", "train.gradient_accumulation_steps=2")
+    m = run_train(cfg).metrics
+    assert m["steps"] == math.ceil(0.1 * rows / 4) != 8  # batch 2 × 2 accumulated; train.max_steps=8 not read
+    assert m["epochs"] == pytest.approx(m["steps"] * 4 / rows, abs=0.01)
 
 
 @pytest.mark.slow
