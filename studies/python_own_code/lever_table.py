@@ -1,7 +1,7 @@
 """A lever's runs against the team recipe's, task by task, over both corpora: the rows of the study's lever table.
 
     python studies/python_own_code/lever_table.py RECIPE_DIR LEVER_DIR... [--corpus team --corpus second]
-        [--classes CLASSES_JSONL...] [--out JSON]
+        [--classes CLASSES_JSONL...] [--projects] [--out JSON]
 
 Each folder holds `<corpus>_own_functions_python.jsonl` (a run's samples: task_id, and per model passed). Printed per
 corpus and pooled: the lever's base → fine-tuned (its own run's base column; the recipe run's where the lever's run
@@ -9,7 +9,8 @@ did not ask the base), the recipe's, and the lever's fine-tuned model against th
 (a pair across runs carries the GPU's greedy noise, as studies/real_coder_forgetting/paired_columns.py says). Each
 difference with its paired 95 % interval and McNemar's p. A lever run on two machines names both folders: each
 corpus is read from the first that holds it. `--classes`: the reader's classes of the recipe's failures
-(failed_tasks.py's files): how many of each class the lever's fine-tuned model passed.
+(failed_tasks.py's files): how many of each class the lever's fine-tuned model passed. `--projects`: each project's tasks and what the base,
+the recipe and the lever passed of them.
 """
 
 from __future__ import annotations
@@ -97,12 +98,29 @@ def by_class(recipe: Path, levers: list[Path], corpora: list[str], classes: list
     return out
 
 
+def by_project(recipe: Path, levers: list[Path], corpora: list[str]) -> dict:
+    """Per corpus and project (a task id's first folder): its tasks, and how many the base, the recipe's fine-tuned
+    model and the lever's passed (the lever's counted over the tasks it asked)."""
+    out = {}
+    for corpus in corpora:
+        rc, lv = outcomes(recipe, corpus), outcomes(holding(levers, corpus), corpus)["fine-tuned"]
+        per: dict[str, Counter] = {}
+        for t, passed in rc["fine-tuned"].items():
+            c = per.setdefault(t.split("/")[1], Counter())
+            c.update(tasks=1, base=rc["base"][t], recipe=passed, lever=lv.get(t, 0.0))
+        out[corpus] = {
+            p: {k: int(v) for k, v in c.items()} for p, c in sorted(per.items(), key=lambda x: -x[1]["tasks"])
+        }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("recipe", type=Path)
     ap.add_argument("lever", type=Path, nargs="+")
     ap.add_argument("--corpus", action="append", help="default: team, second")
     ap.add_argument("--classes", type=Path, nargs="*", default=[])
+    ap.add_argument("--projects", action="store_true")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     corpora = args.corpus or ["team", "second"]
@@ -121,6 +139,13 @@ def main() -> None:
                 f"{corpus:7} the recipe's failures, by class: the lever passed "
                 + ", ".join(f"{v['lever passed']} of {v['failed']} {k}" for k, v in counts.items())
             )
+    if args.projects:
+        result["by project"] = by_project(args.recipe, args.lever, corpora)
+        for corpus, projects in result["by project"].items():
+            for name, c in projects.items():
+                print(
+                    f"{corpus:7} {name:36} {c['tasks']:3} tasks: base {c['base']}, recipe {c['recipe']}, lever {c['lever']}"
+                )
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
 
