@@ -6,11 +6,13 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from ferrylm.manifest import read_record
 from ferrylm.train import run_train
+from ferrylm.train.arguments import optimizer_steps
 from ferrylm.train.checkpoints import MARKER
 from ferrylm.train.dataset import examples
 from tests.pinning import pinned
@@ -51,6 +53,14 @@ def test_epochs_set_the_steps_by_the_rows_so_a_corpus_of_any_size_is_passed_over
     m = run_train(cfg).metrics
     assert m["steps"] == math.ceil(0.1 * rows / 4) != 8  # batch 2 × 2 accumulated; train.max_steps=8 not read
     assert m["epochs"] == pytest.approx(m["steps"] * 4 / rows, abs=0.01)
+
+
+def test_epochs_count_every_process_s_rows_and_max_steps_stands_without_them():
+    t = SimpleNamespace(epochs=1.0, max_steps=5, per_device_batch_size=2, gradient_accumulation_steps=2)
+    assert optimizer_steps(t, rows=100, world=1) == 25
+    assert optimizer_steps(t, rows=100, world=2) == 13  # two processes take twice the rows a step
+    assert optimizer_steps(SimpleNamespace(**{**vars(t), "epochs": 0.001}), rows=100, world=1) == 1
+    assert optimizer_steps(SimpleNamespace(**{**vars(t), "epochs": None}), rows=100, world=2) == 5
 
 
 @pytest.mark.slow
