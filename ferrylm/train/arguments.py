@@ -49,12 +49,12 @@ def optimizer_steps(t, rows: int, world: int) -> int:
     return max(1, math.ceil(t.epochs * rows / (t.per_device_batch_size * t.gradient_accumulation_steps * world)))
 
 
-def training_arguments(run):
-    """Every Trainer setting in one place."""
+def training_arguments(run, rows: int):
+    """Every Trainer setting in one place; `rows`: the training examples (train.epochs counts passes over them)."""
     from transformers import TrainingArguments
 
     t, has_cuda = run.t, run.has_cuda
-    steps = optimizer_steps(t, run.rows, int(os.environ.get("WORLD_SIZE", "1")))
+    steps = optimizer_steps(t, rows, int(os.environ.get("WORLD_SIZE", "1")))
     # TensorBoard's callback takes its directory from the environment in transformers 5.
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(run.out / "tensorboard")
     return TrainingArguments(

@@ -169,7 +169,6 @@ class _Run:
     resume: Path | None = None
     saved_world: int | None = None  # processes that wrote the resumed DeepSpeed checkpoint
     train_rows: str | None = None  # the data's description of each training row (absent from older data runs)
-    rows: int = 0  # training examples: train.epochs counts passes over them
 
     @property
     def t(self):
@@ -216,7 +215,7 @@ def run_train(cfg: Config) -> StageRecord:
     data = read_record(cfg.stage_dir("data"))  # refuses outputs of an unfinished data run
     data_out = data["outputs"]
     train_set, eval_set = setup_data(run, data_out)
-    args = training_arguments(run)  # before the model: ZeRO-3 loads weights straight into shards
+    args = training_arguments(run, len(train_set))  # before the model: ZeRO-3 loads weights straight into shards
     model_dir = resolve_model_path(cfg.model.path, cfg.model.cache_dir)
     tokenizer = load_tokenizer(model_dir)
     planned = _planned_peak(cfg, model_dir, args.world_size)
@@ -276,9 +275,10 @@ def setup_data(run: _Run, data_out: dict):
 
     t = run.t
     run.train_rows = data_out.get("train_rows")
-    train_set = examples(data_out["train"], numbered=True)
-    run.rows = len(train_set)
-    return train_set, examples(data_out["eval"], limit=t.eval_batches * t.per_device_batch_size)
+    return (
+        examples(data_out["train"], numbered=True),
+        examples(data_out["eval"], limit=t.eval_batches * t.per_device_batch_size),
+    )
 
 
 def setup_model(run: _Run, model_dir, args, train_set):

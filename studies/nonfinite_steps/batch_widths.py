@@ -37,7 +37,7 @@ def steps(run_dir: Path, preset: str, overrides: list[str], n: int) -> list[dict
     )
     trainer = guarded_trainer_class()(
         model=tiny,
-        args=training_arguments(run),
+        args=training_arguments(run, len(train_set)),
         train_dataset=train_set,
         eval_dataset=eval_set,
         data_collator=PadCollator(0),
