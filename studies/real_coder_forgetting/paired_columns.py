@@ -1,12 +1,14 @@
 """Two columns of different runs on the same tasks, paired: an ablation's fine-tuned model against a run's base.
 
-    python studies/real_coder_forgetting/paired_columns.py A.json:COLUMN B.json:COLUMN [--track own_functions_go]
+    python studies/real_coder_forgetting/paired_columns.py A:COLUMN B:COLUMN [--track T] [--drop TEXT] [--out F]
 
-Each side is a `passed.json` (track_label → {"tasks": n, "passed": [task ids]}, as the results folders keep them) or
-a run's eval folder (its `<track>_<label>.jsonl` samples), so a later run's fine-tuned column can be held against
-an earlier run's base on the tasks both asked. Greedy replies of one model to one prompt are nearly, not exactly,
-the same across runs on a GPU (the base's HumanEval replies were alike on 114 of 124 in kl2 and kw2): a pair across
-runs carries that noise, a run's own base column does not. Prints per track: both counts, won, lost, McNemar's p.
+Each side is a `passed.json` (track_label → {"tasks": n, "passed": [task ids]}, as the results folders keep them),
+a run's eval folder (its `<track>_<label>.jsonl` samples) or a results folder as collect_run.py writes it
+(`<corpus>_<track>.jsonl`, every model's result under its label), so a later run's fine-tuned column can be held
+against an earlier run's base on the tasks both asked. Greedy replies of one model to one prompt are nearly, not
+exactly, the same across runs on a GPU (the base's HumanEval replies were alike on 114 of 124 in kl2 and kw2): a pair
+across runs carries that noise, a run's own base column does not. Prints per track: both counts, won, lost, the
+difference with its 95 % interval and McNemar's p; `--out` keeps the same as JSON.
 """
 
 from __future__ import annotations
@@ -15,43 +17,66 @@ import argparse
 import json
 from pathlib import Path
 
-from ferrylm.eval.report.paired import mcnemar_exact
+from ferrylm.eval.report.paired import compare
 
 TRACKS = ("own_functions_go", "own_functions_python", "own_repos_python", "humaneval_python")
 
 
-def column(spec: str, track: str) -> tuple[int, set[str]] | None:
-    """(tasks asked, tasks passed) of one column, or None where it was not asked."""
+def column(spec: str, track: str, drop: str | None = None) -> tuple[int, set[str], set[str] | None] | None:
+    """(tasks asked, tasks passed, the asked ids where the side keeps them) of one column, or None where not asked;
+    `drop`: leave out the tasks whose result holds it (a test environment that differs between machines)."""
     where, label = spec.rsplit(":", 1)
     path = Path(where)
     if path.is_dir():
         f = path / f"{track}_{label.replace(' ', '-')}.jsonl"
-        if not f.is_file():
-            return None
-        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-        return len(rows), {r["task_id"] for r in rows if r["passed"]}
+        files = [f] if f.is_file() else sorted(path.glob(f"*_{track}.jsonl"))  # collect_run.py's: one file a track
+        rows = [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
+        res = {r["task_id"]: r if f.is_file() else r.get(label) for r in rows}
+        res = {t: r for t, r in res.items() if r and not (drop and drop in (r.get("result") or ""))}
+        return (len(res), {t for t, r in res.items() if r["passed"]}, set(res)) if res else None
     entry = json.loads(path.read_text()).get(f"{track}_{label.replace(' ', '-')}")
-    return (entry["tasks"], set(entry["passed"])) if entry else None
+    return (entry["tasks"], set(entry["passed"]), None) if entry else None
+
+
+def pair(a: tuple, b: tuple) -> dict | str:
+    """The paired comparison of two columns, or why there is none. A passed.json keeps the passed ids alone: its
+    failed tasks are the other side's ids it does not list (or, both sides so, tasks neither passed)."""
+    if a[2] and b[2] is None and len(a[2]) < b[0]:  # tasks dropped from the kept side: the same from the other
+        b = (len(a[2]), b[1] & a[2], None)
+    if b[2] and a[2] is None and len(b[2]) < a[0]:
+        a = (len(b[2]), a[1] & b[2], None)
+    if a[0] != b[0]:
+        return f"{a[0]} tasks against {b[0]}: not the same tasks"
+    ids = a[2] or b[2] or (a[1] | b[1]) | {f"failed by both {i}" for i in range(a[0] - len(a[1] | b[1]))}
+    if not a[1] | b[1] <= ids or len(ids) != a[0] or (a[2] and b[2] and a[2] != b[2]):
+        return "not the same tasks"
+    return compare({t: float(t in a[1]) for t in ids}, {t: float(t in b[1]) for t in ids})
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("a", help="PASSED_JSON_OR_EVAL_DIR:LABEL (e.g. results/x/passed.json:fine-tuned)")
+    ap.add_argument("a", help="PASSED_JSON_OR_FOLDER:LABEL (e.g. results/x/passed.json:fine-tuned)")
     ap.add_argument("b")
     ap.add_argument("--track", action="append", help=f"default: {', '.join(TRACKS)}")
+    ap.add_argument("--out", type=Path, help="the pairs as JSON, a track each")
+    ap.add_argument("--drop", help="leave out tasks whose result holds this text, on a side that keeps results")
     args = ap.parse_args()
+    out = {}
     for track in args.track or TRACKS:
-        a, b = column(args.a, track), column(args.b, track)
-        if a is None or b is None:
-            print(f"{track}: not asked in both")
+        a, b = column(args.a, track, args.drop), column(args.b, track, args.drop)
+        c = "not asked in both" if a is None or b is None else pair(a, b)
+        out[track] = c
+        if isinstance(c, str):
+            print(f"{track}: {c}")
             continue
-        if a[0] != b[0]:
-            print(f"{track}: {a[0]} tasks against {b[0]}: not the same tasks")
-            continue
-        won, lost = len(a[1] - b[1]), len(b[1] - a[1])
+        lo, hi = c["ci95"]
         print(
-            f"{track}: {len(a[1])} vs {len(b[1])} of {a[0]}, won {won}, lost {lost}, McNemar p = {mcnemar_exact(won, lost):.2g}"
+            f"{track}: {round(c['a'] * c['tasks'])} vs {round(c['b'] * c['tasks'])} of {c['tasks']}, "
+            f"{100 * c['difference']:+.1f} points ({100 * lo:+.1f} to {100 * hi:+.1f}), won {c['only_a']}, "
+            f"lost {c['only_b']}, McNemar p = {c['p']:.2g}"
         )
+    if args.out:
+        args.out.write_text(json.dumps({"a": args.a, "b": args.b, "drop": args.drop, "pairs": out}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
