@@ -1,6 +1,6 @@
 """Two columns of different runs on the same tasks, paired: an ablation's fine-tuned model against a run's base.
 
-    python studies/real_coder_forgetting/paired_columns.py A:COLUMN B:COLUMN [--track T] [--drop TEXT] [--out F]
+    python studies/real_coder_forgetting/paired_columns.py A:COLUMN B:COLUMN [--track T] [--runnable F] [--out F]
 
 Each side is a `passed.json` (track_label → {"tasks": n, "passed": [task ids]}, as the results folders keep them),
 a run's eval folder (its `<track>_<label>.jsonl` samples) or a results folder as collect_run.py writes it
@@ -22,9 +22,11 @@ from ferrylm.eval.report.paired import compare
 TRACKS = ("own_functions_go", "own_functions_python", "own_repos_python", "humaneval_python")
 
 
-def column(spec: str, track: str, drop: str | None = None) -> tuple[int, set[str], set[str] | None] | None:
+def column(
+    spec: str, track: str, unrunnable: frozenset[str] = frozenset()
+) -> tuple[int, set[str], set[str] | None] | None:
     """(tasks asked, tasks passed, the asked ids where the side keeps them) of one column, or None where not asked;
-    `drop`: leave out the tasks whose result holds it (a test environment that differs between machines)."""
+    `unrunnable`: tasks left out (their original bodies fail where this side's replies ran)."""
     where, label = spec.rsplit(":", 1)
     path = Path(where)
     if path.is_dir():
@@ -32,7 +34,7 @@ def column(spec: str, track: str, drop: str | None = None) -> tuple[int, set[str
         files = [f] if f.is_file() else sorted(path.glob(f"*_{track}.jsonl"))  # collect_run.py's: one file a track
         rows = [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
         res = {r["task_id"]: r if f.is_file() else r.get(label) for r in rows}
-        res = {t: r for t, r in res.items() if r and not (drop and drop in (r.get("result") or ""))}
+        res = {t: r for t, r in res.items() if r and t not in unrunnable}
         return (len(res), {t for t, r in res.items() if r["passed"]}, set(res)) if res else None
     entry = json.loads(path.read_text()).get(f"{track}_{label.replace(' ', '-')}")
     return (entry["tasks"], set(entry["passed"]), None) if entry else None
@@ -59,11 +61,20 @@ def main() -> None:
     ap.add_argument("b")
     ap.add_argument("--track", action="append", help=f"default: {', '.join(TRACKS)}")
     ap.add_argument("--out", type=Path, help="the pairs as JSON, a track each")
-    ap.add_argument("--drop", help="leave out tasks whose result holds this text, on a side that keeps results")
+    ap.add_argument(
+        "--runnable",
+        type=Path,
+        help="results of the original bodies run where A's replies ran: tasks whose originals fail there are left out",
+    )
     args = ap.parse_args()
     out = {}
+    unrunnable: frozenset[str] = frozenset()
+    if args.runnable:
+        rows = [json.loads(line) for line in args.runnable.read_text().splitlines() if line.strip()]
+        unrunnable = frozenset(r["task_id"] for r in rows if not r["passed"])
+        print(f"{args.runnable}: {len(rows) - len(unrunnable)} of {len(rows)} originals pass; the rest left out")
     for track in args.track or TRACKS:
-        a, b = column(args.a, track, args.drop), column(args.b, track, args.drop)
+        a, b = column(args.a, track, unrunnable), column(args.b, track, unrunnable)
         c = "not asked in both" if a is None or b is None else pair(a, b)
         out[track] = c
         if isinstance(c, str):
@@ -76,7 +87,13 @@ def main() -> None:
             f"lost {c['only_b']}, McNemar p = {c['p']:.2g}"
         )
     if args.out:
-        args.out.write_text(json.dumps({"a": args.a, "b": args.b, "drop": args.drop, "pairs": out}, indent=1) + "\n")
+        args.out.write_text(
+            json.dumps(
+                {"a": args.a, "b": args.b, "runnable": str(args.runnable) if args.runnable else None, "pairs": out},
+                indent=1,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":
