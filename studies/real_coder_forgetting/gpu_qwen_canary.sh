@@ -29,6 +29,9 @@
 #                                             # unpacked under /tmp/$TAG once all are there; `all` and `w4a16` then skip training
 #   studies/real_coder_forgetting/gpu_qwen_canary.sh wait train|eval  # up to 9 minutes for that step; the records, report, log and
 #                                             # samples to $OUT/$TAG.tgz (a W4A16 sweep's replies: $TAG.replies.tgz)
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh recut            # short of time: TAG's chain ends with its training, then
+#                                             # export and eval run with this call's ARGS (fewer columns; `wait eval`)
+#   studies/real_coder_forgetting/gpu_qwen_canary.sh stop OTHER        # every process of run OTHER ended (a chain given up)
 #
 # TAG names a run (default "run": /tmp/run); two tags' steps may overlap (one's eval beside the other's training;
 # AFTER=TAG holds this run's training until that tag's has ended, its data stage running meanwhile).
@@ -57,7 +60,7 @@ GO_SRC_SHA=2dfa82fe4f08f4e0193c532e561af4c91871f5235608f04f2bb8d57bb288df5a  # g
 # (a finding that read ferrylm/ during the carry calls once met its files missing)
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}  # the task cache's root (eval/repo/task_cache.py)
 BG=/tmp/tree/studies/real_coder_forgetting/$(basename "$0")
-case "${1:-}" in train | all | eval | probe | prefind | w4a16) [ "$PWD" = /tmp/tree ] || exec bash "$BG" "$@" ;; esac
+case "${1:-}" in train | all | eval | recut | probe | prefind | w4a16) [ "$PWD" = /tmp/tree ] || exec bash "$BG" "$@" ;; esac
 
 stage() {
   local t0=$SECONDS
@@ -72,6 +75,9 @@ stage() {
   python3 -m ferrylm "$1" "${RUN[@]}" || return 1
   echo "ferrylm $1: $((SECONDS - t0)) s" | tee -a "$R.times.txt"
 }
+
+# whether process $1 belongs to run $2 (the TAG its chain was started with)
+of() { { tr '\0' '\n' < "/proc/$1/environ"; } 2> /dev/null | grep -qx "TAG=$2"; }
 
 # the training step, or none where `restore` unpacked a kept adapter (the data stage, deterministic, runs again)
 trained() { [ -f "$R.restored" ] && echo "" || echo train; }
@@ -96,6 +102,11 @@ case "${1:-}" in
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
     setsid nohup bash -c "$0 _run data tasks $(trained) export tasks_done eval" > "$R.train.log" 2>&1 < /dev/null & ;;
   eval) setsid nohup bash -c "$0 _run export tasks_done eval" > "$R.eval.log" 2>&1 < /dev/null & ;;
+  recut)  # the chain's shell ended (its training runs on); export and eval start from the train record
+    for p in $(pgrep -f "_run data tasks"); do of "$p" "$TAG" && kill "$p"; done
+    setsid nohup bash -c "while [ ! -f $R/train/record.json ]; do sleep 2; done; $0 _run export tasks_done eval" \
+      > "$R.eval.log" 2>&1 < /dev/null & ;;
+  stop) for p in $(pgrep -f .); do [ "$p" = $$ ] || ! of "$p" "$2" || kill -9 "$p" 2> /dev/null || true; done ;;
   w4a16)  # `wait train` waits for it; the variants' table comes back as $TAG.variants.json
     [ -f /tmp/q/model.gguf ] || { cat /tmp/q/p?? > /tmp/q/model.gguf && rm /tmp/q/p??; }
     echo "$SHA  /tmp/q/model.gguf" | sha256sum -c --quiet
@@ -212,5 +223,5 @@ PY
     [ ! -d "$CACHE/ferrylm/repo-tasks" ] || tar czf "$OUT/$TAG.repo_tasks.tgz" -C "$CACHE" ferrylm/repo-tasks
     # a W4A16 sweep's replies and results, so those the machine leaves unexecuted run elsewhere (execute_replies.py)
     [ ! -d "$R/w4a16_variants" ] || (cd /tmp && tar czf "$OUT/$TAG.replies.tgz" "$TAG"/w4a16_variants/*.jsonl) ;;
-  *) echo "usage: $0 setup | part NN | cache TGZ | prefind JSON | train | eval | all | w4a16 V... | probe [DIR...] | hx data|jdk.pNN|install | keep 0|1 | restore | wait train|eval" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | part NN | cache TGZ | prefind JSON | train | eval | recut | stop TAG | all | w4a16 V... | probe [DIR...] | hx data|jdk.pNN|install | keep 0|1 | restore | wait train|eval" >&2; exit 2 ;;
 esac
