@@ -2,9 +2,9 @@
 
     .venv/bin/python docs/screenshot.py RUN_DIR      # writes docs/report_first_screen.png from RUN_DIR/eval/report.html
 
-RUN_DIR: make demo's runs/default, or a GPU run's folder. The README's picture is the team corpus's
-fill-in-the-middle run, its report written again by `ferrylm report` (its report.json:
-studies/python_own_code/results/fim_h200/team_report.json).
+RUN_DIR: make demo's runs/default, or a GPU run's folder. The README's picture is the second corpus's run of the
+team recipe with Go (220 steps, one H100), its report.html as that run wrote it: kept as
+studies/python_own_code/results/recipe_go_second_h100/second_report.html (copy it to RUN_DIR/eval/report.html).
 
 Chromium and its driver come from Debian's packages (`make chromium`, as root).
 """
