@@ -31,7 +31,7 @@ from .heldout.loss import example_losses, losses_of
 from .latency import engine_latency, latency
 from .repo.retrieval import LABEL, with_retrieval
 from .report import helped
-from .report.criteria import Criterion, gate_failures, load_criteria, per_track, with_pass_at_1_lost
+from .report.criteria import Criterion, criteria_values, gate_failures, load_criteria, per_track, with_pass_at_1_lost
 from .report.render import language_rows, write_report
 from .tasks import benchmark
 
@@ -131,25 +131,6 @@ def heldout_losses(losses, label: str) -> list | None:
             "[%s] held-out loss not measured: %s", label, str(e).splitlines()[0] if str(e) else type(e).__name__
         )
         return None
-
-
-def criteria_values(measured: dict | None, train: dict | None, which: str) -> dict:
-    """Each criterion's number for one model ('fine-tuned', 'base' or the few-shot base); None where not
-    measured (the training numbers are the fine-tuned and the cold base model's)."""
-    v: dict = {}
-    if train and which in ("fine-tuned", "base"):
-        prefix = "" if which == "fine-tuned" else "base_"
-        v["loss"] = train.get(f"{prefix}eval_loss")
-        v["perplexity"] = train.get(f"{prefix}perplexity")
-        v["grad_norm"] = train.get("final_grad_norm") if which == "fine-tuned" else None
-        v["gpu_memory_gib"] = train.get("peak_gpu_memory_gib") if which == "fine-tuned" else None
-    if measured:
-        for t in measured["benchmarks"]:
-            v[t["key"]] = t.get("pass@1")
-        explain = (measured.get("heldout") or {}).get("explain")
-        v["bleu"] = explain["smoothed_bleu4"] / 100 if explain else None  # the seed's code understanding BLEU
-        v["latency_512_s"] = measured["latency"]["total_s"]["p50"] if measured["latency"] else None
-    return v
 
 
 def _training(cfg: Config) -> tuple[dict | None, list[dict]]:

@@ -12,11 +12,8 @@ import json
 import math
 import os
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
-
-from transformers import TrainerCallback
 
 from ..config import Config
 from ..diskspace import out_of_space
@@ -36,56 +33,11 @@ from .checkpoints import (
     writing,
 )
 from .fsdp import check_world, whole
+from .history import HistoryWriter, summarise, truncate_history
 from .launch import prepare_distributed_env
 from .observe import NonFiniteLoss, RowNames, gradient_guard, guarded_trainer_class, selective_checkpointing
 
 log = get_logger("train")
-
-
-class _HistoryWriter(TrainerCallback):
-    """Appends every Trainer log line to log_history.jsonl (the report plots it), and says the step, the loss
-    and the time left in the log where no progress bar is drawn (a log file, CI)."""
-
-    def __init__(self, path: Path):
-        self.path, self.t0, self.step0 = path, time.monotonic(), 0
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.t0, self.step0 = time.monotonic(), state.global_step  # a resumed run counts from where it began
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.is_world_process_zero and logs:
-            with open(self.path, "a") as fh:
-                fh.write(json.dumps({"step": state.global_step, **logs}) + "\n")
-            done = state.global_step - self.step0
-            if args.disable_tqdm and "loss" in logs and done > 0:
-                elapsed = time.monotonic() - self.t0
-                left = elapsed / done * (state.max_steps - state.global_step)
-                log.info(
-                    "step %d/%d, loss %.4g, %.0f s elapsed, %.0f s left",
-                    state.global_step,
-                    state.max_steps,
-                    logs["loss"],
-                    elapsed,
-                    left,
-                )
-
-
-def _truncate_history(path: Path, step: int) -> None:
-    """Drop what a killed run logged after the checkpoint we resume from; it will be logged again."""
-    if path.is_file():
-        keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
-        path.write_text("".join(ln + "\n" for ln in keep))
-
-
-def _summarise(history: list[dict]) -> dict:
-    train = [h for h in history if "loss" in h and "eval_loss" not in h]
-    grads = [h["grad_norm"] for h in train if h.get("grad_norm") is not None]
-    return {
-        "first_train_loss": train[0]["loss"] if train else None,
-        "final_train_loss": train[-1]["loss"] if train else None,
-        "final_grad_norm": grads[-1] if grads else None,
-        "max_grad_norm_seen": max(grads) if grads else None,
-    }
 
 
 class PackingLeak(FerryError, RuntimeError):
@@ -258,7 +210,7 @@ def setup_run_dir(run: _Run) -> None:
         run.history.unlink(missing_ok=True)
     elif run.resume is not None and rank0:
         log.info("resuming from %s", run.resume)
-        _truncate_history(run.history, int(run.resume.name.split("-")[1]))
+        truncate_history(run.history, int(run.resume.name.split("-")[1]))
     if run.resume is not None and run.t.deepspeed:
         run.saved_world = saved_world_size(run.resume)
     if run.resume is not None and run.t.fsdp:
@@ -316,7 +268,7 @@ def setup_trainer(run: _Run, model, args, train_set, eval_set, tokenizer):
         train_dataset=train_set,
         eval_dataset=eval_set,
         data_collator=collate,
-        callbacks=[MarkComplete(), _HistoryWriter(run.history), guard],
+        callbacks=[MarkComplete(), HistoryWriter(run.history), guard],
         drift_penalty=run.t.drift_penalty,
     )
     trainer.gradient_guard, guard.trainer = guard, trainer  # its skipped steps go into the record, with their rows
@@ -406,5 +358,5 @@ def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: floa
         "planned_peak_gib": planned,  # the planner's allocated peak
         "best_checkpoint": trainer.state.best_model_checkpoint,
         "best_eval_loss": trainer.state.best_metric,
-        **_summarise(history),
+        **summarise(history),
     }

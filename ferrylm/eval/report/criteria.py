@@ -80,3 +80,22 @@ def gate_failures(failed_gates: dict[str, list[str]]) -> list[str]:
     own absolute numbers are the fine-tuned model's to meet)."""
     lost = [f"{m}: pass_at_1_lost" for m, keys in failed_gates.items() if artifact_kind(m) and "pass_at_1_lost" in keys]
     return failed_gates.get("fine-tuned", []) + lost
+
+
+def criteria_values(measured: dict | None, train: dict | None, which: str) -> dict:
+    """Each criterion's number for one model ('fine-tuned', 'base' or the few-shot base); None where not
+    measured (the training numbers are the fine-tuned and the cold base model's)."""
+    v: dict = {}
+    if train and which in ("fine-tuned", "base"):
+        prefix = "" if which == "fine-tuned" else "base_"
+        v["loss"] = train.get(f"{prefix}eval_loss")
+        v["perplexity"] = train.get(f"{prefix}perplexity")
+        v["grad_norm"] = train.get("final_grad_norm") if which == "fine-tuned" else None
+        v["gpu_memory_gib"] = train.get("peak_gpu_memory_gib") if which == "fine-tuned" else None
+    if measured:
+        for t in measured["benchmarks"]:
+            v[t["key"]] = t.get("pass@1")
+        explain = (measured.get("heldout") or {}).get("explain")
+        v["bleu"] = explain["smoothed_bleu4"] / 100 if explain else None  # the seed's code understanding BLEU
+        v["latency_512_s"] = measured["latency"]["total_s"]["p50"] if measured["latency"] else None
+    return v

@@ -367,3 +367,19 @@ def test_a_quantized_artifact_that_loses_more_than_two_points_fails_its_gate(tmp
     assert [row[m]["verdict"] for m in models] == ["not measured", "not measured", "fail", "pass"]
     assert "pass_at_1" in report["failed_gates"]["fine-tuned (fp8)"]  # reported ...
     assert gate_failures(report["failed_gates"]) == ["fine-tuned (w4a16): pass_at_1_lost"]  # ... not gating
+
+
+def test_each_model_gets_its_own_training_numbers_and_the_base_none_of_the_fine_tune_s():
+    from ferrylm.eval.report.criteria import criteria_values
+
+    train = {"eval_loss": 0.5, "base_eval_loss": 0.7, "perplexity": 1.6, "base_perplexity": 2.0, "final_grad_norm": 0.4}
+    measured = {
+        "benchmarks": [{"key": "pass_at_1_humaneval", "pass@1": 0.25}],
+        "heldout": {"explain": {"smoothed_bleu4": 12.5}},
+        "latency": None,
+    }
+    tuned, base = criteria_values(measured, train, "fine-tuned"), criteria_values(None, train, "base")
+    assert (tuned["loss"], tuned["grad_norm"], tuned["pass_at_1_humaneval"], tuned["bleu"]) == (0.5, 0.4, 0.25, 0.125)
+    assert tuned["latency_512_s"] is None
+    assert (base["loss"], base["perplexity"], base["grad_norm"]) == (0.7, 2.0, None)
+    assert criteria_values(measured, train, "base 2-shot").get("loss") is None  # no training number of its own
