@@ -137,8 +137,7 @@ def _training(cfg: Config) -> tuple[dict | None, list[dict]]:
     """The train stage's metrics and its loss history, or (None, []) without a train stage."""
     try:
         trained = read_record(cfg.stage_dir("train"))
-        history = Path(trained["outputs"]["log_history"]).read_text().splitlines()
-        return trained["metrics"], [json.loads(line) for line in history if line.strip()]
+        return trained["metrics"], read_jsonl(trained["outputs"]["log_history"])
     except FileNotFoundError:
         return None, []
 

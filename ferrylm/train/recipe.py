@@ -19,7 +19,7 @@ from ..config import Config
 from ..diskspace import out_of_space
 from ..errors import FerryError
 from ..log import get_logger
-from ..manifest import StageRecord, locked_stage, read_record, sha256_file, sha256_tree
+from ..manifest import StageRecord, locked_stage, read_jsonl, read_record, sha256_file, sha256_tree
 from ..models import load_tokenizer, resolve_model_path
 from .arguments import training_arguments
 from .build import build_model, check_liger, choose_attention, choose_precision, compile_layers, zero3_leaf_layers
@@ -186,7 +186,7 @@ def run_train(cfg: Config) -> StageRecord:
         }
         record.metrics = _metrics(run, trainer, result, args, saved, planned)
         if canary:
-            record.metrics["canary"] = canary.summary(_history(run), trainer.state.best_model_checkpoint)
+            record.metrics["canary"] = canary.summary(read_jsonl(run.history), trainer.state.best_model_checkpoint)
             if record.metrics["canary"]["over_budget"]:
                 log.warning(
                     "canary: no checkpoint stayed within %.1f points of the base's Pass@1; the %s written is the "
@@ -312,15 +312,11 @@ def train(run: _Run, trainer, tokenizer):
         ) from None
 
 
-def _history(run: _Run) -> list[dict]:
-    return [json.loads(line) for line in run.history.read_text().splitlines() if line.strip()]
-
-
 def _metrics(run: _Run, trainer, result, args, saved: Path | None, planned: float | None) -> dict:
     import torch
 
     t = run.t
-    history = _history(run)
+    history = read_jsonl(run.history)
     evals = [h["eval_loss"] for h in history if "eval_loss" in h]
     speeds = [h for h in history if "tokens_per_s" in h]
     runtime = result.metrics.get("train_runtime")
