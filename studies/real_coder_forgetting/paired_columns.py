@@ -1,6 +1,6 @@
 """Two columns of different runs on the same tasks, paired: an ablation's fine-tuned model against a run's base.
 
-    python studies/real_coder_forgetting/paired_columns.py A:COLUMN B:COLUMN [--track T] [--runnable F] [--out F]
+    python studies/real_coder_forgetting/paired_columns.py A:COLUMN B:COLUMN [--track T] [--pooled] [--runnable F] [--out F]
 
 Each side is a `passed.json` (track_label → {"tasks": n, "passed": [task ids]}, as the results folders keep them),
 a run's eval folder (its `<track>_<label>.jsonl` samples) or a results folder as collect_run.py writes it
@@ -8,7 +8,8 @@ a run's eval folder (its `<track>_<label>.jsonl` samples) or a results folder as
 against an earlier run's base on the tasks both asked. Greedy replies of one model to one prompt are nearly, not
 exactly, the same across runs on a GPU (the base's HumanEval replies were alike on 114 of 124 in kl2 and kw2): a pair
 across runs carries that noise, a run's own base column does not. Prints per track: both counts, won, lost, the
-difference with its 95 % interval and McNemar's p; `--out` keeps the same as JSON.
+difference with its 95 % interval and McNemar's p; `--pooled` the same over every track's tasks together; `--out`
+keeps the same as JSON.
 """
 
 from __future__ import annotations
@@ -41,8 +42,15 @@ def column(
 
 
 def pair(a: tuple, b: tuple) -> dict | str:
-    """The paired comparison of two columns, or why there is none. A passed.json keeps the passed ids alone: its
-    failed tasks are the other side's ids it does not list (or, both sides so, tasks neither passed)."""
+    """The paired comparison of two columns, or why there is none."""
+    rows = paired_rows(a, b)
+    return rows if isinstance(rows, str) else compare(*rows)
+
+
+def paired_rows(a: tuple, b: tuple) -> tuple[dict, dict] | str:
+    """Each side's task → passed (1.0 or 0.0) over the same tasks, or why they are not the same. A passed.json keeps
+    the passed ids alone: its failed tasks are the other side's ids it does not list (or, both sides so, tasks
+    neither passed)."""
     if a[2] and b[2] is None and len(a[2]) < b[0]:  # tasks dropped from the kept side: the same from the other
         b = (len(a[2]), b[1] & a[2], None)
     if b[2] and a[2] is None and len(b[2]) < a[0]:
@@ -52,7 +60,20 @@ def pair(a: tuple, b: tuple) -> dict | str:
     ids = a[2] or b[2] or (a[1] | b[1]) | {f"failed by both {i}" for i in range(a[0] - len(a[1] | b[1]))}
     if not a[1] | b[1] <= ids or len(ids) != a[0] or (a[2] and b[2] and a[2] != b[2]):
         return "not the same tasks"
-    return compare({t: float(t in a[1]) for t in ids}, {t: float(t in b[1]) for t in ids})
+    return {t: float(t in a[1]) for t in ids}, {t: float(t in b[1]) for t in ids}
+
+
+def show(name: str, c: dict | str) -> None:
+    """One line a comparison: both counts, the difference with its interval, won, lost and McNemar's p."""
+    if isinstance(c, str) or not c.get("tasks"):
+        print(f"{name}: {c if isinstance(c, str) else 'no task in both'}")
+        return
+    lo, hi = c["ci95"]
+    print(
+        f"{name}: {round(c['a'] * c['tasks'])} vs {round(c['b'] * c['tasks'])} of {c['tasks']}, "
+        f"{100 * c['difference']:+.1f} points ({100 * lo:+.1f} to {100 * hi:+.1f}), won {c['only_a']}, "
+        f"lost {c['only_b']}, McNemar p = {c['p']:.2g}"
+    )
 
 
 def main() -> None:
@@ -61,6 +82,7 @@ def main() -> None:
     ap.add_argument("b")
     ap.add_argument("--track", action="append", help=f"default: {', '.join(TRACKS)}")
     ap.add_argument("--out", type=Path, help="the pairs as JSON, a track each")
+    ap.add_argument("--pooled", action="store_true", help='also the tracks\' tasks together (key "pooled")')
     ap.add_argument(
         "--runnable",
         type=Path,
@@ -73,18 +95,20 @@ def main() -> None:
         rows = [json.loads(line) for line in args.runnable.read_text().splitlines() if line.strip()]
         unrunnable = frozenset(r["task_id"] for r in rows if not r["passed"])
         print(f"{args.runnable}: {len(rows) - len(unrunnable)} of {len(rows)} originals pass; the rest left out")
+    pooled: tuple[dict, dict] = ({}, {})
     for track in args.track or TRACKS:
         a, b = column(args.a, track, unrunnable), column(args.b, track, unrunnable)
-        c = "not asked in both" if a is None or b is None else pair(a, b)
-        out[track] = c
-        if isinstance(c, str):
-            print(f"{track}: {c}")
-            continue
-        lo, hi = c["ci95"]
-        print(
-            f"{track}: {round(c['a'] * c['tasks'])} vs {round(c['b'] * c['tasks'])} of {c['tasks']}, "
-            f"{100 * c['difference']:+.1f} points ({100 * lo:+.1f} to {100 * hi:+.1f}), won {c['only_a']}, "
-            f"lost {c['only_b']}, McNemar p = {c['p']:.2g}"
+        rows = "not asked in both" if a is None or b is None else paired_rows(a, b)
+        if not isinstance(rows, str) and args.pooled:  # a track's ids prefixed: two tracks may share a task id
+            for side, kept in zip(rows, pooled):
+                kept.update({f"{track}/{t}": v for t, v in side.items()})
+        out[track] = rows if isinstance(rows, str) else compare(*rows)
+        show(track, out[track])
+    if args.pooled:
+        out["pooled"] = compare(*pooled)
+        show(
+            f"pooled ({', '.join(t for t, c in out.items() if not isinstance(c, str) and t != 'pooled')})",
+            out["pooled"],
         )
     if args.out:
         args.out.write_text(
