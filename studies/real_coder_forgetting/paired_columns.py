@@ -41,12 +41,6 @@ def column(
     return (entry["tasks"], set(entry["passed"]), None) if entry else None
 
 
-def pair(a: tuple, b: tuple) -> dict | str:
-    """The paired comparison of two columns, or why there is none."""
-    rows = paired_rows(a, b)
-    return rows if isinstance(rows, str) else compare(*rows)
-
-
 def paired_rows(a: tuple, b: tuple) -> tuple[dict, dict] | str:
     """Each side's task → passed (1.0 or 0.0) over the same tasks, or why they are not the same. A passed.json keeps
     the passed ids alone: its failed tasks are the other side's ids it does not list (or, both sides so, tasks
@@ -105,11 +99,9 @@ def main() -> None:
         out[track] = rows if isinstance(rows, str) else compare(*rows)
         show(track, out[track])
     if args.pooled:
+        joined = ", ".join(t for t, c in out.items() if not isinstance(c, str))
         out["pooled"] = compare(*pooled)
-        show(
-            f"pooled ({', '.join(t for t, c in out.items() if not isinstance(c, str) and t != 'pooled')})",
-            out["pooled"],
-        )
+        show(f"pooled ({joined})", out["pooled"])
     if args.out:
         args.out.write_text(
             json.dumps(
